@@ -1,0 +1,277 @@
+"""One small WebGPU interface, two backends (stdlib only).
+
+    dev = await request_device()                 # "native" (wgpu-py) or "browser" (pyodide)
+    buf = dev.create_buffer(nbytes, label="x")   # STORAGE | COPY_DST | COPY_SRC by default
+    dev.write_buffer(buf, 0, data)               # bytes / memoryview / numpy / JS ArrayBuffer
+    pipe = await dev.pipeline("bitlinear", "gemv_i2s", constants={"WG": 64}, defines={"A8": True})
+    bg = dev.bind_group(pipe, [wbuf, xbuf, (ybuf, 0, 4096)])   # binding i = entry i
+    dev.run([(pipe, bg, (rows, 1, 1))])          # one encoder, one pass, one submit
+    plan = dev.plan([...]); dev.run(plan)        # prepared once, replayed with O(1) host calls
+    data = await dev.read(buf, 0, 4)             # bytes
+
+Names follow WebGPU (limits are camelCase as in JS: maxStorageBufferBindingSize).
+Features are WebGPU names; wgpu-native's "subgroup" is reported as "subgroups".
+Pipelines are cached by (shader, entry, constants, defines). Shader sources are
+specialised per device by bitweb.shaders (subgroups, f16, ...).
+
+Counters (dev.counters): dispatches, runs (submits), plan_runs, plan_dispatches
+(replayed: the fast path), direct_dispatches (encoded from a list: the slow
+path), host_calls (calls from Python into the backend), writes, reads,
+pipelines (compiled).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# GPUBufferUsage flags
+MAP_READ = 0x0001
+MAP_WRITE = 0x0002
+COPY_SRC = 0x0004
+COPY_DST = 0x0008
+UNIFORM = 0x0040
+STORAGE = 0x0080
+QUERY_RESOLVE = 0x0200
+
+DEFAULT_USAGE = STORAGE | COPY_DST | COPY_SRC
+
+# Features we ask for when the adapter has them (WebGPU names).
+WANTED_FEATURES = ("shader-f16", "subgroups", "timestamp-query")
+# Limits we raise to the adapter's maximum (defaults are small: 128 MiB bindings).
+WANTED_LIMITS = ("maxBufferSize", "maxStorageBufferBindingSize", "maxStorageBuffersPerShaderStage",
+                 "maxComputeWorkgroupStorageSize", "maxComputeInvocationsPerWorkgroup",
+                 "maxComputeWorkgroupSizeX", "maxComputeWorkgroupsPerDimension")
+
+
+class GPUError(RuntimeError):
+    """Any GPU failure with a message a person can act on."""
+
+
+class NoAdapterError(GPUError):
+    pass
+
+
+class LimitsError(GPUError):
+    pass
+
+
+class DeviceLostError(GPUError):
+    pass
+
+
+class ShaderError(GPUError):
+    pass
+
+
+@dataclass
+class Caps:
+    """What the device can do, decided once at start-up and logged."""
+    subgroups: bool = False
+    shader_f16: bool = False
+    dot4: bool = False              # WGSL dot4I8Packed (packed_4x8_integer_dot_product)
+    timestamps: bool = False
+    subgroup_matrix: bool = False   # reported only: no kernel uses it yet (none could be checked)
+    subgroup_min: int = 0           # as reported (may be wrong on wgpu-native 0.32)
+    subgroup_max: int = 0
+
+    def summary(self) -> str:
+        on = [k for k in ("subgroups", "shader_f16", "dot4", "timestamps", "subgroup_matrix") if getattr(self, k)]
+        return ", ".join(on) or "none"
+
+
+@dataclass
+class Buffer:
+    """A GPU buffer: the backend object plus its size, usage and label."""
+    raw: object
+    size: int
+    usage: int
+    label: str = ""
+
+    def destroy(self):
+        try:
+            self.raw.destroy()
+        except Exception:
+            pass
+
+
+@dataclass
+class Pipeline:
+    raw: object
+    key: tuple
+    n_bindings: int = 0
+
+
+@dataclass
+class Plan:
+    """A prepared list of dispatches. `raw` is the backend's form (JS arrays in the browser)."""
+    items: list
+    raw: object = None
+    n_dispatches: int = 0
+
+
+@dataclass
+class Device:
+    """Backend-independent part; subclasses implement the `_` primitives."""
+    backend: str = ""
+    info: dict = field(default_factory=dict)          # vendor, architecture, device, description
+    features: frozenset = frozenset()
+    limits: dict = field(default_factory=dict)        # camelCase -> int, as granted
+    caps: Caps = field(default_factory=Caps)
+    counters: dict = field(default_factory=lambda: dict.fromkeys(
+        ("dispatches", "runs", "plan_runs", "plan_dispatches", "direct_dispatches",
+         "host_calls", "writes", "write_bytes", "reads", "pipelines"), 0))
+    lost: str | None = None
+    log: object = None
+
+    def __post_init__(self):
+        self._pipelines: dict = {}
+
+    # ---- checks -----------------------------------------------------------
+    def check_alive(self):
+        if self.lost is not None:
+            raise DeviceLostError(f"GPU device lost: {self.lost}. Reload the model to continue.")
+
+    @property
+    def max_binding(self) -> int:
+        return int(self.limits.get("maxStorageBufferBindingSize", 128 << 20))
+
+    @property
+    def max_buffer(self) -> int:
+        return int(self.limits.get("maxBufferSize", 256 << 20))
+
+    # ---- buffers ------------------------------------------------------------
+    def create_buffer(self, size: int, usage: int = DEFAULT_USAGE, label: str = "") -> Buffer:
+        self.check_alive()
+        size = max(4, (int(size) + 3) // 4 * 4)
+        if size > self.max_buffer:
+            raise LimitsError(f"buffer '{label}' needs {size} bytes but the device allows "
+                              f"maxBufferSize = {self.max_buffer} (short by {size - self.max_buffer})")
+        return Buffer(self._create_buffer(size, usage, label), size, usage, label)
+
+    def write_buffer(self, buf: Buffer, offset: int, data, data_offset: int = 0, size: int | None = None):
+        """Copy `data` (bytes-like, numpy, or a JS ArrayBuffer/TypedArray in the browser) into buf."""
+        self.check_alive()
+        n = self._write(buf.raw, int(offset), data, int(data_offset), size)
+        self.counters["writes"] += 1
+        self.counters["write_bytes"] += n or 0
+        self.counters["host_calls"] += 1
+
+    async def read(self, buf: Buffer, offset: int = 0, size: int | None = None) -> bytes:
+        self.check_alive()
+        size = buf.size - offset if size is None else size
+        self.counters["reads"] += 1
+        self.counters["host_calls"] += 1
+        return await self._read(buf.raw, int(offset), int(size))
+
+    # ---- pipelines ----------------------------------------------------------
+    async def pipeline(self, shader: str, entry: str = "main", constants: dict | None = None,
+                       defines: dict | None = None) -> Pipeline:
+        """Compile (once) `shaders/<shader>.wgsl` specialised for this device."""
+        from bitweb import shaders
+        self.check_alive()
+        consts = tuple(sorted((constants or {}).items()))
+        defs = tuple(sorted((defines or {}).items()))
+        key = (shader, entry, consts, defs)
+        p = self._pipelines.get(key)
+        if p is None:
+            code = shaders.specialise(shaders.source(shader), self, dict(defs), shader)
+            try:
+                raw = await self._pipeline(code, entry, dict(consts), f"{shader}:{entry}")
+            except GPUError:
+                raise
+            except Exception as e:
+                raise ShaderError(f"shader '{shader}' entry '{entry}' (constants {dict(consts)}, "
+                                  f"defines {dict(defs)}) failed to compile: {e}") from e
+            p = self._pipelines[key] = Pipeline(raw, key)
+            self.counters["pipelines"] += 1
+        return p
+
+    def bind_group(self, pipeline: Pipeline, entries: list):
+        """entries[i] is binding i: a Buffer or (Buffer, offset, size)."""
+        self.check_alive()
+        norm = []
+        for i, e in enumerate(entries):
+            buf, off, size = (e, 0, e.size) if isinstance(e, Buffer) else e
+            if size > self.max_binding:
+                raise LimitsError(f"binding {i} of {pipeline.key[0]}:{pipeline.key[1]} is {size} bytes, over "
+                                  f"maxStorageBufferBindingSize = {self.max_binding}")
+            norm.append((buf.raw, int(off), int(size)))
+        return self._bind_group(pipeline.raw, norm)
+
+    # ---- running ------------------------------------------------------------
+    def plan(self, items: list) -> Plan:
+        """Prepare a list of (pipeline, bind_group, (x, y, z)) for replay."""
+        items = [(p, bg, tuple(w) + (1,) * (3 - len(w))) for p, bg, w in items]
+        return Plan(items, self._prepare(items), len(items))
+
+    def run(self, work) -> None:
+        """Encode and submit: a Plan (fast path, one host call) or a list (slow path)."""
+        self.check_alive()
+        if isinstance(work, Plan):
+            self._run_plan(work)
+            self.counters["plan_runs"] += 1
+            self.counters["plan_dispatches"] += work.n_dispatches
+            n = work.n_dispatches
+            self.counters["host_calls"] += 1
+        else:
+            items = [(p, bg, tuple(w) + (1,) * (3 - len(w))) for p, bg, w in work]
+            calls = self._run_list(items)
+            n = len(items)
+            self.counters["direct_dispatches"] += n
+            self.counters["host_calls"] += calls
+        self.counters["dispatches"] += n
+        self.counters["runs"] += 1
+
+    async def sync(self) -> None:
+        """Wait until the queue is idle."""
+        self.check_alive()
+        await self._sync()
+
+    def describe(self) -> str:
+        i = self.info
+        name = i.get("description") or i.get("device") or i.get("architecture") or "?"
+        return (f"{self.backend}: {i.get('vendor', '?')} {name}; features: {self.caps.summary()}; "
+                f"maxStorageBufferBindingSize {self.max_binding >> 20} MiB, maxBufferSize {self.max_buffer >> 20} MiB")
+
+    # ---- backend primitives (implemented by native.py / browser.py) ----------
+    def _create_buffer(self, size, usage, label): raise NotImplementedError
+    def _write(self, raw, offset, data, data_offset, size): raise NotImplementedError
+    async def _read(self, raw, offset, size): raise NotImplementedError
+    async def _pipeline(self, code, entry, constants, label): raise NotImplementedError
+    def _bind_group(self, raw_pipeline, entries): raise NotImplementedError
+    def _prepare(self, items): return None
+    def _run_plan(self, plan): self._run_list(plan.items)
+    def _run_list(self, items) -> int: raise NotImplementedError
+    async def _sync(self): raise NotImplementedError
+
+
+def in_browser() -> bool:
+    import sys
+    return sys.platform == "emscripten"
+
+
+async def request_device(backend: str = "auto", log=None) -> Device:
+    """The best adapter's device with the adapter's limits and the wanted features."""
+    if backend == "auto":
+        backend = "browser" if in_browser() else "native"
+    if backend == "native":
+        from bitweb.gpu import native
+        dev = await native.request_device()
+    elif backend == "browser":
+        from bitweb.gpu import browser
+        dev = await browser.request_device()
+    else:
+        raise GPUError(f"unknown GPU backend '{backend}' (native or browser)")
+    dev.log = log
+    if log:
+        log(f"gpu: {dev.describe()}")
+    return dev
+
+
+def check_fits(dev: Device, need_binding: int, need_buffer: int | None = None, what: str = "model") -> None:
+    """Raise LimitsError naming the limit and the shortfall when a model cannot run on dev."""
+    if need_binding > dev.max_binding:
+        raise LimitsError(f"{what} needs a storage binding of {need_binding} bytes; this GPU allows "
+                          f"maxStorageBufferBindingSize = {dev.max_binding} (short by {need_binding - dev.max_binding} bytes)")
+    if need_buffer is not None and need_buffer > dev.max_buffer:
+        raise LimitsError(f"{what} needs a buffer of {need_buffer} bytes; this GPU allows "
+                          f"maxBufferSize = {dev.max_buffer} (short by {need_buffer - dev.max_buffer} bytes)")

@@ -1,0 +1,144 @@
+"""Browser backend: pyodide.ffi over navigator.gpu (runs only in Pyodide).
+
+The page's worker must have imported web/gpu.mjs as `globalThis.bitwebGPU`
+(a few JS helpers: replay a prepared plan with one call, read back a range).
+Uploads accept JS ArrayBuffers / TypedArrays as they are, so weight bytes go
+from JS memory to queue.writeBuffer without entering the wasm heap.
+"""
+from __future__ import annotations
+
+from bitweb.gpu import (WANTED_FEATURES, WANTED_LIMITS, Caps, Device, DeviceLostError, GPUError,
+                        NoAdapterError)
+
+import js  # noqa: E402  (pyodide)
+from pyodide.ffi import JsProxy, to_js  # noqa: E402
+
+NO_WEBGPU = ("WebGPU is not available in this browser. Use a recent Chrome or Edge (113+), "
+             "or Firefox Nightly / Safari Technology Preview with WebGPU enabled; on Linux start Chrome "
+             "with --enable-unsafe-webgpu (and --enable-features=Vulkan). The page must be served "
+             "from http://localhost / 127.0.0.1 or https.")
+
+
+def _obj(d):
+    return to_js(d, dict_converter=js.Object.fromEntries)
+
+
+class BrowserDevice(Device):
+    def __init__(self, adapter, device, features, caps, info, limits):
+        super().__init__(backend="browser")
+        self.adapter = adapter
+        self.device = device
+        self.queue = device.queue
+        self.features = frozenset(features)
+        self.caps = caps
+        self.info = info
+        self.limits = limits
+        self.helper = js.bitwebGPU
+        device.lost.then(self._on_lost)
+
+    def _on_lost(self, info):
+        try:
+            self.lost = f"{info.reason}: {info.message}"
+        except Exception:
+            self.lost = "unknown reason"
+
+    def _create_buffer(self, size, usage, label):
+        return self.device.createBuffer(_obj({"size": size, "usage": usage, "label": label}))
+
+    def _write(self, raw, offset, data, data_offset, size):
+        if isinstance(data, JsProxy):                      # ArrayBuffer / TypedArray: zero copy
+            nbytes = int(data.byteLength)
+            if size is None:
+                size = nbytes - data_offset
+            if data_offset or size != nbytes:
+                self.queue.writeBuffer(raw, offset, data, data_offset, size)
+            else:
+                self.queue.writeBuffer(raw, offset, data)
+            return size
+        mv = memoryview(data).cast("B")
+        if size is None:
+            size = len(mv) - data_offset
+        arr = to_js(mv[data_offset:data_offset + size])    # small host data (params, tokens)
+        self.queue.writeBuffer(raw, offset, arr)
+        return size
+
+    async def _read(self, raw, offset, size):
+        out = await self.helper.read(self.device, raw, offset, size)
+        return out.to_bytes()
+
+    async def _pipeline(self, code, entry, constants, label):
+        module = self.device.createShaderModule(_obj({"code": code, "label": label}))
+        desc = {"layout": "auto", "label": label, "compute": {"module": module, "entryPoint": entry}}
+        if constants:
+            desc["compute"]["constants"] = constants
+        try:
+            return await self.device.createComputePipelineAsync(_obj(desc))
+        except Exception as e:
+            info = await module.getCompilationInfo()
+            msgs = [f"line {m.lineNum}:{m.linePos} {m.type}: {m.message}" for m in info.messages]
+            raise GPUError(f"{label}: {e}; " + "; ".join(msgs[:5])) from None
+
+    def _bind_group(self, raw_pipeline, entries):
+        return self.device.createBindGroup(_obj({
+            "layout": raw_pipeline.getBindGroupLayout(0),
+            "entries": [{"binding": i, "resource": {"buffer": b, "offset": off, "size": size}}
+                        for i, (b, off, size) in enumerate(entries)]}))
+
+    def _prepare(self, items):
+        pipes = js.Array.new()
+        groups = js.Array.new()
+        counts = js.Uint32Array.new(3 * len(items))
+        for i, (p, bg, (x, y, z)) in enumerate(items):
+            pipes.push(p.raw)
+            groups.push(bg)
+            counts[3 * i], counts[3 * i + 1], counts[3 * i + 2] = x, y, z
+        return self.helper.makePlan(pipes, groups, counts)
+
+    def _run_plan(self, plan):
+        self.helper.replay(self.device, plan.raw)
+
+    def _run_list(self, items):
+        self.helper.replay(self.device, self._prepare(items))
+        return 1
+
+    async def _sync(self):
+        await self.queue.onSubmittedWorkDone()
+
+
+async def request_device() -> BrowserDevice:
+    gpu = getattr(js.navigator, "gpu", None)
+    if gpu is None:
+        raise NoAdapterError(NO_WEBGPU)
+    adapter = await gpu.requestAdapter(_obj({"powerPreference": "high-performance"}))
+    if adapter is None:
+        raise NoAdapterError("navigator.gpu exists but no WebGPU adapter was found. " + NO_WEBGPU)
+    have = set(js.Array.from_(adapter.features).to_py())
+    want = [f for f in WANTED_FEATURES if f in have]
+    limits = {}
+    for name in WANTED_LIMITS:
+        v = getattr(adapter.limits, name, None)
+        if v is not None:
+            limits[name] = int(v)
+    try:
+        device = await adapter.requestDevice(_obj({"requiredFeatures": want, "requiredLimits": limits,
+                                                   "label": "bitweb"}))
+    except Exception as e:
+        raise GPUError(f"the adapter refused a device with features {want} and limits {limits}: {e}") from None
+    granted = {}
+    for name in WANTED_LIMITS + ("minStorageBufferOffsetAlignment", "maxComputeWorkgroupSizeY"):
+        v = getattr(device.limits, name, None)
+        if v is not None:
+            granted[name] = int(v)
+    wgsl = getattr(gpu, "wgslLanguageFeatures", None)
+    dot4 = bool(wgsl is not None and wgsl.has("packed_4x8_integer_dot_product"))
+    ai = adapter.info
+    info = {k: str(getattr(ai, k, "") or "") for k in ("vendor", "architecture", "device", "description")}
+    caps = Caps(subgroups="subgroups" in want, shader_f16="shader-f16" in want, dot4=dot4,
+                timestamps="timestamp-query" in want,
+                subgroup_matrix="chromium-experimental-subgroup-matrix" in have,
+                subgroup_min=int(getattr(ai, "subgroupMinSize", 0) or 0),
+                subgroup_max=int(getattr(ai, "subgroupMaxSize", 0) or 0))
+    return BrowserDevice(adapter, device, want, caps, info, granted)
+
+
+__all__ = ["request_device", "BrowserDevice", "DeviceLostError"]

@@ -1,0 +1,117 @@
+"""Native backend: wgpu-py (wgpu-native; Mesa lavapipe here, Vulkan/Metal/D3D12 GPUs elsewhere)."""
+from __future__ import annotations
+
+import os
+
+from bitweb.gpu import (WANTED_FEATURES, WANTED_LIMITS, Caps, Device, GPUError, NoAdapterError)
+
+# wgpu-native's feature names where they differ from WebGPU's.
+_NATIVE_FEATURE = {"subgroups": "subgroup"}
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("-")
+    return head + "".join(w.capitalize() for w in rest)
+
+
+def _hyphen(name: str) -> str:
+    return "".join("-" + c.lower() if c.isupper() else c for c in name)
+
+
+class NativeDevice(Device):
+    def __init__(self, adapter, device, features, caps):
+        super().__init__(backend="native")
+        self.adapter = adapter
+        self.device = device
+        self.queue = device.queue
+        info = adapter.info
+        self.info = {k: info.get(k, "") for k in ("vendor", "architecture", "device", "description", "adapter_type", "backend_type")}
+        self.features = frozenset(features)
+        self.limits = {_camel(k): v for k, v in device.limits.items()}
+        self.caps = caps
+
+    def _create_buffer(self, size, usage, label):
+        return self.device.create_buffer(size=size, usage=usage, label=label)
+
+    def _write(self, raw, offset, data, data_offset, size):
+        mv = memoryview(data).cast("B") if not isinstance(data, (bytes, bytearray)) else memoryview(data)
+        if size is None:
+            size = len(mv) - data_offset
+        self.queue.write_buffer(raw, offset, mv[data_offset:data_offset + size])
+        return size
+
+    async def _read(self, raw, offset, size):
+        return bytes(self.queue.read_buffer(raw, offset, size))
+
+    async def _pipeline(self, code, entry, constants, label):
+        module = self.device.create_shader_module(code=code, label=label)
+        compute = {"module": module, "entry_point": entry}
+        if constants:
+            compute["constants"] = {k: float(v) if isinstance(v, float) else int(v) for k, v in constants.items()}
+        return self.device.create_compute_pipeline(layout="auto", compute=compute, label=label)
+
+    def _bind_group(self, raw_pipeline, entries):
+        layout = raw_pipeline.get_bind_group_layout(0)
+        return self.device.create_bind_group(layout=layout, entries=[
+            {"binding": i, "resource": {"buffer": b, "offset": off, "size": size}}
+            for i, (b, off, size) in enumerate(entries)])
+
+    def _run_list(self, items):
+        enc = self.device.create_command_encoder()
+        cp = enc.begin_compute_pass()
+        for p, bg, (x, y, z) in items:
+            cp.set_pipeline(p.raw)
+            cp.set_bind_group(0, bg)
+            cp.dispatch_workgroups(x, y, z)
+        cp.end()
+        self.queue.submit([enc.finish()])
+        return 1
+
+    async def _sync(self):
+        self.queue.on_submitted_work_done_sync()
+
+
+def _probe_caps(device, features) -> Caps:
+    caps = Caps(subgroups="subgroups" in features, shader_f16="shader-f16" in features,
+                timestamps="timestamp-query" in features, subgroup_matrix=False)
+    # dot4I8Packed: compile a one-line probe (naga supports it; say so only if it compiles).
+    try:
+        device.create_shader_module(code="@group(0) @binding(0) var<storage, read_write> o: array<i32>;\n"
+                                    "@compute @workgroup_size(1) fn main() { o[0] = dot4I8Packed(0x01020304u, 0x01010101u); }")
+        caps.dot4 = True
+    except Exception:
+        caps.dot4 = False
+    return caps
+
+
+async def request_device() -> NativeDevice:
+    try:
+        import wgpu
+    except ImportError as e:  # pragma: no cover - the venv always has it
+        raise NoAdapterError(f"wgpu-py is not installed ({e}); pip install wgpu") from e
+    os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
+    try:
+        adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
+    except Exception as e:
+        raise NoAdapterError(f"no WebGPU adapter found by wgpu-py ({e}). On Debian install "
+                             f"mesa-vulkan-drivers for the CPU (lavapipe) adapter.") from e
+    if adapter is None:
+        raise NoAdapterError("no WebGPU adapter found by wgpu-py. On Debian install mesa-vulkan-drivers.")
+    have = set(adapter.features)
+    want = [f for f in WANTED_FEATURES if _NATIVE_FEATURE.get(f, f) in have]
+    alim = adapter.limits
+    limits = {}
+    for name in WANTED_LIMITS:
+        k = _hyphen(name)
+        if k in alim:
+            limits[k] = alim[k]
+    try:
+        device = adapter.request_device_sync(required_features=[_NATIVE_FEATURE.get(f, f) for f in want],
+                                             required_limits=limits, label="bitweb")
+    except Exception as e:
+        raise GPUError(f"the adapter refused a device with features {want} and limits {limits}: {e}") from e
+    caps = _probe_caps(device, set(want))
+    info = adapter.info
+    caps.subgroup_min = int(info.get("subgroup_min_size", 0) or 0)
+    caps.subgroup_max = int(info.get("subgroup_max_size", 0) or 0)
+    return NativeDevice(adapter, device, want, caps)
