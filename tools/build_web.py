@@ -32,6 +32,20 @@ def main() -> None:
             z.writestr(info, src.read_bytes())
     tmp.replace(OUT)
     print(f"[setup] wrote {OUT.relative_to(ROOT)} ({OUT.stat().st_size} bytes)")
+    write_kernel_vectors()
+
+
+def write_kernel_vectors() -> None:
+    """Expected outputs of the browser kernel cases, from the numpy references (web/kernels.html)."""
+    try:
+        from bitweb.ref import build_cases
+    except ImportError as e:     # numpy missing: `npm start` without the venv extras
+        print(f"[setup] kernel vectors skipped ({e})")
+        return
+    b = build_cases("browser")
+    (OUT.parent / "kernel_vectors.bin").write_bytes(bytes(b.blob))
+    (OUT.parent / "kernel_vectors.json").write_text(b.manifest())
+    print(f"[setup] wrote {len(b.cases)} browser kernel cases ({len(b.blob)} bytes)")
 
 
 if __name__ == "__main__":

@@ -49,7 +49,8 @@ export async function read(device, buffer, offset, size) {
 export async function uploadBlob(device, buffer, bufferOffset, blob, start, end, chunk = 16 << 20, onBytes = null) {
   for (let pos = start; pos < end; pos += chunk) {
     const stop = Math.min(end, pos + chunk);
-    const ab = await blob.slice(pos, stop).arrayBuffer();
+    let ab = await blob.slice(pos, stop).arrayBuffer();
+    if (ab.byteLength % 4) { const padded = new Uint8Array(ab.byteLength + 4 - (ab.byteLength % 4)); padded.set(new Uint8Array(ab)); ab = padded.buffer; }
     device.queue.writeBuffer(buffer, bufferOffset + (pos - start), ab);
     if (onBytes) onBytes(stop - pos);
   }

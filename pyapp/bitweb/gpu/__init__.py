@@ -155,6 +155,33 @@ class Device:
         self.counters["write_bytes"] += n or 0
         self.counters["host_calls"] += 1
 
+    async def upload(self, buf: Buffer, offset: int, src, src_offset: int, size: int,
+                     chunk: int = 16 << 20, on_bytes=None) -> None:
+        """Stream `size` bytes of a source into buf at offset, one chunk at a time.
+
+        src: anything with `read(offset, n) -> bytes` (gguf.FileSource, BytesSource) natively;
+        in the browser also a JS Blob/File, streamed by JS straight to writeBuffer
+        (the bytes never enter the wasm heap). A final partial word is zero-padded.
+        """
+        self.check_alive()
+        n_calls = await self._upload(buf.raw, int(offset), src, int(src_offset), int(size), int(chunk), on_bytes)
+        self.counters["writes"] += n_calls
+        self.counters["write_bytes"] += size
+        self.counters["host_calls"] += 1
+
+    async def _upload(self, raw, offset, src, src_offset, size, chunk, on_bytes) -> int:
+        calls = 0
+        for pos in range(0, size, chunk):
+            n = min(chunk, size - pos)
+            data = src.read(src_offset + pos, n)
+            if len(data) % 4:
+                data = bytes(data) + bytes(4 - len(data) % 4)
+            self._write(raw, offset + pos, data, 0, None)
+            calls += 1
+            if on_bytes:
+                on_bytes(n)
+        return calls
+
     async def read(self, buf: Buffer, offset: int = 0, size: int | None = None) -> bytes:
         self.check_alive()
         size = buf.size - offset if size is None else size

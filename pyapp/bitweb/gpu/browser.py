@@ -62,6 +62,20 @@ class BrowserDevice(Device):
         self.queue.writeBuffer(raw, offset, arr)
         return size
 
+    async def _upload(self, raw, offset, src, src_offset, size, chunk, on_bytes):
+        if isinstance(src, JsProxy):                      # Blob / File: JS streams it
+            cb = None
+            if on_bytes is not None:
+                from pyodide.ffi import create_proxy
+                cb = create_proxy(on_bytes)
+            try:
+                await self.helper.uploadBlob(self.device, raw, offset, src, src_offset, src_offset + size, chunk, cb)
+            finally:
+                if cb is not None:
+                    cb.destroy()
+            return (size + chunk - 1) // chunk
+        return await super()._upload(raw, offset, src, src_offset, size, chunk, on_bytes)
+
     async def _read(self, raw, offset, size):
         out = await self.helper.read(self.device, raw, offset, size)
         return out.to_bytes()
