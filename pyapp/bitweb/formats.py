@@ -422,11 +422,14 @@ def dequant_main(args) -> int:
     np = _np()
     from bitweb.gguf import open_gguf
     gf = open_gguf(args.model)
-    ti = gf.tensors.get(args.tensor)
-    if ti is None:
-        names = list(gf.tensors)
-        raise KeyError(f"no tensor {args.tensor!r} in {args.model} ({len(names)} tensors: "
-                       f"{', '.join(names[:8])}{' ...' if len(names) > 8 else ''})")
-    x = TYPES[ti.type_id].dequantize(gf.tensor_data(ti.name), ti.n_elements)
-    np.save(args.out, x.reshape(tuple(reversed(ti.shape))))
+    try:
+        ti = gf.tensors.get(args.tensor)
+        if ti is None:
+            names = list(gf.tensors)
+            raise KeyError(f"no tensor {args.tensor!r} in {args.model} ({len(names)} tensors: "
+                           f"{', '.join(names[:8])}{' ...' if len(names) > 8 else ''})")
+        x = TYPES[ti.type_id].dequantize(gf.tensor_data(ti.name), ti.n_elements)
+    finally:
+        gf.close()
+    np.save(args.out, x.reshape(ti.np_shape))
     return 0

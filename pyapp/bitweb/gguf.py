@@ -50,6 +50,7 @@ _MIN_SIZE[T_STRING] = 8
 _MIN_SIZE[T_ARRAY] = 12
 _MIN_KV = 8 + 4 + 1               # empty key, type, 1-byte value
 _MIN_TENSOR_INFO = 8 + 4 + 8 + 4 + 8
+_U64 = struct.Struct("<Q")
 
 
 class GGUFError(ValueError):
@@ -199,6 +200,12 @@ class GGUFFile:
         if hasattr(self.source, "close"):
             self.source.close()
 
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
 
 # ---------------------------------------------------------------- parser
 
@@ -299,7 +306,30 @@ class _Parser:
                     self.fail(f"bool value {vals[bad]} at index {bad} (must be 0 or 1)", field, at + bad)
                 vals = [v == 1 for v in vals]
             return vals, itype
+        if itype == T_STRING:
+            return self.strings(count, field), itype
         return [self.value(itype, field, depth + 1) for _ in range(count)], itype
+
+    def strings(self, count: int, field: str) -> list:
+        """count strings (a tokenizer vocabulary): a fast path while inside the buffer, else value()."""
+        out = []
+        append = out.append
+        unpack = _U64.unpack_from
+        for _ in range(count):
+            buf = self.buf
+            o = self.pos - self.buf_at
+            if o + 8 <= len(buf):
+                end = o + 8 + unpack(buf, o)[0]
+                if end <= len(buf):                 # the buffer never extends past the file
+                    raw = buf[o + 8:end]
+                    self.pos += end - o
+                    try:
+                        append(raw.decode("utf-8"))
+                    except UnicodeDecodeError:
+                        append(raw)
+                    continue
+            append(self.value(T_STRING, field))     # refills the buffer, checks the length
+        return out
 
 
 def read_gguf(source) -> GGUFFile:
