@@ -44,6 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--layers", type=int, default=None, help="override the preset's block count")
     p.add_argument("--vocab", choices=["llama3", "bytes"], default="bytes")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--scale-tensors", choices=["auto", "on", "off"], default="auto",
+                   help="--arch bitnet: write blk.N.<linear>.scale tensors (auto: for tq1_0/tq2_0)")
     p.add_argument("--out", required=True)
 
     p = cmd("tokenize", "bitweb.tokenizer:tokenize_main", "encode text (or decode ids) with a GGUF file's tokenizer")
