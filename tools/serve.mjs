@@ -46,6 +46,7 @@ function serve(req, res) {
   const headers = {
     'content-type': TYPES[path.extname(file)] || 'application/octet-stream',
     'cache-control': 'no-cache',
+    'last-modified': st.mtime.toUTCString(),
     'accept-ranges': 'bytes',
     'cross-origin-opener-policy': 'same-origin',
     'cross-origin-embedder-policy': 'require-corp',
