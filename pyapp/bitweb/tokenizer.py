@@ -1,0 +1,579 @@
+"""Tokenizers from GGUF metadata, pure Python + stdlib (runs unchanged in Pyodide).
+
+Two vocabulary kinds, chosen by `tokenizer.ggml.model`:
+
+* `gpt2`: byte-level BPE with the Llama 3 pre-tokenizer (llama.cpp pre-type
+  `llama-bpe`). Text -> pieces by the Llama 3 split regex
+
+      (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}
+      | ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+
+
+  -> each piece's UTF-8 bytes mapped to printable characters (GPT-2's
+  bytes_to_unicode table) -> BPE: a piece that is itself a token is that token
+  (`ignore_merges`, as HF and llama.cpp do for Llama 3); otherwise start from
+  single bytes and repeatedly merge the adjacent pair with the lowest merge
+  rank (leftmost on ties) until no pair is in `tokenizer.ggml.merges`.
+
+  Python's `re` has no \\p{L} / \\p{N}, so the split runs in two steps: every
+  character is first mapped to a one-character class code (a letter, digit,
+  whitespace, other; the letters of the contractions keep their lowercase
+  identity), computed once per distinct character with `unicodedata.category`
+  and cached; the regex above, rewritten over that ASCII alphabet, then runs
+  on the class string and its match spans cut the original text. Class
+  meanings follow Oniguruma (what HF `tokenizers` uses): \\p{L} = categories
+  L*, \\p{N} = N*, \\s = U+0009..U+000D, U+0085 and categories Zs/Zl/Zp, and
+  (?i) case-folds U+017F (long s) to "s". Unicode 16.0, as HF's tables and
+  Pyodide's Python 3.14: letters and digits added since an older Python's
+  database (3.11 has 14.0) come from a small built-in range list.
+
+* `llama`: SentencePiece-style BPE by scores (llama.cpp `llm_tokenizer_spm`):
+  spaces become U+2581 "▁", a "▁" is prefixed when `add_space_prefix`
+  (default true), the text starts as single characters, and the adjacent
+  pair whose concatenation is a normal token with the highest score is merged
+  (leftmost on ties) until none is left; a character that is not a token is
+  emitted as its UTF-8 bytes via the `<0xXX>` byte tokens.
+
+Special tokens: tokens of type CONTROL (3) are matched in the text only with
+`parse_special=True`; USER_DEFINED (4) tokens always (as llama.cpp does).
+Longest match wins. Decoding maps tokens back to bytes and decodes UTF-8
+(invalid bytes -> U+FFFD); `StreamDecoder` emits only complete characters.
+"""
+from __future__ import annotations
+
+import codecs
+import heapq
+import json
+import re
+import time
+import unicodedata
+
+# GGUF tokenizer.ggml.token_type values (llama.cpp llama_token_type)
+NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
+
+SPM_SPACE = "\u2581"          # "▁"
+_CACHE_LIMIT = 200_000        # BPE results memoized per piece, cleared when full
+_EOT_NAMES = ("<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<EOT>")
+_LLAMA3_PRE = ("llama-bpe", "llama3", "llama-v3")
+
+
+class TokenizerError(ValueError):
+    """Bad tokenizer metadata or input; the message names the key, index or value."""
+
+
+# ---------------------------------------------------------------- byte level
+
+def _bytes_to_unicode() -> list[str]:
+    """GPT-2's table: byte b -> a printable character (printable Latin-1 bytes map to
+    themselves, the other 68 bytes to U+0100 onwards in byte order)."""
+    keep = [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+    out, n = [""] * 256, 0
+    for b in range(256):
+        if b in keep:
+            out[b] = chr(b)
+        else:
+            out[b] = chr(256 + n)
+            n += 1
+    return out
+
+
+BYTE_TO_CHAR = _bytes_to_unicode()
+_TO_BYTE_LEVEL = {b: c for b, c in enumerate(BYTE_TO_CHAR)}        # latin-1 char -> byte-level char
+_FROM_BYTE_LEVEL = {ord(c): b for b, c in enumerate(BYTE_TO_CHAR)}  # byte-level char -> latin-1 char
+
+
+def to_byte_level(text: str) -> str:
+    """UTF-8 bytes of `text`, each shown as its GPT-2 byte-level character."""
+    try:
+        return text.encode("utf-8").decode("latin-1").translate(_TO_BYTE_LEVEL)
+    except UnicodeEncodeError as e:
+        raise TokenizerError(f"text is not valid Unicode: {e.reason} at character {e.start}") from None
+
+
+# ------------------------------------------------------- Llama 3 pre-tokenizer
+
+# Letters (L*) and digits (N*) of Unicode 16.0 that older Unicode databases (Python 3.11
+# has 14.0) leave unassigned; HF tokenizers' tables and Pyodide's Python 3.14 are at 16.0.
+# Taken from Python 3.14's unicodedata (category of every code point that 3.11 calls Cn).
+_U16_L = ((0x1C89, 0x1C8A), (0xA7CB, 0xA7CD), (0xA7DA, 0xA7DC), (0x105C0, 0x105F3), (0x10D4A, 0x10D65),
+          (0x10D6F, 0x10D85), (0x10EC2, 0x10EC4), (0x1123F, 0x11240), (0x11380, 0x11389), (0x1138B, 0x1138B),
+          (0x1138E, 0x1138E), (0x11390, 0x113B5), (0x113B7, 0x113B7), (0x113D1, 0x113D1), (0x113D3, 0x113D3),
+          (0x11BC0, 0x11BE0), (0x11F02, 0x11F02), (0x11F04, 0x11F10), (0x11F12, 0x11F33), (0x1342F, 0x1342F),
+          (0x13441, 0x13446), (0x13460, 0x143FA), (0x16100, 0x1611D), (0x16D40, 0x16D6C), (0x18CFF, 0x18CFF),
+          (0x1B132, 0x1B132), (0x1B155, 0x1B155), (0x1DF25, 0x1DF2A), (0x1E030, 0x1E06D), (0x1E4D0, 0x1E4EB),
+          (0x1E5D0, 0x1E5ED), (0x1E5F0, 0x1E5F0), (0x2B739, 0x2B739), (0x2EBF0, 0x2EE5D), (0x31350, 0x323AF))
+_U16_N = ((0x10D40, 0x10D49), (0x116D0, 0x116E3), (0x11BF0, 0x11BF9), (0x11F50, 0x11F59), (0x16130, 0x16139),
+          (0x16D70, 0x16D79), (0x1CCF0, 0x1CCF9), (0x1D2C0, 0x1D2D3), (0x1E4F0, 0x1E4F9), (0x1E5F1, 0x1E5FA))
+
+
+def _category(c: str) -> str:
+    cat = unicodedata.category(c)
+    if cat == "Cn":
+        cp = ord(c)
+        if any(a <= cp <= b for a, b in _U16_L):
+            return "Lo"
+        if any(a <= cp <= b for a, b in _U16_N):
+            return "Nd"
+    return cat
+
+
+class _Classes(dict):
+    """code point -> one-character class code; filled lazily from unicodedata."""
+
+    def __missing__(self, cp: int) -> str:
+        c = chr(cp)
+        if c in "\r\n '":
+            code = c
+        elif 0x09 <= cp <= 0x0D or cp == 0x85:
+            code = "\t"                          # \s other than \r \n and space
+        else:
+            cat = _category(c)
+            if cat in ("Zs", "Zl", "Zp"):
+                code = "\t"
+            elif cat[0] == "L":
+                low = c.lower() if c.isascii() else ("s" if cp == 0x17F else "")
+                code = low if low in ("s", "t", "r", "e", "v", "m", "l", "d") else "a"
+            elif cat[0] == "N":
+                code = "0"
+            else:
+                code = "!"
+        if len(self) < 65536:                    # bounded: hostile text cannot grow it without end
+            self[cp] = code
+        return code
+
+
+_CLASSES = _Classes()
+for _cp in range(128):
+    _CLASSES[_cp]   # precompute ASCII
+
+# The Llama 3 regex over class codes: letters [a-z] (incl. the kept contraction
+# letters), digits 0, whitespace [ \t\r\n], other [!'].
+_LLAMA3_SPLIT = re.compile(
+    r"'(?:s|t|re|ve|m|ll|d)"
+    r"|[^\r\na-z0]?[a-z]+"
+    r"|0{1,3}"
+    r"| ?[!']+[\r\n]*"
+    r"|[ \t\r\n]*[\r\n]+"
+    r"|[ \t\r\n]+(?![^ \t\r\n])"
+    r"|[ \t\r\n]+")
+
+
+def split_llama3(text: str) -> list[str]:
+    """Pieces of `text` exactly as the Llama 3 pre-tokenizer regex splits it."""
+    codes = text.translate(_CLASSES)
+    pieces = [text[m.start():m.end()] for m in _LLAMA3_SPLIT.finditer(codes)]
+    if sum(map(len, pieces)) != len(text):     # every character is in some class
+        raise TokenizerError("internal: pre-tokenizer did not cover the text")
+    return pieces
+
+
+# ------------------------------------------------------------------ the model
+
+def _as_str(v, what: str) -> str:
+    if isinstance(v, str):
+        return v
+    if isinstance(v, (bytes, bytearray)):
+        try:
+            return bytes(v).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise TokenizerError(f"{what} is not valid UTF-8 ({e.reason})") from None
+    raise TokenizerError(f"{what} must be a string, got {type(v).__name__}")
+
+
+def _str_list(values, what: str) -> list:
+    if not isinstance(values, (list, tuple)):
+        raise TokenizerError(f"{what} must be an array of strings, got {type(values).__name__}")
+    if set(map(type, values)) <= {str}:        # the usual case: checked in one C loop
+        return values if isinstance(values, list) else list(values)
+    return [_as_str(v, f"{what}[{i}]") for i, v in enumerate(values)]
+
+
+class Tokenizer:
+    """encode / decode for one GGUF vocabulary (see the module docstring).
+
+    Attributes: model ("gpt2" | "llama"), pre, tokens, token_types, n_vocab,
+    bos_id, eos_id, eot_id, pad_id, unk_id (None when absent), add_bos,
+    add_space_prefix (llama), chat_template (str or None), stop_ids.
+    """
+
+    def __init__(self, *, model: str, tokens: list, token_types=None, merges=None, scores=None,
+                 pre=None, bos_id=None, eos_id=None, eot_id=None, pad_id=None, unk_id=None,
+                 add_bos=None, add_space_prefix=None, chat_template=None):
+        if model not in ("gpt2", "llama"):
+            raise TokenizerError(f"tokenizer.ggml.model {model!r} is not supported (supported: gpt2, llama)")
+        if not isinstance(tokens, (list, tuple)) or not tokens:
+            raise TokenizerError("tokenizer.ggml.tokens must be a non-empty array of strings")
+        n = len(tokens)
+        self.model = model
+        self.tokens = _str_list(tokens, "tokenizer.ggml.tokens")
+        self.n_vocab = n
+        if token_types is None:
+            token_types = [NORMAL] * n
+        if len(token_types) != n:
+            raise TokenizerError(f"tokenizer.ggml.token_type has {len(token_types)} entries, "
+                                 f"tokenizer.ggml.tokens has {n}")
+        self.token_types = list(token_types)
+        if not set(self.token_types) <= set(range(7)):
+            i, t = next((i, t) for i, t in enumerate(self.token_types) if t not in range(7))
+            raise TokenizerError(f"tokenizer.ggml.token_type[{i}] = {t!r} is not a token type 0..6")
+        self.token_to_id = dict(zip(self.tokens, range(n)))   # last id wins, as in llama.cpp
+
+        def tok_id(v, key):
+            if v is None:
+                return None
+            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < n:
+                raise TokenizerError(f"{key} = {v!r} is not a token id (vocabulary has {n} tokens)")
+            return v
+
+        self.bos_id = tok_id(bos_id, "tokenizer.ggml.bos_token_id")
+        self.eos_id = tok_id(eos_id, "tokenizer.ggml.eos_token_id")
+        self.pad_id = tok_id(pad_id, "tokenizer.ggml.padding_token_id")
+        self.unk_id = tok_id(unk_id, "tokenizer.ggml.unknown_token_id")
+        self.eot_id = tok_id(eot_id, "tokenizer.ggml.eot_token_id")
+        if self.eot_id is None:                        # llama.cpp finds it by name
+            self.eot_id = next((self.token_to_id[s] for s in _EOT_NAMES if s in self.token_to_id), None)
+        self.stop_ids = frozenset(i for i in (self.eos_id, self.eot_id) if i is not None)
+        self.add_bos = bool(True if add_bos is None else add_bos)
+        self.chat_template = chat_template
+        self.pre = pre
+        self._bytes = [None] * n                       # token id -> bytes, filled lazily
+        self._cache = {}
+
+        # special tokens matched in text: CONTROL with parse_special, USER_DEFINED always
+        def alternation(types):
+            texts = sorted({t for t, ty in zip(self.tokens, self.token_types) if ty in types and t},
+                           key=len, reverse=True)
+            return re.compile("|".join(map(re.escape, texts))) if texts else None
+
+        self._special_re = alternation((CONTROL, USER_DEFINED))
+        self._user_re = alternation((USER_DEFINED,))
+
+        if model == "gpt2":
+            if pre not in (None, "default", *_LLAMA3_PRE):
+                raise TokenizerError(f"tokenizer.ggml.pre {pre!r} is not supported for gpt2 "
+                                     f"(supported: {', '.join(_LLAMA3_PRE)}; missing means llama-bpe)")
+            if merges is None:
+                raise TokenizerError("gpt2 vocabulary needs tokenizer.ggml.merges")
+            # rank of merge "a b" (a GGUF merge string is the pair joined by one space)
+            merges = _str_list(merges, "tokenizer.ggml.merges")
+            self._ranks = dict(zip(merges, range(len(merges))))
+        else:
+            if scores is None:
+                raise TokenizerError("llama (SentencePiece) vocabulary needs tokenizer.ggml.scores")
+            if len(scores) != n:
+                raise TokenizerError(f"tokenizer.ggml.scores has {len(scores)} entries, "
+                                     f"tokenizer.ggml.tokens has {n}")
+            self.scores = [float(s) for s in scores]
+            self.add_space_prefix = True if add_space_prefix is None else bool(add_space_prefix)
+            self._byte_ids = [self.token_to_id.get(f"<0x{b:02X}>") for b in range(256)]
+
+    # ----------------------------------------------------------- construction
+
+    @classmethod
+    def from_metadata(cls, md: dict) -> "Tokenizer":
+        """From GGUF metadata given as plain Python values (GGUFFile.metadata)."""
+        k = "tokenizer.ggml."
+        if k + "model" not in md:
+            raise TokenizerError("missing metadata key 'tokenizer.ggml.model'")
+        if k + "tokens" not in md:
+            raise TokenizerError("missing metadata key 'tokenizer.ggml.tokens'")
+        return cls(model=_as_str(md[k + "model"], "tokenizer.ggml.model"), tokens=md[k + "tokens"],
+                   token_types=md.get(k + "token_type"), merges=md.get(k + "merges"),
+                   scores=md.get(k + "scores"), pre=md.get(k + "pre"),
+                   bos_id=md.get(k + "bos_token_id"), eos_id=md.get(k + "eos_token_id"),
+                   eot_id=md.get(k + "eot_token_id"), pad_id=md.get(k + "padding_token_id"),
+                   unk_id=md.get(k + "unknown_token_id"), add_bos=md.get(k + "add_bos_token"),
+                   add_space_prefix=md.get(k + "add_space_prefix"),
+                   chat_template=md.get("tokenizer.chat_template"))
+
+    # --------------------------------------------------------------- encoding
+
+    def encode(self, text: str, add_bos: bool | None = None, parse_special: bool = False) -> list[int]:
+        """Token ids of `text`. add_bos None -> the file's tokenizer.ggml.add_bos_token
+        (true when absent). parse_special: special-token text (e.g. "<|eot_id|>") becomes
+        its id; otherwise it is tokenized as plain text."""
+        if not isinstance(text, str):
+            raise TokenizerError(f"text must be a str, got {type(text).__name__}")
+        out = []
+        if self.add_bos if add_bos is None else add_bos:
+            if self.bos_id is None:
+                raise TokenizerError("add_bos requested but the vocabulary has no tokenizer.ggml.bos_token_id")
+            out.append(self.bos_id)
+        pattern = self._special_re if parse_special else self._user_re
+        pos, prev_special = 0, True
+        if pattern is not None:
+            for m in pattern.finditer(text):
+                if m.start() > pos:
+                    self._encode_text(text[pos:m.start()], prev_special, out)
+                out.append(self.token_to_id[m.group()])
+                pos, prev_special = m.end(), True
+        if pos < len(text):
+            self._encode_text(text[pos:], prev_special, out)
+        return out
+
+    def _encode_text(self, text: str, after_special: bool, out: list) -> None:
+        if self.model == "gpt2":
+            for piece in split_llama3(text):
+                out.extend(self._bpe_piece(piece))
+        else:
+            if self.add_space_prefix and after_special:   # llama.cpp: prefix at start / after a special
+                text = " " + text
+            out.extend(self._spm(text.replace(" ", SPM_SPACE)))
+
+    def _bpe_piece(self, piece: str):
+        ids = self._cache.get(piece)
+        if ids is None:
+            if len(self._cache) >= _CACHE_LIMIT:
+                self._cache.clear()
+            ids = self._cache[piece] = self._bpe(to_byte_level(piece))
+        return ids
+
+    def _bpe(self, word: str) -> tuple:
+        """Byte-level BPE of one pre-token (already in byte-level characters)."""
+        vocab = self.token_to_id
+        if word in vocab:                              # ignore_merges
+            return (vocab[word],)
+        ranks = self._ranks
+        sym = list(word)
+        n = len(sym)
+        nxt = list(range(1, n + 1))
+        prv = list(range(-1, n - 1))
+        heap = []
+        for i in range(n - 1):
+            r = ranks.get(sym[i] + " " + sym[i + 1])
+            if r is not None:
+                heap.append((r, i, sym[i], sym[i + 1]))
+        heapq.heapify(heap)
+        while heap:
+            r, i, a, b = heapq.heappop(heap)
+            j = nxt[i]
+            if j >= n or sym[i] != a or sym[j] != b:   # stale: a side was merged since
+                continue
+            sym[i] = a + b
+            sym[j] = None
+            nxt[i] = nxt[j]
+            if nxt[j] < n:
+                prv[nxt[j]] = i
+            p, q = prv[i], nxt[i]
+            if p >= 0:
+                r2 = ranks.get(sym[p] + " " + sym[i])
+                if r2 is not None:
+                    heapq.heappush(heap, (r2, p, sym[p], sym[i]))
+            if q < n:
+                r2 = ranks.get(sym[i] + " " + sym[q])
+                if r2 is not None:
+                    heapq.heappush(heap, (r2, i, sym[i], sym[q]))
+        out = []
+        i = 0
+        while i < n:
+            s = sym[i]
+            t = vocab.get(s)
+            if t is None:
+                raise TokenizerError(f"BPE produced {s!r}, which is not in the vocabulary")
+            out.append(t)
+            i = nxt[i]
+        return tuple(out)
+
+    def _spm(self, text: str) -> list[int]:
+        """SentencePiece-style merging by token score (text already uses '▁' for spaces)."""
+        vocab, types, scores = self.token_to_id, self.token_types, self.scores
+        sym = list(text)
+        n = len(sym)
+        nxt = list(range(1, n + 1))
+        prv = list(range(-1, n - 1))
+        heap = []
+
+        def push(i, j):
+            t = vocab.get(sym[i] + sym[j])
+            if t is not None and types[t] == NORMAL:
+                heapq.heappush(heap, (-scores[t], i, sym[i], sym[j]))
+
+        for i in range(n - 1):
+            push(i, i + 1)
+        while heap:
+            _, i, a, b = heapq.heappop(heap)
+            j = nxt[i]
+            if j >= n or sym[i] != a or sym[j] != b:
+                continue
+            sym[i] = a + b
+            sym[j] = None
+            nxt[i] = nxt[j]
+            if nxt[j] < n:
+                prv[nxt[j]] = i
+            if prv[i] >= 0:
+                push(prv[i], i)
+            if nxt[i] < n:
+                push(i, nxt[i])
+        out = []
+        i = 0
+        while i < n:
+            t = vocab.get(sym[i])
+            if t is not None:
+                out.append(t)
+            else:                                      # byte fallback
+                for b in sym[i].encode("utf-8"):
+                    bt = self._byte_ids[b]
+                    if bt is None:
+                        bt = self.unk_id
+                    if bt is None:
+                        raise TokenizerError(f"character {sym[i]!r} has no token, no <0x{b:02X}> byte "
+                                             "token and no unknown token")
+                    out.append(bt)
+            i = nxt[i]
+        return out
+
+    # --------------------------------------------------------------- decoding
+
+    def token_to_bytes(self, token_id: int, skip_special: bool = False) -> bytes:
+        """The bytes one token stands for. CONTROL tokens give their text (b"" when
+        skip_special); byte-level tokens their raw bytes; SPM '▁' -> space, <0xXX> -> byte."""
+        if isinstance(token_id, bool) or not isinstance(token_id, int) or not 0 <= token_id < self.n_vocab:
+            raise TokenizerError(f"token id {token_id!r} is out of range (vocabulary has {self.n_vocab} tokens)")
+        ty = self.token_types[token_id]
+        if ty == CONTROL and skip_special:
+            return b""
+        b = self._bytes[token_id]
+        if b is None:
+            text = self.tokens[token_id]
+            if ty in (CONTROL, USER_DEFINED, UNKNOWN, UNUSED):
+                b = text.encode("utf-8")
+            elif self.model == "gpt2":
+                b = b"".join(bytes((_FROM_BYTE_LEVEL[ord(c)],)) if ord(c) in _FROM_BYTE_LEVEL
+                             else c.encode("utf-8") for c in text)
+            elif ty == BYTE and len(text) == 6 and text.startswith("<0x") and text.endswith(">"):
+                b = bytes((int(text[3:5], 16),))
+            else:
+                b = text.replace(SPM_SPACE, " ").encode("utf-8")
+            self._bytes[token_id] = b
+        return b
+
+    def decode_bytes(self, ids, skip_special: bool = False) -> bytes:
+        parts = [self.token_to_bytes(i, skip_special) for i in ids]
+        if self.model == "llama" and self.add_space_prefix:
+            # drop the prefix space: the first non-empty piece, if it is text starting with ' '
+            k = next((k for k, p in enumerate(parts) if p), None)
+            if k is not None and self.token_types[ids[k]] in (NORMAL, BYTE) and parts[k][:1] == b" ":
+                parts[k] = parts[k][1:]
+        return b"".join(parts)
+
+    def decode(self, ids, skip_special: bool = False) -> str:
+        """Text of `ids`; invalid UTF-8 -> U+FFFD. For `llama` vocabularies the space that
+        add_space_prefix put before the first word is removed."""
+        return self.decode_bytes(list(ids), skip_special).decode("utf-8", "replace")
+
+    def stream(self, skip_special: bool = False, strip_prefix: bool = False) -> "StreamDecoder":
+        return StreamDecoder(self, skip_special, strip_prefix)
+
+    def is_stop(self, token_id: int) -> bool:
+        """End of generation: EOS or end-of-turn (<|eot_id|>)."""
+        return token_id in self.stop_ids
+
+    def piece(self, token_id: int) -> str:
+        """Printable form of one token (for listings)."""
+        return self.token_to_bytes(token_id).decode("utf-8", "backslashreplace")
+
+
+class StreamDecoder:
+    """Incremental decode: push(id) returns the text completed by that token. A
+    multi-byte character split across tokens is held back until its last byte
+    arrives; flush() returns what is left (an incomplete tail becomes U+FFFD).
+
+    A stream continues text, so by default no space is stripped; with
+    strip_prefix=True (text that starts here) the output equals decode(ids)
+    exactly, including the removal of a llama vocabulary's prefix space."""
+
+    def __init__(self, tokenizer: Tokenizer, skip_special: bool = False, strip_prefix: bool = False):
+        self.tokenizer = tokenizer
+        self.skip_special = skip_special
+        self._strip = strip_prefix and tokenizer.model == "llama" and tokenizer.add_space_prefix
+        self._dec = codecs.getincrementaldecoder("utf-8")("replace")
+
+    def push(self, token_id: int) -> str:
+        b = self.tokenizer.token_to_bytes(token_id, self.skip_special)
+        if self._strip and b:
+            self._strip = False
+            if self.tokenizer.token_types[token_id] in (NORMAL, BYTE) and b[:1] == b" ":
+                b = b[1:]
+        return self._dec.decode(b)
+
+    def flush(self) -> str:
+        return self._dec.decode(b"", final=True)
+
+
+# ------------------------------------------------------------------------ CLI
+
+def tokenize_main(args) -> int:
+    """`python -m bitweb tokenize MODEL.gguf --text TEXT [--json]` / `--decode IDS`.
+    Text is encoded with the file's add_bos setting and special tokens parsed."""
+    from bitweb.gguf import open_gguf
+    tok = Tokenizer.from_metadata(open_gguf(args.model).metadata)
+    if args.decode is not None:
+        try:
+            ids = [int(x) for x in args.decode.replace(",", " ").split()]
+        except ValueError:
+            raise TokenizerError(f"--decode expects integers separated by commas or spaces, got {args.decode!r}")
+        text = tok.decode(ids)
+        print(json.dumps({"ids": ids, "text": text}, ensure_ascii=False) if args.json else text)
+        return 0
+    ids = tok.encode(args.text, parse_special=True)
+    if args.json:
+        print(json.dumps({"ids": ids, "pieces": [tok.piece(i) for i in ids], "n_tokens": len(ids)},
+                         ensure_ascii=False))
+    else:
+        print(" ".join(map(str, ids)))
+    return 0
+
+
+# ------------------------------------------------------------------ benchmark
+
+BENCH_TEXT = (
+    "The quick brown fox jumps over the lazy dog. It's 2024, and we'll test 1234567 numbers, "
+    "URLs like https://example.com/path?q=1, and code: def f(x): return x**2 + 1  # comment\n"
+    "Ça va? Größe, naïve café — ¿Qué tal? Привет, как дела? 你好，世界！今天天气很好。"
+    "こんにちは、世界。안녕하세요 세계. مرحبا بالعالم. नमस्ते दुनिया। 🚀 👩‍👩‍👧‍👦 ✅\n\n"
+)
+
+
+def bench_text(n_words: int = 8000, seed: int = 0) -> str:
+    """Deterministic benchmark text: BENCH_TEXT paragraphs between runs of made-up words
+    (random syllables, digits, punctuation), so most pieces are new to the BPE cache."""
+    import random
+    rng = random.Random(seed)
+    syl = ["ka", "ri", "mo", "the", "ban", "sto", "ex", "qu", "ing", "tion", "pre", "ly", "zu", "ver"]
+    words = []
+    for i in range(n_words):
+        w = "".join(rng.choice(syl) for _ in range(rng.randint(1, 4)))
+        words.append(w.capitalize() if rng.random() < 0.1 else w)
+        if rng.random() < 0.08:
+            words.append(rng.choice([",", ".", "!", "?", ";", str(rng.randint(0, 99999))]))
+        if i % 400 == 399:
+            words.append("\n" + BENCH_TEXT)
+    return " ".join(words)
+
+
+def bench_encode(md: dict | None = None, text: str | None = None, repeats: int = 3) -> dict:
+    """Encoding speed. md: GGUF tokenizer metadata (default: the Llama 3 vocabulary from
+    bitweb.vocab, CPython only); text: what to encode (default: bench_text()). Returns the
+    load time (Tokenizer.from_metadata), cold tokens/s (first encode, empty BPE cache),
+    warm tokens/s (same text again: cached pieces) and decode tokens/s."""
+    if md is None:
+        from bitweb.vocab import llama3_vocab
+        md = llama3_vocab()
+    if text is None:
+        text = bench_text()
+    t0 = time.perf_counter()
+    tok = Tokenizer.from_metadata(md)
+    load_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    ids = tok.encode(text, add_bos=False)
+    cold_s = time.perf_counter() - t0
+    warm_s = float("inf")
+    for _ in range(max(1, repeats)):
+        t0 = time.perf_counter()
+        tok.encode(text, add_bos=False)
+        warm_s = min(warm_s, time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    tok.decode(ids)
+    dec_s = time.perf_counter() - t0
+    return {"n_vocab": tok.n_vocab, "load_s": round(load_s, 4), "chars": len(text), "tokens": len(ids),
+            "cold_tokens_per_s": round(len(ids) / cold_s), "warm_tokens_per_s": round(len(ids) / warm_s),
+            "decode_tokens_per_s": round(len(ids) / dec_s)}

