@@ -1,0 +1,79 @@
+"""Compile WGSL snippets with Chromium's Tint (SwiftShader adapter) and print errors.
+
+usage: .venv/bin/python dev/ops/tint_probe.py file.wgsl[:entry] ...   (or import probe())
+Also prints the adapter limits. Dev tool only (needs node + /usr/bin/chromium).
+"""
+import json, os, re, subprocess, sys
+from playwright.sync_api import sync_playwright
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ARGS = ["--enable-unsafe-webgpu", "--no-sandbox", "--disable-background-networking", "--disable-component-update"]
+
+JS = """async (mods) => {
+  const ad = await navigator.gpu.requestAdapter();
+  const lim = {}; for (const k in ad.limits) lim[k] = ad.limits[k];
+  const feats = [...ad.features];
+  const req = {}; for (const k of ['maxStorageBuffersPerShaderStage','maxComputeWorkgroupStorageSize','maxStorageBufferBindingSize','maxBufferSize','maxComputeInvocationsPerWorkgroup']) req[k] = ad.limits[k];
+  const dev = await ad.requestDevice({requiredFeatures: feats.filter(f => f==='subgroups'||f==='shader-f16'), requiredLimits: req});
+  const out = [];
+  for (const [code, entry] of mods) {
+    const m = dev.createShaderModule({code});
+    const info = await m.getCompilationInfo();
+    const msgs = info.messages.map(x => x.type + ' ' + x.lineNum + ':' + x.linePos + ' ' + x.message);
+    let perr = null;
+    if (entry) {
+      dev.pushErrorScope('validation');
+      try { await dev.createComputePipelineAsync({layout: 'auto', compute: {module: m, entryPoint: entry}}); } catch (e) { perr = String(e); }
+      const e2 = await dev.popErrorScope(); if (e2) perr = (perr||'') + e2.message;
+    }
+    out.push({msgs, perr});
+  }
+  return {lim, feats, out};
+}"""
+
+
+def probe(mods):
+    env = dict(os.environ, PORT="0")
+    proc = subprocess.Popen(["node", os.path.join(ROOT, "tools", "serve.mjs")], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = re.search(r"http://[\d.]+:\d+/", proc.stdout.readline()).group(0)
+    try:
+        with sync_playwright() as p:
+            b = p.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS, headless=True)
+            pg = b.new_page()
+            pg.goto(url)
+            return pg.evaluate(JS, mods)
+    finally:
+        proc.kill()
+
+
+if __name__ == "__main__":
+    mods = []
+    for a in sys.argv[1:]:
+        path, _, entry = a.partition(":")
+        mods.append([open(path).read(), entry or None])
+    r = probe(mods)
+    print(json.dumps(r["lim"]), r["feats"])
+    for a, o in zip(sys.argv[1:], r["out"]):
+        print(a, o)
+
+
+def specialised(shader, defines, browser=True, f16=False, subgroups=True):
+    """The source the browser backend would compile (SwiftShader-like device unless told)."""
+    from types import SimpleNamespace
+    from bitweb import shaders
+    dev = SimpleNamespace(backend="browser" if browser else "native",
+                          caps=SimpleNamespace(subgroups=subgroups, shader_f16=f16, dot4=True))
+    return shaders.specialise(shaders.source(shader), dev, defines, shader)
+
+
+def probe_steps(steps, **kw):
+    """Compile each Step's pipeline in Chromium; print problems."""
+    mods = [[specialised(s.shader, s.defines, **kw), s.entry] for s in steps]
+    r = probe(mods)
+    bad = 0
+    for s, o in zip(steps, r["out"]):
+        if o["msgs"] or o["perr"]:
+            bad += 1
+            print(s.shader, s.entry, s.defines, o)
+    print(f"{len(steps) - bad}/{len(steps)} compiled")

@@ -1,0 +1,204 @@
+// dense.wgsl: one generic matmul over the weight type, fp32 accumulation.
+//
+// Maths (one shard = rows [ROW0, ROW0 + N_ROWS) of the full weight, stored as its own buffer):
+//   gemv    y[ROW0 + r]              = sum_k W[r, k] * x[k]                r < N_ROWS
+//   NORM:   y[ROW0 + r]              = inv * sum_k W[r, k] * (x[k] * g[k]),
+//           inv = 1 / sqrt(sum_k x[k]^2 / K + EPS)        (rmsnorm of x fused: the output_norm)
+//   LASTROW: x is an [m][K] buffer and row params.m - 1 is used (the last prefill row)
+//   matmul  y[i * Y_STRIDE + ROW0 + r] = sum_k W[r, k] * x[i * K + k]    i < params.m
+//
+// Weight bytes are the GGUF tensor bytes unchanged (rows of K elements, row-major):
+//   FMT_F32   f32
+//   FMT_F16   IEEE half; read as f16 when the device has shader-f16 (F16), else as u32 pairs
+//             decoded with unpack2x16float (the guaranteed path; SwiftShader has no f16)
+//   FMT_BF16  bf16 = upper 16 bits of an f32: element 2j is the low half of word j
+//   FMT_Q8_0  blocks of 34 bytes = f16 d, 32 x int8 q; w = d * q. Blocks are 2-byte aligned,
+//             so a block's words are read with a 16-bit funnel shift when needed.
+// K % 4 == 0 (K % 32 == 0 for Q8_0); products and sums in f32.
+//
+// gemv thread mapping: workgroup g (g = wid.x + wid.y * nwg.x, 2-D when > 65535) owns ROWS rows
+// r0 = g * ROWS ..; thread t walks k4 = t, t + WG, ... over the K/4 vec4 columns, loads x once
+// and accumulates ROWS dot products (x reused across rows). Reduction of the ROWS (+1 for the
+// NORM sum of squares) partials across the workgroup:
+//   SUBGROUPS  subgroupAdd, then one slot per subgroup (slots taken with a workgroup atomic: no
+//              assumption on the subgroup size or on how subgroups map to invocations)
+//   else       shared-memory tree (WG a power of two)
+// matmul thread mapping: 16 x 16 threads, output tile 16 rows of x by 16 weight rows, k in steps
+// of 16 through workgroup memory; workgroups (ceil(N_ROWS / 16), ceil(m / 16)).
+//
+// Bindings: gemv   0 w, 1 x, 2 y, [3 g if NORM], [next: params if LASTROW]
+//           matmul 0 w, 1 x, 2 y, 3 params
+// params (see bitweb/kernels/ops.py): u32 m (rows of x), the rest unused here.
+
+override K: u32 = 256u;          // row length (elements)
+override N_ROWS: u32 = 1u;       // rows of W in this shard
+override ROW0: u32 = 0u;         // y index of the shard's first row
+override Y_STRIDE: u32 = 1u;     // matmul: row stride of y (total output rows of all shards)
+override WG: u32 = 64u;          // gemv threads per workgroup (power of two, <= 256)
+override ROWS: u32 = 4u;         // gemv rows per workgroup (<= 8)
+override EPS: f32 = 1e-5;
+
+struct Params { m: u32, pos: u32, n_ids: u32, penalty: f32, inv_temp: f32, r0: u32, r1: u32, r2: u32 }
+
+// ---- weights: wload(row, k4) = W[row, 4 k4 .. 4 k4 + 3] as f32 -------------------------------
+#if FMT_F32
+@group(0) @binding(0) var<storage, read> w: array<vec4<f32>>;
+fn wload(row: u32, k4: u32) -> vec4<f32> { return w[row * (K / 4u) + k4]; }
+#elif FMT_F16
+#if F16
+@group(0) @binding(0) var<storage, read> w: array<vec4<f16>>;
+fn wload(row: u32, k4: u32) -> vec4<f32> { return vec4<f32>(w[row * (K / 4u) + k4]); }
+#else
+@group(0) @binding(0) var<storage, read> w: array<vec2<u32>>;
+fn wload(row: u32, k4: u32) -> vec4<f32> {
+    let v = w[row * (K / 4u) + k4];
+    return vec4<f32>(unpack2x16float(v.x), unpack2x16float(v.y));
+}
+#endif
+#elif FMT_BF16
+@group(0) @binding(0) var<storage, read> w: array<vec2<u32>>;
+fn wload(row: u32, k4: u32) -> vec4<f32> {
+    let v = w[row * (K / 4u) + k4];
+    return vec4<f32>(bitcast<f32>(v.x << 16u), bitcast<f32>(v.x & 0xffff0000u),
+                     bitcast<f32>(v.y << 16u), bitcast<f32>(v.y & 0xffff0000u));
+}
+#elif FMT_Q8_0
+@group(0) @binding(0) var<storage, read> w: array<u32>;
+// the 4 bytes at byte offset b (b even)
+fn word_at(b: u32) -> u32 {
+    let i = b >> 2u;
+    if ((b & 2u) == 0u) { return w[i]; }
+    return (w[i] >> 16u) | (w[i + 1u] << 16u);
+}
+fn wload(row: u32, k4: u32) -> vec4<f32> {
+    let b = (row * (K / 32u) + k4 / 8u) * 34u;           // block start (bytes)
+    let d = unpack2x16float(w[b >> 2u] >> ((b & 2u) * 8u)).x;
+    return d * vec4<f32>(unpack4xI8(word_at(b + 2u + (k4 % 8u) * 4u)));
+}
+#endif
+
+@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+#if NORM
+@group(0) @binding(3) var<storage, read> g: array<vec4<f32>>;
+#if LASTROW
+@group(0) @binding(4) var<storage, read> params: Params;
+#endif
+#elif LASTROW
+@group(0) @binding(3) var<storage, read> params: Params;
+#endif
+@group(0) @binding(3) var<storage, read> mparams: Params;   // matmul only
+
+// ---- gemv -------------------------------------------------------------------------------
+const NV: u32 = 9u;                                 // ROWS + 1 partial sums at most
+var<workgroup> red: array<f32, WG * 9u>;           // red[i * WG + j]: partial j of value i
+#if SUBGROUPS
+var<workgroup> n_slots: atomic<u32>;
+#endif
+
+// After return, red[i * WG] holds the workgroup total of v[i] for i < n.
+fn reduce(lid: u32, v: array<f32, 9>, n: u32, sgi: u32) {
+#if SUBGROUPS
+    if (lid == 0u) { atomicStore(&n_slots, 0u); }
+    workgroupBarrier();
+    var s: array<f32, 9>;
+    for (var i = 0u; i < n; i++) { s[i] = subgroupAdd(v[i]); }
+    if (sgi == 0u) {
+        let slot = atomicAdd(&n_slots, 1u);
+        for (var i = 0u; i < n; i++) { red[i * WG + slot] = s[i]; }
+    }
+    workgroupBarrier();
+    if (lid < n) {
+        let c = atomicLoad(&n_slots);
+        var t = red[lid * WG];
+        for (var j = 1u; j < c; j++) { t += red[lid * WG + j]; }
+        red[lid * WG] = t;
+    }
+    workgroupBarrier();
+#else
+    for (var i = 0u; i < n; i++) { red[i * WG + lid] = v[i]; }
+    workgroupBarrier();
+    for (var h = WG / 2u; h > 0u; h >>= 1u) {
+        if (lid < h) {
+            for (var i = 0u; i < n; i++) { red[i * WG + lid] += red[i * WG + lid + h]; }
+        }
+        workgroupBarrier();
+    }
+#endif
+}
+
+@compute @workgroup_size(WG)
+fn gemv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32
+#if SUBGROUPS
+        , @builtin(subgroup_invocation_id) sgi: u32
+#endif
+        ) {
+#if !SUBGROUPS
+    let sgi = 0u;
+#endif
+    let r0 = (wid.x + wid.y * nwg.x) * ROWS;
+    if (r0 >= N_ROWS) { return; }
+    let k4n = K / 4u;
+#if LASTROW
+    let xb = (params.m - 1u) * k4n;
+#else
+    let xb = 0u;
+#endif
+    var acc: array<f32, 9>;
+    for (var k = lid; k < k4n; k += WG) {
+        var xv = x[xb + k];
+#if NORM
+        acc[ROWS] += dot(xv, xv);
+        xv *= g[k];
+#endif
+        for (var r = 0u; r < ROWS; r++) {
+            acc[r] += dot(wload(min(r0 + r, N_ROWS - 1u), k), xv);
+        }
+    }
+#if NORM
+    reduce(lid, acc, ROWS + 1u, sgi);
+    let scale = 1.0 / sqrt(red[ROWS * WG] / f32(K) + EPS);
+#else
+    reduce(lid, acc, ROWS, sgi);
+    let scale = 1.0;
+#endif
+    if (lid < ROWS && r0 + lid < N_ROWS) {
+        y[ROW0 + r0 + lid] = red[lid * WG] * scale;
+    }
+}
+
+// ---- matmul (M > 1) -----------------------------------------------------------------------
+var<workgroup> xs: array<vec4<f32>, 64>;   // 16 rows of x   x 16 k
+var<workgroup> ws: array<vec4<f32>, 64>;   // 16 rows of W   x 16 k
+
+@compute @workgroup_size(16, 16)
+fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) li: vec3<u32>,
+          @builtin(local_invocation_index) lid: u32) {
+    let m = mparams.m;
+    let k4n = K / 4u;
+    let i0 = wid.y * 16u;
+    let r0 = wid.x * 16u;
+    var acc = 0.0;
+    for (var k0 = 0u; k0 < k4n; k0 += 4u) {
+        if (lid < 64u) {
+            let i = i0 + lid / 4u;
+            let k = k0 + lid % 4u;
+            var v = vec4<f32>(0.0);
+            if (i < m && k < k4n) { v = x[i * k4n + k]; }
+            xs[lid] = v;
+        } else if (lid < 128u) {
+            let j = lid - 64u;
+            let k = k0 + j % 4u;
+            var v = vec4<f32>(0.0);
+            if (k < k4n) { v = wload(min(r0 + j / 4u, N_ROWS - 1u), k); }
+            ws[j] = v;
+        }
+        workgroupBarrier();
+        for (var j = 0u; j < 4u; j++) { acc += dot(xs[li.y * 4u + j], ws[li.x * 4u + j]); }
+        workgroupBarrier();
+    }
+    let i = i0 + li.y;
+    let r = r0 + li.x;
+    if (i < m && r < N_ROWS) { y[i * Y_STRIDE + ROW0 + r] = acc; }
+}
