@@ -67,6 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--min-p", type=float, default=0.0)
     p.add_argument("--repeat-penalty", type=float, default=1.0)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--ignore-eos", action="store_true", help="do not stop on EOS / <|eot_id|>")
+    p.add_argument("--max-context", type=int, default=None,
+                   help="KV cache positions (default: the model's context length)")
     p.add_argument("--stats", action="store_true")
     p.add_argument("--json", action="store_true")
 

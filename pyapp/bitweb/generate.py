@@ -1,0 +1,92 @@
+"""`python -m bitweb generate MODEL.gguf --prompt TEXT ...`: stream generated text to stdout.
+
+--backend native: the GPU engine (wgpu-py); numpy: the reference forward pass.
+--chat wraps the prompt (and --system) in the model's chat format (bitweb.chat) and stops
+on <|eot_id|> / EOS; without --chat the prompt is encoded as plain text (BOS per the file).
+--json prints one object at the end instead of streaming:
+  {"prompt_ids", "ids", "text", "stop_reason", "prefill_ms", "decode_ms_per_token",
+   "dispatches_per_token", "host_calls_per_token"}
+--stats prints timing and GPU counters to stderr (replayed plan dispatches = the fast path,
+re-encoded dispatches = the slow path).
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+
+from bitweb.sampling import SamplingParams
+
+
+def params_from_args(args) -> SamplingParams:
+    return SamplingParams(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p,
+                          repeat_penalty=args.repeat_penalty, seed=args.seed)
+
+
+def prompt_ids(tokenizer, args) -> list:
+    if args.chat or args.system is not None:
+        from bitweb.chat import chat_ids
+        msgs = ([{"role": "system", "content": args.system}] if args.system is not None else [])
+        return chat_ids(tokenizer, msgs + [{"role": "user", "content": args.prompt}])
+    return tokenizer.encode(args.prompt)
+
+
+def _stats(res, out=sys.stderr, extra=""):
+    n = len(res.ids)
+    tps = 1000.0 / res.decode_ms_per_token if res.decode_ms_per_token else 0.0
+    c = res.counters
+    print(f"\n[{extra}prompt {len(res.prompt_ids)} tokens, prefill {res.prefill_ms:.1f} ms; {n} generated, "
+          f"decode {res.decode_ms_per_token:.2f} ms/token ({tps:.1f} tokens/s); stop: {res.stop_reason}]", file=out)
+    if c:
+        print(f"[per decoded token: {res.dispatches_per_token:g} dispatches, {res.host_calls_per_token:g} host calls; "
+              f"decode totals: replayed (plan) dispatches {c.get('plan_dispatches', 0)}, re-encoded dispatches "
+              f"{c.get('direct_dispatches', 0)}, plan runs {c.get('plan_runs', 0)}, reads {c.get('reads', 0)}, "
+              f"writes {c.get('writes', 0)}, full-logit fallbacks {c.get('full_fallbacks', 0)}]", file=out)
+
+
+def _on_token(args):
+    if args.json:
+        return None
+
+    def show(_id, piece):
+        if piece:
+            sys.stdout.write(piece)
+            sys.stdout.flush()
+    return show
+
+
+def main(args) -> int:
+    from bitweb.gguf import open_gguf
+    params = params_from_args(args)
+    gf = open_gguf(args.model)
+    max_ctx = getattr(args, "max_context", None)
+    if args.backend == "numpy":
+        from bitweb.reference import ReferenceModel
+        ref = ReferenceModel.from_gguf(gf, activations=args.activations, max_context=max_ctx)
+        ids = prompt_ids(ref.tokenizer, args)
+        res = ref.generate(ids, params, args.max_tokens, on_token=_on_token(args),
+                           ignore_eos=getattr(args, "ignore_eos", False))
+        extra = f"numpy {args.activations}: "
+    else:
+        res, extra = asyncio.run(_native(gf, args, params, max_ctx))
+    if args.json:
+        print(json.dumps(res.to_json()))
+    else:
+        print()
+    if args.stats:
+        _stats(res, extra=extra)
+    return 0
+
+
+async def _native(gf, args, params, max_ctx):
+    from bitweb import gpu
+    from bitweb.engine import Engine
+    from bitweb.gguf import FileSource
+    log = (lambda m: print(m, file=sys.stderr)) if args.stats else None
+    dev = await gpu.request_device("native", log=log)
+    with FileSource(args.model) as src:
+        eng = await Engine.load(dev, gf, src, activations=args.activations, max_context=max_ctx, log=log)
+    ids = prompt_ids(eng.tokenizer, args)
+    res = await eng.generate(ids, params, args.max_tokens, on_token=_on_token(args),
+                             ignore_eos=getattr(args, "ignore_eos", False))
+    return res, f"{dev.backend} {args.activations}: "

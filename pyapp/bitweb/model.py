@@ -1,0 +1,238 @@
+"""A BitNet model as a GGUF file describes it: Config + tensors bound by their GGUF names (stdlib only).
+
+    gf = gguf.open_gguf(path)            # or read_gguf(source) in the browser
+    m = Model.from_gguf(gf)              # checks architecture, hyperparameters, every tensor
+    m.cfg.n_layer, m.token_embd, m.blk[3].attn_q, m.blk[3].attn_q_scale, m.output
+
+Two families (DESIGN.md section 4), same block, NEOX RoPE, sub-norms:
+
+    arch             ffn                         .scale tensors
+    bitnet-b1.58     relu(gate(f))^2 * up(f)     no        (2B4T; "bitnet-25" is its older name)
+    bitnet           silu(gate(f)) * up(f)       optional  (llama.cpp's 1bitLLM b1.58 models)
+
+Hyperparameters are read under the architecture prefix (`{arch}.block_count` ...).
+Tensor names are GGUF names with the dots turned into attributes:
+
+    token_embd.weight          -> m.token_embd          [n_embd, n_vocab]   (ne0 first)
+    output_norm.weight         -> m.output_norm         [n_embd]
+    output.weight              -> m.output              [n_embd, n_vocab] or None (tied: LM head = token_embd)
+    blk.N.<name>.weight        -> m.blk[N].<name>       e.g. attn_q [n_embd, n_head * head_dim]
+    blk.N.<linear>.scale       -> m.blk[N].<linear>_scale   [1] F32 or None: multiplies the linear's output
+
+Every value is a gguf.TensorInfo (name, shape, type, abs_offset, nbytes): the engine uploads
+the bytes unchanged, the numpy reference dequantizes them.
+
+Any file this module accepts can be run by both the engine and the reference; anything else
+is a ModelError naming the architecture, key or tensor (and its type / shape).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+ARCH_FFN = {"bitnet-b1.58": "relu2", "bitnet-25": "relu2", "bitnet": "silu"}
+
+NORMS = ("attn_norm", "attn_sub_norm", "ffn_norm", "ffn_sub_norm")
+LINEARS = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
+
+# Tensor types each role may have (what the GPU kernels and the reference both implement).
+LINEAR_TYPES = ("I2_S", "TQ2_0", "TQ1_0", "Q1_0", "F32", "F16", "BF16", "Q8_0")
+TERNARY_TYPES = ("I2_S", "TQ2_0", "TQ1_0", "Q1_0")
+EMBD_TYPES = ("F32", "F16", "BF16", "Q8_0")
+NORM_TYPES = ("F32",)
+
+
+class ModelError(ValueError):
+    """The file is not a model this engine runs: names the architecture, key or tensor."""
+
+
+@dataclass(frozen=True)
+class Config:
+    arch: str
+    ffn: str                  # "relu2" | "silu"
+    n_vocab: int
+    n_ctx: int                # context length the model was trained for
+    n_embd: int
+    n_layer: int
+    n_ff: int
+    n_head: int
+    n_head_kv: int
+    head_dim: int
+    eps: float                # RMS norm epsilon
+    rope_base: float          # NEOX RoPE: theta_i = pos * rope_base^(-2i / head_dim), pairs (i, i + head_dim/2)
+    tied: bool                # LM head = token_embd (no output.weight)
+    linear_type: str          # GGML type of the block linears (all the same), e.g. "I2_S"
+
+    @property
+    def q_dim(self) -> int:
+        return self.n_head * self.head_dim
+
+    @property
+    def kv_dim(self) -> int:
+        return self.n_head_kv * self.head_dim
+
+    @classmethod
+    def from_gguf(cls, gf) -> "Config":
+        md = gf.metadata
+        arch = md.get("general.architecture")
+        if arch not in ARCH_FFN:
+            raise ModelError(f"unsupported architecture {arch!r} (general.architecture); "
+                             f"supported: {', '.join(ARCH_FFN)}")
+
+        def key(suffix, kind=int, default=None):
+            k = f"{arch}.{suffix}"
+            v = md.get(k, default)
+            if v is None:
+                raise ModelError(f"missing metadata key {k!r}")
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or (kind is int and v != int(v)):
+                raise ModelError(f"metadata key {k!r} = {v!r} is not a number of kind {kind.__name__}")
+            if kind is int and v <= 0:
+                raise ModelError(f"metadata key {k!r} = {v} must be > 0")
+            return kind(v)
+
+        n_embd = key("embedding_length")
+        n_head = key("attention.head_count")
+        n_head_kv = key("attention.head_count_kv", default=n_head)
+        if n_embd % n_head or n_head % n_head_kv:
+            raise ModelError(f"{arch}.embedding_length {n_embd}, attention.head_count {n_head}, "
+                             f"head_count_kv {n_head_kv}: heads must divide evenly")
+        head_dim = key("attention.key_length", default=n_embd // n_head)
+        if key("attention.value_length", default=head_dim) != head_dim:
+            raise ModelError(f"{arch}.attention.value_length differs from key_length {head_dim}: not supported")
+        rope_dim = key("rope.dimension_count", default=head_dim)
+        if rope_dim != head_dim or head_dim % 2:
+            raise ModelError(f"{arch}.rope.dimension_count {rope_dim}: only full, even-width RoPE over "
+                             f"head_dim {head_dim} is supported")
+        scaling = md.get(f"{arch}.rope.scaling.type", "none")
+        factor = md.get(f"{arch}.rope.scaling.factor", 1.0)
+        if scaling not in ("none", "linear") or (scaling == "linear" and factor not in (0.0, 1.0)):
+            raise ModelError(f"{arch}.rope.scaling.type {scaling!r} factor {factor}: RoPE scaling is not supported")
+
+        t = gf.tensors
+        embd = t.get("token_embd.weight")
+        if embd is None:
+            raise ModelError("missing tensor 'token_embd.weight'")
+        n_vocab = embd.shape[-1] if len(embd.shape) == 2 else 0
+        if f"{arch}.vocab_size" in md and key("vocab_size") != n_vocab:
+            raise ModelError(f"{arch}.vocab_size {md[f'{arch}.vocab_size']} differs from token_embd.weight "
+                             f"shape {list(embd.shape)}")
+        lin = t.get("blk.0.attn_q.weight")
+        return cls(arch=arch, ffn=ARCH_FFN[arch], n_vocab=n_vocab, n_ctx=key("context_length"),
+                   n_embd=n_embd, n_layer=key("block_count"), n_ff=key("feed_forward_length"),
+                   n_head=n_head, n_head_kv=n_head_kv, head_dim=head_dim,
+                   eps=key("attention.layer_norm_rms_epsilon", float), rope_base=key("rope.freq_base", float, 10000.0),
+                   tied="output.weight" not in t, linear_type=lin.type_name if lin else "?")
+
+    def tensor_shapes(self) -> dict:
+        """GGUF shape (ne0 first) of every per-block tensor, by name."""
+        e, q, kv, ff = self.n_embd, self.q_dim, self.kv_dim, self.n_ff
+        return {"attn_norm": (e,), "attn_q": (e, q), "attn_k": (e, kv), "attn_v": (e, kv),
+                "attn_sub_norm": (q,), "attn_output": (q, e), "ffn_norm": (e,), "ffn_gate": (e, ff),
+                "ffn_up": (e, ff), "ffn_sub_norm": (ff,), "ffn_down": (ff, e)}
+
+    def summary(self) -> str:
+        return (f"{self.arch} ({self.ffn} FFN): {self.n_layer} blocks, n_embd {self.n_embd}, n_ff {self.n_ff}, "
+                f"heads {self.n_head}/{self.n_head_kv} x {self.head_dim}, vocab {self.n_vocab}, "
+                f"context {self.n_ctx}, linears {self.linear_type}, "
+                f"{'tied LM head' if self.tied else 'output.weight LM head'}")
+
+
+class Block:
+    """One transformer block's tensors: attributes named as in GGUF (attn_q, ffn_down ...),
+    plus <linear>_scale (TensorInfo or None)."""
+
+    def __init__(self, index: int):
+        self.index = index
+
+    def __repr__(self):
+        return f"<blk.{self.index}>"
+
+
+class Model:
+    """Config + the file's tensors bound by name (see the module docstring)."""
+
+    def __init__(self, gf, cfg: Config, token_embd, output_norm, output, blk: list):
+        self.gguf = gf
+        self.cfg = cfg
+        self.token_embd = token_embd
+        self.output_norm = output_norm
+        self.output = output                # None: tied (LM head = token_embd)
+        self.blk = blk
+
+    @property
+    def lm_head(self):
+        return self.token_embd if self.output is None else self.output
+
+    def tensors(self):
+        """Every bound tensor, file-independent order: token_embd, blocks, output_norm, output."""
+        out = [self.token_embd]
+        for b in self.blk:
+            for n in NORMS + LINEARS:
+                out.append(getattr(b, n))
+            out += [getattr(b, n + "_scale") for n in LINEARS if getattr(b, n + "_scale") is not None]
+        out.append(self.output_norm)
+        if self.output is not None:
+            out.append(self.output)
+        return out
+
+    @classmethod
+    def from_gguf(cls, gf) -> "Model":
+        cfg = Config.from_gguf(gf)
+        t = gf.tensors
+        used = set()
+
+        def bind(name, shape, types):
+            ti = t.get(name)
+            if ti is None:
+                raise ModelError(f"missing tensor {name!r} ({cfg.arch}, {cfg.n_layer} blocks)")
+            if tuple(ti.shape) != tuple(shape):
+                raise ModelError(f"tensor {name!r} has shape {list(ti.shape)}, expected {list(shape)} "
+                                 f"(GGUF order, ne0 first) for this config")
+            if ti.type_name not in types:
+                raise ModelError(f"tensor {name!r} has type {ti.type_name}, which this engine does not run "
+                                 f"there (supported: {', '.join(types)})")
+            used.add(name)
+            return ti
+
+        shapes = cfg.tensor_shapes()
+        blk = []
+        for i in range(cfg.n_layer):
+            b = Block(i)
+            for n in NORMS:
+                setattr(b, n, bind(f"blk.{i}.{n}.weight", shapes[n], NORM_TYPES))
+            for n in LINEARS:
+                setattr(b, n, bind(f"blk.{i}.{n}.weight", shapes[n], LINEAR_TYPES))
+                sname = f"blk.{i}.{n}.scale"
+                if sname in t and cfg.arch != "bitnet":
+                    raise ModelError(f"tensor {sname!r}: .scale tensors belong to architecture 'bitnet', "
+                                     f"not {cfg.arch!r}")
+                setattr(b, n + "_scale", bind(sname, (1,), ("F32",)) if sname in t else None)
+                if getattr(b, n).type_name != cfg.linear_type:
+                    raise ModelError(f"tensor 'blk.{i}.{n}.weight' has type {getattr(b, n).type_name}, but "
+                                     f"blk.0.attn_q.weight is {cfg.linear_type}: mixed linear types are not supported")
+            blk.append(b)
+        embd = bind("token_embd.weight", (cfg.n_embd, cfg.n_vocab), EMBD_TYPES)
+        onorm = bind("output_norm.weight", (cfg.n_embd,), NORM_TYPES)
+        out = bind("output.weight", (cfg.n_embd, cfg.n_vocab), EMBD_TYPES) if "output.weight" in t else None
+        extra = [n for n in t if n not in used and not n.startswith("rope_")]
+        if extra:
+            raise ModelError(f"unexpected tensor {extra[0]!r} ({len(extra)} not used by {cfg.arch}); "
+                             f"refusing to run a model this engine does not fully understand")
+        return cls(gf, cfg, embd, onorm, out, blk)
+
+    def weight_bytes(self) -> int:
+        return sum(ti.nbytes for ti in self.tensors())
+
+
+def kv_cache_bytes(cfg: Config, n_ctx: int, bytes_per_value: int = 4) -> int:
+    """K and V for every block: 2 * n_layer * n_ctx * kv_dim values."""
+    return 2 * cfg.n_layer * n_ctx * cfg.kv_dim * bytes_per_value
+
+
+def rope_freqs(cfg: Config) -> list:
+    """theta_i / pos = rope_base^(-2i / head_dim), i < head_dim / 2 (float64 here; f32 in kernels)."""
+    return [cfg.rope_base ** (-2.0 * i / cfg.head_dim) for i in range(cfg.head_dim // 2)]
+
+
+def attention_scale(cfg: Config) -> float:
+    return 1.0 / math.sqrt(cfg.head_dim)

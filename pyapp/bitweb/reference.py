@@ -1,0 +1,205 @@
+"""numpy reference forward pass of a BitNet GGUF model (CPython only): the oracle for the GPU engine.
+
+One plain loop over the blocks; every value is float32 (as in the kernels) except the
+int32 dot products of A8 mode. Shapes: n = tokens in this call, e = n_embd,
+q = n_head * head_dim, kv = n_head_kv * head_dim, f = n_ff, V = n_vocab, T = positions so far.
+
+Activation modes (`activations=`):
+  "f32": y = W x with W dequantized to float32 (scale * ternary).
+  "a8":  W1.58A8 as trained (transformers.integrations.bitnet BitLinear): every input
+         row of a block linear is quantized per token,
+             s = 127 / max(max|x|, 1e-5),  xq = clamp(round_half_even(x * s), -128, 127),
+         the product is an exact integer dot per weight block, and
+             y[o] = sum_blocks d_block * (xq . t[o, block]) / s
+         (one block = the whole row for I2_S; 256 values for TQ2_0/TQ1_0, 128 for Q1_0;
+         float weights (F16/BF16/F32/Q8_0) use y = (W xq) / s). The LM head is never quantized.
+`bitnet` models with `.scale` tensors multiply each linear's output by that scale.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from bitweb import formats
+from bitweb.engine import GenerationRun, check_prompt, common_prefix, now_ms
+from bitweb.model import TERNARY_TYPES, Model
+from bitweb.sampling import Sampler, SamplingParams, apply_penalty, top_candidates
+
+ACTIVATIONS = ("a8", "f32")
+F32 = np.float32
+
+
+def rmsnorm(x, w, eps):
+    """x (n, d) * w (d,) / sqrt(mean(x^2) + eps), per row."""
+    return x * (F32(1) / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + F32(eps))) * w
+
+
+def quantize_a8(x):
+    """Per-row absmax int8: (xq (n, d) float32 of integers in [-128, 127], s (n, 1))."""
+    s = F32(127) / np.maximum(np.max(np.abs(x), axis=-1, keepdims=True), F32(1e-5))
+    return np.clip(np.round(x * s), -128, 127).astype(F32), s
+
+
+def rope_neox(x, pos, n_heads, head_dim, base):
+    """Rotate pairs (i, i + head_dim/2) of each head by pos * base^(-2i/head_dim). x (n, n_heads*head_dim)."""
+    half = head_dim // 2
+    inv = base ** (-2.0 * np.arange(half, dtype=np.float64) / head_dim)
+    ang = np.asarray(pos, dtype=np.float64)[:, None] * inv[None, :]          # (n, half)
+    cos, sin = np.cos(ang).astype(F32)[:, None, :], np.sin(ang).astype(F32)[:, None, :]
+    h = x.reshape(len(pos), n_heads, head_dim)
+    a, b = h[..., :half], h[..., half:]
+    return np.concatenate([a * cos - b * sin, a * sin + b * cos], axis=-1).reshape(x.shape)
+
+
+def attention(q, K, V, pos0, n_head, n_head_kv, head_dim):
+    """Causal GQA. q (n, n_head*hd) at positions pos0.., K/V (T, n_head_kv*hd) -> (n, n_head*hd)."""
+    n, T = q.shape[0], K.shape[0]
+    group = n_head // n_head_kv
+    qh = q.reshape(n, n_head, head_dim).transpose(1, 0, 2)                     # (H, n, hd)
+    kh = np.repeat(K.reshape(T, n_head_kv, head_dim).transpose(1, 0, 2), group, axis=0)   # (H, T, hd)
+    vh = np.repeat(V.reshape(T, n_head_kv, head_dim).transpose(1, 0, 2), group, axis=0)
+    s = (qh @ kh.transpose(0, 2, 1)) * F32(1.0 / np.sqrt(head_dim))              # (H, n, T)
+    s = np.where(np.arange(T)[None, :] <= (pos0 + np.arange(n))[:, None], s, -np.inf)
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    p = p / p.sum(axis=-1, keepdims=True)
+    return (p @ vh).transpose(1, 0, 2).reshape(n, n_head * head_dim)
+
+
+class Linear:
+    """One weight, ready for both modes: float32 W (n_out, n_in); for ternary formats also the
+    int8 values t (n_out, n_in) and block scales d (n_out, n_blocks); optional output scale."""
+
+    def __init__(self, gf, ti, scale_ti=None):
+        n_in, n_out = ti.shape
+        fmt = formats.TYPES[ti.type_id]
+        data = gf.tensor_data(ti.name)
+        self.scale = None if scale_ti is None else F32(np.frombuffer(gf.tensor_data(scale_ti.name), "<f4")[0])
+        if ti.type_name in TERNARY_TYPES:
+            t, d = fmt.unpack_ternary(data, ti.n_elements)
+            self.t = t.reshape(n_out, n_in)
+            self.d = (np.repeat(d, n_out) if d.size == 1 else d).reshape(n_out, -1).astype(F32)
+            self.w = (self.t.reshape(n_out, self.d.shape[1], -1) * self.d[:, :, None]).reshape(n_out, n_in)
+        else:
+            self.t = None
+            self.w = fmt.dequantize(data, ti.n_elements).reshape(n_out, n_in)
+
+    def __call__(self, x, a8: bool):
+        """x (n, n_in) -> (n, n_out)."""
+        if not a8:
+            y = x @ self.w.T
+        elif self.t is None:
+            xq, s = quantize_a8(x)
+            y = (xq @ self.w.T) / s
+        else:
+            xq, s = quantize_a8(x)
+            nb = self.d.shape[1]
+            xb = xq.astype(np.int32).reshape(x.shape[0], nb, -1)                    # (n, nb, bs)
+            tb = self.t.astype(np.int32).reshape(self.t.shape[0], nb, -1)           # (o, nb, bs)
+            dots = np.einsum("nbk,obk->nob", xb, tb)                                # exact int32
+            y = (dots.astype(F32) * self.d[None]).sum(axis=-1, dtype=F32) / s
+        return y if self.scale is None else y * self.scale
+
+
+class ReferenceModel:
+    """The numpy forward pass with a KV cache, and the same generate() as the engine (sync)."""
+
+    def __init__(self, model: Model, activations: str = "a8", max_context: int | None = None):
+        if activations not in ACTIVATIONS:
+            raise ValueError(f"activations {activations!r}: must be one of {ACTIVATIONS}")
+        cfg, gf = model.cfg, model.gguf
+        self.model, self.cfg, self.activations = model, cfg, activations
+        self.n_ctx = min(cfg.n_ctx, max_context) if max_context else cfg.n_ctx
+
+        def vec(ti):
+            return formats.TYPES[ti.type_id].dequantize(gf.tensor_data(ti.name), ti.n_elements)
+
+        def mat(ti):
+            return vec(ti).reshape(ti.np_shape)
+
+        self.token_embd = mat(model.token_embd)                  # (V, e)
+        self.lm_head = self.token_embd if model.output is None else mat(model.output)   # (V, e)
+        self.output_norm = vec(model.output_norm)
+        self.blk = []
+        for b in model.blk:
+            layer = {n: vec(getattr(b, n)) for n in ("attn_norm", "attn_sub_norm", "ffn_norm", "ffn_sub_norm")}
+            for n in ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"):
+                layer[n] = Linear(gf, getattr(b, n), getattr(b, n + "_scale"))
+            self.blk.append(layer)
+        self._tokenizer = None
+        self.reset()
+
+    @classmethod
+    def from_gguf(cls, gf, activations: str = "a8", max_context: int | None = None) -> "ReferenceModel":
+        return cls(Model.from_gguf(gf), activations, max_context)
+
+    @property
+    def tokenizer(self):
+        if self._tokenizer is None:
+            from bitweb.tokenizer import Tokenizer
+            self._tokenizer = Tokenizer.from_metadata(self.model.gguf.metadata)
+        return self._tokenizer
+
+    def reset(self):
+        c = self.cfg
+        self.K = np.zeros((c.n_layer, self.n_ctx, c.kv_dim), F32)   # post-RoPE keys, by position
+        self.V = np.zeros((c.n_layer, self.n_ctx, c.kv_dim), F32)
+        self.cached_ids = []                                        # tokens whose K/V are in the cache
+
+    def forward(self, ids, pos0: int):
+        """Run tokens `ids` at positions pos0.. (the cache must hold 0..pos0-1); logits (n, V)."""
+        c, a8 = self.cfg, self.activations == "a8"
+        n = len(ids)
+        if pos0 + n > self.n_ctx:
+            raise ValueError(f"positions {pos0}..{pos0 + n - 1} are past the context {self.n_ctx}")
+        pos = np.arange(pos0, pos0 + n)
+        act = (lambda g: np.maximum(g, 0) ** 2) if c.ffn == "relu2" else (lambda g: g / (1 + np.exp(-g)))
+        x = self.token_embd[np.asarray(ids)]                                          # (n, e)
+        for i, L in enumerate(self.blk):
+            a = rmsnorm(x, L["attn_norm"], c.eps)                                     # (n, e)
+            q = rope_neox(L["attn_q"](a, a8), pos, c.n_head, c.head_dim, c.rope_base)      # (n, q)
+            self.K[i, pos] = rope_neox(L["attn_k"](a, a8), pos, c.n_head_kv, c.head_dim, c.rope_base)  # (n, kv)
+            self.V[i, pos] = L["attn_v"](a, a8)                                       # (n, kv)
+            o = attention(q, self.K[i, :pos0 + n], self.V[i, :pos0 + n], pos0,
+                          c.n_head, c.n_head_kv, c.head_dim)                          # (n, q)
+            x = x + L["attn_output"](rmsnorm(o, L["attn_sub_norm"], c.eps), a8)       # (n, e)
+            f = rmsnorm(x, L["ffn_norm"], c.eps)                                      # (n, e)
+            g = act(L["ffn_gate"](f, a8)) * L["ffn_up"](f, a8)                        # (n, f)
+            x = x + L["ffn_down"](rmsnorm(g, L["ffn_sub_norm"], c.eps), a8)           # (n, e)
+        return rmsnorm(x, self.output_norm, c.eps) @ self.lm_head.T                    # (n, V)
+
+    def logits(self, ids):
+        """Logits for every position of a fresh sequence (n, V) (resets the cache)."""
+        self.reset()
+        out = self.forward(list(ids), 0)
+        self.cached_ids = list(ids)
+        return out
+
+    def _sample(self, sampler: Sampler, logits, context):
+        p = sampler.params
+        lg = apply_penalty(logits.tolist(), p, context)
+        if p.greedy:
+            return int(np.argmax(np.asarray(lg, dtype=F32)))
+        return sampler.sample(top_candidates(lg, len(lg)))
+
+    def generate(self, prompt_ids, params: SamplingParams | None = None, max_tokens: int = 128,
+                 on_token=None, should_stop=None, ignore_eos: bool = False):
+        """Same contract as engine.Engine.generate (synchronous). Reuses the KV cache for the
+        longest common prefix with the tokens already in it."""
+        params = params or SamplingParams()
+        prompt = check_prompt(prompt_ids, self.n_ctx, self.cfg.n_vocab)
+        run = GenerationRun(self.tokenizer, self.n_ctx, prompt, max_tokens, on_token, should_stop, ignore_eos)
+        if max_tokens <= 0:
+            return run.result()
+        sampler = Sampler(params)
+        keep = min(common_prefix(self.cached_ids, prompt), len(prompt) - 1)
+        logits = self.forward(prompt[keep:], keep)[-1]
+        self.cached_ids = list(prompt)
+        context = list(prompt)
+        t = self._sample(sampler, logits, context)
+        run.prefill_done()
+        while run.accept(t):
+            context.append(t)
+            logits = self.forward([t], len(self.cached_ids))[-1]
+            self.cached_ids.append(t)
+            t = self._sample(sampler, logits, context)
+            run.n_decode += 1
+        return run.result()
