@@ -31,7 +31,8 @@ def prompt_ids(tokenizer, args) -> list:
     return tokenizer.encode(args.prompt)
 
 
-def _stats(res, out=sys.stderr, extra=""):
+def _stats(res, extra=""):
+    out = sys.stderr
     n = len(res.ids)
     tps = 1000.0 / res.decode_ms_per_token if res.decode_ms_per_token else 0.0
     c = res.counters

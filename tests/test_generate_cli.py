@@ -1,0 +1,83 @@
+"""`python -m bitweb generate`: JSON shape, streaming, chat format, errors, and the
+native (GPU) backend giving the numpy backend's tokens at the CLI level."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bitweb import cli
+from bitweb.chat import chat_ids
+from bitweb.gguf import open_gguf
+from bitweb.makemodel import PRESETS, ModelSpec, load_vocab, write_model
+from bitweb.reference import ReferenceModel
+from bitweb.sampling import SamplingParams
+
+KEYS = ["prompt_ids", "ids", "text", "stop_reason", "prefill_ms", "decode_ms_per_token",
+        "dispatches_per_token", "host_calls_per_token"]
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    path = tmp_path_factory.mktemp("cli") / "tiny-i2s.gguf"
+    write_model(ModelSpec(arch="bitnet-b1.58", fmt="i2_s", preset="tiny", seed=4, scale_tensors=False,
+                          **PRESETS["tiny"]), load_vocab("bytes"), path)
+    return str(path)
+
+
+def gen(capsys, *argv):
+    rc = cli.main(["generate", *argv])
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def test_json_output_is_exactly_the_contract(model, capsys):
+    rc, out, _ = gen(capsys, model, "--backend", "numpy", "--prompt", "Hello", "--max-tokens", "10",
+                     "--ignore-eos", "--json")
+    assert rc == 0
+    obj = json.loads(out)
+    assert list(obj) == KEYS
+    ref = ReferenceModel.from_gguf(open_gguf(model), "a8")
+    want = ref.generate(ref.tokenizer.encode("Hello"), SamplingParams(), 10, ignore_eos=True)
+    assert obj["prompt_ids"] == want.prompt_ids and obj["ids"] == want.ids and len(obj["ids"]) == 10
+    assert obj["text"] == ref.tokenizer.decode(want.ids) and obj["stop_reason"] == "max_tokens"
+
+
+def test_streams_text_and_stats(model, capsys):
+    rc, out, err = gen(capsys, model, "--backend", "numpy", "--activations", "f32", "--prompt", "Hi",
+                       "--max-tokens", "12", "--temperature", "0.8", "--top-k", "30", "--seed", "5", "--stats")
+    assert rc == 0 and "decode" in err and "tokens/s" in err, err
+    rc2, out2, _ = gen(capsys, model, "--backend", "numpy", "--activations", "f32", "--prompt", "Hi",
+                       "--max-tokens", "12", "--temperature", "0.8", "--top-k", "30", "--seed", "5", "--json")
+    assert out == json.loads(out2)["text"] + "\n"           # streamed text == the final text
+
+
+def test_chat_prompt_uses_the_chat_format(model, capsys):
+    rc, out, _ = gen(capsys, model, "--backend", "numpy", "--prompt", "What is 2+2?", "--chat",
+                     "--system", "Be brief.", "--max-tokens", "4", "--json")
+    ref = ReferenceModel.from_gguf(open_gguf(model), "a8")
+    want = chat_ids(ref.tokenizer, [{"role": "system", "content": "Be brief."},
+                                    {"role": "user", "content": "What is 2+2?"}])
+    assert rc == 0 and json.loads(out)["prompt_ids"] == want
+
+
+def test_errors_are_one_clear_line(model, capsys, tmp_path):
+    rc, _, err = gen(capsys, str(tmp_path / "nope.gguf"), "--backend", "numpy", "--prompt", "x")
+    assert rc == 1 and "nope.gguf" in err
+    rc, _, err = gen(capsys, model, "--backend", "numpy", "--prompt", "x" * 40, "--max-context", "16")
+    assert rc == 1 and "ContextError" in err and "context holds 16" in err
+    rc, _, err = gen(capsys, model, "--backend", "numpy", "--prompt", "x", "--top-p", "0")
+    assert rc == 1 and "top_p" in err
+
+
+@pytest.mark.parametrize("act", ["a8", "f32"])
+def test_native_equals_numpy_64_tokens(model, capsys, gpu, act):
+    args = [model, "--prompt", "The engine and the reference", "--max-tokens", "64", "--ignore-eos",
+            "--temperature", "0", "--activations", act, "--json"]
+    rc, out, err = gen(capsys, *args, "--backend", "numpy")
+    assert rc == 0, err
+    rc2, out2, err2 = gen(capsys, *args, "--backend", "native")
+    assert rc2 == 0, err2
+    a, b = json.loads(out), json.loads(out2)
+    assert len(a["ids"]) == 64 and a["ids"] == b["ids"] and a["text"] == b["text"]
+    assert b["dispatches_per_token"] > 0 and b["host_calls_per_token"] <= 8

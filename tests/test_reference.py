@@ -1,0 +1,172 @@
+"""Model binding (Config, tensors by GGUF name, clear errors) and the numpy reference's own
+invariants: KV-cache decode == full prefill, prefix reuse, context handling, .scale tensors.
+(Agreement with transformers: test_transformers_oracle.py.)"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bitweb.engine import ContextError
+from bitweb.gguf import GGUFError, open_gguf
+from bitweb.gguf_writer import ARRAY, GGUFWriter, Value
+from bitweb.makemodel import PRESETS, ModelSpec, load_vocab, write_model
+from bitweb.model import Config, Model, ModelError
+from bitweb.reference import ReferenceModel, quantize_a8
+from bitweb.sampling import SamplingParams
+
+
+def make(path, arch="bitnet-b1.58", fmt="i2_s", seed=0, scale_tensors=None, **dims):
+    p = dict(PRESETS["tiny"], **dims)
+    scale = scale_tensors if scale_tensors is not None else (arch == "bitnet" and fmt in ("tq1_0", "tq2_0"))
+    write_model(ModelSpec(arch=arch, fmt=fmt, preset="tiny", seed=seed, scale_tensors=scale, **p),
+                load_vocab("bytes"), path)
+    return open_gguf(path)
+
+
+def rewrite(gf, path, meta=None, drop=(), retype=None):
+    return open_gguf(write_copy(gf, path, meta, drop, retype))
+
+
+def write_copy(gf, path, meta=None, drop=(), retype=None):
+    """Copy a GGUF file with metadata overrides, dropped tensors, or one tensor retyped:
+    retype = (name, type (name or id), data bytes)."""
+    with GGUFWriter(path) as w:
+        for k, v in gf.metadata.items():
+            if k == "general.alignment":
+                continue
+            vt, sub = gf.metadata_types[k]
+            v = (meta or {}).get(k, v)
+            if v is None:
+                continue                                  # meta={key: None} drops the key
+            w.add(k, Value(vt, v, sub) if vt == ARRAY else Value(vt, v))
+        names = [n for n in gf.tensors if n not in drop]
+        for n in names:
+            ti = gf.tensors[n]
+            if retype and n == retype[0]:
+                w.add_tensor(n, ti.shape, retype[1], nbytes=len(retype[2]))
+            else:
+                w.add_tensor(n, ti.shape, ti.type_id)
+        for n in names:
+            w.write_tensor(n, retype[2] if retype and n == retype[0] else gf.tensor_data(n))
+    return path
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    return make(tmp_path_factory.mktemp("ref") / "tiny.gguf")
+
+
+def test_config_and_binding(tiny, tmp_path):
+    m = Model.from_gguf(tiny)
+    c = m.cfg
+    assert (c.arch, c.ffn, c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.head_dim, c.n_ff) == \
+        ("bitnet-b1.58", "relu2", 2, 256, 4, 2, 64, 512)
+    assert c.tied and m.output is None and m.lm_head is m.token_embd
+    assert m.blk[1].attn_q.name == "blk.1.attn_q.weight" and m.blk[1].attn_q_scale is None
+    assert m.blk[0].ffn_down.shape == (512, 256) and c.rope_base == 500000.0 and c.eps == pytest.approx(1e-5)
+    b = Model.from_gguf(make(tmp_path / "b.gguf", arch="bitnet", fmt="tq2_0"))
+    assert b.cfg.ffn == "silu" and b.blk[0].ffn_up_scale.name == "blk.0.ffn_up.scale"
+
+
+def test_unsupported_architecture(tiny, tmp_path):
+    gf = rewrite(tiny, tmp_path / "llama.gguf", meta={"general.architecture": "llama"})
+    with pytest.raises(ModelError, match="unsupported architecture 'llama'"):
+        Model.from_gguf(gf)
+
+
+def test_unsupported_tensor_types(tiny, tmp_path):
+    # a known GGML type where the engine does not run it: a norm in F16
+    norm = np.frombuffer(tiny.tensor_data("blk.1.ffn_norm.weight"), "<f4").astype("<f2").tobytes()
+    gf = rewrite(tiny, tmp_path / "f16norm.gguf", retype=("blk.1.ffn_norm.weight", "F16", norm))
+    with pytest.raises(ModelError, match=r"'blk.1.ffn_norm.weight' has type F16.*supported: F32"):
+        Model.from_gguf(gf)
+    # a GGML type nobody here implements (Q4_K = 12): the reader names it
+    ti = tiny.tensors["blk.0.attn_k.weight"]
+    path = write_copy(tiny, tmp_path / "q4k.gguf", retype=(ti.name, 12, bytes(ti.n_elements // 256 * 144)))
+    with pytest.raises(GGUFError, match="'blk.0.attn_k.weight': unknown GGML type id 12"):
+        open_gguf(path)
+
+
+def test_missing_and_misshapen_tensors(tiny, tmp_path):
+    with pytest.raises(ModelError, match="missing tensor 'blk.1.attn_v.weight'"):
+        Model.from_gguf(rewrite(tiny, tmp_path / "m.gguf", drop=("blk.1.attn_v.weight",)))
+    gf = rewrite(tiny, tmp_path / "s.gguf", meta={"bitnet-b1.58.feed_forward_length": 768})
+    with pytest.raises(ModelError, match=r"'blk.0.ffn_sub_norm.weight' has shape \[512\], expected \[768\]"):
+        Model.from_gguf(gf)
+    with pytest.raises(ModelError, match="missing metadata key 'bitnet-b1.58.block_count'"):
+        Config.from_gguf(rewrite(tiny, tmp_path / "k.gguf", meta={"bitnet-b1.58.block_count": None}))
+
+
+@pytest.mark.parametrize("act", ["a8", "f32"])
+def test_cached_decode_equals_full_prefill(tiny, act):
+    ref = ReferenceModel.from_gguf(tiny, act)
+    ids = ref.tokenizer.encode("incremental decoding must match one pass")
+    full = ref.logits(ids)
+    ref.reset()
+    step = np.concatenate([ref.forward(ids[:5], 0)] + [ref.forward([t], 5 + i) for i, t in enumerate(ids[5:])])
+    assert np.abs(full - step).max() <= 1e-4
+
+
+def test_a8_quantization_formula():
+    x = np.array([[0.5, -1.0, 0.25, 0.0], [0, 0, 0, 0]], np.float32)
+    q, s = quantize_a8(x)
+    assert q.tolist() == [[64.0, -127.0, 32.0, 0.0], [0, 0, 0, 0]]     # 63.5 -> 64 (half to even), 31.75 -> 32
+    assert s[0, 0] == np.float32(127.0) and s[1, 0] == np.float32(127 / 1e-5)
+
+
+def test_scale_tensors_multiply_outputs(tmp_path):
+    gf = make(tmp_path / "s.gguf", arch="bitnet", fmt="tq2_0")
+    ref = ReferenceModel.from_gguf(gf, "f32")
+    lin = ref.blk[0]["attn_q"]
+    x = np.random.default_rng(0).standard_normal((3, 256)).astype(np.float32)
+    scale = np.frombuffer(gf.tensor_data("blk.0.attn_q.scale"), "<f4")[0]
+    assert scale != 1.0 and np.allclose(lin(x, False), (x @ lin.w.T) * scale, rtol=1e-6)
+    # and the model is not the same without them
+    ones = rewrite(gf, tmp_path / "ones.gguf", retype=("blk.0.attn_q.scale", "F32", np.float32(1).tobytes()))
+    ids = [1, 2, 3]
+    assert np.abs(ReferenceModel.from_gguf(ones, "f32").logits(ids) - ref.logits(ids)).max() > 1e-3
+
+
+def test_context_limits(tiny):
+    ref = ReferenceModel.from_gguf(tiny, "f32", max_context=20)
+    with pytest.raises(ContextError, match="prompt has 20 tokens but the context holds 20"):
+        ref.generate(list(range(20)), SamplingParams(), 5)
+    with pytest.raises(ContextError, match="empty prompt"):
+        ref.generate([], SamplingParams(), 5)
+    with pytest.raises(ContextError, match="prompt token 1 is 9999"):
+        ref.generate([1, 9999], SamplingParams(), 5)
+    res = ref.generate(list(range(15)), SamplingParams(), 100, ignore_eos=True)
+    assert res.stop_reason == "context" and len(res.ids) == 5
+    res = ref.generate(list(range(19)), SamplingParams(), 100, ignore_eos=True)
+    assert res.stop_reason == "context" and len(res.ids) == 1
+    res = ref.generate(list(range(10)), SamplingParams(), 3, ignore_eos=True)
+    assert res.stop_reason == "max_tokens" and len(res.ids) == 3
+    # the tokens before the limit are the ones an unlimited context gives
+    big = ReferenceModel.from_gguf(tiny, "f32").generate(list(range(15)), SamplingParams(), 5, ignore_eos=True)
+    assert big.ids == ref.generate(list(range(15)), SamplingParams(), 100, ignore_eos=True).ids
+
+
+def test_prefix_reuse_equals_fresh_run(tiny):
+    ref = ReferenceModel.from_gguf(tiny, "a8")
+    a = ref.tokenizer.encode("first turn")
+    r1 = ref.generate(a, SamplingParams(), 12, ignore_eos=True)
+    b = a + r1.ids + ref.tokenizer.encode(" and more", add_bos=False)
+    r2 = ref.generate(b, SamplingParams(), 12, ignore_eos=True)       # reuses len(a) + 11 positions
+    fresh = ReferenceModel.from_gguf(tiny, "a8").generate(b, SamplingParams(), 12, ignore_eos=True)
+    assert r2.ids == fresh.ids and len(r2.ids) == 12
+
+
+def test_stop_tokens_and_streaming(tiny):
+    ref = ReferenceModel.from_gguf(tiny, "f32")
+    tok = ref.tokenizer
+    pieces = []
+    res = ref.generate(tok.encode("stream"), SamplingParams(temperature=1.0, seed=11), 40,
+                       on_token=lambda i, p: pieces.append((i, p)))
+    assert "".join(p for _, p in pieces) == res.text == tok.decode(res.ids)
+    assert [i for i, _ in pieces if i is not None] == res.ids
+    assert res.stop_reason in ("eos", "eot", "max_tokens")
+    if res.stop_reason in ("eos", "eot"):
+        assert tok.is_stop(res.stop_id) and res.stop_id not in res.ids
+    stopped = ref.generate(tok.encode("stop me"), SamplingParams(), 40, ignore_eos=True,
+                           should_stop=lambda: True)
+    assert stopped.stop_reason == "stopped" and len(stopped.ids) == 1
