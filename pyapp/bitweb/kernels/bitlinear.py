@@ -1,0 +1,146 @@
+"""Launch specs for shaders/bitlinear.wgsl: M=1 ternary/binary GEMV and its fusions (stdlib only).
+
+One decoded token per layer (x: residual stream f32[dim]):
+
+    qkv = gemv(fmt, dim, (n_q, n_k, n_v), a8=a8, norm=True)                    # y = [Wq|Wk|Wv] . rmsnorm(x)
+    out = gemv(fmt, dim, dim, a8=a8, norm=True, residual=True)                   # x += Wo . rmsnorm(o)
+    ffn = gate_up(fmt, dim, n_ff, a8=a8, act="relu2")                             # g = relu(Wg.n)^2 * (Wu.n)
+    dwn = gemv(fmt, n_ff, dim, a8=a8, norm=True, residual=True)                  # x += Wd . rmsnorm(g)
+    pipe, bg, wg = await step.instantiate(dev, {"x": ..., "norm": ..., "mult": ..., "y": ..., "w0": ...})
+
+API
+    gemv(fmt, n_in, rows, *, a8, norm=False, residual=False, eps=1e-5, dev=None, **tune) -> Step
+        rows: int, or a tuple of 1..3 ints (one per weight tensor; outputs concatenated in y)
+        bind: ("x", ["norm"], "mult", "y", "w0", ["w1"], ["w2"])
+    gate_up(fmt, n_in, rows, *, a8, act="relu2"|"silu", norm=True, eps=1e-5, dev=None, **tune) -> Step
+        bind: ("x", ["norm"], "mult", "y", "gate", "up")
+    choose(dev=None, n_in=..., a8=...) -> Tune      the tuning used when none is given
+    variant(step, dev) -> str                       which variant runs, e.g. "A8 subgroup WG64 RPW32 RB2"
+    FORMATS                                         GGUF type name -> define
+
+Buffers (all storage; binding i = bind[i]):
+    x     f32[n_in]        input; read only. Must not alias y.
+    norm  f32[n_in]        rmsnorm weight (norm=True)
+    mult  f32[parts]       output multiplier per weight tensor (gemv: one per part; gate_up: gate, up).
+                           llama.cpp arch `bitnet` has optional `blk.N.<name>.scale`; write 1.0 otherwise.
+    y     f32[sum(rows)]   output; with residual=True it holds the residual on entry and y += W.n
+    w0..w2, gate, up       the raw GGUF tensor bytes, unchanged (uploaded zero-padded to a multiple of 4)
+
+tune (keyword overrides, see Tune): wg, rpw, rb, lanes, subgroups (None: the device decides; False:
+shared-memory reduction forced), xshared (f32 activations staged in workgroup memory).
+Formats: I2_S, TQ2_0, TQ1_0, Q1_0 (n_in a multiple of 128 / 256 / 256 / 128).
+Activations: a8=True is W1.58A8 (per-token absmax int8, dot4I8Packed where the device has it, else
+plain integer maths); a8=False keeps f32 activations. The maths is in the shader header.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from bitweb.kernels import Step
+
+FORMATS = {"I2_S": "FMT_I2S", "TQ2_0": "FMT_TQ2", "TQ1_0": "FMT_TQ1", "Q1_0": "FMT_Q1"}
+BLOCK = {"I2_S": 128, "TQ2_0": 256, "TQ1_0": 256, "Q1_0": 128}
+MIN_WG_STORAGE = 16384          # WebGPU's guaranteed maxComputeWorkgroupStorageSize
+
+
+class BitLinearError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Tune:
+    wg: int = 64            # threads per workgroup (power of two)
+    rpw: int = 32           # output rows per workgroup (the norm / quantisation is redone per workgroup)
+    rb: int = 2             # rows a lane group computes at once (1..4)
+    lanes: int = 16         # lanes per row without subgroups (power of two <= wg)
+    subgroups: bool | None = None   # None: device decides; False: force the shared-memory variant
+    xshared: bool = False   # f32 mode: m = x * norm staged in workgroup memory
+
+
+def _limits(dev) -> dict:
+    return dict(getattr(dev, "limits", None) or {})
+
+
+def choose(dev=None, n_in: int = 0, a8: bool = True) -> Tune:
+    """Defaults per device: CPU adapters (lavapipe, SwiftShader) get fewer, larger workgroups."""
+    info = getattr(dev, "info", None) or {}
+    kind = " ".join(str(v) for v in info.values()).lower()
+    cpu = any(w in kind for w in ("llvmpipe", "lavapipe", "swiftshader", "cpu"))
+    t = Tune(rpw=64, rb=2) if cpu else Tune(rpw=16, rb=2)
+    storage = int(_limits(dev).get("maxComputeWorkgroupStorageSize", MIN_WG_STORAGE))
+    if not a8 and n_in * 4 + 8 * t.wg * 4 + 64 <= storage:
+        t = replace(t, xshared=True)
+    return t
+
+
+def _check(fmt, n_in, rows, tune: Tune):
+    if fmt not in FORMATS:
+        raise BitLinearError(f"bitlinear: format {fmt!r} not supported (one of {', '.join(FORMATS)})")
+    if n_in <= 0 or n_in % BLOCK[fmt]:
+        raise BitLinearError(f"bitlinear: n_in = {n_in} is not a positive multiple of the {fmt} block ({BLOCK[fmt]})")
+    if not rows or any(r <= 0 for r in rows) or len(rows) > 3:
+        raise BitLinearError(f"bitlinear: rows per part must be 1..3 positive counts, got {rows}")
+    wg = tune.wg
+    if wg & (wg - 1) or not 4 <= wg <= 1024:
+        raise BitLinearError(f"bitlinear: wg = {wg} must be a power of two in 4..1024")
+    if tune.lanes & (tune.lanes - 1) or not 1 <= tune.lanes <= wg:
+        raise BitLinearError(f"bitlinear: lanes = {tune.lanes} must be a power of two <= wg ({wg})")
+    if not 1 <= tune.rb <= 4:
+        raise BitLinearError(f"bitlinear: rb = {tune.rb} must be 1..4")
+    if tune.rpw < 1:
+        raise BitLinearError(f"bitlinear: rpw = {tune.rpw} must be >= 1")
+
+
+def _tune(dev, n_in, a8, kw) -> Tune:
+    t = choose(dev, n_in, a8)
+    t = replace(t, **{k: v for k, v in kw.items() if v is not None or k == "subgroups"})
+    if a8 and t.xshared:
+        t = replace(t, xshared=False)
+    return t
+
+
+def _step(entry, fmt, n_in, rows, a8, norm, residual, eps, tune: Tune, extra: dict, bind):
+    _check(fmt, n_in, rows, tune)
+    rows = tuple(rows) + (0,) * (3 - len(rows))
+    defines = {FORMATS[fmt]: True, "A8": bool(a8), "NORM": bool(norm), "RESIDUAL": bool(residual),
+               "XSHARED": bool(tune.xshared and not a8)}
+    defines.update(extra)
+    if tune.subgroups is not None:
+        defines["SUBGROUPS"] = bool(tune.subgroups)
+    constants = {"WG": tune.wg, "N_IN": n_in, "ROWS0": rows[0], "ROWS1": rows[1], "ROWS2": rows[2],
+                 "RPW": tune.rpw, "RB": tune.rb, "LANES": tune.lanes, "EPS": float(eps)}
+    total = rows[0] if entry == "gate_up" else sum(rows)
+    return Step("bitlinear", entry, tuple(bind), (-(-total // tune.rpw), 1, 1), constants, defines)
+
+
+def gemv(fmt: str, n_in: int, rows, *, a8: bool, norm: bool = False, residual: bool = False,
+         eps: float = 1e-5, dev=None, **tune) -> Step:
+    """y (+)= [W0|W1|W2] . (rmsnorm(x) if norm else x); one dispatch over all parts' rows."""
+    rows = (rows,) if isinstance(rows, int) else tuple(rows)
+    t = _tune(dev, n_in, a8, tune)
+    parts = len(rows)
+    bind = ["x"] + (["norm"] if norm else []) + ["mult", "y"] + [f"w{i}" for i in range(parts)]
+    extra = {"PARTS2": parts >= 2, "PARTS3": parts >= 3}
+    return _step("gemv", fmt, n_in, rows, a8, norm, residual, eps, t, extra, bind)
+
+
+def gate_up(fmt: str, n_in: int, rows: int, *, a8: bool, act: str = "relu2", norm: bool = True,
+            eps: float = 1e-5, dev=None, **tune) -> Step:
+    """y = act(Wg . n) * (Wu . n), n = rmsnorm(x) (or x); act relu2 = relu(.)^2 (bitnet-b1.58), silu (bitnet)."""
+    if act not in ("relu2", "silu"):
+        raise BitLinearError(f"bitlinear.gate_up: act must be 'relu2' or 'silu', got {act!r}")
+    t = _tune(dev, n_in, a8, tune)
+    bind = ["x"] + (["norm"] if norm else []) + ["mult", "y", "gate", "up"]
+    extra = {"GATE_UP": True, "PARTS2": True, "ACT_SILU": act == "silu"}
+    return _step("gate_up", fmt, n_in, (rows,), a8, norm, False, eps, t, extra, bind)
+
+
+def variant(step: Step, dev=None) -> str:
+    """Human-readable name of what runs for this step on dev."""
+    d, c = step.defines, step.constants
+    sg = d.get("SUBGROUPS", bool(dev is not None and dev.caps.subgroups))
+    dot4 = d.get("DOT4", bool(dev is not None and dev.caps.dot4))
+    act = ("A8 " + ("dot4" if dot4 else "int")) if d.get("A8") else ("f32 xshared" if d.get("XSHARED") else "f32")
+    fmt = next(k for k, v in FORMATS.items() if d.get(v))
+    red = "subgroup" if sg else f"shared(lanes {c['LANES']})"
+    return f"{step.entry} {fmt} {act} {red} WG{c['WG']} RPW{c['RPW']} RB{c['RB']}"

@@ -1,0 +1,284 @@
+"""numpy mirror of shaders/bitlinear.wgsl (M=1 GEMV, fused norm / residual / parts / gate+up) and its cases.
+
+Maths (the shader header has the same, with the thread mapping):
+    m = x * nw (NORM) or x                      f32
+    rinv = 1 / sqrt(sum(x^2) / n + eps)         (NORM)
+    f32 activations: S[r] = sum_b d[r,b] * sum_{j in b} w[r,j] m[j];        p = S * (ws * rinv * mult[t])
+    A8: amax = max|m|, a = amax * rinv, sq = 127 / amax (a >= 1e-5), q = clamp(round(m * sq), -128, 127)
+        S[r] = sum_b d[r,b] * sum_{j in b} w[r,j] q[j] (int32);  p = S * (ws * inv_s * mult[t]),
+        inv_s = max(a, 1e-5) * f32(1/127)
+    y = p, or y = residual + p; gate_up: y = relu(p_gate)^2 * p_up, or silu(p_gate) * p_up.
+Weights come from bitweb.formats.unpack_ternary (the shared layout spec).
+
+Tolerances (why they are tight). The GPU sums S in an order of its own (lanes, subgroups, trees).
+The case data make every such sum exact in f32: x, nw and the block scales d are small dyadic
+numbers (x = i/16, |i| <= 15; nw = i/4, 1 <= |i| <= 7; d = i/64, 1 <= i <= 31), so each term
+d * w * m (or d * w * q) is a multiple of a common unit and the sum of their magnitudes is below
+2^24 units: every partial sum, in any order, is exact. `exact_terms` checks this for every row of
+every case (a case that breaks it is refused, not loosened). A8 quantisation is made tie-free: no
+127 * m / amax lies within 1e-3 of a .5 boundary (ties are nudged at build time), so the GPU's
+127 / amax (WGSL division: 2.5 ulp) rounds every q as numpy does. What remains is the rounding of
+the few scalar products after the sum:
+    f = ws * stat * mult (2 roundings), p = S * f (1), and with NORM the GPU's rinv:
+    ss / n (2.5 ulp) + eps (0.5) under inverseSqrt (2 ulp) -> <= 4 ulp (+1 for amax * rinv in A8).
+    So |p_gpu - p| <= C u |p| with u = 2^-24, C = 4 (no NORM) or 12 (NORM).
+    gemv:  |y_gpu - y| <= C u max|p| + 2u |y|   (residual add: its own rounding; FMA contraction)
+    relu2: rtol = (3C + 4) u (square and product of two such factors)
+    silu:  rtol = (C + 2)(1 + B) + 2B + 12) u with B = max|p_gate| (WGSL exp: 3 + 2|x| ulp, division
+           2.5 ulp; relative error of silu grows with |x| times that of its argument).
+Zero input (A8, all x = 0) exercises the `a < 1e-5` branch: q = 0, y = residual exactly.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from bitweb import formats
+from bitweb.kernels import bitlinear as spec
+
+U = 2.0 ** -24
+F32 = np.float32
+
+
+# ---- the maths --------------------------------------------------------------------------------
+def unpack(fmt: str, data: bytes, rows: int, n_in: int):
+    """-> (w int8 (rows, n_in), d float32 (rows, n_blocks) block scales (1.0 for I2_S), ws float32)."""
+    n = rows * n_in
+    nbytes = formats.nbytes(fmt, n)
+    t, s = formats.unpack_ternary(fmt, bytes(data[:nbytes]), n)
+    w = t.reshape(rows, n_in)
+    if fmt == "I2_S":
+        return w, np.ones((rows, n_in // 128), F32), F32(s[0])
+    return w, s.reshape(rows, -1).astype(F32), F32(1.0)
+
+
+def activations(x, nw, a8: bool, eps: float):
+    """-> dict: m (f32), stat (rinv | inv_s, f32), q (int32 or None)."""
+    x = np.asarray(x, F32)
+    m = x * np.asarray(nw, F32) if nw is not None else x
+    rinv = F32(1.0)
+    if nw is not None:
+        ss = F32(np.sum(x.astype(np.float64) ** 2))           # exact for the case data
+        rinv = F32(1.0) / np.sqrt(ss / F32(x.size) + F32(eps))
+    if not a8:
+        return {"m": m, "stat": rinv, "q": None}
+    amax = F32(np.max(np.abs(m)))
+    a = F32(amax * rinv)
+    sq = F32(127.0) / amax if a >= F32(1e-5) else F32(127e5) * rinv
+    q = np.clip(np.round(m * sq), -128, 127).astype(np.int32)
+    inv_s = F32(max(a, F32(1e-5)) * F32(1.0 / 127.0))
+    return {"m": m, "stat": inv_s, "q": q, "sq": sq}
+
+
+def row_sums(w, d, act):
+    """S[r] = sum_b d[r,b] sum_{j in b} w[r,j] act[j] as f32, from exact float64 sums (see exact_terms)."""
+    rows, n_in = w.shape
+    nb = d.shape[1]
+    a = act.astype(np.float64).reshape(nb, n_in // nb)
+    s = np.empty(rows)
+    mag = np.empty(rows)
+    for r0 in range(0, rows, 256):
+        wb = w[r0:r0 + 256].reshape(-1, nb, n_in // nb).astype(np.float64)
+        dd = d[r0:r0 + 256].astype(np.float64)
+        s[r0:r0 + 256] = ((wb * a).sum(axis=2) * dd).sum(axis=1)
+        mag[r0:r0 + 256] = ((np.abs(wb) * np.abs(a)).sum(axis=2) * dd).sum(axis=1)
+    exact_terms(mag, lsb(a) * lsb(d))
+    return s.astype(F32)
+
+
+def lsb(v) -> float:
+    """The largest power of two that divides every value of v (v dyadic)."""
+    nz = np.asarray(v, np.float64)
+    nz = nz[nz != 0]
+    if nz.size == 0:
+        return 1.0
+    mant, ex = np.frexp(nz)
+    mi = (np.abs(mant) * 2.0 ** 53).astype(np.int64)
+    tz = np.log2((mi & -mi).astype(np.float64)).astype(np.int64)
+    return 2.0 ** float(np.min(ex - 53 + tz))
+
+
+def exact_terms(mag, unit: float):
+    """Refuse case data whose f32 sums could round: each row's terms d * w * act are multiples of
+    `unit` (= lsb(act) * lsb(d)); with sum |terms| < 2^24 units every order of f32 additions is exact."""
+    worst = float(np.max(mag, initial=0.0))
+    if worst / unit >= 2.0 ** 24:
+        raise ValueError(f"case data not exact in f32: sum|terms| = {worst / unit:.3g} units of {unit:g} >= 2^24")
+
+
+def part_products(fmt, data, rows, n_in, act, stat, mult):
+    """p for one weight tensor: S * ((ws * stat) * mult)."""
+    w, d, ws = unpack(fmt, data, rows, n_in)
+    a = act["q"] if act["q"] is not None else act["m"]
+    s = row_sums(w, d, a)
+    f = F32(F32(ws * stat) * F32(mult))
+    return s * f
+
+
+def gemv(fmt, parts, n_in, x, *, a8, nw=None, mult=None, residual=None, eps=1e-5):
+    """parts: [(tensor bytes, rows)]. -> (y, p) f32."""
+    act = activations(x, nw, a8, eps)
+    mult = np.ones(len(parts), F32) if mult is None else np.asarray(mult, F32)
+    p = np.concatenate([part_products(fmt, data, rows, n_in, act, act["stat"], mult[i])
+                        for i, (data, rows) in enumerate(parts)])
+    y = p if residual is None else (np.asarray(residual, F32) + p).astype(F32)
+    return y, p
+
+
+def gate_up(fmt, gate, up, rows, n_in, x, *, a8, nw=None, mult=None, act="relu2", eps=1e-5):
+    """-> (y, p_gate) f32."""
+    a = activations(x, nw, a8, eps)
+    mult = np.ones(2, F32) if mult is None else np.asarray(mult, F32)
+    pg = part_products(fmt, gate, rows, n_in, a, a["stat"], mult[0])
+    pu = part_products(fmt, up, rows, n_in, a, a["stat"], mult[1])
+    if act == "silu":
+        e = np.exp(-np.abs(pg))
+        g = pg * np.where(pg >= 0, F32(1.0) / (F32(1.0) + e), e / (F32(1.0) + e)).astype(F32)
+    else:
+        r = np.maximum(pg, F32(0.0))
+        g = r * r
+    return (g * pu).astype(F32), pg
+
+
+# ---- case data ----------------------------------------------------------------------------------
+def rand_x(rng, n):
+    return (rng.integers(-15, 16, n) / 16.0).astype(F32)
+
+
+def rand_norm(rng, n):
+    return (rng.integers(1, 8, n) * rng.choice([-1, 1], n) / 4.0).astype(F32)
+
+
+def rand_tensor(rng, fmt, rows, n_in) -> bytes:
+    """Random ternary (or sign) weights in fmt, zero-padded to a multiple of 4 bytes (as uploaded)."""
+    n = rows * n_in
+    if fmt == "Q1_0":
+        data = formats.pack_signs(rng.choice(np.array([-1, 1], np.int8), n), rng.integers(1, 32, n // 128) / 64.0)
+    else:
+        t = rng.integers(-1, 2, n).astype(np.int8)
+        scale = F32(rng.uniform(0.5, 3.0)) if fmt == "I2_S" else rng.integers(1, 32, n // 256) / 64.0
+        data = formats.pack_ternary(fmt, t, scale)
+    return data + bytes(-len(data) % 4)
+
+
+def untie(x, nw):
+    """Nudge x until no 127 * m / amax is within 1e-3 of a rounding boundary (see the docstring)."""
+    x = np.array(x, F32)
+    for _ in range(100):
+        m = (x * nw if nw is not None else x).astype(np.float64)
+        amax = np.max(np.abs(m))
+        if amax == 0:
+            return x
+        v = 127.0 * m / amax
+        bad = np.abs(np.abs(v - np.floor(v)) - 0.5) < 1e-3
+        if not bad.any():
+            return x
+        x[bad] -= np.sign(x[bad]) / F32(16.0)
+    raise ValueError("could not untie the A8 case input")
+
+
+def tolerance(p, y, norm: bool, act: str | None = None, pg=None):
+    """(atol, rtol) as derived in the module docstring."""
+    c = 12 if norm else 4
+    if act is None:
+        return c * U * float(np.max(np.abs(p), initial=0.0)), 2 * U
+    if act == "relu2":
+        return 0.0, (3 * c + 4) * U
+    b = float(np.max(np.abs(pg), initial=0.0))
+    return 0.0, ((c + 2) * (1 + b) + 2 * b + 12 + c) * U
+
+
+def f32b(a) -> bytes:
+    return np.asarray(a, "<f4").tobytes()
+
+
+def add_case(builder, name, step, buffers):
+    """buffers: {name: dict(data=..., expect=..., atol, rtol)} in any order; bound by step.bind."""
+    order = list(step.bind)
+    index = {n: i for i, n in enumerate(order)}
+    bufs = [dict(name=n, **buffers[n]) for n in order]
+    return builder.add(name, bufs, [step.as_case_step(index)])
+
+
+def gemv_case(builder, rng, fmt, n_in, rows, *, a8, norm=False, residual=False, mult=None,
+              zero=False, label="", **tune):
+    rows = (rows,) if isinstance(rows, int) else tuple(rows)
+    step = spec.gemv(fmt, n_in, rows, a8=a8, norm=norm, residual=residual, **tune)
+    nw = rand_norm(rng, n_in) if norm else None
+    x = np.zeros(n_in, F32) if zero else rand_x(rng, n_in)
+    if a8:
+        x = untie(x, nw)
+    ws = [rand_tensor(rng, fmt, r, n_in) for r in rows]
+    mult = np.ones(len(rows), F32) if mult is None else np.asarray(mult, F32)
+    res = rand_x(rng, sum(rows)) * F32(4.0) if residual else None
+    y, p = gemv(fmt, list(zip(ws, rows)), n_in, x, a8=a8, nw=nw, mult=mult, residual=res)
+    atol, rtol = tolerance(p, y, norm)
+    bufs = {"x": dict(data=f32b(x)), "mult": dict(data=f32b(mult)),
+            "y": dict(data=f32b(res) if residual else f32b(np.full(sum(rows), np.nan)), expect=f32b(y),
+                      atol=atol, rtol=rtol)}
+    if norm:
+        bufs["norm"] = dict(data=f32b(nw))
+    for i, w in enumerate(ws):
+        bufs[f"w{i}"] = dict(data=w)
+    name = (f"bitlinear.gemv {fmt} {'a8' if a8 else 'f32'} {n_in}x{'+'.join(map(str, rows))}"
+            f"{' norm' if norm else ''}{' res' if residual else ''}{' zero' if zero else ''} {_tname(tune)}{label}")
+    return add_case(builder, name.strip(), step, bufs)
+
+
+def gate_up_case(builder, rng, fmt, n_in, rows, *, a8, act="relu2", norm=True, mult=None, label="", **tune):
+    step = spec.gate_up(fmt, n_in, rows, a8=a8, act=act, norm=norm, **tune)
+    nw = rand_norm(rng, n_in) if norm else None
+    x = rand_x(rng, n_in)
+    if a8:
+        x = untie(x, nw)
+    wg, wu = rand_tensor(rng, fmt, rows, n_in), rand_tensor(rng, fmt, rows, n_in)
+    mult = np.ones(2, F32) if mult is None else np.asarray(mult, F32)
+    y, pg = gate_up(fmt, wg, wu, rows, n_in, x, a8=a8, nw=nw, mult=mult, act=act)
+    atol, rtol = tolerance(None, y, norm, act, pg)
+    bufs = {"x": dict(data=f32b(x)), "mult": dict(data=f32b(mult)), "gate": dict(data=wg), "up": dict(data=wu),
+            "y": dict(data=f32b(np.full(rows, np.nan)), expect=f32b(y), atol=atol, rtol=rtol)}
+    if norm:
+        bufs["norm"] = dict(data=f32b(nw))
+    name = f"bitlinear.gate_up {fmt} {'a8' if a8 else 'f32'} {act} {n_in}x{rows}{'' if norm else ' nonorm'} {_tname(tune)}{label}"
+    return add_case(builder, name.strip(), step, bufs)
+
+
+def _tname(tune):
+    return " ".join(f"{k}={v}" for k, v in sorted(tune.items()))
+
+
+SHAPES_2B4T = ((2560, 2560), (2560, 640), (2560, 6912), (6912, 2560))   # (n_in, rows)
+
+
+def cases(builder, scope: str = "full"):
+    rng = np.random.default_rng(1234)
+    fmts = list(spec.FORMATS)
+    if scope == "browser":
+        for i, fmt in enumerate(fmts):
+            n = spec.BLOCK[fmt] * 3
+            gemv_case(builder, rng, fmt, n, (5, 3, 6), a8=i % 2 == 0, norm=True)
+            gemv_case(builder, rng, fmt, n, 11, a8=i % 2 == 1, norm=True, residual=True, subgroups=False)
+            gate_up_case(builder, rng, fmt, n, 9, a8=True, act="relu2" if i % 2 else "silu", mult=[0.125, 1.0])
+        return
+    for fmt in fmts:
+        n = spec.BLOCK[fmt] * 3                      # a multiple of the block, not of 256 for I2_S/Q1_0
+        for a8 in (False, True):
+            for sg in (None, False):
+                kw = {} if sg is None else {"subgroups": False}
+                gemv_case(builder, rng, fmt, n, 37, a8=a8, rpw=8, rb=3, **kw)
+                gemv_case(builder, rng, fmt, n, 29, a8=a8, norm=True, residual=True, mult=[1.5], rpw=16, rb=2, **kw)
+                gemv_case(builder, rng, fmt, n, (13, 7, 9), a8=a8, norm=True, mult=[0.75, 1.25, 2.0], rpw=6, rb=4, **kw)
+                gate_up_case(builder, rng, fmt, n, 21, a8=a8, act="relu2", mult=[1.0, 0.5], rpw=8, rb=1, **kw)
+                gate_up_case(builder, rng, fmt, n, 10, a8=a8, act="silu", mult=[0.125, 1.0], rpw=4, rb=2, lanes=8, **kw)
+        gemv_case(builder, rng, fmt, n, 12, a8=False, norm=True, xshared=True, rpw=4)
+        gemv_case(builder, rng, fmt, n, 12, a8=True, zero=True, norm=True, residual=True)
+        gemv_case(builder, rng, fmt, n, 9, a8=True, wg=32, lanes=32, rpw=3, rb=1)
+        gate_up_case(builder, rng, fmt, n, 7, a8=False, norm=False, subgroups=False, lanes=4, wg=16, rpw=5)
+    # the 2B4T shapes, each once per format (variants and modes rotate)
+    for i, fmt in enumerate(fmts):
+        for j, (n_in, rows) in enumerate(SHAPES_2B4T):
+            a8 = (i + j) % 2 == 0
+            kw = {"subgroups": False} if (i + j) % 4 == 3 else {}
+            if (n_in, rows) == (2560, 6912) and i % 2 == 0:
+                gate_up_case(builder, rng, fmt, n_in, rows, a8=a8, **kw)
+            else:
+                gemv_case(builder, rng, fmt, n_in, rows, a8=a8, norm=True, residual=j % 2 == 1, **kw)
