@@ -44,7 +44,10 @@ extras=""
 [ "$want_test" = 1 ] && extras="[test]"
 if [ ! -f "$stamp$extras" ] || [ pyapp/pyproject.toml -nt "$stamp$extras" ]; then
   say "pip install -e pyapp$extras"
-  .venv/bin/python -m pip install -q --disable-pip-version-check -e "pyapp$extras" >&2
+  # (pip's notes about this machine's extra package indexes are filtered out)
+  .venv/bin/python -m pip install -q --disable-pip-version-check -e "pyapp$extras" 2>&1 \
+    | { grep -v '^WARNING: Location .* is ignored' || true; } >&2
+  [ "${PIPESTATUS[0]}" = 0 ] || { say "pip install failed"; exit 1; }
   touch "$stamp$extras"
 fi
 
