@@ -53,9 +53,6 @@
 // Activations sit in workgroup memory: packed int8 (A8), f32 m (XSHARED), or are read from x.
 // Defines: FMT_I2S | FMT_TQ2 | FMT_TQ1 | FMT_Q1, A8, NORM, RESIDUAL, PARTS2, PARTS3, GATE_UP,
 // ACT_SILU, XSHARED, SUBGROUPS, DOT4 (see bitweb/kernels/bitlinear.py).
-#if BROWSER
-diagnostic(off, subgroup_uniformity);
-#endif
 
 override WG: u32 = 64u;        // threads per workgroup (power of two)
 override N_IN: u32 = 256u;     // input length, a multiple of the format's block

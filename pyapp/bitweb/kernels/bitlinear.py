@@ -27,7 +27,8 @@ Buffers (all storage; binding i = bind[i]):
     w0..w2, gate, up       the raw GGUF tensor bytes, unchanged (uploaded zero-padded to a multiple of 4)
 
 tune (keyword overrides, see Tune): wg, rpw, rb, lanes, subgroups (None: the device decides; False:
-shared-memory reduction forced), xshared (f32 activations staged in workgroup memory).
+shared-memory reduction forced), xshared (f32 activations staged in workgroup memory), dot4 (None:
+the device decides; False: plain-integer A8 dot products forced).
 Formats: I2_S, TQ2_0, TQ1_0, Q1_0 (n_in a multiple of 128 / 256 / 256 / 128).
 Activations: a8=True is W1.58A8 (per-token absmax int8, dot4I8Packed where the device has it, else
 plain integer maths); a8=False keeps f32 activations. The maths is in the shader header.
@@ -55,6 +56,7 @@ class Tune:
     lanes: int = 16         # lanes per row without subgroups (power of two <= wg)
     subgroups: bool | None = None   # None: device decides; False: force the shared-memory variant
     xshared: bool = False   # f32 mode: m = x * norm staged in workgroup memory
+    dot4: bool | None = None        # None: device decides; False: force the plain-integer A8 dot
 
 
 def _limits(dev) -> dict:
@@ -93,7 +95,7 @@ def _check(fmt, n_in, rows, tune: Tune):
 
 def _tune(dev, n_in, a8, kw) -> Tune:
     t = choose(dev, n_in, a8)
-    t = replace(t, **{k: v for k, v in kw.items() if v is not None or k == "subgroups"})
+    t = replace(t, **kw)
     if a8 and t.xshared:
         t = replace(t, xshared=False)
     return t
@@ -107,6 +109,8 @@ def _step(entry, fmt, n_in, rows, a8, norm, residual, eps, tune: Tune, extra: di
     defines.update(extra)
     if tune.subgroups is not None:
         defines["SUBGROUPS"] = bool(tune.subgroups)
+    if tune.dot4 is not None:
+        defines["DOT4"] = bool(tune.dot4)
     constants = {"WG": tune.wg, "N_IN": n_in, "ROWS0": rows[0], "ROWS1": rows[1], "ROWS2": rows[2],
                  "RPW": tune.rpw, "RB": tune.rb, "LANES": tune.lanes, "EPS": float(eps)}
     total = rows[0] if entry == "gate_up" else sum(rows)

@@ -257,6 +257,8 @@ def cases(builder, scope: str = "full"):
             n = spec.BLOCK[fmt] * 3
             gemv_case(builder, rng, fmt, n, (5, 3, 6), a8=i % 2 == 0, norm=True)
             gemv_case(builder, rng, fmt, n, 11, a8=i % 2 == 1, norm=True, residual=True, subgroups=False)
+            if i % 2 == 1:
+                gemv_case(builder, rng, fmt, n, 4, a8=True, dot4=False)
             gate_up_case(builder, rng, fmt, n, 9, a8=True, act="relu2" if i % 2 else "silu", mult=[0.125, 1.0])
         return
     for fmt in fmts:
@@ -272,6 +274,8 @@ def cases(builder, scope: str = "full"):
         gemv_case(builder, rng, fmt, n, 12, a8=False, norm=True, xshared=True, rpw=4)
         gemv_case(builder, rng, fmt, n, 12, a8=True, zero=True, norm=True, residual=True)
         gemv_case(builder, rng, fmt, n, 9, a8=True, wg=32, lanes=32, rpw=3, rb=1)
+        gemv_case(builder, rng, fmt, n, 17, a8=True, norm=True, dot4=False, rb=2, rpw=8)
+        gate_up_case(builder, rng, fmt, n, 6, a8=True, dot4=False, subgroups=False)
         gate_up_case(builder, rng, fmt, n, 7, a8=False, norm=False, subgroups=False, lanes=4, wg=16, rpw=5)
     # the 2B4T shapes, each once per format (variants and modes rotate)
     for i, fmt in enumerate(fmts):

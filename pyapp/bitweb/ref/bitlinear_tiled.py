@@ -1,0 +1,149 @@
+"""numpy mirror of shaders/bitlinear_tiled.wgsl (M>1 ternary/binary matmul) and its cases.
+
+Maths (as the shader header):
+    f32: S[m, n] = sum_b d[n, b] * sum_{j in b} w[n, j] x[m, j];   P = S * (ws * mult)
+    A8:  S[m, n] = sum_b d[n, b] * sum_{j in b} w[n, j] q[m, j];   P = S * (ws * mult) / s[m]
+    Y = P, or Y = residual + P; gate_up: Y = act(P_gate) * P_up (relu(.)^2 or silu).
+
+Tolerances: as in bitweb.ref.bitlinear, the case data make every f32 sum exact in any order
+(dyadic x and block scales, integer q; checked per case by `exact_terms`), so only the final
+products round: f = ws * mult (1 rounding), S * f (1), and in A8 the division by s[m] (WGSL: 2.5 ulp)
+-> |P_gpu - P| <= C u |P|, C = 4 (f32) or 8 (A8), u = 2^-24; Y adds 2u |Y| for the residual sum;
+gate_up: relu2 rtol (3C + 4) u, silu ((C + 2)(1 + B) + 2B + 12 + C) u with B = max|P_gate|.
+"""
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+from bitweb.kernels import bitlinear_tiled as spec
+from bitweb.kernels.bitlinear import BLOCK, FORMATS
+from bitweb.ref.bitlinear import F32, U, add_case, exact_terms, f32b, lsb, rand_tensor, rand_x, unpack
+
+
+UNTOUCHED = F32(-777.0)
+
+
+def sums(w, d, act):
+    """S[m, n] = sum_b d[n, b] sum_{j in b} w[n, j] act[m, j] (f32 from exact float64), act (M, n_in)."""
+    n_out, n_in = w.shape
+    nb = d.shape[1]
+    blk = n_in // nb
+    a = act.astype(np.float64)
+    s = np.zeros((a.shape[0], n_out))
+    mag = np.zeros((a.shape[0], n_out))
+    for b in range(nb):
+        wb = w[:, b * blk:(b + 1) * blk].astype(np.float64)
+        ab = a[:, b * blk:(b + 1) * blk]
+        db = d[:, b].astype(np.float64)
+        s += (ab @ wb.T) * db
+        mag += (np.abs(ab) @ np.abs(wb).T) * db
+    exact_terms(mag, lsb(a) * lsb(d))
+    return s.astype(F32)
+
+
+def products(fmt, data, n_out, n_in, act, scale, mult):
+    w, d, ws = unpack(fmt, data, n_out, n_in)
+    p = sums(w, d, act) * F32(ws * F32(mult))
+    if scale is not None:
+        p = (p / np.asarray(scale, F32)[:, None]).astype(F32)
+    return p
+
+
+def matmul(fmt, data, n_out, n_in, act, *, scale=None, mult=1.0, residual=None):
+    """act: x f32 (M, n_in), or q int (M, n_in) with scale s f32[M] (A8). -> (Y, P)."""
+    p = products(fmt, data, n_out, n_in, act, scale, mult)
+    return (p if residual is None else (np.asarray(residual, F32) + p).astype(F32)), p
+
+
+def gate_up(fmt, gate, up, n_out, n_in, act, *, scale=None, mult=(1.0, 1.0), act_fn="relu2"):
+    pg = products(fmt, gate, n_out, n_in, act, scale, mult[0])
+    pu = products(fmt, up, n_out, n_in, act, scale, mult[1])
+    if act_fn == "silu":
+        e = np.exp(-np.abs(pg))
+        g = pg * np.where(pg >= 0, F32(1.0) / (F32(1.0) + e), e / (F32(1.0) + e)).astype(F32)
+    else:
+        r = np.maximum(pg, F32(0.0))
+        g = r * r
+    return (g * pu).astype(F32), pg
+
+
+def _params(m):
+    return struct.pack("<8I", m, 0, 0, 0, 0, 0, 0, 0)
+
+
+def _inputs(rng, m_max, m, n_in, a8):
+    """Buffers for the activations (sized for m_max rows, the first m used) and the act array."""
+    if a8:
+        q = rng.integers(-128, 128, (m_max, n_in)).astype(np.int8)
+        s = rng.uniform(20.0, 200.0, m_max).astype(F32)
+        return {"q": dict(data=q.tobytes()), "scale": dict(data=f32b(s))}, q[:m].astype(np.int32), s[:m]
+    x = rand_x(rng, m_max * n_in).reshape(m_max, n_in)
+    return {"x": dict(data=f32b(x))}, x[:m], None
+
+
+def _tol(p, a8, act=None, pg=None):
+    c = 8 if a8 else 4
+    if act is None:
+        return c * U * float(np.max(np.abs(p), initial=0.0)), 2 * U
+    if act == "relu2":
+        return 0.0, (3 * c + 4) * U
+    b = float(np.max(np.abs(pg), initial=0.0))
+    return 0.0, ((c + 2) * (1 + b) + 2 * b + 12 + c) * U
+
+
+def matmul_case(builder, rng, fmt, n_in, n_out, m, m_max, *, a8, residual=False, mult=1.0, **tune):
+    step = spec.matmul(fmt, n_in, n_out, m_max, a8=a8, residual=residual, **tune)
+    bufs, act, scale = _inputs(rng, m_max, m, n_in, a8)
+    w = rand_tensor(rng, fmt, n_out, n_in)
+    res = (rand_x(rng, m_max * n_out) * F32(4.0)).reshape(m_max, n_out) if residual else None
+    y, p = matmul(fmt, w, n_out, n_in, act, scale=scale, mult=mult, residual=None if res is None else res[:m])
+    atol, rtol = _tol(p, a8)
+    # rows m..m_max of y are past M: they must be left untouched (a finite marker: NaN never compares equal)
+    init = res if residual else np.full((m_max, n_out), UNTOUCHED, F32)
+    exp = np.array(init, F32)
+    exp[:m] = y
+    bufs.update({"params": dict(data=_params(m)), "mult": dict(data=f32b([mult])), "w": dict(data=w),
+                 "y": dict(data=f32b(init), expect=f32b(exp), atol=atol, rtol=rtol)})
+    name = (f"bitlinear_tiled.matmul {fmt} {'a8' if a8 else 'f32'} {n_in}x{n_out} M={m}/{m_max}"
+            f"{' res' if residual else ''} " + " ".join(f"{k}={v}" for k, v in sorted(tune.items())))
+    return add_case(builder, name.strip(), step, bufs)
+
+
+def gate_up_case(builder, rng, fmt, n_in, n_out, m, m_max, *, a8, act="relu2", mult=(1.0, 1.0), **tune):
+    step = spec.gate_up(fmt, n_in, n_out, m_max, a8=a8, act=act, **tune)
+    bufs, a, scale = _inputs(rng, m_max, m, n_in, a8)
+    wg, wu = rand_tensor(rng, fmt, n_out, n_in), rand_tensor(rng, fmt, n_out, n_in)
+    y, pg = gate_up(fmt, wg, wu, n_out, n_in, a, scale=scale, mult=mult, act_fn=act)
+    atol, rtol = _tol(None, a8, act, pg)
+    init = np.full((m_max, n_out), UNTOUCHED, F32)
+    exp = np.array(init)
+    exp[:m] = y
+    bufs.update({"params": dict(data=_params(m)), "mult": dict(data=f32b(mult)), "gate": dict(data=wg),
+                 "up": dict(data=wu), "y": dict(data=f32b(init), expect=f32b(exp), atol=atol, rtol=rtol)})
+    name = (f"bitlinear_tiled.gate_up {fmt} {'a8' if a8 else 'f32'} {act} {n_in}x{n_out} M={m}/{m_max} "
+            + " ".join(f"{k}={v}" for k, v in sorted(tune.items())))
+    return add_case(builder, name.strip(), step, bufs)
+
+
+def cases(builder, scope: str = "full"):
+    rng = np.random.default_rng(4321)
+    fmts = list(FORMATS)
+    if scope == "browser":
+        for i, fmt in enumerate(fmts):
+            n = BLOCK[fmt] * 2
+            matmul_case(builder, rng, fmt, n, 37, 5, 8, a8=i % 2 == 0, residual=True, tm=4)
+        gate_up_case(builder, rng, "I2_S", 256, 19, 3, 4, a8=True, act="relu2", tm=4)
+        return
+    for fmt in fmts:
+        n = BLOCK[fmt] * 3
+        for a8 in (False, True):
+            matmul_case(builder, rng, fmt, n, 70, 11, 16, a8=a8, tm=8)                       # M tile partly past M
+            matmul_case(builder, rng, fmt, n, 33, 3, 3, a8=a8, residual=True, mult=1.5, tm=4, wg=16)
+            gate_up_case(builder, rng, fmt, n, 45, 9, 12, a8=a8, act="relu2", mult=(0.5, 2.0), tm=16, wg=32)
+            gate_up_case(builder, rng, fmt, n, 20, 2, 2, a8=a8, act="silu", mult=(0.125, 1.0), tm=2)
+    for i, fmt in enumerate(fmts):                 # 2B4T-sized rows, a few tokens
+        n_in, n_out = ((2560, 640), (6912, 2560), (2560, 2560), (2560, 6912))[i]
+        matmul_case(builder, rng, fmt, n_in, n_out, 7, 8, a8=i % 2 == 0, residual=i % 2 == 1)
+        matmul_case(builder, rng, fmt, BLOCK[fmt], 9, 4, 4, a8=True, dot4=False, tm=4)
