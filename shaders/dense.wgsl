@@ -101,7 +101,7 @@ fn reduce(lid: u32, v: array<f32, 9>, n: u32, sgi: u32) {
 #if SUBGROUPS
     if (lid == 0u) { atomicStore(&n_slots, 0u); }
     workgroupBarrier();
-    var s: array<f32, 9>;
+    var s = array<f32, 9>();
     for (var i = 0u; i < n; i++) { s[i] = subgroupAdd(v[i]); }
     if (sgi == 0u) {
         let slot = atomicAdd(&n_slots, 1u);
@@ -145,7 +145,7 @@ fn gemv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 #else
     let xb = 0u;
 #endif
-    var acc: array<f32, 9>;
+    var acc = array<f32, 9>();
     for (var k = lid; k < k4n; k += WG) {
         var xv = x[xb + k];
 #if NORM

@@ -37,7 +37,11 @@ class DenseSpecError(ValueError):
 
 
 def row_bytes(wtype: str, n_in: int) -> int:
-    _check(wtype, n_in)
+    """Bytes of one row of n_in elements (Q8_0: n_in % 32 == 0)."""
+    if wtype not in WTYPES:
+        raise DenseSpecError(f"weight type {wtype!r} not supported (one of {sorted(WTYPES)})")
+    if n_in <= 0 or (wtype == "Q8_0" and n_in % 32):
+        raise DenseSpecError(f"row of {n_in} elements: must be positive (a multiple of 32 for Q8_0)")
     return n_in // 32 * 34 if wtype == "Q8_0" else n_in * WTYPES[wtype]
 
 

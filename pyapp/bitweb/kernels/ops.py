@@ -1,12 +1,202 @@
-"""Launch specs for rmsnorm / rope / embedding / attention / sampling (stdlib only). WIP."""
+"""Launch specs for rmsnorm / rope / embedding / attention / sampling (stdlib only).
+
+Every function returns Steps (bitweb.kernels.Step); bind names below are the keys of the buffer
+dict given to `step.instantiate(dev, buffers)`. Row counts and positions that change per call
+live in one 32-byte `params` buffer; shapes fixed per model are override constants.
+
+params block (little endian, 8 words), written with `params(...)`:
+    word 0  m         u32  rows in this call (prefill tokens M; dense last_row reads row m - 1)
+    word 1  pos       u32  decode: position of the current token; prefill: position of row 0
+    word 2  n_ids     u32  number of token ids in `penalty_ids`
+    word 3  penalty   f32  repetition penalty r (1.0 = off)
+    word 4  inv_temp  f32  1 / temperature for the topk softmax statistics (1.0 = plain softmax)
+    words 5..7        reserved, 0
+
+Buffers and layouts
+    KV cache   per layer one K and one V buffer, f32[n_kv_head][max_ctx][head_dim]:
+               K[g, p, d] at float index (g * max_ctx + p) * head_dim + d  (kv_cache_bytes()).
+               K rows are stored roped.
+    qkv        f32[(n_head + 2 n_kv_head) * head_dim] per token: q heads | k heads | v heads,
+               unroped (prefill: M such rows; rope() ropes q in place).
+    freqs      f32[head_dim / 2] = rope_freqs(head_dim, base): f32(base ** (-2 i / head_dim)),
+               computed in float64 on the host and rounded once; angle = f32(pos) * freqs[i]
+               in f32 (one rounding) on the GPU and in bitweb.ref.ops.
+    A8 rows    (rmsnorm(a8=True), input of the prefill W1.58A8 ternary kernels)
+               q: u32[M][n / 4], 4 int8 per word little endian: element 4j + b of a row is byte b
+                  (bits 8b..8b+7, two's complement) of word j (WGSL pack4xI8 / unpack4xI8);
+               scale: f32[M], s = 127 / max(max_i |y_i|, 1e-5), q = clamp(round_half_even(y * s),
+                  -128, 127), so y ~= q / s. (transformers' bitnet activation quantisation.)
+
+API (rows = M; workgroup counts are in the Steps)
+    params(m=1, pos=0, n_ids=0, penalty=1.0, inv_temp=1.0) -> bytes (PARAMS_BYTES)
+    rope_freqs(head_dim, base, factors=None) -> bytes
+    kv_cache_bytes(n_kv_head, head_dim, max_ctx) -> int           (one of K or V, one layer)
+    rmsnorm(n, rows, *, eps=1e-5, a8=False, wg=64) -> Step
+        bind ("x", "norm", "y") or with a8 ("x", "norm", "q", "scale"); x, y f32[rows][n]
+    rope(n_head, n_kv_head, head_dim, max_ctx, rows) -> Step
+        bind ("qkv", "freqs", "k_cache", "v_cache", "params")   params: m = rows, pos = p0
+    attention_decode(n_head, n_kv_head, head_dim, max_ctx, *, splits=1, wg=None) -> [Step] (1 or 2)
+        decode: bind ("k_cache", "v_cache", "qkv", "o", "params", "freqs")       splits == 1
+                bind ("k_cache", "v_cache", "qkv", "attn_part", "params", "freqs") splits > 1,
+                then combine: bind ("attn_part", "o")   attn_part: attn_part_bytes(...)
+        reads params.pos; ropes q and k itself and writes cache row pos. o: f32[n_head * head_dim].
+    attention_prefill(n_head, n_kv_head, head_dim, max_ctx, rows, *, wg=None) -> Step
+        bind ("k_cache", "v_cache", "qkv", "o", "params")  after rope(); o f32[rows][n_head*head_dim]
+    embedding(wtype, n_embd, n_vocab, rows=1, *, shards=None, max_shard_bindings=8) -> [Step]
+        bind ("ids", "x", "w0", "w1", ...): ids u32[rows], x f32[rows][n_embd]; shards are
+        dense.shard_rows() of the table (the same buffers as a tied LM head). One Step binds up to
+        max_shard_bindings shards (WebGPU default limit of 8 storage buffers per stage -> pass 6);
+        more shards give more Steps. Out-of-range ids give NaN rows.
+    argmax(n_vocab, *, wg=256) -> Step
+        bind ("logits", "token", "penalty_ids", "params"): token u32[1] (feed it to embedding as
+        "ids"); penalty_ids u32[>= 1] (params.n_ids used); logits are penalised in place.
+    topk(n_vocab, k, *, wg=256) -> Step
+        bind ("logits", "top_ids", "penalty_ids", "params", "top_vals"): top_ids u32[k],
+        top_vals f32[k + 2] = k logits sorted descending (ties: lower id), max logit,
+        sum exp((l - max) * inv_temp) over the vocabulary.
+    softmax(n, rows, *, wg=256) -> Step     bind ("x", "y"), f32[rows][n]
+"""
 from __future__ import annotations
 
 import struct
 
 from bitweb.kernels import Step
+from bitweb.kernels.dense import WTYPES, workgroups_1d
 
 PARAMS_BYTES = 32
 
 
+class OpsSpecError(ValueError):
+    pass
+
+
 def params(m: int = 1, pos: int = 0, n_ids: int = 0, penalty: float = 1.0, inv_temp: float = 1.0) -> bytes:
     return struct.pack("<3I2f3I", m, pos, n_ids, penalty, inv_temp, 0, 0, 0)
+
+
+def rope_freqs(head_dim: int, base: float, factors=None) -> bytes:
+    """f32[head_dim/2]: base^(-2i/head_dim) in float64, divided by factors[i] if given, rounded to f32."""
+    half = head_dim // 2
+    f = [base ** (-2.0 * i / head_dim) for i in range(half)]
+    if factors is not None:
+        f = [a / float(b) for a, b in zip(f, factors)]
+    return struct.pack(f"<{half}f", *f)
+
+
+def kv_cache_bytes(n_kv_head: int, head_dim: int, max_ctx: int) -> int:
+    return 4 * n_kv_head * max_ctx * head_dim
+
+
+def attn_part_bytes(n_head: int, head_dim: int, splits: int) -> int:
+    return 4 * n_head * splits * (head_dim + 2)
+
+
+def _heads(n_head, n_kv_head, head_dim):
+    if n_kv_head < 1 or n_head % n_kv_head or not 1 <= n_head // n_kv_head <= 8:
+        raise OpsSpecError(f"attention: n_head = {n_head} must be 1..8 times n_kv_head = {n_kv_head}")
+    if head_dim % 8 or not 8 <= head_dim <= 256:
+        raise OpsSpecError(f"attention: head_dim = {head_dim} must be a multiple of 8 in 8..256")
+
+
+def _consts(n_head, n_kv_head, head_dim, max_ctx):
+    return {"HD": head_dim, "NH": n_head, "NKV": n_kv_head, "MAX_CTX": max_ctx}
+
+
+def _attn_wg(head_dim, wg):
+    if wg is None:
+        wg = 64
+        while wg < head_dim:
+            wg *= 2
+    if not head_dim <= wg <= 256:
+        raise OpsSpecError(f"attention: wg = {wg} must be in head_dim ({head_dim})..256")
+    return wg
+
+
+def rmsnorm(n: int, rows: int, *, eps: float = 1e-5, a8: bool = False, wg: int = 64) -> Step:
+    if n % 4 or n <= 0:
+        raise OpsSpecError(f"rmsnorm: n = {n} must be a positive multiple of 4")
+    if wg & (wg - 1) or not 1 <= wg <= 256:
+        raise OpsSpecError(f"rmsnorm: wg = {wg} must be a power of two <= 256")
+    bind = ("x", "norm", "q", "scale") if a8 else ("x", "norm", "y")
+    return Step("rmsnorm", "rmsnorm", bind, workgroups_1d(rows), {"N": n, "WG": wg, "EPS": float(eps)},
+                {"A8": True} if a8 else {})
+
+
+def rope(n_head: int, n_kv_head: int, head_dim: int, max_ctx: int, rows: int, *, wg: int = 64) -> Step:
+    _heads(n_head, n_kv_head, head_dim)
+    return Step("rope", "rope", ("qkv", "freqs", "k_cache", "v_cache", "params"), workgroups_1d(rows),
+                dict(_consts(n_head, n_kv_head, head_dim, max_ctx), WG=wg))
+
+
+def attention_decode(n_head: int, n_kv_head: int, head_dim: int, max_ctx: int, *, splits: int = 1,
+                     wg: int | None = None) -> list:
+    _heads(n_head, n_kv_head, head_dim)
+    wg = _attn_wg(head_dim, wg)
+    if not 1 <= splits <= 65535:
+        raise OpsSpecError(f"attention: splits = {splits} out of range")
+    c = dict(_consts(n_head, n_kv_head, head_dim, max_ctx), WG=wg, SPLITS=splits)
+    out = "o" if splits == 1 else "attn_part"
+    steps = [Step("attention", "decode", ("k_cache", "v_cache", "qkv", out, "params", "freqs"),
+                  (n_kv_head, splits, 1), c)]
+    if splits > 1:
+        steps.append(Step("attention", "combine", ("attn_part", "o"), (n_head, 1, 1), dict(c)))
+    return steps
+
+
+def attention_prefill(n_head: int, n_kv_head: int, head_dim: int, max_ctx: int, rows: int, *,
+                      wg: int | None = None) -> Step:
+    _heads(n_head, n_kv_head, head_dim)
+    if not 1 <= rows <= 65535:
+        raise OpsSpecError(f"attention prefill: rows = {rows} out of range 1..65535")
+    c = dict(_consts(n_head, n_kv_head, head_dim, max_ctx), WG=_attn_wg(head_dim, wg))
+    return Step("attention", "prefill", ("k_cache", "v_cache", "qkv", "o", "params"), (n_kv_head, rows, 1), c)
+
+
+def embedding(wtype: str, n_embd: int, n_vocab: int, rows: int = 1, *, shards=None,
+              max_shard_bindings: int = 8, wg: int = 64) -> list:
+    if wtype not in WTYPES:
+        raise OpsSpecError(f"embedding: table type {wtype!r} not supported (one of {sorted(WTYPES)})")
+    if n_embd <= 0 or (wtype == "Q8_0" and n_embd % 32):
+        raise OpsSpecError(f"embedding: n_embd = {n_embd} must be positive (a multiple of 32 for Q8_0)")
+    shards = [(0, n_vocab)] if shards is None else [tuple(s) for s in shards]
+    rps = shards[0][1] - shards[0][0]
+    if shards[0][0] != 0 or shards[-1][1] != n_vocab or any(
+            (r1 - r0 != rps and i != len(shards) - 1) or r0 != i * rps for i, (r0, r1) in enumerate(shards)):
+        raise OpsSpecError(f"embedding: shards {shards} must be equal runs of rows from 0 to {n_vocab} "
+                           f"(dense.shard_rows)")
+    if not 1 <= max_shard_bindings <= 8:
+        raise OpsSpecError(f"embedding: max_shard_bindings = {max_shard_bindings} must be in 1..8")
+    steps = []
+    for first in range(0, len(shards), max_shard_bindings):
+        nsb = min(max_shard_bindings, len(shards) - first)
+        defines = {"FMT_" + wtype: True}
+        defines.update({f"NS{i}": True for i in range(1, nsb)})
+        steps.append(Step("embedding", "embed", ("ids", "x") + tuple(f"w{first + i}" for i in range(nsb)),
+                          workgroups_1d(rows),
+                          {"N": n_embd, "N_VOCAB": n_vocab, "RPS": rps, "NSB": nsb, "ROW0": first * rps, "WG": wg},
+                          defines))
+    return steps
+
+
+def _one_wg(wg):
+    if wg & (wg - 1) or not 1 <= wg <= 256:
+        raise OpsSpecError(f"sampling: wg = {wg} must be a power of two <= 256")
+
+
+def argmax(n_vocab: int, *, wg: int = 256) -> Step:
+    _one_wg(wg)
+    return Step("sampling", "argmax", ("logits", "token", "penalty_ids", "params"), (1, 1, 1),
+                {"V": n_vocab, "WG": wg})
+
+
+def topk(n_vocab: int, k: int, *, wg: int = 256) -> Step:
+    _one_wg(wg)
+    if not 1 <= k <= min(256, n_vocab):
+        raise OpsSpecError(f"topk: k = {k} must be in 1..min(256, n_vocab = {n_vocab})")
+    return Step("sampling", "topk", ("logits", "top_ids", "penalty_ids", "params", "top_vals"), (1, 1, 1),
+                {"V": n_vocab, "K": k, "WG": wg})
+
+
+def softmax(n: int, rows: int, *, wg: int = 256) -> Step:
+    _one_wg(wg)
+    return Step("sampling", "softmax", ("x", "y"), workgroups_1d(rows), {"N_ROW": n, "WG": wg})

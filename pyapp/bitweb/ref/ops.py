@@ -1,0 +1,389 @@
+"""numpy mirrors of rmsnorm / rope / embedding / attention / sampling (CPython only) and their cases.
+
+The references compute in float64 from the exact f32 inputs (and the exact dequantized table
+rows), with the two rounding points the kernels share on purpose:
+  - RoPE angle a = f32(pos) * freqs[i], one f32 multiply, freqs = kernels.ops.rope_freqs (f32);
+    cos/sin are then taken of that f32 value (the engine's numpy forward pass should do the same);
+  - A8: s = 127 / max(max|y|, 1e-5), q = clamp(round_half_even(y * s), -128, 127).
+So the only errors are the kernels' f32 roundings, bounded below (u = 2^-24; WGSL: + - * exact
+rounding, / 2.5 ulp, exp (3 + 2|x|) ulp, sqrt ~3 ulp):
+  rmsnorm   y = (x inv) w: sum of squares of depth D = ceil(N / 4WG) + 4 + log2 WG (fixed tree),
+            so inv has relative error <= (D/2 + 7) u; y: rtol = (D/2 + 10) u. A8 q: exact. The
+            inputs are nudged until every y*s is >= 1e-3 away from a rounding tie (and the
+            kernel's y*s differs from the float64 value by < 1e-4), so the integer outputs
+            are determined by the maths, not by rounding luck; scale: rtol as y.
+  rope      |err| <= 8 u (|x_i| + |x_{i+HD/2}|): sincos ~2 ulp after an exact Cody-Waite
+            reduction, two products and a sum; atol = 8 u max(|x_i| + |x_{i+HD/2}|).
+  attention score error e_t <= (HD/4 + 28) u scale sum_i (|q_i|+|q_i'|)(|k_ti|+|k_ti'|)
+            (dot depth + RoPE of q and k), exp adds (3 + 2|s_t - max|) u relative; since
+            d o / d s_t = p_t (v_t - o) / L, to first order
+            |do_d| <= sum_t p_t (e_t + exp_t) |v_td - o_d| / L + (n + 8 + 4 splits) u sum_t p_t |v_td| / L
+            (the last term: accumulation chains over n positions and the split combine);
+            atol = 2 x the largest such bound of the case (the factor covers second-order terms).
+  sampling  ids exact. top_vals/softmax: S = sum exp(x_t), x_t = (l_t - max) inv_temp: each term
+            has relative error e_t = (3 + 4|x_t| + 3 |l_t| inv_temp) u (exp, the subtraction and
+            scaling, the penalty division), the tree sum adds D u S: bound_S = sum e_t p_t + D u S
+            evaluated on the case's data; softmax y: rtol = max e_t + bound_S / S + 3 u.
+  embedding exact (rows are exact dequantized values; compared as u32 bits, NaN rows included).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from bitweb.kernels import dense as dense_spec
+from bitweb.kernels import ops as spec
+from bitweb.ref.dense import add_case, encode, f32b, pad4
+
+U = 2.0 ** -24
+
+
+# ---- references ------------------------------------------------------------------------------
+def rmsnorm(x: np.ndarray, w: np.ndarray, eps: float = 1e-5) -> np.ndarray:
+    """float64 y = x / sqrt(mean(x^2) + eps) * w, row-wise."""
+    x64 = x.astype(np.float64)
+    inv = 1.0 / np.sqrt((x64 * x64).mean(axis=-1, keepdims=True) + eps)
+    return x64 * inv * w.astype(np.float64)
+
+
+def quantize_a8(y: np.ndarray):
+    """(q int8, s f32 per row): s = 127 / max(max|y|, 1e-5), q = clamp(rint(y s), -128, 127)."""
+    s = 127.0 / np.maximum(np.abs(y).max(axis=-1, keepdims=True), 1e-5)
+    q = np.clip(np.rint(y * s), -128, 127).astype(np.int8)
+    return q, s[..., 0].astype(np.float32)
+
+
+def rope_freqs(head_dim: int, base: float) -> np.ndarray:
+    return np.frombuffer(spec.rope_freqs(head_dim, base), dtype="<f4").copy()
+
+
+def rope_angles(pos, freqs: np.ndarray) -> np.ndarray:
+    """f32 angles, one f32 multiply: shape pos.shape + (head_dim/2,)."""
+    p = np.asarray(pos, dtype=np.float32)[..., None]
+    return p * freqs.astype(np.float32)
+
+
+def rope(x: np.ndarray, pos, freqs: np.ndarray) -> np.ndarray:
+    """NEOX RoPE of x (..., heads, head_dim) at positions pos (shape x.shape[:-2]) in float64."""
+    half = x.shape[-1] // 2
+    a = rope_angles(pos, freqs).astype(np.float64)[..., None, :]
+    c, s = np.cos(a), np.sin(a)
+    x0 = x[..., :half].astype(np.float64)
+    x1 = x[..., half:].astype(np.float64)
+    return np.concatenate([x0 * c - x1 * s, x0 * s + x1 * c], axis=-1)
+
+
+def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """o (n_head, hd) for roped q (n_head, hd) over k, v (n_kv, n_pos, hd), float64 softmax."""
+    nh, hd = q.shape
+    g = nh // k.shape[0]
+    o = np.empty((nh, hd))
+    for h in range(nh):
+        s = k[h // g].astype(np.float64) @ q[h].astype(np.float64) / math.sqrt(hd)
+        p = np.exp(s - s.max())
+        o[h] = p @ v[h // g].astype(np.float64) / p.sum()
+    return o
+
+
+def penalize(logits: np.ndarray, ids, r: float) -> np.ndarray:
+    """llama.cpp repetition penalty on each distinct id < V: l > 0 ? l / r : l * r (f32)."""
+    out = logits.copy()
+    if r != 1.0:
+        for t in sorted(set(int(i) for i in ids if 0 <= int(i) < logits.size)):
+            out[t] = np.float32(out[t] / np.float32(r)) if out[t] > 0 else np.float32(out[t] * np.float32(r))
+    return out
+
+
+def topk(logits: np.ndarray, k: int) -> np.ndarray:
+    """ids of the k largest logits, descending, ties by lower id."""
+    order = np.lexsort((np.arange(logits.size), -logits.astype(np.float64)))
+    return order[:k]
+
+
+def softmax_stats(logits: np.ndarray, inv_temp: float = 1.0):
+    """(max, S = sum exp((l - max) inv_temp), bound on |error of S| as computed by the kernel)."""
+    l64 = logits.astype(np.float64)
+    mx = l64.max()
+    x = (l64 - mx) * inv_temp
+    p = np.exp(x)
+    s = p.sum()
+    e = (3 + 4 * np.abs(x) + 3 * np.abs(l64) * inv_temp) * U
+    return mx, s, float((e * p).sum()), float(e.max())
+
+
+# ---- case helpers ----------------------------------------------------------------------------
+def u32b(a) -> bytes:
+    return np.ascontiguousarray(a, dtype="<u4").tobytes()
+
+
+def _log2(n):
+    return int(math.log2(n))
+
+
+def _a8_rows(rng, m, n, w, eps, margin=1e-3):
+    """Rows x whose A8 quantisation has no value within `margin` of a rounding tie."""
+    x = rng.normal(size=(m, n)).astype(np.float32)
+    for _ in range(100):
+        y = rmsnorm(x, w, eps)
+        s = 127.0 / np.abs(y).max(axis=-1, keepdims=True)
+        v = np.abs(y * s)
+        bad = np.abs(v - np.floor(v) - 0.5) < margin
+        if not bad.any():
+            return x
+        x = np.where(bad, x * np.float32(1.01), x).astype(np.float32)
+    raise RuntimeError("could not move the A8 test rows away from rounding ties")
+
+
+def rmsnorm_cases(b, rng, scope):
+    shapes = [(2, 64, 64, True)] if scope == "browser" else \
+        [(5, 260, 64, False), (3, 2560, 64, False), (7, 2560, 64, True), (3, 100, 32, True), (2, 6912, 256, True)]
+    for m, n, wg, a8 in shapes:
+        w = rng.uniform(0.5, 1.5, size=n).astype(np.float32)
+        d = math.ceil(n / (4 * wg)) + 4 + _log2(wg)
+        rtol = (d / 2 + 10) * U
+        step = spec.rmsnorm(n, m, a8=a8, wg=wg)
+        if a8:
+            x = _a8_rows(rng, m, n, w, 1e-5)
+            q, s = quantize_a8(rmsnorm(x, w))
+            bufs = [{"name": "x", "data": f32b(x)}, {"name": "norm", "data": f32b(w)},
+                    {"name": "q", "size": m * n, "expect": q.tobytes(), "dtype": "u32"},
+                    {"name": "scale", "size": 4 * m, "expect": f32b(s), "rtol": rtol}]
+        else:
+            x = rng.normal(size=(m, n)).astype(np.float32)
+            bufs = [{"name": "x", "data": f32b(x)}, {"name": "norm", "data": f32b(w)},
+                    {"name": "y", "size": 4 * m * n, "expect": f32b(rmsnorm(x, w)), "rtol": rtol, "atol": 1e-30}]
+        add_case(b, f"ops.rmsnorm{'.a8' if a8 else ''}.m{m}.n{n}.wg{wg}", [step], bufs)
+
+
+def _pairsum(x):
+    half = x.shape[-1] // 2
+    return np.abs(x[..., :half]).astype(np.float64) + np.abs(x[..., half:])
+
+
+def _cache(rng, nkv, max_ctx, hd, n_filled):
+    """Random roped K and V rows for positions < n_filled, zeros after (as a fresh cache)."""
+    k = np.zeros((nkv, max_ctx, hd), np.float32)
+    v = np.zeros((nkv, max_ctx, hd), np.float32)
+    k[:, :n_filled] = rng.normal(size=(nkv, n_filled, hd))
+    v[:, :n_filled] = rng.normal(size=(nkv, n_filled, hd))
+    return k, v
+
+
+def _attn_atol(qr, k, v, n, splits):
+    """Bound on |o - o_ref| for roped q (nh, hd) over k, v (nkv, >= n, hd) (module docstring)."""
+    nh, hd = qr.shape
+    g = nh // k.shape[0]
+    worst = 0.0
+    for h in range(nh):
+        kk, vv = k[h // g, :n].astype(np.float64), v[h // g, :n].astype(np.float64)
+        s = kk @ qr[h] / math.sqrt(hd)
+        p = np.exp(s - s.max())
+        big_l = p.sum()
+        o = p @ vv / big_l
+        e = (hd / 4 + 28) * U * (_pairsum(kk) @ _pairsum(qr[h])) / math.sqrt(hd) + (3 + 2 * (s.max() - s)) * U
+        b = (p * e) @ np.abs(vv - o) / big_l + (n + 8 + 4 * splits) * U * (p @ np.abs(vv)) / big_l
+        worst = max(worst, float(b.max()))
+    return 2 * worst
+
+
+def rope_cases(b, rng, scope):
+    # (n_head, n_kv, head_dim, max_ctx, p0, rows, base)
+    shapes = [(4, 1, 32, 16, 3, 4, 10000.0)] if scope == "browser" else \
+        [(4, 1, 64, 40, 33, 7, 10000.0), (3, 3, 32, 8, 0, 1, 10000.0),
+         (20, 5, 128, 64, 60, 4, 500000.0), (4, 1, 64, 4096, 4093, 3, 10000.0)]
+    for nh, nkv, hd, max_ctx, p0, m, base in shapes:
+        freqs = rope_freqs(hd, base)
+        width = (nh + 2 * nkv) * hd
+        qkv = rng.normal(size=(m, width)).astype(np.float32)
+        pos = p0 + np.arange(m)
+        heads = qkv.reshape(m, nh + 2 * nkv, hd)
+        exp_qkv = qkv.copy().reshape(m, nh + 2 * nkv, hd)
+        exp_qkv[:, :nh] = rope(heads[:, :nh], pos, freqs)
+        kc, vc = np.zeros((nkv, max_ctx, hd), np.float32), np.zeros((nkv, max_ctx, hd), np.float32)
+        kc[:, pos] = rope(heads[:, nh:nh + nkv], pos, freqs).transpose(1, 0, 2)
+        vc[:, pos] = heads[:, nh + nkv:].transpose(1, 0, 2)
+        atol = 8 * U * float(_pairsum(heads[:, :nh + nkv]).max())
+        step = spec.rope(nh, nkv, hd, max_ctx, m)
+        bufs = [{"name": "qkv", "data": f32b(qkv), "expect": f32b(exp_qkv), "atol": atol},
+                {"name": "freqs", "data": f32b(freqs)},
+                {"name": "k_cache", "size": kc.nbytes, "expect": f32b(kc), "atol": atol},
+                {"name": "v_cache", "size": vc.nbytes, "expect": f32b(vc)},
+                {"name": "params", "data": spec.params(m=m, pos=p0)}]
+        add_case(b, f"ops.rope.h{nh}x{nkv}.hd{hd}.p{p0}+{m}", [step], bufs)
+
+
+def attention_decode_cases(b, rng, scope):
+    # (n_head, n_kv, head_dim, max_ctx, pos, splits, wg)
+    shapes = [(4, 1, 32, 16, 9, 2, None)] if scope == "browser" else \
+        [(8, 2, 64, 40, 0, 1, None), (8, 2, 64, 40, 39, 1, None), (8, 2, 64, 40, 39, 4, None),
+         (3, 3, 32, 24, 2, 8, None), (4, 4, 64, 400, 300, 1, 64), (4, 1, 64, 400, 300, 3, 128), (4, 1, 64, 400, 300, 1, 128), (4, 1, 64, 400, 140, 1, 64),
+         (20, 5, 128, 256, 255, 4, None)]
+    for nh, nkv, hd, max_ctx, pos, splits, wg in shapes:
+        freqs = rope_freqs(hd, 10000.0)
+        qkv = rng.normal(size=(nh + 2 * nkv, hd)).astype(np.float32)
+        kc, vc = _cache(rng, nkv, max_ctx, hd, pos)
+        ekc, evc = kc.copy(), vc.copy()
+        ekc[:, pos] = rope(qkv[nh:nh + nkv], pos, freqs)
+        evc[:, pos] = qkv[nh + nkv:]
+        qr = rope(qkv[:nh], pos, freqs)
+        o = attention(qr, ekc[:, :pos + 1], evc[:, :pos + 1])
+        k_atol = 8 * U * float(_pairsum(qkv[nh:nh + nkv]).max())
+        steps = spec.attention_decode(nh, nkv, hd, max_ctx, splits=splits, wg=wg)
+        bufs = [{"name": "k_cache", "data": f32b(kc), "expect": f32b(ekc), "atol": k_atol},
+                {"name": "v_cache", "data": f32b(vc), "expect": f32b(evc)},
+                {"name": "qkv", "data": f32b(qkv)},
+                {"name": "o", "size": 4 * nh * hd, "expect": f32b(o), "atol": _attn_atol(qr, ekc, evc, pos + 1, splits)},
+                {"name": "params", "data": spec.params(pos=pos)},
+                {"name": "freqs", "data": f32b(freqs)}]
+        if splits > 1:
+            bufs.append({"name": "attn_part", "size": spec.attn_part_bytes(nh, hd, splits)})
+        add_case(b, f"ops.attention.decode.h{nh}x{nkv}.hd{hd}.pos{pos}.split{splits}", steps, bufs)
+
+
+def attention_prefill_cases(b, rng, scope):
+    """rope (writes the cache rows) then attention prefill, as the engine runs a prefill chunk."""
+    # (n_head, n_kv, head_dim, max_ctx, p0, rows, wg)
+    shapes = [(4, 2, 32, 16, 2, 5, None)] if scope == "browser" else \
+        [(8, 2, 64, 48, 0, 13, None), (8, 2, 64, 48, 30, 18, None), (2, 2, 32, 16, 3, 5, None),
+         (4, 1, 64, 260, 200, 3, 64)]
+    for nh, nkv, hd, max_ctx, p0, m, wg in shapes:
+        freqs = rope_freqs(hd, 10000.0)
+        width = (nh + 2 * nkv) * hd
+        qkv = rng.normal(size=(m, width)).astype(np.float32)
+        heads = qkv.reshape(m, nh + 2 * nkv, hd)
+        pos = p0 + np.arange(m)
+        kc, vc = _cache(rng, nkv, max_ctx, hd, p0)
+        ekc, evc = kc.copy(), vc.copy()
+        ekc[:, pos] = rope(heads[:, nh:nh + nkv], pos, freqs).transpose(1, 0, 2)
+        evc[:, pos] = heads[:, nh + nkv:].transpose(1, 0, 2)
+        exp_qkv = heads.copy()
+        qr = rope(heads[:, :nh], pos, freqs)
+        exp_qkv[:, :nh] = qr
+        o = np.stack([attention(qr[i], ekc[:, :p + 1], evc[:, :p + 1]) for i, p in enumerate(pos)])
+        atol_o = max(_attn_atol(qr[i], ekc, evc, p + 1, 1) for i, p in enumerate(pos))
+        r_atol = 8 * U * float(_pairsum(heads[:, :nh + nkv]).max())
+        steps = [spec.rope(nh, nkv, hd, max_ctx, m), spec.attention_prefill(nh, nkv, hd, max_ctx, m, wg=wg)]
+        bufs = [{"name": "qkv", "data": f32b(qkv), "expect": f32b(exp_qkv), "atol": r_atol},
+                {"name": "freqs", "data": f32b(freqs)},
+                {"name": "k_cache", "data": f32b(kc), "expect": f32b(ekc), "atol": r_atol},
+                {"name": "v_cache", "data": f32b(vc), "expect": f32b(evc)},
+                {"name": "params", "data": spec.params(m=m, pos=p0)},
+                {"name": "o", "size": 4 * m * nh * hd, "expect": f32b(o), "atol": atol_o}]
+        add_case(b, f"ops.attention.prefill.h{nh}x{nkv}.hd{hd}.p{p0}+{m}", steps, bufs)
+
+
+def embedding_cases(b, rng, scope):
+    # (wtype, n_embd, n_vocab, max_binding rows per shard or None, max_shard_bindings)
+    shapes = [("F16", 64, 100, 30, 8)] if scope == "browser" else \
+        [("F32", 60, 50, None, 8), ("F16", 64, 37, None, 8), ("BF16", 66, 41, None, 8), ("Q8_0", 96, 33, None, 8),
+         ("F16", 2560, 300, None, 8), ("F16", 64, 1000, 100, 8), ("Q8_0", 64, 1000, 99, 3), ("BF16", 32, 64, 8, 8)]
+    for wtype, n, nv, rps, msb in shapes:
+        data, table = encode(wtype, rng.uniform(-2, 2, size=(nv, n)).astype(np.float32))
+        rb = dense_spec.row_bytes(wtype, n)
+        shards = dense_spec.shard_rows(nv, rb, rps * rb) if rps else [(0, nv)]
+        ids = np.array([0, nv - 1, nv // 2, 7 % nv, nv, nv - 2, 2 ** 32 - 1], dtype=np.uint32)
+        x = np.full((ids.size, n), np.nan, np.float32)
+        ok = ids < nv
+        x[ok] = table[ids[ok]]
+        xb = x.view(np.uint32).copy()
+        xb[~ok] = 0x7FC00000
+        steps = spec.embedding(wtype, n, nv, ids.size, shards=shards, max_shard_bindings=msb)
+        bufs = [{"name": f"w{i}", "data": pad4(data[r0 * rb:r1 * rb])} for i, (r0, r1) in enumerate(shards)]
+        bufs += [{"name": "ids", "data": u32b(ids)},
+                 {"name": "x", "size": x.nbytes, "expect": u32b(xb), "dtype": "u32"}]
+        add_case(b, f"ops.embedding.{wtype}.n{n}.v{nv}.shards{len(shards)}.steps{len(steps)}", steps, bufs)
+
+
+def _pen_ids(rng, nv, hot, avoid=()):
+    """A penalty list with duplicates, an out-of-range id and the given hot ids (none in avoid)."""
+    rand = [int(i) for i in rng.integers(0, nv, size=20) if int(i) not in avoid]
+    return np.array(list(hot) + rand + [hot[0], nv + 5, hot[-1]], dtype=np.uint32)
+
+
+def argmax_cases(b, rng, scope):
+    # (n_vocab, penalty, wg, kind)
+    shapes = [(1001, 1.3, 256, "tie")] if scope == "browser" else \
+        [(128256, 1.3, 256, "tie"), (128256, 1.0, 256, "tie"), (1001, 1.1, 64, "penalised_max"),
+         (999, 1.0, 256, "equal"), (5, 1.0, 256, "tie")]
+    for nv, r, wg, kind in shapes:
+        logits = (rng.normal(size=nv) * 3).astype(np.float32)
+        top = float(logits.max())
+        hot = [int(rng.integers(0, nv))]
+        avoid = ()
+        if kind == "tie":                # two equal maxima: the lower id wins
+            a, c = sorted(rng.choice(nv, size=2, replace=False))
+            logits[a] = logits[c] = top + 1
+            hot, avoid = [int(np.argmin(logits))], (a, c)
+        elif kind == "penalised_max":    # the max is penalised below the runner-up
+            order = np.argsort(-logits)
+            logits[order[0]] = top + 2
+            logits[order[1]] = top + 1
+            hot = [int(order[0]), int(np.argmin(logits))]
+        elif kind == "equal":
+            logits[:] = 0.5
+        pids = _pen_ids(rng, nv, hot, avoid)
+        pen = penalize(logits, pids, r)
+        tok = int(np.argmax(pen))
+        step = spec.argmax(nv, wg=wg)
+        bufs = [{"name": "logits", "data": f32b(logits), "expect": f32b(pen), "rtol": 3 * U},
+                {"name": "token", "size": 4, "expect": u32b([tok]), "dtype": "u32"},
+                {"name": "penalty_ids", "data": u32b(pids)},
+                {"name": "params", "data": spec.params(n_ids=pids.size, penalty=r)}]
+        add_case(b, f"ops.sampling.argmax.v{nv}.{kind}.r{r}.wg{wg}", [step], bufs)
+
+
+def topk_cases(b, rng, scope):
+    # (n_vocab, k, penalty, inv_temp, integer-valued logits (many ties)); with integer logits the
+    # penalties are chosen so that no l / r is an integer (no ties created by a division that
+    # WGSL only promises to 2.5 ulp)
+    shapes = [(1000, 10, 1.3, 1.0, True)] if scope == "browser" else \
+        [(128256, 40, 1.3, 1 / 0.7, False), (128256, 256, 1.0, 1.0, False), (999, 5, 1.1, 1.0, True),
+         (1000, 256, 1.0, 2.0, True), (300, 1, 1.0, 1.0, False), (257, 37, 1.7, 0.5, True)]
+    for nv, k, r, it, ints in shapes:
+        if ints:
+            logits = rng.integers(-6, 7, size=nv).astype(np.float32)
+        else:
+            logits = (rng.normal(size=nv) * 3).astype(np.float32)
+        hot = [int(np.argmax(logits)), int(np.argmin(logits))]
+        pids = _pen_ids(rng, nv, hot)
+        pen = penalize(logits, pids, r)
+        ids = topk(pen, k)
+        mx, s, bound, _ = softmax_stats(pen, it)
+        vals = np.concatenate([pen[ids], [mx, s]]).astype(np.float32)
+        step = spec.topk(nv, k)
+        bufs = [{"name": "logits", "data": f32b(logits), "expect": f32b(pen), "rtol": 3 * U},
+                {"name": "top_ids", "size": 4 * k, "expect": u32b(ids), "dtype": "u32"},
+                {"name": "penalty_ids", "data": u32b(pids)},
+                {"name": "params", "data": spec.params(n_ids=pids.size, penalty=r, inv_temp=it)},
+                {"name": "top_vals", "size": 4 * (k + 2), "expect": f32b(vals),
+                 "rtol": max(3 * U, (bound + (nv / 256 + 9) * U * s) / s)}]
+        add_case(b, f"ops.sampling.topk.v{nv}.k{k}.r{r}{'.ties' if ints else ''}", [step], bufs)
+
+
+def softmax_cases(b, rng, scope):
+    shapes = [(2, 100, 64)] if scope == "browser" else [(3, 1000, 256), (4, 129, 64), (1, 128256, 256)]
+    for m, n, wg in shapes:
+        x = (rng.normal(size=(m, n)) * 4).astype(np.float32)
+        y = np.empty((m, n))
+        rtol = 0.0
+        for i in range(m):
+            mx, s, bound, emax = softmax_stats(x[i])
+            y[i] = np.exp(x[i].astype(np.float64) - mx) / s
+            rtol = max(rtol, emax + (bound + (n / wg + _log2(wg) + 1) * U * s) / s + 3 * U)
+        step = spec.softmax(n, m, wg=wg)
+        bufs = [{"name": "x", "data": f32b(x)},
+                {"name": "y", "size": x.nbytes, "expect": f32b(y), "rtol": rtol, "atol": 1e-37}]
+        add_case(b, f"ops.sampling.softmax.m{m}.n{n}", [step], bufs)
+
+
+def cases(b, scope: str = "full"):
+    rng = np.random.default_rng(4321)
+    rmsnorm_cases(b, rng, scope)
+    rope_cases(b, rng, scope)
+    attention_decode_cases(b, rng, scope)
+    attention_prefill_cases(b, rng, scope)
+    embedding_cases(b, rng, scope)
+    argmax_cases(b, rng, scope)
+    topk_cases(b, rng, scope)
+    softmax_cases(b, rng, scope)

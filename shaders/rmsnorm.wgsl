@@ -1,0 +1,84 @@
+// rmsnorm.wgsl: RMSNorm of M rows (prefill), optionally quantised to int8 for the A8 kernels.
+//
+//   inv[m]  = 1 / sqrt(sum_i x[m, i]^2 / N + EPS)
+//   y[m, i] = (x[m, i] * inv[m]) * w[i]                       (f32, in this order)
+// A8 (per-token absmax int8, as bitnet.cpp / transformers' bitnet integration):
+//   s[m]    = 127 / max(max_i |y[m, i]|, 1e-5)                (the multiplier; y ~= q / s)
+//   q[m, i] = clamp(round(y[m, i] * s[m]), -128, 127)         (round half to even)
+//   A8 row format: q packed 4 per u32, little endian: q[m, 4j + b] is byte b (bits 8b..8b+7,
+//   two's complement) of word m * N/4 + j (pack4xI8); s: one f32 per row. y itself is not written.
+//
+// Bindings: 0 x f32[M][N], 1 w f32[N], 2 y f32[M][N]    |  A8: 2 q u32[M][N/4], 3 s f32[M]
+// Thread mapping: one workgroup per row (workgroup id x + y * nx, M = rows dispatched); thread t
+// handles vec4 columns j = t, t + WG, ...; sums of squares and the absmax are reduced with a
+// shared-memory tree (WG a power of two). N % 4 == 0.
+
+override N: u32 = 256u;
+override WG: u32 = 64u;
+override EPS: f32 = 1e-5;
+
+@group(0) @binding(0) var<storage, read> x: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read> w: array<vec4<f32>>;
+#if A8
+@group(0) @binding(2) var<storage, read_write> q: array<u32>;
+@group(0) @binding(3) var<storage, read_write> s: array<f32>;
+#else
+@group(0) @binding(2) var<storage, read_write> y: array<vec4<f32>>;
+#endif
+
+var<workgroup> red: array<f32, WG>;
+
+fn tree_sum(lid: u32, v: f32) -> f32 {
+    red[lid] = v;
+    workgroupBarrier();
+    for (var h = WG / 2u; h > 0u; h >>= 1u) {
+        if (lid < h) { red[lid] += red[lid + h]; }
+        workgroupBarrier();
+    }
+    let t = red[0];
+    workgroupBarrier();
+    return t;
+}
+
+fn tree_max(lid: u32, v: f32) -> f32 {
+    red[lid] = v;
+    workgroupBarrier();
+    for (var h = WG / 2u; h > 0u; h >>= 1u) {
+        if (lid < h) { red[lid] = max(red[lid], red[lid + h]); }
+        workgroupBarrier();
+    }
+    let t = red[0];
+    workgroupBarrier();
+    return t;
+}
+
+@compute @workgroup_size(WG)
+fn rmsnorm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+           @builtin(local_invocation_index) lid: u32) {
+    let m = wid.x + wid.y * nwg.x;
+    let n4 = N / 4u;
+    let base = m * n4;
+    var ss = 0.0;
+    for (var j = lid; j < n4; j += WG) {
+        let v = x[base + j];
+        ss += dot(v, v);
+    }
+    let inv = 1.0 / sqrt(tree_sum(lid, ss) / f32(N) + EPS);
+#if A8
+    var amax = 0.0;
+    for (var j = lid; j < n4; j += WG) {
+        let a = abs((x[base + j] * inv) * w[j]);
+        amax = max(amax, max(max(a.x, a.y), max(a.z, a.w)));
+    }
+    let sc = 127.0 / max(tree_max(lid, amax), 1e-5);
+    for (var j = lid; j < n4; j += WG) {
+        let v = (x[base + j] * inv) * w[j];
+        q[base + j] = pack4xI8(vec4<i32>(clamp(round(v * sc), vec4<f32>(-128.0), vec4<f32>(127.0))));
+    }
+    if (lid == 0u) { s[m] = sc; }
+#else
+    for (var j = lid; j < n4; j += WG) {
+        y[base + j] = (x[base + j] * inv) * w[j];
+    }
+#endif
+}
