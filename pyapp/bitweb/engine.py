@@ -120,3 +120,418 @@ class GenerationRun:
             dispatches_per_token=round(dispatches / n, 3) if self.n_decode else 0.0,
             host_calls_per_token=round(host_calls / n, 3) if self.n_decode else 0.0,
             counters=dict(counters or {}), stop_id=self.stop_id)
+
+
+# ============================================================================ the GPU engine
+
+import struct
+
+from bitweb import gpu
+from bitweb.kernels import Step, bitlinear, dense, ops
+from bitweb.model import LINEARS, NORMS, TERNARY_TYPES, Model
+from bitweb.sampling import Sampler, SamplingError, SamplingParams, choose, penalty_ids
+
+ACTIVATIONS = ("a8", "f32")
+TOPK_MIN = 64                 # candidates read back for temperature sampling (more when top_k asks)
+MAX_PENALTY_IDS = 4096        # repeat_last_n cap (size of the penalty_ids buffer)
+NEED_STORAGE_BUFFERS = 7      # the fused QKV gemv binds x, norm, mult, y and three weights
+
+
+class EngineError(ValueError):
+    """A model / option combination the GPU engine does not run (names it)."""
+
+
+def _align(n: int, a: int = 256) -> int:
+    return -(-n // a) * a
+
+
+def _at_row(step: Step, row0: int) -> Step:
+    """A dense gemv Step writing its rows at y[row0 ...] (dense.wgsl: y[ROW0 + r])."""
+    return Step(step.shader, step.entry, step.bind, step.workgroups, dict(step.constants, ROW0=row0),
+                dict(step.defines))
+
+
+def _glue_add(n: int) -> Step:
+    return Step("glue", "add", ("y", "a", "mult"), (-(-n // 64), 1, 1), {"N": n, "WG": 64}, {})
+
+
+def _glue_act_mul(n: int, silu: bool) -> Step:
+    return Step("glue", "act_mul", ("y", "a", "mult", "u"), (-(-n // 64), 1, 1), {"N": n, "WG": 64},
+                {"ACT_MUL": True, "ACT_SILU": silu})
+
+
+class Engine:
+    """A BitNet model on one GPU device. Create with `await Engine.load(...)`.
+
+    Buffers: every GGUF tensor in its own buffer, bytes unchanged (token_embd / output split in
+    shards of whole rows when larger than maxStorageBufferBindingSize); the KV cache (per layer a
+    K and a V buffer, f32[n_head_kv][n_ctx][head_dim]); activations x (residual stream), qkv, o,
+    g (FFN), logits; `params` (ops.params: pos, penalty ...), `token` (the sampled id, fed to the
+    next step's embedding on the GPU), `top` (top-k ids | values + softmax stats).
+
+    Decode is recorded once as dev.plan([...]) (see ARCHITECTURE.md, "Decode dispatch plan")
+    and replayed per token: write params, run the plan, read the token (greedy) or the top-k
+    block (sampling; the host then writes the chosen id back to `token`).
+    """
+
+    def __init__(self, dev, model: Model, activations: str, n_ctx: int, log=None):
+        if activations not in ACTIVATIONS:
+            raise EngineError(f"activations {activations!r}: must be one of {ACTIVATIONS}")
+        self.dev, self.model, self.cfg = dev, model, model.cfg
+        self.activations, self.a8 = activations, activations == "a8"
+        self.n_ctx = n_ctx
+        self.log = log
+        self.ternary = self.cfg.linear_type in TERNARY_TYPES
+        self.w = {}                   # GGUF tensor name -> Buffer
+        self.shards = {}              # table tensor name -> [(r0, r1, Buffer)]
+        self.buf = {}                 # activation / state buffers
+        self.cached_ids = []          # tokens whose K/V rows are in the cache
+        self._tokenizer = None
+        self._topk_plans = {}
+        self.load_ms = 0.0
+
+    # ------------------------------------------------------------------ loading
+    @classmethod
+    async def load(cls, dev, gf, src, activations: str = "a8", max_context: int | None = None,
+                   progress=None, log=None) -> "Engine":
+        """Check limits, upload every tensor from `src` (FileSource / BytesSource natively, a JS
+        Blob or File in the browser), compile the kernels and record the decode plans.
+        progress(stage, done, total): stage "upload" (bytes), "compile" (steps), "ready"."""
+        t0 = now_ms()
+        model = Model.from_gguf(gf)
+        cfg = model.cfg
+        n_ctx = cfg.n_ctx if not max_context else min(int(max_context), cfg.n_ctx)
+        if n_ctx < 2:
+            raise ContextError(f"max_context {max_context}: the context must hold at least 2 positions")
+        eng = cls(dev, model, activations, n_ctx, log)
+        eng._check_support()
+        eng.check_limits()
+        await eng._upload(src, progress)
+        await eng._build(progress)
+        eng.load_ms = now_ms() - t0
+        if progress:
+            progress("ready", 1, 1)
+        if log:
+            log(f"engine: {cfg.summary()}; {activations} activations; context {n_ctx}; "
+                f"loaded in {eng.load_ms:.0f} ms; decode plan {eng.plan_greedy.n_dispatches} dispatches "
+                f"({eng.dispatches_per_layer} per layer)")
+        return eng
+
+    @property
+    def tokenizer(self):
+        if self._tokenizer is None:
+            from bitweb.tokenizer import Tokenizer
+            self._tokenizer = Tokenizer.from_metadata(self.model.gguf.metadata)
+        return self._tokenizer
+
+    def _check_support(self):
+        m = self.model
+        if not self.ternary:
+            scaled = [getattr(b, n + "_scale").name for b in m.blk for n in LINEARS if getattr(b, n + "_scale")]
+            if scaled:
+                raise EngineError(f"tensor {scaled[0]!r}: .scale tensors with float ({self.cfg.linear_type}) "
+                                  f"linears are not supported by the GPU engine")
+        if m.token_embd.type_name not in dense.WTYPES or m.lm_head.type_name not in dense.WTYPES:
+            raise EngineError(f"token_embd / output type {m.lm_head.type_name}: the GPU engine runs "
+                              f"{', '.join(dense.WTYPES)}")
+
+    def _table_shards(self, ti):
+        rb = dense.row_bytes(ti.type_name, ti.shape[0])
+        try:
+            return [(r0, r1) for r0, r1 in dense.shard_rows(ti.shape[1], rb, self.dev.max_binding)], rb
+        except dense.DenseSpecError as e:
+            raise gpu.LimitsError(f"{ti.name}: {e}") from e
+
+    def check_limits(self):
+        """Raise gpu.LimitsError naming the limit when this model (at n_ctx) cannot run on dev."""
+        dev, cfg, m = self.dev, self.cfg, self.model
+        n_sb = int(dev.limits.get("maxStorageBuffersPerShaderStage", 8))
+        if n_sb < NEED_STORAGE_BUFFERS:
+            raise gpu.LimitsError(f"the fused QKV kernel binds {NEED_STORAGE_BUFFERS} storage buffers; this GPU allows "
+                                  f"maxStorageBuffersPerShaderStage = {n_sb}")
+        tables = {m.token_embd.name, m.lm_head.name}
+        items = [(ti.nbytes, ti.name) for ti in m.tensors() if ti.name not in tables]
+        items += [(ops.kv_cache_bytes(cfg.n_head_kv, cfg.head_dim, self.n_ctx), f"KV cache of one layer ({self.n_ctx} positions)"),
+                  (4 * cfg.n_vocab, "logits"), (4 * cfg.n_ff, "FFN activations")]
+        for name in tables:
+            ti = m.gguf.tensors[name]
+            shards, rb = self._table_shards(ti)
+            items.append((max(r1 - r0 for r0, r1 in shards) * rb, f"{name} shard"))
+        need, what = max(items)
+        gpu.check_fits(dev, need, need, what=what)
+
+    async def _upload(self, src, progress):
+        dev, m = self.dev, self.model
+        tables = [m.token_embd] + ([m.output] if m.output is not None else [])
+        plain = [ti for ti in m.tensors() if ti not in tables and not ti.name.endswith(".scale")]
+        total = sum(ti.nbytes for ti in tables + plain)
+        done = [0]
+
+        def on_bytes(n):
+            done[0] += n
+            if progress:
+                progress("upload", done[0], total)
+        for ti in tables:
+            shards, rb = self._table_shards(ti)
+            self.shards[ti.name] = []
+            for i, (r0, r1) in enumerate(shards):
+                b = dev.create_buffer((r1 - r0) * rb, label=f"{ti.name}[{r0}:{r1}]")
+                await dev.upload(b, 0, src, ti.abs_offset + r0 * rb, (r1 - r0) * rb, on_bytes=on_bytes)
+                self.shards[ti.name].append((r0, r1, b))
+        for ti in plain:
+            b = dev.create_buffer(ti.nbytes, label=ti.name)
+            await dev.upload(b, 0, src, ti.abs_offset, ti.nbytes, on_bytes=on_bytes)
+            self.w[ti.name] = b
+        # output multipliers per linear (bitnet .scale tensors, else 1.0), uploaded straight from the file
+        ones = struct.pack("<4f", 1.0, 1.0, 1.0, 1.0)
+        self.buf["ones"] = dev.create_buffer(16, label="ones")
+        dev.write_buffer(self.buf["ones"], 0, ones)
+        for b in m.blk:
+            for group, names in (("qkv", ("attn_q", "attn_k", "attn_v")), ("o", ("attn_output",)),
+                                 ("gu", ("ffn_gate", "ffn_up")), ("down", ("ffn_down",))):
+                scales = [getattr(b, n + "_scale") for n in names]
+                if not any(scales):
+                    continue
+                mb = dev.create_buffer(16, label=f"blk.{b.index}.{group}.mult")
+                dev.write_buffer(mb, 0, ones)
+                for j, s in enumerate(scales):
+                    if s is not None:
+                        await dev.upload(mb, 4 * j, src, s.abs_offset, 4)
+                self.buf[f"mult.{b.index}.{group}"] = mb
+
+    def _mult(self, i: int, group: str):
+        return self.buf.get(f"mult.{i}.{group}", self.buf["ones"])
+
+    async def _build(self, progress):
+        dev, cfg, m = self.dev, self.cfg, self.model
+        B = self.buf
+        f4 = 4
+        B["x"] = dev.create_buffer(cfg.n_embd * f4, label="x")
+        B["qkv"] = dev.create_buffer((cfg.q_dim + 2 * cfg.kv_dim) * f4, label="qkv")
+        B["o"] = dev.create_buffer(cfg.q_dim * f4, label="o")
+        B["g"] = dev.create_buffer(cfg.n_ff * f4, label="g")
+        B["logits"] = dev.create_buffer(cfg.n_vocab * f4, label="logits")
+        B["params"] = dev.create_buffer(ops.PARAMS_BYTES, label="params")
+        B["token"] = dev.create_buffer(16, label="token")
+        B["pids"] = dev.create_buffer(4 * MAX_PENALTY_IDS, label="penalty_ids")
+        B["freqs"] = dev.create_buffer(cfg.head_dim // 2 * f4, label="freqs")
+        dev.write_buffer(B["freqs"], 0, ops.rope_freqs(cfg.head_dim, cfg.rope_base))
+        if not self.ternary:
+            B["tmp"] = dev.create_buffer(cfg.n_embd * f4, label="tmp")
+            B["gate"] = dev.create_buffer(cfg.n_ff * f4, label="gate")
+            B["up"] = dev.create_buffer(cfg.n_ff * f4, label="up")
+        kv = ops.kv_cache_bytes(cfg.n_head_kv, cfg.head_dim, self.n_ctx)
+        for i in range(cfg.n_layer):
+            B[f"k.{i}"] = dev.create_buffer(kv, label=f"k_cache.{i}")
+            B[f"v.{i}"] = dev.create_buffer(kv, label=f"v_cache.{i}")
+
+        steps = self._embed_steps() + [s for i in range(cfg.n_layer) for s in self._layer_steps(i)]
+        head = self._head_steps()
+        argmax = [(ops.argmax(cfg.n_vocab), {"logits": B["logits"], "token": B["token"],
+                                            "penalty_ids": B["pids"], "params": B["params"]})]
+        self._n_compile = len(steps) + len(head) + 1
+        self._compiled = 0
+        items = await self._instantiate(steps, progress)
+        self.items_layers = items
+        self.items_head = await self._instantiate(head, progress)
+        self.items_argmax = await self._instantiate(argmax, progress)
+        self.plan_layers = dev.plan(items)
+        self.plan_greedy = dev.plan(items + self.items_head + self.items_argmax)
+        self.dispatches_per_layer = (len(items) - len(self._embed_steps())) / cfg.n_layer
+
+    async def _instantiate(self, steps, progress):
+        out = []
+        for step, bufs in steps:
+            out.append(await step.instantiate(self.dev, bufs))
+            self._compiled += 1
+            if progress:
+                progress("compile", self._compiled, self._n_compile)
+        return out
+
+    def _embed_steps(self):
+        cfg, ti = self.cfg, self.model.token_embd
+        shards = self.shards[ti.name]
+        n_sb = int(self.dev.limits.get("maxStorageBuffersPerShaderStage", 8))
+        steps = ops.embedding(ti.type_name, cfg.n_embd, cfg.n_vocab, 1, shards=[(a, b) for a, b, _ in shards],
+                              max_shard_bindings=max(1, min(8, n_sb - 2)))
+        bufs = {"ids": self.buf["token"], "x": self.buf["x"]}
+        bufs.update({f"w{i}": b for i, (_, _, b) in enumerate(shards)})
+        return [(s, bufs) for s in steps]
+
+    def _head_steps(self):
+        cfg, ti = self.cfg, self.model.lm_head
+        shards = self.shards[ti.name]
+        steps = dense.gemv(ti.type_name, cfg.n_embd, cfg.n_vocab, shards=[(a, b) for a, b, _ in shards],
+                           norm=True, eps=cfg.eps)
+        bufs = {"x": self.buf["x"], "y": self.buf["logits"], "norm": self.w[self.model.output_norm.name]}
+        bufs.update({f"w{i}": b for i, (_, _, b) in enumerate(shards)})
+        return [(s, bufs) for s in steps]
+
+    def _layer_steps(self, i: int) -> list:
+        """The decode steps of block i: [(Step, {bind name: buffer})] (ARCHITECTURE.md table)."""
+        cfg, B, blk, dev = self.cfg, self.buf, self.model.blk[i], self.dev
+        W = lambda n: self.w[getattr(blk, n).name]          # noqa: E731
+        fmt, a8, eps = cfg.linear_type, self.a8, cfg.eps
+        kv = {"k_cache": B[f"k.{i}"], "v_cache": B[f"v.{i}"], "params": B["params"], "freqs": B["freqs"]}
+        attn = ops.attention_decode(cfg.n_head, cfg.n_head_kv, cfg.head_dim, self.n_ctx)
+        if len(attn) != 1:
+            raise EngineError("attention with splits > 1 is not wired")
+        if self.ternary:
+            return [
+                (bitlinear.gemv(fmt, cfg.n_embd, (cfg.q_dim, cfg.kv_dim, cfg.kv_dim), a8=a8, norm=True, eps=eps, dev=dev),
+                 {"x": B["x"], "norm": W("attn_norm"), "mult": self._mult(i, "qkv"), "y": B["qkv"],
+                  "w0": W("attn_q"), "w1": W("attn_k"), "w2": W("attn_v")}),
+                (attn[0], dict(kv, qkv=B["qkv"], o=B["o"])),
+                (bitlinear.gemv(fmt, cfg.q_dim, cfg.n_embd, a8=a8, norm=True, residual=True, eps=eps, dev=dev),
+                 {"x": B["o"], "norm": W("attn_sub_norm"), "mult": self._mult(i, "o"), "y": B["x"],
+                  "w0": W("attn_output")}),
+                (bitlinear.gate_up(fmt, cfg.n_embd, cfg.n_ff, a8=a8, act=cfg.ffn, norm=True, eps=eps, dev=dev),
+                 {"x": B["x"], "norm": W("ffn_norm"), "mult": self._mult(i, "gu"), "y": B["g"],
+                  "gate": W("ffn_gate"), "up": W("ffn_up")}),
+                (bitlinear.gemv(fmt, cfg.n_ff, cfg.n_embd, a8=a8, norm=True, residual=True, eps=eps, dev=dev),
+                 {"x": B["g"], "norm": W("ffn_sub_norm"), "mult": self._mult(i, "down"), "y": B["x"],
+                  "w0": W("ffn_down")}),
+            ]
+        # float linears (F16 / BF16 / F32 / Q8_0): dense gemv with the norm fused + glue steps
+        gemv = lambda n_in, n_out: dense.gemv(fmt, n_in, n_out, norm=True, eps=eps)[0]   # noqa: E731
+        q, k = cfg.q_dim, cfg.kv_dim
+        return [
+            (_at_row(gemv(cfg.n_embd, q), 0), {"w0": W("attn_q"), "x": B["x"], "y": B["qkv"], "norm": W("attn_norm")}),
+            (_at_row(gemv(cfg.n_embd, k), q), {"w0": W("attn_k"), "x": B["x"], "y": B["qkv"], "norm": W("attn_norm")}),
+            (_at_row(gemv(cfg.n_embd, k), q + k), {"w0": W("attn_v"), "x": B["x"], "y": B["qkv"], "norm": W("attn_norm")}),
+            (attn[0], dict(kv, qkv=B["qkv"], o=B["o"])),
+            (gemv(q, cfg.n_embd), {"w0": W("attn_output"), "x": B["o"], "y": B["tmp"], "norm": W("attn_sub_norm")}),
+            (_glue_add(cfg.n_embd), {"y": B["x"], "a": B["tmp"], "mult": self._mult(i, "o")}),
+            (gemv(cfg.n_embd, cfg.n_ff), {"w0": W("ffn_gate"), "x": B["x"], "y": B["gate"], "norm": W("ffn_norm")}),
+            (gemv(cfg.n_embd, cfg.n_ff), {"w0": W("ffn_up"), "x": B["x"], "y": B["up"], "norm": W("ffn_norm")}),
+            (_glue_act_mul(cfg.n_ff, cfg.ffn == "silu"), {"y": B["g"], "a": B["gate"], "u": B["up"],
+                                                          "mult": self._mult(i, "gu")}),
+            (gemv(cfg.n_ff, cfg.n_embd), {"w0": W("ffn_down"), "x": B["g"], "y": B["tmp"], "norm": W("ffn_sub_norm")}),
+            (_glue_add(cfg.n_embd), {"y": B["x"], "a": B["tmp"], "mult": self._mult(i, "down")}),
+        ]
+
+    async def _topk_plan(self, k: int):
+        """The decode plan ending in top-k selection (one per k, built on first use)."""
+        if k not in self._topk_plans:
+            cfg, B, dev = self.cfg, self.buf, self.dev
+            off = _align(4 * k)
+            top = dev.create_buffer(off + 4 * (k + 2), label=f"top{k}")
+            item = await ops.topk(cfg.n_vocab, k).instantiate(dev, {
+                "logits": B["logits"], "top_ids": (top, 0, 4 * k), "penalty_ids": B["pids"],
+                "params": B["params"], "top_vals": (top, off, 4 * (k + 2))})
+            plan = dev.plan(self.items_layers + self.items_head + [item])
+            self._topk_plans[k] = (plan, top, off)
+        return self._topk_plans[k]
+
+    # ------------------------------------------------------------------ running
+    def _write_params(self, pos: int, params: SamplingParams, context: list):
+        pids = penalty_ids(params, context)
+        if pids:
+            self.dev.write_buffer(self.buf["pids"], 0, struct.pack(f"<{len(pids)}I", *pids))
+        inv_t = 1.0 / params.temperature if params.temperature > 0 else 1.0
+        self.dev.write_buffer(self.buf["params"], 0, ops.params(m=1, pos=pos, n_ids=len(pids),
+                                                                 penalty=params.repeat_penalty, inv_temp=inv_t))
+
+    def _feed(self, token: int):
+        self.dev.write_buffer(self.buf["token"], 0, struct.pack("<I", token))
+
+    async def _step(self, pos: int, params: SamplingParams, sampler: Sampler, context: list) -> int:
+        """Run the token already in `token` at position pos; return the next token."""
+        dev = self.dev
+        self._write_params(pos, params, context)
+        if params.greedy:
+            dev.run(self.plan_greedy)
+            t = struct.unpack("<I", await dev.read(self.buf["token"], 0, 4))[0]
+            if t >= self.cfg.n_vocab:
+                raise EngineError(f"the GPU argmax returned {t}: every logit is NaN (a broken model or kernel)")
+            return t
+        k = min(max(TOPK_MIN, params.top_k), 256, self.cfg.n_vocab)
+        plan, top, off = await self._topk_plan(k)
+        dev.run(plan)
+        raw = await dev.read(top, 0, off + 4 * (k + 2))
+        ids = struct.unpack_from(f"<{k}I", raw, 0)
+        vals = struct.unpack_from(f"<{k + 2}f", raw, off)
+        cands = list(zip(vals[:k], ids))
+        inv_t = 1.0 / params.temperature
+        u = sampler.rng.random()
+        t = choose(params, cands, (vals[k] * inv_t, vals[k + 1]), u)
+        if t is None:
+            sampler.full_fallbacks += 1
+            lg = struct.unpack(f"<{self.cfg.n_vocab}f", await dev.read(self.buf["logits"], 0, 4 * self.cfg.n_vocab))
+            order = sorted(range(len(lg)), key=lambda i: (-lg[i], i))
+            t = choose(params, [(lg[i], i) for i in order], None, u)
+        self._feed(t)
+        return t
+
+    async def _prefill(self, tokens: list, pos0: int):
+        """Run tokens[:-1] through the layers at positions pos0.. (K/V rows only); the last
+        token is left in `token` for the first decode step."""
+        zero = SamplingParams()
+        for j, t in enumerate(tokens[:-1]):
+            self._feed(t)
+            self._write_params(pos0 + j, zero, [])
+            self.dev.run(self.plan_layers)
+        self._feed(tokens[-1])
+
+    async def generate(self, prompt_ids, params: SamplingParams | None = None, max_tokens: int = 128,
+                       on_token=None, should_stop=None, ignore_eos: bool = False) -> GenerateResult:
+        """Generate after prompt_ids (see GenerateResult). Reuses the KV cache for the longest
+        common prefix with the tokens already in it (ChatSession relies on this)."""
+        params = params or SamplingParams()
+        if params.repeat_last_n > MAX_PENALTY_IDS:
+            raise SamplingError(f"repeat_last_n = {params.repeat_last_n}: the GPU engine supports at most {MAX_PENALTY_IDS}")
+        prompt = check_prompt(prompt_ids, self.n_ctx, self.cfg.n_vocab)
+        self.dev.check_alive()
+        run = GenerationRun(self.tokenizer, self.n_ctx, prompt, max_tokens, on_token, should_stop, ignore_eos)
+        if max_tokens <= 0:
+            return run.result()
+        sampler = Sampler(params)
+        keep = min(common_prefix(self.cached_ids, prompt), len(prompt) - 1)
+        self.cached_ids = self.cached_ids[:keep]
+        await self._prefill(prompt[keep:], keep)
+        context = list(prompt)
+        t = await self._step(len(prompt) - 1, params, sampler, context)
+        self.cached_ids = list(prompt)
+        run.prefill_done()
+        c0 = dict(self.dev.counters)
+        f0 = sampler.full_fallbacks
+        while run.accept(t):
+            context.append(t)
+            nxt = await self._step(len(self.cached_ids), params, sampler, context)
+            self.cached_ids.append(t)
+            t = nxt
+            run.n_decode += 1
+        c = {k: v - c0.get(k, 0) for k, v in self.dev.counters.items()}
+        c["full_fallbacks"] = sampler.full_fallbacks - f0
+        return run.result(c, c["dispatches"], c["host_calls"])
+
+    def reset(self):
+        """Forget the cached tokens (the next generate prefills everything)."""
+        self.cached_ids = []
+
+    def close(self):
+        for b in list(self.w.values()) + list(self.buf.values()) + [b for s in self.shards.values() for *_, b in s]:
+            b.destroy()
+        self.w, self.buf, self.shards = {}, {}, {}
+
+
+class ChatSession:
+    """Multi-turn chat over an Engine (or a numpy ReferenceModel): the conversation is
+    re-rendered with bitweb.chat each turn and generate() keeps the KV cache for the common
+    token prefix, so only the new user turn (and the re-tokenized reply, when it differs)
+    is prefilled. A conversation that no longer fits the context raises ContextError."""
+
+    def __init__(self, eng, system: str | None = None):
+        self.eng = eng
+        self.messages = [{"role": "system", "content": system}] if system else []
+
+    async def send(self, user_text: str, params: SamplingParams | None = None, max_tokens: int = 256,
+                   on_token=None, should_stop=None) -> GenerateResult:
+        from bitweb.chat import chat_ids
+        msgs = self.messages + [{"role": "user", "content": user_text}]
+        ids = chat_ids(self.eng.tokenizer, msgs)
+        res = self.eng.generate(ids, params, max_tokens, on_token=on_token, should_stop=should_stop)
+        if hasattr(res, "__await__"):
+            res = await res
+        self.messages = msgs + [{"role": "assistant", "content": res.text}]
+        return res

@@ -4,15 +4,22 @@ One plain loop over the blocks; every value is float32 (as in the kernels) excep
 int32 dot products of A8 mode. Shapes: n = tokens in this call, e = n_embd,
 q = n_head * head_dim, kv = n_head_kv * head_dim, f = n_ff, V = n_vocab, T = positions so far.
 
+Every block linear is preceded by an RMSNorm; the pair is computed as the GPU kernels do
+(bitweb.ref.bitlinear.activations, the kernels' own numpy mirror, row by row):
+  m = x * nw,  rinv = 1 / sqrt(mean(x^2) + eps)            (rmsnorm(x) = m * rinv)
 Activation modes (`activations=`):
-  "f32": y = W x with W dequantized to float32 (scale * ternary).
-  "a8":  W1.58A8 as trained (transformers.integrations.bitnet BitLinear): every input
-         row of a block linear is quantized per token,
-             s = 127 / max(max|x|, 1e-5),  xq = clamp(round_half_even(x * s), -128, 127),
-         the product is an exact integer dot per weight block, and
-             y[o] = sum_blocks d_block * (xq . t[o, block]) / s
-         (one block = the whole row for I2_S; 256 values for TQ2_0/TQ1_0, 128 for Q1_0;
-         float weights (F16/BF16/F32/Q8_0) use y = (W xq) / s). The LM head is never quantized.
+  "f32": y = (W m) * rinv with W dequantized to float32 (scale * ternary).
+  "a8":  W1.58A8 as trained (transformers.integrations.bitnet BitLinear): per token
+             q = clamp(round_half_even(m * 127 / max|m|), -128, 127)
+         (= round(n * s), s = 127 / max(max|n|, 1e-5) on n = rmsnorm(x): rinv cancels), the
+         product is an exact integer dot per weight block, and
+             y[o] = sum_blocks d_block * (q . t[o, block]) * inv_s,  inv_s = max(max|n|, 1e-5) / 127
+         (one block = the whole row for I2_S; 256 values for TQ2_0/TQ1_0, 128 for Q1_0).
+         Quantizing m rather than n makes exact .5 ties (they occur: embeddings are f16) round
+         the same way here and on the GPU.
+         Only ternary/binary weights take int8 activations: float weights (F16/BF16/F32/Q8_0
+         linears, the LM head) always compute y = W x in f32, as llama.cpp does for float
+         tensors, and as the GPU engine's dense kernel does.
 `bitnet` models with `.scale` tensors multiply each linear's output by that scale.
 """
 from __future__ import annotations
@@ -22,6 +29,7 @@ import numpy as np
 from bitweb import formats
 from bitweb.engine import GenerationRun, check_prompt, common_prefix, now_ms
 from bitweb.model import TERNARY_TYPES, Model
+from bitweb.ref.bitlinear import activations
 from bitweb.sampling import Sampler, SamplingParams, apply_penalty, top_candidates
 
 ACTIVATIONS = ("a8", "f32")
@@ -31,12 +39,6 @@ F32 = np.float32
 def rmsnorm(x, w, eps):
     """x (n, d) * w (d,) / sqrt(mean(x^2) + eps), per row."""
     return x * (F32(1) / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + F32(eps))) * w
-
-
-def quantize_a8(x):
-    """Per-row absmax int8: (xq (n, d) float32 of integers in [-128, 127], s (n, 1))."""
-    s = F32(127) / np.maximum(np.max(np.abs(x), axis=-1, keepdims=True), F32(1e-5))
-    return np.clip(np.round(x * s), -128, 127).astype(F32), s
 
 
 def rope_neox(x, pos, n_heads, head_dim, base):
@@ -65,8 +67,8 @@ def attention(q, K, V, pos0, n_head, n_head_kv, head_dim):
 
 
 class Linear:
-    """One weight, ready for both modes: float32 W (n_out, n_in); for ternary formats also the
-    int8 values t (n_out, n_in) and block scales d (n_out, n_blocks); optional output scale."""
+    """One weight: float32 W (n_out, n_in); for ternary formats also the int8 values t (n_out, n_in)
+    and block scales d (n_out, n_blocks) (the I2_S tensor scale folded into d); optional output scale."""
 
     def __init__(self, gf, ti, scale_ti=None):
         n_in, n_out = ti.shape
@@ -82,20 +84,18 @@ class Linear:
             self.t = None
             self.w = fmt.dequantize(data, ti.n_elements).reshape(n_out, n_in)
 
-    def __call__(self, x, a8: bool):
-        """x (n, n_in) -> (n, n_out)."""
-        if not a8:
-            y = x @ self.w.T
-        elif self.t is None:
-            xq, s = quantize_a8(x)
-            y = (xq @ self.w.T) / s
+    def __call__(self, x, nw, eps, a8: bool):
+        """W . rmsnorm(x, nw): x (n, n_in) -> (n, n_out), with the norm folded in as the kernels
+        do (bitweb.ref.bitlinear.activations, one row at a time): m = x * nw, rinv = 1/rms(x);
+        f32: y = (W m) * rinv; a8 (ternary weights only): q = int8(m), y = (sum_b d I_b) * inv_s."""
+        rows = [activations(r, nw, a8 and self.t is not None, eps) for r in x]
+        if not a8 or self.t is None:
+            y = np.stack([r["m"] for r in rows]) @ self.w.T * np.array([[r["stat"]] for r in rows], F32)
         else:
-            xq, s = quantize_a8(x)
             nb = self.d.shape[1]
-            xb = xq.astype(np.int32).reshape(x.shape[0], nb, -1)                    # (n, nb, bs)
-            tb = self.t.astype(np.int32).reshape(self.t.shape[0], nb, -1)           # (o, nb, bs)
-            dots = np.einsum("nbk,obk->nob", xb, tb)                                # exact int32
-            y = (dots.astype(F32) * self.d[None]).sum(axis=-1, dtype=F32) / s
+            xq = np.stack([r["q"] for r in rows]).reshape(x.shape[0], nb, -1)          # (n, nb, bs) int32
+            dots = np.einsum("nbk,obk->nob", xq, self.t.astype(np.int32).reshape(self.t.shape[0], nb, -1))
+            y = (dots.astype(F32) * self.d[None]).sum(axis=-1, dtype=F32) * np.array([[r["stat"]] for r in rows], F32)
         return y if self.scale is None else y * self.scale
 
 
@@ -154,17 +154,17 @@ class ReferenceModel:
         act = (lambda g: np.maximum(g, 0) ** 2) if c.ffn == "relu2" else (lambda g: g / (1 + np.exp(-g)))
         x = self.token_embd[np.asarray(ids)]                                          # (n, e)
         for i, L in enumerate(self.blk):
-            a = rmsnorm(x, L["attn_norm"], c.eps)                                     # (n, e)
-            q = rope_neox(L["attn_q"](a, a8), pos, c.n_head, c.head_dim, c.rope_base)      # (n, q)
-            self.K[i, pos] = rope_neox(L["attn_k"](a, a8), pos, c.n_head_kv, c.head_dim, c.rope_base)  # (n, kv)
-            self.V[i, pos] = L["attn_v"](a, a8)                                       # (n, kv)
+            # q, k, v = W . rmsnorm(x, attn_norm)      (each linear folds the norm in, see Linear)
+            q = rope_neox(L["attn_q"](x, L["attn_norm"], c.eps, a8), pos, c.n_head, c.head_dim, c.rope_base)  # (n, q)
+            self.K[i, pos] = rope_neox(L["attn_k"](x, L["attn_norm"], c.eps, a8), pos, c.n_head_kv,
+                                       c.head_dim, c.rope_base)                       # (n, kv) roped keys
+            self.V[i, pos] = L["attn_v"](x, L["attn_norm"], c.eps, a8)                # (n, kv)
             o = attention(q, self.K[i, :pos0 + n], self.V[i, :pos0 + n], pos0,
-                          c.n_head, c.n_head_kv, c.head_dim)                          # (n, q)
-            x = x + L["attn_output"](rmsnorm(o, L["attn_sub_norm"], c.eps), a8)       # (n, e)
-            f = rmsnorm(x, L["ffn_norm"], c.eps)                                      # (n, e)
-            g = act(L["ffn_gate"](f, a8)) * L["ffn_up"](f, a8)                        # (n, f)
-            x = x + L["ffn_down"](rmsnorm(g, L["ffn_sub_norm"], c.eps), a8)           # (n, e)
-        return rmsnorm(x, self.output_norm, c.eps) @ self.lm_head.T                    # (n, V)
+                          c.n_head, c.n_head_kv, c.head_dim)                          # (n, q) causal GQA
+            x = x + L["attn_output"](o, L["attn_sub_norm"], c.eps, a8)                # (n, e) x += Wo . rmsnorm(o)
+            g = act(L["ffn_gate"](x, L["ffn_norm"], c.eps, a8)) * L["ffn_up"](x, L["ffn_norm"], c.eps, a8)  # (n, f)
+            x = x + L["ffn_down"](g, L["ffn_sub_norm"], c.eps, a8)                    # (n, e) x += Wd . rmsnorm(g)
+        return rmsnorm(x, self.output_norm, c.eps) @ self.lm_head.T                    # (n, V) logits
 
     def logits(self, ids):
         """Logits for every position of a fresh sequence (n, V) (resets the cache)."""

@@ -113,12 +113,12 @@ class Sampler:
         if p.greedy:
             return cands[0][1]
         u = self.rng.random()
-        got = _draw(p, cands, stats, u)
+        got = choose(p, cands, stats, u)
         if got is None:
             if full is None:
                 raise SamplingError("the top candidates cannot decide this draw and no full logits were given")
             self.full_fallbacks += 1
-            got = _draw(p, full(), None, u)
+            got = choose(p, full(), None, u)
         return got
 
     def sample_logits(self, logits: list, context: list) -> int:
@@ -129,8 +129,9 @@ class Sampler:
         return self.sample(top_candidates(lg, len(lg)))
 
 
-def _draw(p: SamplingParams, cands: list, stats, u: float):
-    """The chosen id, or None when the candidates (a prefix of the sorted vocabulary) cannot decide."""
+def choose(p: SamplingParams, cands: list, stats, u: float):
+    """Steps 3 for one uniform draw u in [0, 1): the chosen id, or None when the candidates
+    (a prefix of the sorted vocabulary, stats given) cannot decide. Sampler.sample draws u."""
     complete = stats is None
     t = p.temperature
     z0 = cands[0][0] / t
