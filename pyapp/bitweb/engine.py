@@ -505,6 +505,24 @@ class Engine:
         c["full_fallbacks"] = sampler.full_fallbacks - f0
         return run.result(c, c["dispatches"], c["host_calls"])
 
+    async def forward_logits(self, ids) -> list:
+        """Logits (n_vocab floats) after every token of ids, run one token at a time through the
+        decode plan from position 0. For tests and diagnostics (reads all logits per token)."""
+        ids = list(ids)
+        if not 0 < len(ids) <= self.n_ctx:
+            raise ContextError(f"forward_logits: {len(ids)} tokens for a context of {self.n_ctx}")
+        check_prompt(ids[:1], 2, self.cfg.n_vocab)
+        V, out = self.cfg.n_vocab, []
+        self.cached_ids = []
+        for pos, t in enumerate(ids):
+            check_prompt([t], 2, V)
+            self._feed(t)
+            self._write_params(pos, SamplingParams(), [])
+            self.dev.run(self.plan_greedy)
+            out.append(list(struct.unpack(f"<{V}f", await self.dev.read(self.buf["logits"], 0, 4 * V))))
+        self.cached_ids = ids
+        return out
+
     def reset(self):
         """Forget the cached tokens (the next generate prefills everything)."""
         self.cached_ids = []
