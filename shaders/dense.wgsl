@@ -20,8 +20,9 @@
 // r0 = g * ROWS ..; thread t walks k4 = t, t + WG, ... over the K/4 vec4 columns, loads x once
 // and accumulates ROWS dot products (x reused across rows). Reduction of the ROWS (+1 for the
 // NORM sum of squares) partials across the workgroup:
-//   SUBGROUPS  subgroupAdd, then one slot per subgroup (slots taken with a workgroup atomic: no
-//              assumption on the subgroup size or on how subgroups map to invocations)
+//   SUBGROUPS  subgroupAdd; each subgroup's first lane stores the sum in its own slot (others 0),
+//              then one thread per value adds the WG slots in order (any subgroup size or layout,
+//              deterministic)
 //   else       shared-memory tree (WG a power of two)
 // matmul thread mapping: 16 x 16 threads, output tile 16 rows of x by 16 weight rows, k in steps
 // of 16 through workgroup memory; workgroups (ceil(N_ROWS / 16), ceil(m / 16)).
@@ -92,26 +93,20 @@ fn wload(row: u32, k4: u32) -> vec4<f32> {
 // ---- gemv -------------------------------------------------------------------------------
 const NV: u32 = 9u;                                 // ROWS + 1 partial sums at most
 var<workgroup> red: array<f32, WG * 9u>;           // red[i * WG + j]: partial j of value i
-#if SUBGROUPS
-var<workgroup> n_slots: atomic<u32>;
-#endif
 
 // After return, red[i * WG] holds the workgroup total of v[i] for i < n.
 fn reduce(lid: u32, v: array<f32, 9>, n: u32, sgi: u32) {
 #if SUBGROUPS
-    if (lid == 0u) { atomicStore(&n_slots, 0u); }
-    workgroupBarrier();
-    var s = array<f32, 9>();
-    for (var i = 0u; i < n; i++) { s[i] = subgroupAdd(v[i]); }
-    if (sgi == 0u) {
-        let slot = atomicAdd(&n_slots, 1u);
-        for (var i = 0u; i < n; i++) { red[i * WG + slot] = s[i]; }
+    // one subgroup sum per subgroup, at its first lane's own slot (zeros elsewhere): no
+    // assumption on the subgroup size or layout, and a fixed summation order (deterministic)
+    for (var i = 0u; i < n; i++) {
+        let t = subgroupAdd(v[i]);
+        red[i * WG + lid] = select(0.0, t, sgi == 0u);
     }
     workgroupBarrier();
     if (lid < n) {
-        let c = atomicLoad(&n_slots);
-        var t = red[lid * WG];
-        for (var j = 1u; j < c; j++) { t += red[lid * WG + j]; }
+        var t = 0.0;
+        for (var j = 0u; j < WG; j++) { t += red[lid * WG + j]; }
         red[lid * WG] = t;
     }
     workgroupBarrier();
