@@ -27,6 +27,14 @@ Buffers and layouts
                scale: f32[M], s = 127 / max(max_i |y_i|, 1e-5), q = clamp(round_half_even(y * s),
                   -128, 127), so y ~= q / s. (transformers' bitnet activation quantisation.)
 
+Rows: rope, attention_prefill and dense.matmul / gemv(last_row) read M from params.m and skip
+dispatched rows >= M, so one prefill plan built for m_max rows serves any M <= m_max. rmsnorm,
+embedding and softmax process every dispatched row (rows >= M compute harmless values into
+their own rows of the m_max-sized buffers).
+Split-K (attention_decode splits): a decode plan is fixed, so splits is too; each kv head gets
+`splits` workgroups over chunks of ceil((pos+1)/splits) positions. splits = 1 is one dispatch;
+on GPUs with long contexts 8..32 splits keep the machine busy (n_kv_head workgroups alone do not).
+
 API (rows = M; workgroup counts are in the Steps)
     params(m=1, pos=0, n_ids=0, penalty=1.0, inv_temp=1.0) -> bytes (PARAMS_BYTES)
     rope_freqs(head_dim, base, factors=None) -> bytes
