@@ -32,8 +32,9 @@
 // TQ2_0/TQ1_0/Q1_0 blocks are not multiples of 4 bytes: every block starts 2-byte aligned, and words
 // at a 2-mod-4 byte offset are put together from two u32 (ldb).
 //
-// The work unit of one lane is one u32 of packed weights (I2_S, TQ2_0: 16 values = 4 groups of 4
-// consecutive values, one per 2-bit plane; TQ1_0: 20 values, 5 trits of 4 bytes; Q1_0: 32 values).
+// The work unit of one lane: I2_S 16 bytes (one vec4<u32> load, 64 values: per word 4 groups of 4
+// consecutive values, one per 2-bit plane); TQ2_0 one u32 (16 values, same plane structure); TQ1_0
+// one u32 (20 values: 5 trits of 4 bytes); Q1_0 one u32 (32 values).
 // A8 turns a group of 4 codes into packed int8 and takes dot4I8Packed against 4 packed activations
 // (plain-integer fallback without DOT4). I2_S A8 uses the codes directly: sum (c-1) q = sum c q - sum q.
 //
@@ -64,7 +65,7 @@ override RB: u32 = 1u;         // rows per lane group at once, 1..4
 override LANES: u32 = 16u;     // lanes per row without subgroups (power of two, divides WG)
 override EPS: f32 = 1e-5;      // rmsnorm epsilon
 override N4: u32 = N_IN / 4u;                       // derived: words of packed int8 / vec4s of x
-override RED_N: u32 = WG * max(2u, 2u * RB);        // derived: reduction scratch
+override RED_N: u32 = WG * max(2u, 2u * RB);        // derived: reduction scratch (2 sums per row)
 
 const MAXRB: u32 = 4u;
 const M3: u32 = 0x03030303u;
@@ -72,8 +73,12 @@ const M3: u32 = 0x03030303u;
 #if FMT_I2S
 const BLK: u32 = 128u;     // values per block
 const BBYTES: u32 = 32u;   // bytes per block
-const UPB: u32 = 8u;       // units (u32 words) per block
-#elif FMT_TQ2
+const UPB: u32 = 2u;       // units per block (I2_S: vec4<u32>, 64 values; others: u32)
+alias WT = vec4<u32>;      // weight words as bound
+#else
+alias WT = u32;
+#endif
+#if FMT_TQ2
 const BLK: u32 = 256u;
 const BBYTES: u32 = 66u;
 const UPB: u32 = 16u;
@@ -92,27 +97,31 @@ const UPB: u32 = 4u;
 @group(0) @binding(1) var<storage, read> nw: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> mult: array<f32>;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
-@group(0) @binding(4) var<storage, read> w0: array<u32>;
+@group(0) @binding(4) var<storage, read> w0: array<WT>;
 #if PARTS2
-@group(0) @binding(5) var<storage, read> w1: array<u32>;
+@group(0) @binding(5) var<storage, read> w1: array<WT>;
 #endif
 #if PARTS3
-@group(0) @binding(6) var<storage, read> w2: array<u32>;
+@group(0) @binding(6) var<storage, read> w2: array<WT>;
 #endif
 #else
 @group(0) @binding(1) var<storage, read> mult: array<f32>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
-@group(0) @binding(3) var<storage, read> w0: array<u32>;
+@group(0) @binding(3) var<storage, read> w0: array<WT>;
 #if PARTS2
-@group(0) @binding(4) var<storage, read> w1: array<u32>;
+@group(0) @binding(4) var<storage, read> w1: array<WT>;
 #endif
 #if PARTS3
-@group(0) @binding(5) var<storage, read> w2: array<u32>;
+@group(0) @binding(5) var<storage, read> w2: array<WT>;
 #endif
 #endif
 
 #if A8
-var<workgroup> qa: array<u32, N4>;      // q as packed int8, value j in byte j % 4 of word j / 4
+#if FMT_I2S
+var<workgroup> qa4: array<vec4<u32>, N4 / 4u>; // q as packed int8, value j in byte j % 4 of word j / 4
+#else
+var<workgroup> qa: array<u32, N4>;
+#endif
 var<workgroup> qsum: atomic<i32>;               // sum_j q[j]
 #elif XSHARED
 var<workgroup> xs: array<vec4<f32>, N4>; // m
@@ -121,7 +130,7 @@ var<workgroup> red: array<f32, RED_N>;
 var<workgroup> stat: vec2<f32>;                 // (f32: rinv, A8: inv_s), A8: sq
 
 // ---- weights ------------------------------------------------------------------------------------
-fn wl(t: u32, i: u32) -> u32 {
+fn wv(t: u32, i: u32) -> WT {
 #if PARTS3
     if (t == 2u) { return w2[i]; }
 #endif
@@ -129,6 +138,15 @@ fn wl(t: u32, i: u32) -> u32 {
     if (t == 1u) { return w1[i]; }
 #endif
     return w0[i];
+}
+
+// u32 word i of tensor t.
+fn wl(t: u32, i: u32) -> u32 {
+#if FMT_I2S
+    return wv(t, i >> 2u)[i & 3u];
+#else
+    return wv(t, i);
+#endif
 }
 
 // The u32 at a 2-byte aligned byte offset.
@@ -147,16 +165,6 @@ fn part_rows(t: u32) -> u32 {
     if (t == 0u) { return ROWS0; }
     if (t == 1u) { return ROWS1; }
     return ROWS2;
-}
-
-// Scale factor of part t: ws_t * (rinv or inv_s) * mult[t].
-fn part_scale(t: u32) -> f32 {
-#if FMT_I2S
-    let ws = bitcast<f32>(wl(t, part_rows(t) * (N_IN / 16u)));
-#else
-    let ws = 1.0;
-#endif
-    return ws * stat.x * mult[t];
 }
 
 // ---- activations ---------------------------------------------------------------------------------
@@ -179,6 +187,16 @@ fn dot4(a: u32, b: u32) -> i32 {
     return extractBits(ia, 0u, 8u) * extractBits(ib, 0u, 8u) + extractBits(ia, 8u, 8u) * extractBits(ib, 8u, 8u)
          + extractBits(ia, 16u, 8u) * extractBits(ib, 16u, 8u) + extractBits(ia, 24u, 8u) * extractBits(ib, 24u, 8u);
 #endif
+}
+
+// I2_S A8: sum over 4 words w[c] of sum_i dot4(codes of plane i, activations a_i[c]).
+fn dot16(w: vec4<u32>, a0: vec4<u32>, a1: vec4<u32>, a2: vec4<u32>, a3: vec4<u32>) -> i32 {
+    var s = 0;
+    for (var c = 0u; c < 4u; c++) {
+        s += dot4((w[c] >> 6u) & M3, a0[c]) + dot4((w[c] >> 4u) & M3, a1[c])
+           + dot4((w[c] >> 2u) & M3, a2[c]) + dot4(w[c] & M3, a3[c]);
+    }
+    return s;
 }
 
 // Four codes 0..2 in the bytes of c -> packed int8 c - 1.
@@ -258,7 +276,12 @@ fn prologue(li: u32) {
     var qs = 0;
     for (var i = li; i < N_IN / 4u; i += WG) {
         let q = pack_q(m4(i), sq);
-        qa[i] = (u32(q.x) & 0xFFu) | ((u32(q.y) & 0xFFu) << 8u) | ((u32(q.z) & 0xFFu) << 16u) | (u32(q.w) << 24u);
+        let pk = (u32(q.x) & 0xFFu) | ((u32(q.y) & 0xFFu) << 8u) | ((u32(q.z) & 0xFFu) << 16u) | (u32(q.w) << 24u);
+#if FMT_I2S
+        qa4[i >> 2u][i & 3u] = pk;
+#else
+        qa[i] = pk;
+#endif
         qs += q.x + q.y + q.z + q.w;
     }
     atomicAdd(&qsum, qs);
@@ -269,12 +292,11 @@ fn prologue(li: u32) {
     workgroupBarrier();
 }
 
-// ---- one step: all rows of a lane group --------------------------------------------------------
-#if GATE_UP
-const NACC: u32 = 2u;
-#else
-const NACC: u32 = 1u;
-#endif
+// ---- one unit of one row ---------------------------------------------------------------------------
+struct Row {
+    t: u32,       // part (gemv); gate_up: 0 (gate in w0, up in w1)
+    lr: u32,      // row within the part
+}
 
 fn total_rows() -> u32 {
 #if GATE_UP
@@ -284,245 +306,263 @@ fn total_rows() -> u32 {
 #endif
 }
 
-struct Row {
-    ok: bool,
-    t: u32,       // part (gemv) / 0 (gate_up: gate in w0, up in w1)
-    lr: u32,      // row within the part
-}
-
 fn row_of(gr: u32) -> Row {
-    var r: Row;
-    r.ok = gr < total_rows();
-    r.t = 0u;
-    r.lr = gr;
+    var r = Row(0u, gr);
 #if !GATE_UP
-    if (gr >= ROWS0 + ROWS1) { r.t = 2u; r.lr = gr - ROWS0 - ROWS1; }
-    else if (gr >= ROWS0) { r.t = 1u; r.lr = gr - ROWS0; }
+    if (gr >= ROWS0 + ROWS1) { r = Row(2u, gr - ROWS0 - ROWS1); }
+    else if (gr >= ROWS0) { r = Row(1u, gr - ROWS0); }
 #endif
     return r;
 }
 
+// Per-lane sums: .x this row of tensor t (gate for gate_up), .y the up row. I2_S A8: exact int32.
+#if A8
+#if FMT_I2S
+alias SC = i32;
+#else
+alias SC = f32;
+#endif
+#else
+alias SC = f32;
+#endif
+alias ACC = vec2<SC>;
+
+// The activations of one unit (shared by the RB rows of a lane group).
+#if FMT_I2S
+#if A8
+alias AV = vec4<u32>;      // [i]: plane i, words 4k .. 4k + 3
+const NA: u32 = 4u;
+#else
+alias AV = vec4<f32>;      // [4c + i]: word c, plane i
+const NA: u32 = 16u;
+#endif
+#else
+#if A8
+alias AV = u32;
+#else
+alias AV = vec4<f32>;
+#endif
+#endif
+#if FMT_TQ2
+const NA: u32 = 4u;        // [l]: plane l
+#elif FMT_TQ1
+const NA: u32 = 5u;        // [j]: trit j
+#elif FMT_Q1
+const NA: u32 = 8u;        // [n]: nibble n
+#endif
+alias Acts = array<AV, NA>;
+
+fn acts(u: u32) -> Acts {
+    var a: Acts;
+    let blk = u / UPB;
+    let k = u % UPB;
+#if FMT_I2S
+    // unit u: words 4k + c of block blk, values 128 blk + 32 i + 4 (4k + c) .. +3 at shift 6 - 2i
+#if A8
+    for (var i = 0u; i < 4u; i++) { a[i] = qa4[blk * 8u + 2u * i + k]; }
+#else
+    for (var c = 0u; c < 4u; c++) {
+        for (var i = 0u; i < 4u; i++) { a[4u * c + i] = m4(blk * 32u + 8u * i + 4u * k + c); }
+    }
+#endif
+#elif FMT_TQ2
+    // qs word k: values 128 (k / 8) + 32 l + 4 (k % 8) .. +3 at shift 2l
+    let e = blk * 64u + (k / 8u) * 32u + (k % 8u);
+    for (var l = 0u; l < 4u; l++) {
+#if A8
+        a[l] = qa[e + 8u * l];
+#else
+        a[l] = m4(e + 8u * l);
+#endif
+    }
+#elif FMT_TQ1
+    // word k < 8: values 4k + 32j; k < 12: 4k + 128 + 16j; k = 12: 240 + 4j (j < 4), trit j
+    var base = 4u * k;
+    var stride = 32u;
+    if (k >= 12u) { base = 240u; stride = 4u; } else if (k >= 8u) { base = 4u * k + 128u; stride = 16u; }
+    let e = blk * 64u + base / 4u;
+    for (var j = 0u; j < 5u; j++) {
+        let i = min(e + j * (stride / 4u), N4 - 1u);
+#if A8
+        a[j] = select(qa[i], 0u, k == 12u && j == 4u);
+#else
+        a[j] = select(m4(i), vec4<f32>(0.0), k == 12u && j == 4u);
+#endif
+    }
+#elif FMT_Q1
+    // sign word k: values 32k + 4n .. +3 in nibble n
+    for (var n = 0u; n < 8u; n++) {
+#if A8
+        a[n] = qa[blk * 32u + k * 8u + n];
+#else
+        a[n] = m4(blk * 32u + k * 8u + n);
+#endif
+    }
+#endif
+    return a;
+}
+
+// sum over unit u of row lr of tensor t of d * w * act.
+fn one(t: u32, lr: u32, u: u32, a: Acts) -> SC {
+    let blk = u / UPB;
+    let k = u % UPB;
+#if FMT_I2S
+    let w = wv(t, lr * (N_IN / 64u) + u);
+#if A8
+    return dot16(w, a[0], a[1], a[2], a[3]);
+#else
+    var s = 0.0;
+    for (var c = 0u; c < 4u; c++) {
+        s += dot(tern4(w[c], 6u), a[4u * c]) + dot(tern4(w[c], 4u), a[4u * c + 1u])
+           + dot(tern4(w[c], 2u), a[4u * c + 2u]) + dot(tern4(w[c], 0u), a[4u * c + 3u]);
+    }
+    return s;
+#endif
+#elif FMT_TQ2
+    let bb = (lr * (N_IN / BLK) + blk) * BBYTES;
+    let w = ldb(t, bb + 4u * k);
+    let d = ldh(t, bb + 64u);
+#if A8
+    return f32(dot4(tern8(w & M3), a[0]) + dot4(tern8((w >> 2u) & M3), a[1])
+             + dot4(tern8((w >> 4u) & M3), a[2]) + dot4(tern8((w >> 6u) & M3), a[3])) * d;
+#else
+    return d * (dot(tern4(w, 0u), a[0]) + dot(tern4(w, 2u), a[1]) + dot(tern4(w, 4u), a[2]) + dot(tern4(w, 6u), a[3]));
+#endif
+#elif FMT_TQ1
+    let bb = (lr * (N_IN / BLK) + blk) * BBYTES;
+    let tr = trits(ldb(t, bb + 4u * k));
+    let d = ldh(t, bb + 52u);
+#if A8
+    var s = 0;
+    for (var j = 0u; j < 5u; j++) { s += dot4(tern8(tr[j]), a[j]); }
+    return f32(s) * d;
+#else
+    var s = 0.0;
+    for (var j = 0u; j < 5u; j++) { s += dot(tern4(tr[j], 0u), a[j]); }
+    return d * s;
+#endif
+#elif FMT_Q1
+    let bb = (lr * (N_IN / BLK) + blk) * BBYTES;
+    let w = ldb(t, bb + 2u + 4u * k);
+    let d = ldh(t, bb);
+#if A8
+    var s = 0;
+    for (var n = 0u; n < 8u; n++) {
+        // nibble -> bytes 0/1 -> int8 -1/+1
+        let b01 = (((w >> (4u * n)) & 0xFu) * 0x00204081u) & 0x01010101u;
+        s += dot4(0xFFFFFFFFu ^ (b01 * 0xFEu), a[n]);
+    }
+    return f32(s) * d;
+#else
+    var s = 0.0;
+    for (var n = 0u; n < 8u; n++) {
+        let nb = w >> (4u * n);
+        let sg = vec4<f32>((vec4<u32>(nb) >> vec4<u32>(0u, 1u, 2u, 3u)) & vec4<u32>(1u)) * 2.0 - 1.0;
+        s += dot(sg, a[n]);
+    }
+    return d * s;
+#endif
+#endif
+}
+
+fn unit(r: Row, u: u32, a: Acts) -> ACC {
+#if GATE_UP
+    return ACC(one(r.t, r.lr, u, a), one(r.t + 1u, r.lr, u, a));
+#else
+    return ACC(one(r.t, r.lr, u, a), SC(0));
+#endif
+}
+
+// ---- rows of a workgroup -----------------------------------------------------------------------------
+// p for global row gr from its lane-group sum v (.x, .y as in ACC), then the write.
+fn finish(gr: u32, v: vec2<f32>) {
+    let r = row_of(gr);
+#if FMT_I2S
+#if A8
+    let v2 = v - f32(atomicLoad(&qsum));       // sum (c - 1) q = sum c q - sum q
+#else
+    let v2 = v;
+#endif
+    let ws = bitcast<f32>(wl(r.t, part_rows(r.t) * (N_IN / 16u)));
+#if GATE_UP
+    let wu = bitcast<f32>(wl(1u, ROWS0 * (N_IN / 16u)));
+#endif
+#else
+    let v2 = v;
+    let ws = 1.0;
+#if GATE_UP
+    let wu = 1.0;
+#endif
+#endif
+#if GATE_UP
+    let pg = v2.x * (ws * stat.x * mult[0]);
+    let pu = v2.y * (wu * stat.x * mult[1]);
+#if ACT_SILU
+    let e = exp(-abs(pg));
+    let ag = pg * select(e / (1.0 + e), 1.0 / (1.0 + e), pg >= 0.0);
+#else
+    let rg = max(pg, 0.0);
+    let ag = rg * rg;
+#endif
+    y[gr] = ag * pu;
+#else
+    let p = v2.x * (ws * stat.x * mult[r.t]);
+#if RESIDUAL
+    y[gr] = y[gr] + p;
+#else
+    y[gr] = p;
+#endif
+#endif
+}
+
 fn body(li: u32, wid: u32, lane: u32, ln: u32) {
     prologue(li);
-    let ng = WG / ln;
+    let ng = WG / ln;                         // lane groups
     let grp = li / ln;
     let units = N_IN / BLK * UPB;
     let r_end = min((wid + 1u) * RPW, total_rows());
+    let last = r_end - 1u;
     let steps = (RPW + ng * RB - 1u) / (ng * RB);
-#if A8
-    let qsm = atomicLoad(&qsum);
-#endif
     for (var it = 0u; it < steps; it++) {
         let g0 = wid * RPW + (it * ng + grp) * RB;
-        var rows: array<Row, MAXRB>;
-        var acc: array<f32, 8>;       // [NACC * i + a]
-#if A8
-        var iacc: array<i32, 8>;     // I2_S: sum c q
-#endif
-        for (var i = 0u; i < 8u; i++) {     // explicit: naga does not re-zero loop-local vars
-            acc[i] = 0.0;
-#if A8
-            iacc[i] = 0;
-#endif
-        }
-        for (var i = 0u; i < RB; i++) {
-            rows[i] = row_of(g0 + i);
-            rows[i].ok = rows[i].ok && g0 + i < r_end;
-        }
+        // rows g0 .. g0 + RB - 1; rows past the end redo the last row (results dropped): no branches
+        let r0 = row_of(min(g0, last));
+        let r1 = row_of(min(g0 + 1u, last));
+        let r2 = row_of(min(g0 + 2u, last));
+        let r3 = row_of(min(g0 + 3u, last));
+        var c0 = ACC(SC(0), SC(0));           // explicit zeros: naga does not re-zero loop-local vars
+        var c1 = c0;
+        var c2 = c0;
+        var c3 = c0;
         for (var u = lane; u < units; u += ln) {
-            let blk = u / UPB;
-            let k = u % UPB;
-#if FMT_I2S
-            // word k of block blk: values blk*128 + 32i + 4k .. +3 at shift 6 - 2i
-            let e = blk * 32u + k;
-#if A8
-            let a0 = qa[e]; let a1 = qa[e + 8u]; let a2 = qa[e + 16u]; let a3 = qa[e + 24u];
-#else
-            let a0 = m4(e); let a1 = m4(e + 8u); let a2 = m4(e + 16u); let a3 = m4(e + 24u);
-#endif
-            for (var i = 0u; i < RB; i++) {
-                if (!rows[i].ok) { continue; }
-                for (var a = 0u; a < NACC; a++) {
-                    let w = wl(rows[i].t + a, rows[i].lr * (N_IN / 16u) + u);
-#if A8
-                    iacc[NACC * i + a] += dot4((w >> 6u) & M3, a0) + dot4((w >> 4u) & M3, a1)
-                                        + dot4((w >> 2u) & M3, a2) + dot4(w & M3, a3);
-#else
-                    acc[NACC * i + a] += dot(tern4(w, 6u), a0) + dot(tern4(w, 4u), a1)
-                                       + dot(tern4(w, 2u), a2) + dot(tern4(w, 0u), a3);
-#endif
-                }
-            }
-#elif FMT_TQ2
-            // qs word k: values 128 (k / 8) + 32 l + 4 (k % 8) .. +3 at shift 2l
-            let e = blk * 64u + (k / 8u) * 32u + (k % 8u);
-#if A8
-            let a0 = qa[e]; let a1 = qa[e + 8u]; let a2 = qa[e + 16u]; let a3 = qa[e + 24u];
-#else
-            let a0 = m4(e); let a1 = m4(e + 8u); let a2 = m4(e + 16u); let a3 = m4(e + 24u);
-#endif
-            for (var i = 0u; i < RB; i++) {
-                if (!rows[i].ok) { continue; }
-                let bb = (rows[i].lr * (N_IN / BLK) + blk) * BBYTES;
-                for (var a = 0u; a < NACC; a++) {
-                    let t = rows[i].t + a;
-                    let w = ldb(t, bb + 4u * k);
-                    let d = ldh(t, bb + 64u);
-#if A8
-                    let s = dot4(tern8(w & M3), a0) + dot4(tern8((w >> 2u) & M3), a1)
-                          + dot4(tern8((w >> 4u) & M3), a2) + dot4(tern8((w >> 6u) & M3), a3);
-                    acc[NACC * i + a] += f32(s) * d;
-#else
-                    acc[NACC * i + a] += d * (dot(tern4(w, 0u), a0) + dot(tern4(w, 2u), a1)
-                                            + dot(tern4(w, 4u), a2) + dot(tern4(w, 6u), a3));
-#endif
-                }
-            }
-#elif FMT_TQ1
-            // word k < 8: values 4k + 32j; k < 12: 4k + 128 + 16j; k = 12: 240 + 4j (j < 4), trit j
-            var base = 4u * k;
-            var stride = 32u;
-            if (k >= 12u) { base = 240u; stride = 4u; } else if (k >= 8u) { base = 4u * k + 128u; stride = 16u; }
-            let e = blk * 64u + base / 4u;
-            let st = stride / 4u;
-#if A8
-            var av: array<u32, 5>;
-            for (var j = 0u; j < 4u; j++) { av[j] = qa[e + j * st]; }
-            av[4] = select(qa[min(e + 4u * st, N_IN / 4u - 1u)], 0u, k == 12u);
-#else
-            var av: array<vec4<f32>, 5>;
-            for (var j = 0u; j < 4u; j++) { av[j] = m4(e + j * st); }
-            av[4] = select(m4(min(e + 4u * st, N_IN / 4u - 1u)), vec4<f32>(0.0), k == 12u);
-#endif
-            for (var i = 0u; i < RB; i++) {
-                if (!rows[i].ok) { continue; }
-                let bb = (rows[i].lr * (N_IN / BLK) + blk) * BBYTES;
-                for (var a = 0u; a < NACC; a++) {
-                    let t = rows[i].t + a;
-                    let tr = trits(ldb(t, bb + 4u * k));
-                    let d = ldh(t, bb + 52u);
-#if A8
-                    var s = 0;
-                    for (var j = 0u; j < 5u; j++) { s += dot4(tern8(tr[j]), av[j]); }
-                    acc[NACC * i + a] += f32(s) * d;
-#else
-                    var s = 0.0;
-                    for (var j = 0u; j < 5u; j++) { s += dot(tern4(tr[j], 0u), av[j]); }
-                    acc[NACC * i + a] += d * s;
-#endif
-                }
-            }
-#elif FMT_Q1
-            // sign word k: values 32k .. 32k + 31, bit n
-            let e = blk * 32u + k * 8u;
-#if A8
-            var av: array<u32, 8>;
-#else
-            var av: array<vec4<f32>, 8>;
-#endif
-            for (var n = 0u; n < 8u; n++) {
-#if A8
-                av[n] = qa[e + n];
-#else
-                av[n] = m4(e + n);
-#endif
-            }
-            for (var i = 0u; i < RB; i++) {
-                if (!rows[i].ok) { continue; }
-                let bb = (rows[i].lr * (N_IN / BLK) + blk) * BBYTES;
-                for (var a = 0u; a < NACC; a++) {
-                    let t = rows[i].t + a;
-                    let w = ldb(t, bb + 2u + 4u * k);
-                    let d = ldh(t, bb);
-#if A8
-                    var s = 0;
-                    for (var n = 0u; n < 8u; n++) {
-                        // nibble -> bytes 0/1 -> int8 -1/+1
-                        let b01 = (((w >> (4u * n)) & 0xFu) * 0x00204081u) & 0x01010101u;
-                        s += dot4(0xFFFFFFFFu ^ (b01 * 0xFEu), av[n]);
-                    }
-                    acc[NACC * i + a] += f32(s) * d;
-#else
-                    var s = 0.0;
-                    for (var n = 0u; n < 8u; n++) {
-                        let nb = w >> (4u * n);
-                        let sg = vec4<f32>((vec4<u32>(nb) >> vec4<u32>(0u, 1u, 2u, 3u)) & vec4<u32>(1u)) * 2.0 - 1.0;
-                        s += dot(sg, av[n]);
-                    }
-                    acc[NACC * i + a] += d * s;
-#endif
-                }
-            }
-#endif
+            let a = acts(u);
+            c0 += unit(r0, u, a);
+            if (RB > 1u) { c1 += unit(r1, u, a); }
+            if (RB > 2u) { c2 += unit(r2, u, a); }
+            if (RB > 3u) { c3 += unit(r3, u, a); }
         }
-#if FMT_I2S
-#if A8
-        for (var i = 0u; i < NACC * RB; i++) { acc[i] = f32(iacc[i]); }   // exact below 2^24
-#endif
-#endif
+        var v = array<vec2<f32>, 4>(vec2<f32>(c0), vec2<f32>(c1), vec2<f32>(c2), vec2<f32>(c3));   // ints < 2^24: exact
         // reduce over the lanes of the group, then lane 0 writes its rows
-        for (var i = 0u; i < RB; i++) {
-            for (var a = 0u; a < NACC; a++) {
 #if SUBGROUPS
-                acc[NACC * i + a] = subgroupAdd(acc[NACC * i + a]);
+        for (var i = 0u; i < RB; i++) { v[i] = subgroupAdd(v[i]); }
 #else
-                red[(NACC * i + a) * WG + li] = acc[NACC * i + a];
-#endif
-            }
-        }
-#if !SUBGROUPS
+        for (var i = 0u; i < RB; i++) { red[(2u * i) * WG + li] = v[i].x; red[(2u * i + 1u) * WG + li] = v[i].y; }
         workgroupBarrier();
         for (var s = LANES / 2u; s > 0u; s >>= 1u) {
             if (lane < s) {
-                for (var i = 0u; i < NACC * RB; i++) { red[i * WG + li] += red[i * WG + li + s]; }
+                for (var i = 0u; i < 2u * RB; i++) { red[i * WG + li] += red[i * WG + li + s]; }
             }
             workgroupBarrier();
         }
-        for (var i = 0u; i < NACC * RB; i++) { acc[i] = red[i * WG + li]; }
+        for (var i = 0u; i < RB; i++) { v[i] = vec2<f32>(red[(2u * i) * WG + li], red[(2u * i + 1u) * WG + li]); }
         workgroupBarrier();
 #endif
         if (lane == 0u) {
             for (var i = 0u; i < RB; i++) {
-                if (!rows[i].ok) { continue; }
-                let gr = g0 + i;
-                var sub = 0.0;      // I2_S A8: sum (c - 1) q = sum c q - sum q
-#if FMT_I2S
-#if A8
-                sub = f32(qsm);
-#endif
-#endif
-#if GATE_UP
-                let pg = (acc[2u * i] - sub) * part_scale_gu(0u);
-                let pu = (acc[2u * i + 1u] - sub) * part_scale_gu(1u);
-#if ACT_SILU
-                let e = exp(-abs(pg));
-                let ag = pg * select(e / (1.0 + e), 1.0 / (1.0 + e), pg >= 0.0);
-#else
-                let rg = max(pg, 0.0);
-                let ag = rg * rg;
-#endif
-                y[gr] = ag * pu;
-#else
-                let p = (acc[i] - sub) * part_scale(rows[i].t);
-#if RESIDUAL
-                y[gr] = y[gr] + p;
-#else
-                y[gr] = p;
-#endif
-#endif
+                if (g0 + i < r_end) { finish(g0 + i, v[i]); }
             }
         }
     }
-}
-
-// gate_up: gate is w0 with mult[0], up is w1 with mult[1], both ROWS0 rows.
-fn part_scale_gu(a: u32) -> f32 {
-#if FMT_I2S
-    let ws = bitcast<f32>(wl(a, ROWS0 * (N_IN / 16u)));
-#else
-    let ws = 1.0;
-#endif
-    return ws * stat.x * mult[a];
 }
 
 #if SUBGROUPS

@@ -14,7 +14,7 @@ API
         bind: ("x", ["norm"], "mult", "y", "w0", ["w1"], ["w2"])
     gate_up(fmt, n_in, rows, *, a8, act="relu2"|"silu", norm=True, eps=1e-5, dev=None, **tune) -> Step
         bind: ("x", ["norm"], "mult", "y", "gate", "up")
-    choose(dev=None, n_in=..., a8=...) -> Tune      the tuning used when none is given
+    choose(dev=None, n_in=0, a8=True, rows=0) -> Tune   the tuning used when none is given
     variant(step, dev) -> str                       which variant runs, e.g. "A8 subgroup WG64 RPW32 RB2"
     FORMATS                                         GGUF type name -> define
 
@@ -50,8 +50,8 @@ class BitLinearError(ValueError):
 
 @dataclass(frozen=True)
 class Tune:
-    wg: int = 64            # threads per workgroup (power of two)
-    rpw: int = 32           # output rows per workgroup (the norm / quantisation is redone per workgroup)
+    wg: int = 128           # threads per workgroup (power of two)
+    rpw: int = 16           # output rows per workgroup (the norm / quantisation is redone per workgroup)
     rb: int = 2             # rows a lane group computes at once (1..4)
     lanes: int = 16         # lanes per row without subgroups (power of two <= wg)
     subgroups: bool | None = None   # None: device decides; False: force the shared-memory variant
@@ -63,12 +63,20 @@ def _limits(dev) -> dict:
     return dict(getattr(dev, "limits", None) or {})
 
 
-def choose(dev=None, n_in: int = 0, a8: bool = True) -> Tune:
-    """Defaults per device: CPU adapters (lavapipe, SwiftShader) get fewer, larger workgroups."""
+def choose(dev=None, n_in: int = 0, a8: bool = True, rows: int = 0) -> Tune:
+    """Defaults per device (measured with dev/bitlinear/bench.py on lavapipe; GPU values untested).
+
+    CPU adapters (lavapipe, SwiftShader): the per-workgroup prologue (norm + quantisation of x) is
+    a large share, so few big workgroups: about 8 per dispatch (rpw >= 64), 4 rows per lane group.
+    GPUs: many workgroups for memory parallelism: 128 threads, 16 rows each, 2 rows per lane group.
+    """
     info = getattr(dev, "info", None) or {}
     kind = " ".join(str(v) for v in info.values()).lower()
     cpu = any(w in kind for w in ("llvmpipe", "lavapipe", "swiftshader", "cpu"))
-    t = Tune(rpw=64, rb=2) if cpu else Tune(rpw=16, rb=2)
+    if cpu:
+        t = Tune(wg=64, rpw=max(64, -(-rows // 8)), rb=4)
+    else:
+        t = Tune(wg=128, rpw=16, rb=2)
     storage = int(_limits(dev).get("maxComputeWorkgroupStorageSize", MIN_WG_STORAGE))
     if not a8 and n_in * 4 + 8 * t.wg * 4 + 64 <= storage:
         t = replace(t, xshared=True)
@@ -93,8 +101,8 @@ def _check(fmt, n_in, rows, tune: Tune):
         raise BitLinearError(f"bitlinear: rpw = {tune.rpw} must be >= 1")
 
 
-def _tune(dev, n_in, a8, kw) -> Tune:
-    t = choose(dev, n_in, a8)
+def _tune(dev, n_in, a8, rows, kw) -> Tune:
+    t = choose(dev, n_in, a8, rows)
     t = replace(t, **kw)
     if a8 and t.xshared:
         t = replace(t, xshared=False)
@@ -121,7 +129,7 @@ def gemv(fmt: str, n_in: int, rows, *, a8: bool, norm: bool = False, residual: b
          eps: float = 1e-5, dev=None, **tune) -> Step:
     """y (+)= [W0|W1|W2] . (rmsnorm(x) if norm else x); one dispatch over all parts' rows."""
     rows = (rows,) if isinstance(rows, int) else tuple(rows)
-    t = _tune(dev, n_in, a8, tune)
+    t = _tune(dev, n_in, a8, sum(rows), tune)
     parts = len(rows)
     bind = ["x"] + (["norm"] if norm else []) + ["mult", "y"] + [f"w{i}" for i in range(parts)]
     extra = {"PARTS2": parts >= 2, "PARTS3": parts >= 3}
@@ -133,7 +141,7 @@ def gate_up(fmt: str, n_in: int, rows: int, *, a8: bool, act: str = "relu2", nor
     """y = act(Wg . n) * (Wu . n), n = rmsnorm(x) (or x); act relu2 = relu(.)^2 (bitnet-b1.58), silu (bitnet)."""
     if act not in ("relu2", "silu"):
         raise BitLinearError(f"bitlinear.gate_up: act must be 'relu2' or 'silu', got {act!r}")
-    t = _tune(dev, n_in, a8, tune)
+    t = _tune(dev, n_in, a8, rows, tune)
     bind = ["x"] + (["norm"] if norm else []) + ["mult", "y", "gate", "up"]
     extra = {"GATE_UP": True, "PARTS2": True, "ACT_SILU": act == "silu"}
     return _step("gate_up", fmt, n_in, (rows,), a8, norm, False, eps, t, extra, bind)

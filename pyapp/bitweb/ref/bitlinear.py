@@ -282,6 +282,8 @@ def cases(builder, scope: str = "full"):
         for j, (n_in, rows) in enumerate(SHAPES_2B4T):
             a8 = (i + j) % 2 == 0
             kw = {"subgroups": False} if (i + j) % 4 == 3 else {}
+            if j % 2:
+                kw.update(wg=64, rpw=320, rb=4)        # the CPU-adapter tuning of choose()
             if (n_in, rows) == (2560, 6912) and i % 2 == 0:
                 gate_up_case(builder, rng, fmt, n_in, rows, a8=a8, **kw)
             else:
