@@ -78,11 +78,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.add_argument("--limit", type=int, default=None, help="prompts per task (default: all held-out)")
 
-    p = cmd("bench", "bitweb.bench:main", "benchmarks: kernels, decode, load (ratios from one run)")
-    p.add_argument("what", choices=["kernels", "decode", "load"])
+    p = cmd("bench", "bitweb.bench:main", "benchmarks: kernels, decode, load, tokenizer (ratios from one run)")
+    p.add_argument("what", choices=["kernels", "decode", "load", "tokenizer"])
     p.add_argument("model", nargs="?")
     p.add_argument("--backend", choices=["native"], default="native")
-    p.add_argument("--tokens", type=int, default=32)
+    p.add_argument("--tokens", type=int, default=32, help="decode: tokens to generate")
+    p.add_argument("--prompt-tokens", type=int, default=32, help="decode: prompt length")
+    p.add_argument("--activations", choices=["a8", "f32"], default="a8")
+    p.add_argument("--lm-head", choices=["q8_0"], default=None,
+                   help="decode/load: re-quantize the LM head on load (default: as in the file)")
+    p.add_argument("--quick", action="store_true", help="kernels: two small shapes, default variants")
+    p.add_argument("--repeats", type=int, default=None, help="timed runs per kernel (default: by time budget)")
     p.add_argument("--json", action="store_true")
     return ap
 

@@ -8,6 +8,7 @@
     dev.run([(pipe, bg, (rows, 1, 1))])          # one encoder, one pass, one submit
     plan = dev.plan([...]); dev.run(plan)        # prepared once, replayed with O(1) host calls
     data = await dev.read(buf, 0, 4)             # bytes
+    secs = await dev.time_plan(plan, repeats=10) # GPU seconds per run (median), for benchmarks
 
 Names follow WebGPU (limits are camelCase as in JS: maxStorageBufferBindingSize).
 Features are WebGPU names; wgpu-native's "subgroup" is reported as "subgroups".
@@ -248,6 +249,40 @@ class Device:
         self.counters["dispatches"] += n
         self.counters["runs"] += 1
 
+    async def time_plan(self, plan: Plan, repeats: int = 10, wall: bool = False) -> float:
+        """Seconds one run of `plan` takes on the device: the median over `repeats` runs.
+
+        With timestamp-query (caps.timestamps, and wall=False) the runs are `repeats` compute
+        passes in one submission, each with timestampWrites (beginningOfPassWriteIndex 2r,
+        endOfPassWriteIndex 2r + 1) into one query set, resolved (resolveQuerySet) into a buffer
+        read once: GPU time only. Else (wall=True, or no timestamps) wall clock: 3 batches of
+        ceil(repeats / 3) runs, each batch encoded in one pass, one submission, then a sync;
+        per-run time = batch time / runs, median of the batches (includes submit + sync latency,
+        amortised over the batch). One warm-up run comes first in both cases.
+        """
+        import time
+        self.check_alive()
+        if not isinstance(plan, Plan):
+            plan = self.plan(plan)
+        repeats = max(1, min(int(repeats), 2048))
+        self._run_plan(plan)
+        await self._sync()
+        if self.caps.timestamps and not wall:
+            ts = await self._time_plan(plan, repeats)
+        else:
+            ts = []
+            per = -(-repeats // 3)
+            batch = Plan(plan.items * per, None, plan.n_dispatches * per)
+            batch.raw = self._prepare(batch.items)
+            for _ in range(3):
+                t0 = time.perf_counter()
+                self._run_plan(batch)
+                await self._sync()
+                ts.append((time.perf_counter() - t0) / per)
+        ts.sort()
+        n = len(ts)
+        return ts[n // 2] if n % 2 else (ts[n // 2 - 1] + ts[n // 2]) / 2
+
     async def sync(self) -> None:
         """Wait until the queue is idle."""
         self.check_alive()
@@ -268,6 +303,7 @@ class Device:
     def _prepare(self, items): return None
     def _run_plan(self, plan): self._run_list(plan.items)
     def _run_list(self, items) -> int: raise NotImplementedError
+    async def _time_plan(self, plan, repeats) -> list: raise NotImplementedError   # seconds per run
     async def _sync(self): raise NotImplementedError
 
 

@@ -115,6 +115,32 @@ class BrowserDevice(Device):
         self.helper.replay(self.device, self._prepare(items))
         return 1
 
+    async def _time_plan(self, plan, repeats):
+        """One pass per run with timestampWrites, one submission, resolveQuerySet, one read (ns).
+        Chrome quantises timestamps (100 us steps) unless started with
+        --enable-webgpu-developer-features; runs on CPU rasterisers take milliseconds."""
+        import struct
+        from bitweb.gpu import COPY_SRC, QUERY_RESOLVE
+        n = 2 * repeats
+        qs = self.device.createQuerySet(_obj({"type": "timestamp", "count": n}))
+        out = self.device.createBuffer(_obj({"size": 8 * n, "usage": QUERY_RESOLVE | COPY_SRC}))
+        enc = self.device.createCommandEncoder()
+        for r in range(repeats):
+            cp = enc.beginComputePass(_obj({"timestampWrites": {
+                "querySet": qs, "beginningOfPassWriteIndex": 2 * r, "endOfPassWriteIndex": 2 * r + 1}}))
+            for p, bg, (x, y, z) in plan.items:
+                cp.setPipeline(p.raw)
+                cp.setBindGroup(0, bg)
+                cp.dispatchWorkgroups(x, y, z)
+            cp.end()
+        enc.resolveQuerySet(qs, 0, n, out, 0)
+        self.queue.submit(to_js([enc.finish()]))
+        raw = (await self.helper.read(self.device, out, 0, 8 * n)).to_bytes()
+        out.destroy()
+        qs.destroy()
+        t = struct.unpack(f"<{n}Q", raw)
+        return [(t[2 * r + 1] - t[2 * r]) * 1e-9 for r in range(repeats)]
+
     async def _sync(self):
         await self.queue.onSubmittedWorkDone()
 

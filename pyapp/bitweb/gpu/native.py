@@ -67,8 +67,37 @@ class NativeDevice(Device):
         self.queue.submit([enc.finish()])
         return 1
 
+    async def _time_plan(self, plan, repeats):
+        """One pass per run, timestampWrites around each, one submission; ns -> s.
+        (wgpu-native resolves timestamps in nanoseconds: wgpu's timestamp normalisation.)"""
+        import struct
+        from bitweb.gpu import COPY_SRC, QUERY_RESOLVE
+        n = 2 * repeats
+        qs = self.device.create_query_set(type="timestamp", count=n)
+        out = self.device.create_buffer(size=8 * n, usage=QUERY_RESOLVE | COPY_SRC)
+        enc = self.device.create_command_encoder()
+        for r in range(repeats):
+            cp = enc.begin_compute_pass(timestamp_writes={
+                "query_set": qs, "beginning_of_pass_write_index": 2 * r, "end_of_pass_write_index": 2 * r + 1})
+            for p, bg, (x, y, z) in plan.items:
+                cp.set_pipeline(p.raw)
+                cp.set_bind_group(0, bg)
+                cp.dispatch_workgroups(x, y, z)
+            cp.end()
+        enc.resolve_query_set(qs, 0, n, out, 0)
+        self.queue.submit([enc.finish()])
+        t = struct.unpack(f"<{n}Q", bytes(self.queue.read_buffer(out, 0, 8 * n)))
+        out.destroy()
+        qs.destroy()
+        return [(t[2 * r + 1] - t[2 * r]) * 1e-9 for r in range(repeats)]
+
     async def _sync(self):
-        self.queue.on_submitted_work_done_sync()
+        # queue.on_submitted_work_done_sync() fails in wgpu-py 0.32 (a cffi callback type
+        # mismatch); a 4-byte read waits for every earlier submission the same way.
+        if getattr(self, "_sync_buf", None) is None:
+            from bitweb.gpu import COPY_DST, COPY_SRC
+            self._sync_buf = self.device.create_buffer(size=4, usage=COPY_SRC | COPY_DST, label="sync")
+        self.queue.read_buffer(self._sync_buf, 0, 4)
 
 
 def _probe_caps(device, features) -> Caps:

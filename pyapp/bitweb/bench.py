@@ -1,0 +1,458 @@
+"""Benchmarks: `python -m bitweb bench kernels|decode|load|tokenizer [MODEL] [--json]` (stdlib only,
+so the same code runs in the browser through Pyodide: web/bench.html).
+
+Every ratio comes from one run on one adapter: a kernel is compared with a plain streaming read
+(shaders/stream.wgsl) of the same number of bytes measured in the same run, never with a figure
+from elsewhere.
+
+Timing: `dev.time_plan(plan, repeats)`: GPU timestamp queries (timestampWrites around each run's
+compute pass) where the adapter has `timestamp-query`, else wall clock over a batch of runs in one
+submission followed by a sync; the median over the repeats (see bitweb.gpu.Device.time_plan).
+
+kernels  `bench_kernels(dev, shapes=SHAPES, quick=False)` -> {"bench", "device", "timing", "results"}
+    one result per (kernel, variant, shape):
+      kernel      "I2_S a8" | "I2_S f32" | ... | "Q1_0 f32" (bitlinear gemv, norm fused, as the engine
+                  runs it) | "F16" | "F32" | "Q8_0" (dense gemv, norm fused) | "stream"
+      variant     what runs (bitlinear.variant(); dense: reduction and f16 path; stream: workgroups)
+      shape       "n_in x rows" (weight rows = outputs); stream: the byte count it was run over
+      median_ms   median time of one dispatch (sharded dense weights: all shards of the shape)
+      bytes       weight bytes read (the GGUF tensor bytes; activations are not counted)
+      gbps        bytes / median time (1e9 bytes per second)
+      stream_gbps the best plain streaming read of `bytes` bytes on this adapter, this run
+      p1_vs_stream  gbps / stream_gbps (P1: 1.0 = reads its weights as fast as a plain read)
+      p2_vs_f16   median_ms of the dense F16 kernel of the same shape / median_ms (P2 speed-up)
+    Shapes (n_in x rows) are the 2B4T linears: 2560x2560 (q, o), 2560x640 (k, v), 2560x6912 (gate,
+    up), 6912x2560 (down), and 2560x16384, an LM-head shard (128256 rows of F16 are 8 such shards
+    at most; 2560 x 16384 F16 is 80 MiB). Weights are random but valid (finite scales).
+decode   `bench_decode(dev, gf, src, tokens=32, prompt_tokens=32, activations="a8", lm_head=None)`
+    prefill tokens/s, decode ms/token and tokens/s (greedy, ignore EOS), dispatches per layer and
+    per token, host calls per token, GPU ms per step (time_plan of the decode plan), host share =
+    1 - GPU time / step wall time (Python, the bridge to the backend, submit and read-back
+    latency), bytes read per token (weights + LM head + one embedding row + the KV cache at the
+    mean decode position), the streaming bandwidth over that many bytes (this run) and
+    step time / roofline time (roofline = bytes per token / streaming bandwidth).
+load     `bench_load(dev, path)`: Engine.load time (upload and compile), file bytes/s, peak extra
+    memory: tracemalloc peak of the Python heap during the load, and the growth of the process's
+    peak resident set (ru_maxrss, CPython on Linux/macOS). On CPU adapters (lavapipe) GPU buffers
+    live in process memory, so the RSS growth includes the model itself.
+tokenizer  bitweb.tokenizer.bench_encode() (pure-Python BPE speed).
+"""
+from __future__ import annotations
+
+import json
+import random
+import struct
+import sys
+import time
+
+from bitweb.kernels import bitlinear, dense
+
+SHAPES = ((2560, 2560), (2560, 640), (2560, 6912), (6912, 2560), (2560, 16384))
+QUICK_SHAPES = ((256, 256), (512, 128))
+TERNARY = ("I2_S", "TQ2_0", "TQ1_0", "Q1_0")
+DENSE = ("F16", "F32", "Q8_0")
+STREAM_WG = 256
+STREAM_GRIDS = (16, 64, 256, 1024, 4096)      # workgroup counts tried for the streaming read
+CHUNK = 1 << 20                               # upload chunk (bytes) for generated weights
+
+
+class BenchError(ValueError):
+    pass
+
+
+# ---------------------------------------------------------------------------- weights
+# Bytes that are valid codes: I2_S / TQ2_0 bytes of four 2-bit codes in 0..2, TQ1_0 bytes
+# q = ceil(v * 256 / 243) of five base-3 trits v in 0..242.
+_CODES2 = bytes(a | b << 2 | c << 4 | d << 6 for a in range(3) for b in range(3) for c in range(3) for d in range(3))
+_CODES3 = bytes(-(-v * 256 // 243) for v in range(243))
+
+
+def _block(fmt: str, rng: random.Random) -> bytes:
+    """One random block (I2_S: 32 code bytes; F16 / F32: one value) of a valid tensor."""
+    pick = lambda table, n: bytes(rng.choice(table) for _ in range(n))   # noqa: E731
+    d = struct.pack("<e", rng.uniform(0.001, 0.01))
+    if fmt == "F32":
+        return struct.pack("<f", rng.uniform(-1, 1))
+    if fmt == "F16":
+        return struct.pack("<e", rng.uniform(-1, 1))
+    if fmt == "Q8_0":
+        return d + rng.randbytes(32)
+    if fmt == "TQ2_0":
+        return pick(_CODES2, 64) + d
+    if fmt == "TQ1_0":
+        return pick(_CODES3, 52) + d
+    if fmt == "I2_S":
+        return pick(_CODES2, 32)
+    if fmt == "Q1_0":
+        return d + rng.randbytes(16)
+    raise BenchError(f"no weight generator for {fmt!r}")
+
+
+def pattern(fmt: str, seed: int = 0, target: int = 1 << 16) -> bytes:
+    """About `target` bytes of whole blocks, a multiple of 4 bytes, tiled to fill a tensor."""
+    rng = random.Random(f"{fmt}:{seed}")
+    one = _block(fmt, rng)
+    n = max(1, target // len(one))
+    while (n * len(one)) % 4:
+        n += 1
+    return b"".join([one] + [_block(fmt, rng) for _ in range(n - 1)])
+
+
+def tensor_bytes(fmt: str, n_in: int, rows: int) -> int:
+    if fmt in dense.WTYPES:
+        return rows * dense.row_bytes(fmt, n_in)
+    from bitweb import formats
+    return formats.by_name(fmt).nbytes(n_in * rows)
+
+
+def _fill(dev, buf, pat: bytes, nbytes: int) -> None:
+    """Write nbytes of the tiled pattern into buf (chunks of ~CHUNK bytes, zero-padded to 4)."""
+    chunk = pat * max(1, CHUNK // len(pat))
+    for pos in range(0, nbytes, len(chunk)):
+        part = chunk[:min(len(chunk), nbytes - pos)]
+        if len(part) % 4:
+            part += bytes(4 - len(part) % 4)
+        dev.write_buffer(buf, pos, part)
+
+
+def upload_weight(dev, fmt: str, n_in: int, rows: int, seed: int = 0) -> list:
+    """A random valid weight of `rows` x `n_in` in fmt: [(r0, r1, Buffer)] (dense types sharded by
+    whole rows to fit maxStorageBufferBindingSize; ternary types in one buffer)."""
+    pat = pattern(fmt, seed)
+    if fmt in dense.WTYPES:
+        rb = dense.row_bytes(fmt, n_in)
+        out = []
+        for r0, r1 in dense.shard_rows(rows, rb, dev.max_binding):
+            b = dev.create_buffer((r1 - r0) * rb, label=f"bench {fmt} [{r0}:{r1}]")
+            _fill(dev, b, pat, (r1 - r0) * rb)
+            out.append((r0, r1, b))
+        return out
+    nbytes = tensor_bytes(fmt, n_in, rows)
+    b = dev.create_buffer(nbytes, label=f"bench {fmt}")
+    if fmt == "I2_S":      # n/4 code bytes, then the f32 tensor scale and 28 zero bytes
+        _fill(dev, b, pat, nbytes - 32)
+        dev.write_buffer(b, nbytes - 32, struct.pack("<f", 0.01) + bytes(28))
+    else:
+        _fill(dev, b, pat, nbytes)
+    return [(0, rows, b)]
+
+
+def _f32s(values) -> bytes:
+    values = list(values)
+    return struct.pack(f"<{len(values)}f", *values)
+
+
+# ---------------------------------------------------------------------------- timing helpers
+def median(xs):
+    xs = sorted(xs)
+    n = len(xs)
+    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+
+
+async def timed(dev, plan, repeats: int | None, budget_s: float = 0.25) -> float:
+    """Median seconds per run; repeats None: as many as fit budget_s (3..30) after a probe."""
+    if repeats is None:
+        probe = await dev.time_plan(plan, 1)
+        repeats = int(max(3, min(30, budget_s / max(probe, 1e-6))))
+    return await dev.time_plan(plan, repeats)
+
+
+class Stream:
+    """The best plain streaming read (shaders/stream.wgsl) of n bytes, cached per byte count."""
+
+    def __init__(self, dev, repeats=None):
+        self.dev, self.repeats = dev, repeats
+        self.best: dict = {}       # n -> (seconds, grid)
+        self._out = None
+
+    async def seconds(self, nbytes: int):
+        n = max(16, nbytes // 16 * 16)
+        if n in self.best:
+            return self.best[n]
+        dev = self.dev
+        if self._out is None:
+            self._out = dev.create_buffer(16, label="stream out")
+        per = dev.max_binding // 16 * 16            # larger reads: several buffers, one dispatch each
+        parts = [(dev.create_buffer(min(per, n - o), label="stream src"), min(per, n - o)) for o in range(0, n, per)]
+        p = await dev.pipeline("stream", "main", {"WG": STREAM_WG})
+        pat = pattern("F32", 7)
+        for b, size in parts:
+            _fill(dev, b, pat, size)     # touched pages: never-written memory can read as free
+        groups = [dev.bind_group(p, [b, self._out]) for b, _ in parts]
+        words = min(per, n) // 16
+        grids = [g for g in STREAM_GRIDS if (g - 1) * STREAM_WG < words] or [1]
+        best = None
+        for g in grids:
+            t = await timed(self.dev, dev.plan([(p, bg, (g, 1, 1)) for bg in groups]), self.repeats)
+            if best is None or t < best[0]:
+                best = (t, g)
+        for b, _ in parts:
+            b.destroy()
+        self.best[n] = best
+        return best
+
+
+# ---------------------------------------------------------------------------- kernels
+def ternary_variants(dev, fmt: str, n_in: int, rows: int, a8: bool, quick: bool) -> list:
+    """[(tune overrides, Step)]: the device's default, and what else this device can run."""
+    opts = [{}]
+    if not quick:
+        if dev.caps.subgroups:
+            opts.append({"subgroups": False})
+        if a8 and dev.caps.dot4:
+            opts.append({"dot4": False})
+    out, seen = [], set()
+    for kw in opts:
+        step = bitlinear.gemv(fmt, n_in, rows, a8=a8, norm=True, dev=dev, **kw)
+        v = bitlinear.variant(step, dev)
+        if v not in seen:
+            seen.add(v)
+            out.append((v, step))
+    return out
+
+
+def dense_variant(dev, wtype: str, kw: dict) -> str:
+    sg = kw.get("subgroups", dev.caps.subgroups)
+    s = f"gemv {wtype} " + ("subgroup" if sg else "shared")
+    if wtype == "F16":
+        s += " f16" if kw.get("f16", dev.caps.shader_f16) else " unpack2x16float"
+    return s
+
+
+def dense_variants(dev, wtype: str, quick: bool) -> list:
+    opts = [{}]
+    if not quick and wtype == "F16":
+        if dev.caps.shader_f16:
+            opts.append({"f16": False})
+        if dev.caps.subgroups:
+            opts.append({"subgroups": False})
+    return [(dense_variant(dev, wtype, kw), kw) for kw in opts]
+
+
+async def bench_kernels(dev, shapes=SHAPES, quick: bool = False, repeats: int | None = None,
+                        formats=TERNARY, log=None) -> dict:
+    """The GEMV families at each shape; see the module docstring for the fields."""
+    stream = Stream(dev, repeats)
+    results = []
+
+    def say(r):
+        results.append(r)
+        if log:
+            log(row_text(r))
+
+    for n_in, rows in shapes:
+        shape = f"{n_in}x{rows}"
+        x = dev.create_buffer(4 * n_in, label="x")
+        dev.write_buffer(x, 0, _f32s(((i * 37) % 101 - 50) / 25.0 for i in range(n_in)))
+        norm = dev.create_buffer(4 * n_in, label="norm")
+        dev.write_buffer(norm, 0, _f32s([1.0] * n_in))
+        mult = dev.create_buffer(16, label="mult")
+        dev.write_buffer(mult, 0, _f32s([1.0] * 4))
+        y = dev.create_buffer(4 * rows, label="y")
+        f16_ms = None
+
+        async def record(kernel, variant, items, nbytes):
+            nonlocal f16_ms
+            t = await timed(dev, dev.plan(items), repeats)
+            ts, grid = await stream.seconds(nbytes)
+            ms = t * 1e3
+            if kernel == "F16" and f16_ms is None:
+                f16_ms = ms
+            say({"kernel": kernel, "variant": variant, "shape": shape, "median_ms": round(ms, 4),
+                 "bytes": nbytes, "gbps": round(nbytes / t / 1e9, 3),
+                 "stream_gbps": round(nbytes / ts / 1e9, 3), "p1_vs_stream": round(ts / t, 3),
+                 "p2_vs_f16": round(f16_ms / ms, 3) if f16_ms else None})
+
+        for wtype in DENSE:
+            shards = upload_weight(dev, wtype, n_in, rows)
+            bufs = {"x": x, "y": y, "norm": norm}
+            bufs.update({f"w{i}": b for i, (_, _, b) in enumerate(shards)})
+            nbytes = tensor_bytes(wtype, n_in, rows)
+            for variant, kw in dense_variants(dev, wtype, quick):
+                steps = dense.gemv(wtype, n_in, rows, shards=[(a, b) for a, b, _ in shards], norm=True, **kw)
+                items = [await s.instantiate(dev, bufs) for s in steps]
+                await record(wtype, variant, items, nbytes)
+            for *_, b in shards:
+                b.destroy()
+        for fmt in formats:
+            (_, _, w), = upload_weight(dev, fmt, n_in, rows)
+            bufs = {"x": x, "norm": norm, "mult": mult, "y": y, "w0": w}
+            for a8 in (True, False):
+                for variant, step in ternary_variants(dev, fmt, n_in, rows, a8, quick):
+                    await record(f"{fmt} {'a8' if a8 else 'f32'}", variant, [await step.instantiate(dev, bufs)],
+                                 w.size)
+            w.destroy()
+        for b in (x, norm, mult, y):
+            b.destroy()
+    for n, (t, grid) in sorted(stream.best.items()):
+        say({"kernel": "stream", "variant": f"stream WG{STREAM_WG} x {grid} workgroups",
+                        "shape": f"{n} bytes", "median_ms": round(t * 1e3, 4), "bytes": n,
+                        "gbps": round(n / t / 1e9, 3), "stream_gbps": round(n / t / 1e9, 3),
+                        "p1_vs_stream": 1.0, "p2_vs_f16": None})
+    return {"bench": "kernels", "device": dev.describe(), "timing": timing(dev), "results": results}
+
+
+def timing(dev) -> str:
+    return "timestamp-query" if dev.caps.timestamps else "wall clock (one submission per batch + sync)"
+
+
+# ---------------------------------------------------------------------------- decode
+def bytes_per_token(eng, pos: float) -> dict:
+    """Bytes a decode step reads at position pos: weights (every block tensor, output_norm),
+    the LM head as loaded, one embedding row, K and V rows 0..pos of every layer."""
+    m, cfg = eng.model, eng.cfg
+    blocks = sum(ti.nbytes for ti in m.tensors() if ti.name.startswith("blk."))
+    head = sum(b.size for *_, b in eng.shards[m.lm_head.name])
+    table_type = getattr(eng, "table_types", {}).get(m.token_embd.name, m.token_embd.type_name)
+    embd = dense.row_bytes(table_type, cfg.n_embd)
+    kv = 2 * cfg.n_layer * cfg.n_head_kv * cfg.head_dim * 4 * (pos + 1)
+    total = blocks + m.output_norm.nbytes + head + embd + kv
+    return {"total": int(total), "blocks": blocks, "lm_head": head, "embedding_row": embd, "kv_cache": int(kv),
+            "lm_head_share": round(head / total, 4)}
+
+
+def prompt_for(tokenizer, n: int) -> list:
+    from bitweb.tokenizer import bench_text
+    ids = tokenizer.encode(bench_text())
+    while len(ids) < n:
+        ids += ids
+    return ids[:n]
+
+
+async def bench_decode(dev, gf, src, tokens: int = 32, prompt_tokens: int = 32, activations: str = "a8",
+                       lm_head: str | None = None, repeats: int | None = None, log=None) -> dict:
+    from bitweb.engine import Engine
+    from bitweb.sampling import SamplingParams
+    kw = {"lm_head": lm_head} if lm_head else {}
+    eng = await Engine.load(dev, gf, src, activations=activations, **kw)
+    try:
+        cfg = eng.cfg
+        if prompt_tokens + tokens > eng.n_ctx:
+            raise BenchError(f"--prompt-tokens {prompt_tokens} + --tokens {tokens} > the context ({eng.n_ctx})")
+        ids = prompt_for(eng.tokenizer, prompt_tokens)
+        res = await eng.generate(ids, SamplingParams(), tokens, ignore_eos=True)
+        n_dec = max(1, len(res.ids) - 1)
+        step_ms = res.decode_ms_per_token
+        gpu_ms = await timed(dev, eng.plan_greedy, repeats, budget_s=1.0) * 1e3
+        bpt = bytes_per_token(eng, len(ids) + n_dec / 2)
+        ts, _ = await Stream(dev, repeats).seconds(bpt["total"])
+        stream_bps = (bpt["total"] // 16 * 16) / ts
+        roof_ms = bpt["total"] / stream_bps * 1e3
+        out = {
+            "bench": "decode", "device": dev.describe(), "timing": timing(dev),
+            "model": cfg.summary(), "activations": activations, "lm_head": lm_head or eng.model.lm_head.type_name,
+            "prompt_tokens": len(ids), "decoded_tokens": n_dec,
+            "prefill_ms": res.prefill_ms, "prefill_tok_s": round(len(ids) / res.prefill_ms * 1e3, 2),
+            "decode_ms_per_token": step_ms, "decode_tok_s": round(1e3 / step_ms, 2) if step_ms else None,
+            "dispatches_per_layer": eng.dispatches_per_layer, "dispatches_per_token": res.dispatches_per_token,
+            "host_calls_per_token": res.host_calls_per_token,
+            "gpu_ms_per_token": round(gpu_ms, 3),
+            "host_ms_per_token": round(max(0.0, step_ms - gpu_ms), 3),
+            "host_share": round(max(0.0, 1.0 - gpu_ms / step_ms), 4) if step_ms else None,
+            "bytes_per_token": bpt["total"], "bytes": bpt,
+            "stream_gbps": round(stream_bps / 1e9, 3), "roofline_ms": round(roof_ms, 3),
+            "step_vs_roofline": round(step_ms / roof_ms, 3) if roof_ms else None,
+            "gpu_vs_roofline": round(gpu_ms / roof_ms, 3) if roof_ms else None,
+        }
+        if log:
+            log(describe_decode(out))
+        return out
+    finally:
+        eng.close()
+
+
+def describe_decode(r: dict) -> str:
+    return (f"{r['model']}\n  {r['activations']} activations, LM head {r['lm_head']}; prompt {r['prompt_tokens']} tokens: "
+            f"prefill {r['prefill_tok_s']} tok/s; decode {r['decode_ms_per_token']} ms/token ({r['decode_tok_s']} tok/s)\n"
+            f"  {r['dispatches_per_layer']:g} dispatches per layer, {r['dispatches_per_token']:g} per token, "
+            f"{r['host_calls_per_token']:g} host calls per token\n"
+            f"  GPU {r['gpu_ms_per_token']} ms of the step; host share {r['host_share']}\n"
+            f"  {r['bytes_per_token'] / 1e6:.2f} MB per token (LM head {r['bytes']['lm_head_share']:.0%}); stream "
+            f"{r['stream_gbps']} GB/s -> roofline {r['roofline_ms']} ms; step / roofline {r['step_vs_roofline']}, "
+            f"GPU / roofline {r['gpu_vs_roofline']}")
+
+
+# ---------------------------------------------------------------------------- load
+async def bench_load(dev, path: str, activations: str = "a8", lm_head: str | None = None) -> dict:
+    import os
+    import tracemalloc
+    from bitweb.engine import Engine
+    from bitweb.gguf import FileSource, open_gguf
+    try:
+        import resource
+        rss = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin" else 1024)  # noqa: E731
+    except ImportError:          # Pyodide
+        rss = lambda: None        # noqa: E731
+    size = os.path.getsize(path)
+    marks = {}
+
+    def progress(stage, done, total):
+        marks.setdefault(stage, time.perf_counter())
+    rss0 = rss()
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    gf = open_gguf(path)
+    kw = {"lm_head": lm_head} if lm_head else {}
+    with FileSource(path) as src:
+        eng = await Engine.load(dev, gf, src, activations=activations, progress=progress, **kw)
+    t1 = time.perf_counter()
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    rss1 = rss()
+    t_compile = marks.get("compile", t1)
+    out = {"bench": "load", "device": dev.describe(), "model": eng.cfg.summary(), "file_bytes": size,
+           "load_s": round(t1 - t0, 3), "upload_s": round(t_compile - t0, 3), "compile_s": round(t1 - t_compile, 3),
+           "bytes_per_s": round(size / (t1 - t0)), "upload_bytes_per_s": round(size / max(t_compile - t0, 1e-9)),
+           "python_heap_peak_bytes": peak,
+           "rss_peak_growth_bytes": (rss1 - rss0) if rss0 is not None else None,
+           "gpu_write_bytes": dev.counters["write_bytes"],
+           "note": "tracemalloc was on during the load; ru_maxrss growth includes GPU buffers on CPU adapters"}
+    eng.close()
+    return out
+
+
+# ---------------------------------------------------------------------------- CLI
+HEADER = f"{'kernel':10} {'shape':>13} {'ms':>9} {'GB/s':>7} {'P1':>5} {'P2':>5}  variant"
+
+
+def row_text(x: dict) -> str:
+    p2 = f"{x['p2_vs_f16']:.2f}" if x["p2_vs_f16"] is not None else "-"
+    return (f"{x['kernel']:10} {x['shape']:>13} {x['median_ms']:9.3f} {x['gbps']:7.2f} {x['p1_vs_stream']:5.2f} "
+            f"{p2:>5}  {x['variant']}")
+
+
+def main(args) -> int:
+    import asyncio
+    if args.what == "tokenizer":
+        from bitweb.tokenizer import bench_encode
+        r = bench_encode()
+        print(json.dumps(r) if args.json else "\n".join(f"{k}: {v}" for k, v in r.items()))
+        return 0
+    if args.what in ("decode", "load") and not args.model:
+        raise BenchError(f"bench {args.what} needs a MODEL.gguf")
+    return asyncio.run(_main(args))
+
+
+async def _main(args) -> int:
+    from bitweb import gpu
+    dev = await gpu.request_device(args.backend)
+    log = None if args.json else (lambda m: print(m, flush=True))
+    lm_head = getattr(args, "lm_head", None)
+    if args.what == "kernels":
+        shapes = QUICK_SHAPES if args.quick else SHAPES
+        if log:
+            log(f"# {dev.describe()}\n# timing: {timing(dev)}\n{HEADER}")
+        r = await bench_kernels(dev, shapes, quick=args.quick, repeats=args.repeats, log=log)
+        if args.json:
+            print(json.dumps(r))
+    elif args.what == "decode":
+        from bitweb.gguf import FileSource, open_gguf
+        gf = open_gguf(args.model)
+        with FileSource(args.model) as src:
+            r = await bench_decode(dev, gf, src, tokens=args.tokens, prompt_tokens=args.prompt_tokens,
+                                   activations=args.activations, lm_head=lm_head, repeats=args.repeats)
+        print(json.dumps(r) if args.json else describe_decode(r))
+    else:
+        r = await bench_load(dev, args.model, activations=args.activations, lm_head=lm_head)
+        print(json.dumps(r) if args.json else "\n".join(f"{k}: {v}" for k, v in r.items()))
+    return 0
