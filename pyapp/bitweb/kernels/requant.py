@@ -1,0 +1,40 @@
+"""Launch spec for shaders/requant.wgsl: float weight rows -> Q8_0 blocks on the GPU (stdlib only).
+
+Used by the engine's `lm_head="q8_0"` option: each F16 (or BF16 / F32) shard of the LM head is
+converted into a new buffer of Q8_0 blocks (34 bytes per 32 values: f16 d, int8 q[32]) that
+dense.gemv / ops.embedding read as "Q8_0"; the float shard is then freed. No bytes go through the
+host, so it works in the browser without numpy. The maths is ggml's quantize_row_q8_0_ref (see
+the shader header for the rounding).
+
+    q8_0(wtype, n_in, rows, wg=64) -> Step      bind ("src", "dst")
+    q8_0_bytes(n_in, rows) -> int               size of dst (NB * 34 rounded up to 4)
+"""
+from __future__ import annotations
+
+from bitweb.kernels import Step
+from bitweb.kernels.dense import workgroups_1d
+
+SRC_TYPES = ("F16", "BF16", "F32")
+
+
+class RequantError(ValueError):
+    pass
+
+
+def q8_0_bytes(n_in: int, rows: int) -> int:
+    return -(-(rows * n_in // 32 * 34) // 4) * 4
+
+
+def q8_0(wtype: str, n_in: int, rows: int, *, wg: int = 64) -> Step:
+    """dst = Q8_0 blocks of the rows x n_in float weight in src (GGUF bytes of wtype)."""
+    if wtype not in SRC_TYPES:
+        raise RequantError(f"requant: source type {wtype!r} not supported (one of {', '.join(SRC_TYPES)})")
+    if n_in <= 0 or n_in % 32:
+        raise RequantError(f"requant: n_in = {n_in} must be a positive multiple of 32 (Q8_0 blocks)")
+    if rows <= 0:
+        raise RequantError(f"requant: rows = {rows} must be positive")
+    if wg & (wg - 1) or not 1 <= wg <= 256:
+        raise RequantError(f"requant: wg = {wg} must be a power of two <= 256")
+    pairs = -(-(rows * n_in // 32) // 2)
+    return Step("requant", "q8_0", ("src", "dst"), workgroups_1d(-(-pairs // wg)),
+                {"K": n_in, "N_ROWS": rows, "WG": wg}, {"FMT_" + wtype: True})
