@@ -24,6 +24,7 @@
 //   x       f32[M][N_IN]        (f32 mode)   or   q u32[M][N_IN / 4], s f32[M]   (A8)
 //   mult    f32[1] / f32[2]     output multiplier(s) (gate_up: gate, up)
 //   y       f32[M][N_OUT]       output; with RESIDUAL it holds the residual on entry
+//                               (Y_STRIDE / Y_COL0: y[m * Y_STRIDE + Y_COL0 + n], a column slice)
 //   w / gate, up                weights
 //
 // Threads: a workgroup of WG threads computes a tile of TM rows x WG outputs; thread i owns output
@@ -36,6 +37,8 @@ override WG: u32 = 64u;        // outputs per workgroup (threads)
 override TM: u32 = 8u;         // rows per workgroup, <= 16
 override N_IN: u32 = 256u;
 override N_OUT: u32 = 64u;
+override Y_STRIDE: u32 = 0u;   // row stride of y in floats (0: N_OUT); the engine writes q | k | v
+override Y_COL0: u32 = 0u;     // column of y where output n = 0 goes    into one [M][q+2kv] buffer
 
 const MAXTM: u32 = 16u;
 const M3: u32 = 0x03030303u;
@@ -229,7 +232,7 @@ fn body(li: u32, wid: vec3<u32>) {
 #endif
 #endif
     for (var m = 0u; m < mt; m++) {
-        let o = (m0 + m) * N_OUT + n;
+        let o = (m0 + m) * select(Y_STRIDE, N_OUT, Y_STRIDE == 0u) + Y_COL0 + n;
 #if A8
         let sm = s[m0 + m];
 #if GATE_UP

@@ -127,11 +127,12 @@ class GenerationRun:
 import struct
 
 from bitweb import gpu
-from bitweb.kernels import Step, bitlinear, dense, ops
+from bitweb.kernels import Step, bitlinear, bitlinear_tiled, dense, ops
 from bitweb.model import LINEARS, NORMS, TERNARY_TYPES, Model
 from bitweb.sampling import Sampler, SamplingError, SamplingParams, choose, penalty_ids
 
 ACTIVATIONS = ("a8", "f32")
+PREFILL_ROWS = 64            # prompt rows per multi-row (prefill) plan run
 TOPK_MIN = 64                 # candidates read back for temperature sampling (more when top_k asks)
 MAX_PENALTY_IDS = 4096        # repeat_last_n cap (size of the penalty_ids buffer)
 NEED_STORAGE_BUFFERS = 7      # the fused QKV gemv binds x, norm, mult, y and three weights
@@ -187,13 +188,15 @@ class Engine:
         self.buf = {}                 # activation / state buffers
         self.cached_ids = []          # tokens whose K/V rows are in the cache
         self._tokenizer = None
-        self._topk_plans = {}
+        self._topk = {}               # k -> (top-k plan item, top buffer, value offset)
+        self._plans = {}              # decode: k -> Plan; prefill: (rows, k or None) -> Plan
+        self.prefill_rows = 1
         self.load_ms = 0.0
 
     # ------------------------------------------------------------------ loading
     @classmethod
     async def load(cls, dev, gf, src, activations: str = "a8", max_context: int | None = None,
-                   progress=None, log=None) -> "Engine":
+                   progress=None, log=None, prefill_rows: int = PREFILL_ROWS) -> "Engine":
         """Check limits, upload every tensor from `src` (FileSource / BytesSource natively, a JS
         Blob or File in the browser), compile the kernels and record the decode plans.
         progress(stage, done, total): stage "upload" (bytes), "compile" (steps), "ready"."""
@@ -204,6 +207,8 @@ class Engine:
         if n_ctx < 2:
             raise ContextError(f"max_context {max_context}: the context must hold at least 2 positions")
         eng = cls(dev, model, activations, n_ctx, log)
+        row = 4 * max(cfg.n_embd, cfg.q_dim + 2 * cfg.kv_dim, cfg.n_ff)     # widest prefill row
+        eng.prefill_rows = max(1, min(int(prefill_rows), n_ctx, dev.max_binding // row))
         eng._check_support()
         eng.check_limits()
         await eng._upload(src, progress)
@@ -298,6 +303,13 @@ class Engine:
                     if s is not None:
                         await dev.upload(mb, 4 * j, src, s.abs_offset, 4)
                 self.buf[f"mult.{b.index}.{group}"] = mb
+            for n in ("attn_q", "attn_k", "attn_v"):      # one f32 each for the prefill kernels
+                sc = getattr(b, n + "_scale")
+                if sc is not None:
+                    mb = dev.create_buffer(16, label=f"blk.{b.index}.{n}.mult")
+                    dev.write_buffer(mb, 0, ones)
+                    await dev.upload(mb, 0, src, sc.abs_offset, 4)
+                    self.buf[f"mult1.{b.index}.{n}"] = mb
 
     def _mult(self, i: int, group: str):
         return self.buf.get(f"mult.{i}.{group}", self.buf["ones"])
@@ -320,6 +332,8 @@ class Engine:
             B["tmp"] = dev.create_buffer(cfg.n_embd * f4, label="tmp")
             B["gate"] = dev.create_buffer(cfg.n_ff * f4, label="gate")
             B["up"] = dev.create_buffer(cfg.n_ff * f4, label="up")
+        if self.prefill_rows > 1:
+            self._prefill_buffers()
         kv = ops.kv_cache_bytes(cfg.n_head_kv, cfg.head_dim, self.n_ctx)
         for i in range(cfg.n_layer):
             B[f"k.{i}"] = dev.create_buffer(kv, label=f"k_cache.{i}")
@@ -336,7 +350,7 @@ class Engine:
         self.items_head = await self._instantiate(head, progress)
         self.items_argmax = await self._instantiate(argmax, progress)
         self.plan_layers = dev.plan(items)
-        self.plan_greedy = dev.plan(items + self.items_head + self.items_argmax)
+        self.plan_greedy = self._plans[0] = dev.plan(items + self.items_head + self.items_argmax)
         self.dispatches_per_layer = (len(items) - len(self._embed_steps())) / cfg.n_layer
 
     async def _instantiate(self, steps, progress):
@@ -410,52 +424,167 @@ class Engine:
             (_glue_add(cfg.n_embd), {"y": B["x"], "a": B["tmp"], "mult": self._mult(i, "down")}),
         ]
 
-    async def _topk_plan(self, k: int):
-        """The decode plan ending in top-k selection (one per k, built on first use)."""
-        if k not in self._topk_plans:
+    async def _sampler_item(self, k: int):
+        """(plan item, top buffer, offset of the values) of the top-k selection (k = 0: argmax)."""
+        if k == 0:
+            return self.items_argmax[0], None, 0
+        if k not in self._topk:
             cfg, B, dev = self.cfg, self.buf, self.dev
             off = _align(4 * k)
             top = dev.create_buffer(off + 4 * (k + 2), label=f"top{k}")
             item = await ops.topk(cfg.n_vocab, k).instantiate(dev, {
                 "logits": B["logits"], "top_ids": (top, 0, 4 * k), "penalty_ids": B["pids"],
                 "params": B["params"], "top_vals": (top, off, 4 * (k + 2))})
-            plan = dev.plan(self.items_layers + self.items_head + [item])
-            self._topk_plans[k] = (plan, top, off)
-        return self._topk_plans[k]
+            self._topk[k] = (item, top, off)
+        return self._topk[k]
+
+    async def _decode_plan(self, k: int):
+        """The per-token plan: embedding, blocks, LM head, argmax (k = 0) or top-k."""
+        if k not in self._plans:
+            item, *_ = await self._sampler_item(k)
+            self._plans[k] = self.dev.plan(self.items_layers + self.items_head + [item])
+        return self._plans[k]
+
+    # ------------------------------------------------------------------ prefill (M > 1 rows)
+    def _prefill_buffers(self):
+        cfg, B, dev = self.cfg, self.buf, self.dev
+        C, f4 = self.prefill_rows, 4
+        nmax = max(cfg.n_embd, cfg.q_dim, cfg.n_ff)
+        B["p.ids"] = dev.create_buffer(4 * C, label="prefill ids")
+        B["p.x"] = dev.create_buffer(C * cfg.n_embd * f4, label="prefill x")
+        B["p.qkv"] = dev.create_buffer(C * (cfg.q_dim + 2 * cfg.kv_dim) * f4, label="prefill qkv")
+        B["p.o"] = dev.create_buffer(C * cfg.q_dim * f4, label="prefill o")
+        B["p.g"] = dev.create_buffer(C * cfg.n_ff * f4, label="prefill g")
+        if self.a8 and self.ternary:
+            B["p.q"] = dev.create_buffer(C * nmax, label="prefill a8 rows")
+            B["p.s"] = dev.create_buffer(C * f4, label="prefill a8 scales")
+        else:
+            B["p.n"] = dev.create_buffer(C * nmax * f4, label="prefill normed rows")
+        if not self.ternary:
+            B["p.tmp"] = dev.create_buffer(C * cfg.n_embd * f4, label="prefill tmp")
+            B["p.gate"] = dev.create_buffer(C * cfg.n_ff * f4, label="prefill gate")
+            B["p.up"] = dev.create_buffer(C * cfg.n_ff * f4, label="prefill up")
+
+    def _mult1(self, i: int, name: str):
+        """f32[1] multiplier of one linear (the tiled kernel binds one per weight)."""
+        return self.buf.get(f"mult1.{i}.{name}", self.buf["ones"])
+
+    def _prefill_layer_steps(self, i: int, M: int) -> list:
+        """Block i over M rows: rmsnorm (A8 rows) before each multi-row matmul, rope + KV write,
+        causal attention over the cache."""
+        cfg, B, blk = self.cfg, self.buf, self.model.blk[i]
+        W = lambda n: self.w[getattr(blk, n).name]          # noqa: E731
+        fmt, eps = cfg.linear_type, cfg.eps
+        a8 = self.a8 and self.ternary
+        P = B["params"]
+        normed = {"q": B["p.q"], "scale": B["p.s"]} if a8 else {"x": B["p.n"]}
+
+        def norm(n, x, w):
+            st = ops.rmsnorm(n, M, eps=eps, a8=a8)
+            return (st, {"x": x, "norm": w, "q": B["p.q"], "scale": B["p.s"]} if a8 else
+                    {"x": x, "norm": w, "y": B["p.n"]})
+
+        def mm(n_in, n_out, w, y, mult, residual=False, y_stride=0, y_col0=0):
+            if self.ternary:
+                st = bitlinear_tiled.matmul(fmt, n_in, n_out, M, a8=a8, residual=residual,
+                                            y_stride=y_stride, y_col0=y_col0)
+                return [(st, dict(normed, params=P, mult=mult, y=y, w=w))]
+            st = dense.matmul(fmt, n_in, n_out, M)[0]
+            st = Step(st.shader, st.entry, st.bind, st.workgroups,
+                      dict(st.constants, ROW0=y_col0, Y_STRIDE=y_stride or n_out), dict(st.defines))
+            if not residual:
+                return [(st, {"w0": w, "x": B["p.n"], "y": y, "params": P})]
+            return [(st, {"w0": w, "x": B["p.n"], "y": B["p.tmp"], "params": P}),
+                    (_glue_add(M * n_out), {"y": y, "a": B["p.tmp"], "mult": mult})]
+
+        q, k, e, ff = cfg.q_dim, cfg.kv_dim, cfg.n_embd, cfg.n_ff
+        row = q + 2 * k
+        kv = {"k_cache": B[f"k.{i}"], "v_cache": B[f"v.{i}"], "params": P}
+        steps = [norm(e, B["p.x"], W("attn_norm"))]
+        steps += mm(e, q, W("attn_q"), B["p.qkv"], self._mult1(i, "attn_q"), y_stride=row, y_col0=0)
+        steps += mm(e, k, W("attn_k"), B["p.qkv"], self._mult1(i, "attn_k"), y_stride=row, y_col0=q)
+        steps += mm(e, k, W("attn_v"), B["p.qkv"], self._mult1(i, "attn_v"), y_stride=row, y_col0=q + k)
+        steps += [(ops.rope(cfg.n_head, cfg.n_head_kv, cfg.head_dim, self.n_ctx, M),
+                   dict(kv, qkv=B["p.qkv"], freqs=B["freqs"])),
+                  (ops.attention_prefill(cfg.n_head, cfg.n_head_kv, cfg.head_dim, self.n_ctx, M),
+                   dict(kv, qkv=B["p.qkv"], o=B["p.o"])),
+                  norm(q, B["p.o"], W("attn_sub_norm"))]
+        steps += mm(q, e, W("attn_output"), B["p.x"], self._mult(i, "o"), residual=True)
+        steps.append(norm(e, B["p.x"], W("ffn_norm")))
+        if self.ternary:
+            steps.append((bitlinear_tiled.gate_up(fmt, e, ff, M, a8=a8, act=cfg.ffn),
+                          dict(normed, params=P, mult=self._mult(i, "gu"), y=B["p.g"],
+                               gate=W("ffn_gate"), up=W("ffn_up"))))
+        else:
+            steps += mm(e, ff, W("ffn_gate"), B["p.gate"], None)
+            steps += mm(e, ff, W("ffn_up"), B["p.up"], None)
+            steps.append((_glue_act_mul(M * ff, cfg.ffn == "silu"),
+                          {"y": B["p.g"], "a": B["p.gate"], "u": B["p.up"], "mult": self._mult(i, "gu")}))
+        steps.append(norm(ff, B["p.g"], W("ffn_sub_norm")))
+        steps += mm(ff, e, W("ffn_down"), B["p.x"], self._mult(i, "down"), residual=True)
+        return steps
+
+    async def _prefill_plan(self, M: int, k):
+        """Plan over M rows (a bucket: rows past params.m are scratch): embedding, blocks, then
+        (k = None) nothing, or the LM head on the last row + argmax (k = 0) / top-k."""
+        key = (M, k)
+        if key not in self._plans:
+            cfg, B = self.cfg, self.buf
+            ti = self.model.token_embd
+            shards = self.shards[ti.name]
+            n_sb = int(self.dev.limits.get("maxStorageBuffersPerShaderStage", 8))
+            emb = {"ids": B["p.ids"], "x": B["p.x"]}
+            emb.update({f"w{j}": b for j, (_, _, b) in enumerate(shards)})
+            steps = [(s, emb) for s in ops.embedding(ti.type_name, cfg.n_embd, cfg.n_vocab, M,
+                                                     shards=[(a, b) for a, b, _ in shards],
+                                                     max_shard_bindings=max(1, min(8, n_sb - 2)))]
+            for i in range(cfg.n_layer):
+                steps += self._prefill_layer_steps(i, M)
+            if k is not None:
+                head = self.model.lm_head
+                hs = self.shards[head.name]
+                hb = {"x": B["p.x"], "y": B["logits"], "norm": self.w[self.model.output_norm.name], "params": B["params"]}
+                hb.update({f"w{j}": b for j, (_, _, b) in enumerate(hs)})
+                steps += [(s, hb) for s in dense.gemv(head.type_name, cfg.n_embd, cfg.n_vocab, norm=True, eps=cfg.eps,
+                                                      last_row=True, shards=[(a, b) for a, b, _ in hs])]
+            items = [await st.instantiate(self.dev, bufs) for st, bufs in steps]
+            if k is not None:
+                items.append((await self._sampler_item(k))[0])
+            self._plans[key] = self.dev.plan(items)
+        return self._plans[key]
 
     # ------------------------------------------------------------------ running
-    def _write_params(self, pos: int, params: SamplingParams, context: list):
+    def _write_params(self, m: int, pos: int, params: SamplingParams, context: list):
         pids = penalty_ids(params, context)
         if pids:
             self.dev.write_buffer(self.buf["pids"], 0, struct.pack(f"<{len(pids)}I", *pids))
         inv_t = 1.0 / params.temperature if params.temperature > 0 else 1.0
-        self.dev.write_buffer(self.buf["params"], 0, ops.params(m=1, pos=pos, n_ids=len(pids),
+        self.dev.write_buffer(self.buf["params"], 0, ops.params(m=m, pos=pos, n_ids=len(pids),
                                                                  penalty=params.repeat_penalty, inv_temp=inv_t))
 
     def _feed(self, token: int):
         self.dev.write_buffer(self.buf["token"], 0, struct.pack("<I", token))
 
-    async def _step(self, pos: int, params: SamplingParams, sampler: Sampler, context: list) -> int:
-        """Run the token already in `token` at position pos; return the next token."""
-        dev = self.dev
-        self._write_params(pos, params, context)
-        if params.greedy:
-            dev.run(self.plan_greedy)
+    def _k(self, params: SamplingParams) -> int:
+        """0: greedy (GPU argmax); else the number of top candidates read back."""
+        return 0 if params.greedy else min(max(TOPK_MIN, params.top_k), 256, self.cfg.n_vocab)
+
+    async def _finish(self, params: SamplingParams, sampler: Sampler) -> int:
+        """After a plan ending in argmax / top-k: the next token (left in `token` for the next step)."""
+        dev, k = self.dev, self._k(params)
+        if k == 0:
             t = struct.unpack("<I", await dev.read(self.buf["token"], 0, 4))[0]
             if t >= self.cfg.n_vocab:
                 raise EngineError(f"the GPU argmax returned {t}: every logit is NaN (a broken model or kernel)")
             return t
-        k = min(max(TOPK_MIN, params.top_k), 256, self.cfg.n_vocab)
-        plan, top, off = await self._topk_plan(k)
-        dev.run(plan)
+        _, top, off = await self._sampler_item(k)
         raw = await dev.read(top, 0, off + 4 * (k + 2))
         ids = struct.unpack_from(f"<{k}I", raw, 0)
         vals = struct.unpack_from(f"<{k + 2}f", raw, off)
-        cands = list(zip(vals[:k], ids))
         inv_t = 1.0 / params.temperature
         u = sampler.rng.random()
-        t = choose(params, cands, (vals[k] * inv_t, vals[k + 1]), u)
-        if t is None:
+        t = choose(params, list(zip(vals[:k], ids)), (vals[k] * inv_t, vals[k + 1]), u)
+        if t is None:                    # the draw fell past the candidates: exact, from all logits
             sampler.full_fallbacks += 1
             lg = struct.unpack(f"<{self.cfg.n_vocab}f", await dev.read(self.buf["logits"], 0, 4 * self.cfg.n_vocab))
             order = sorted(range(len(lg)), key=lambda i: (-lg[i], i))
@@ -463,15 +592,35 @@ class Engine:
         self._feed(t)
         return t
 
-    async def _prefill(self, tokens: list, pos0: int):
-        """Run tokens[:-1] through the layers at positions pos0.. (K/V rows only); the last
-        token is left in `token` for the first decode step."""
-        zero = SamplingParams()
-        for j, t in enumerate(tokens[:-1]):
-            self._feed(t)
-            self._write_params(pos0 + j, zero, [])
-            self.dev.run(self.plan_layers)
-        self._feed(tokens[-1])
+    async def _step(self, pos: int, params: SamplingParams, sampler: Sampler, context: list) -> int:
+        """Decode: run the token already in `token` at position pos; return the next token."""
+        self._write_params(1, pos, params, context)
+        self.dev.run(await self._decode_plan(self._k(params)))
+        return await self._finish(params, sampler)
+
+    async def _prefill(self, tokens: list, pos0: int, params: SamplingParams, sampler: Sampler,
+                       context: list) -> int:
+        """Run tokens at positions pos0.. and return the token after the last one. Chunks of
+        prefill_rows rows through the multi-row kernels (one plan run each); a single token (or
+        prefill_rows = 1) goes through the decode plan."""
+        if len(tokens) == 1 or self.prefill_rows == 1:
+            zero = SamplingParams()
+            for j, t in enumerate(tokens[:-1]):
+                self._feed(t)
+                self._write_params(1, pos0 + j, zero, [])
+                self.dev.run(self.plan_layers)
+            self._feed(tokens[-1])
+            return await self._step(pos0 + len(tokens) - 1, params, sampler, context)
+        C = self.prefill_rows
+        for c0 in range(0, len(tokens), C):
+            chunk = tokens[c0:c0 + C]
+            last = c0 + C >= len(tokens)
+            m = len(chunk)
+            self.dev.write_buffer(self.buf["p.ids"], 0, struct.pack(f"<{m}I", *chunk))
+            self._write_params(m, pos0 + c0, params if last else SamplingParams(), context if last else [])
+            bucket = min(C, 1 << (m - 1).bit_length())
+            self.dev.run(await self._prefill_plan(bucket, self._k(params) if last else None))
+        return await self._finish(params, sampler)
 
     async def generate(self, prompt_ids, params: SamplingParams | None = None, max_tokens: int = 128,
                        on_token=None, should_stop=None, ignore_eos: bool = False) -> GenerateResult:
@@ -488,9 +637,8 @@ class Engine:
         sampler = Sampler(params)
         keep = min(common_prefix(self.cached_ids, prompt), len(prompt) - 1)
         self.cached_ids = self.cached_ids[:keep]
-        await self._prefill(prompt[keep:], keep)
         context = list(prompt)
-        t = await self._step(len(prompt) - 1, params, sampler, context)
+        t = await self._prefill(prompt[keep:], keep, params, sampler, context)
         self.cached_ids = list(prompt)
         run.prefill_done()
         c0 = dict(self.dev.counters)
@@ -517,7 +665,7 @@ class Engine:
         for pos, t in enumerate(ids):
             check_prompt([t], 2, V)
             self._feed(t)
-            self._write_params(pos, SamplingParams(), [])
+            self._write_params(1, pos, SamplingParams(), [])
             self.dev.run(self.plan_greedy)
             out.append(list(struct.unpack(f"<{V}f", await self.dev.read(self.buf["logits"], 0, 4 * V))))
         self.cached_ids = ids

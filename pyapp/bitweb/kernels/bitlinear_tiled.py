@@ -5,7 +5,7 @@
     step = gate_up(fmt, n_in, n_ff, m_max, a8=True, act="relu2")        # Y = act(X.Wg^T) * (X.Wu^T)
 
 API
-    matmul(fmt, n_in, n_out, m_max, *, a8, residual=False, tm=8, wg=64, dot4=None) -> Step
+    matmul(fmt, n_in, n_out, m_max, *, a8, residual=False, tm=8, wg=64, dot4=None, y_stride=0, y_col0=0) -> Step
         bind ("params", "x", "mult", "y", "w")                 f32 activations
              ("params", "q", "scale", "mult", "y", "w")        a8
     gate_up(fmt, n_in, n_out, m_max, *, a8, act="relu2"|"silu", tm=8, wg=64, dot4=None) -> Step
@@ -30,7 +30,7 @@ from bitweb.kernels import Step
 from bitweb.kernels.bitlinear import BLOCK, FORMATS, BitLinearError
 
 
-def _step(entry, fmt, n_in, n_out, m_max, a8, tm, wg, defines, weights, dot4=None):
+def _step(entry, fmt, n_in, n_out, m_max, a8, tm, wg, defines, weights, dot4=None, y_stride=0, y_col0=0):
     if fmt not in FORMATS:
         raise BitLinearError(f"bitlinear_tiled: format {fmt!r} not supported (one of {', '.join(FORMATS)})")
     if n_in <= 0 or n_in % BLOCK[fmt]:
@@ -46,13 +46,20 @@ def _step(entry, fmt, n_in, n_out, m_max, a8, tm, wg, defines, weights, dot4=Non
     d.update(defines)
     if dot4 is not None:
         d["DOT4"] = bool(dot4)
-    return Step("bitlinear_tiled", entry, tuple(bind), (-(-n_out // wg), -(-m_max // tm), 1),
-                {"WG": wg, "TM": tm, "N_IN": n_in, "N_OUT": n_out}, d)
+    if y_stride and y_col0 + n_out > y_stride:
+        raise BitLinearError(f"bitlinear_tiled: columns {y_col0}..{y_col0 + n_out} exceed y_stride {y_stride}")
+    consts = {"WG": wg, "TM": tm, "N_IN": n_in, "N_OUT": n_out}
+    if y_stride:
+        consts.update(Y_STRIDE=y_stride, Y_COL0=y_col0)
+    return Step("bitlinear_tiled", entry, tuple(bind), (-(-n_out // wg), -(-m_max // tm), 1), consts, d)
 
 
 def matmul(fmt: str, n_in: int, n_out: int, m_max: int, *, a8: bool, residual: bool = False,
-           tm: int = 8, wg: int = 64, dot4: bool | None = None) -> Step:
-    return _step("matmul", fmt, n_in, n_out, m_max, a8, tm, wg, {"RESIDUAL": bool(residual)}, ["w"], dot4)
+           tm: int = 8, wg: int = 64, dot4: bool | None = None, y_stride: int = 0, y_col0: int = 0) -> Step:
+    """y_stride / y_col0: write y[m * y_stride + y_col0 + n] (a column slice of a wider y, e.g. the
+    engine's q | k | v rows); default y[m * n_out + n]."""
+    return _step("matmul", fmt, n_in, n_out, m_max, a8, tm, wg, {"RESIDUAL": bool(residual)}, ["w"], dot4,
+                 y_stride, y_col0)
 
 
 def gate_up(fmt: str, n_in: int, n_out: int, m_max: int, *, a8: bool, act: str = "relu2",
