@@ -1,0 +1,147 @@
+"""The benchmarks run and emit well-formed JSON with the documented fields (bitweb.bench).
+
+No timed assertions: times are only checked to be positive and finite, and the derived
+figures (GB/s, P1, P2, host share, roofline ratio) to follow from the measured ones as the
+docstring defines them. Byte counts are checked against the formats' own sizes.
+"""
+import json
+import math
+import os
+
+import pytest
+
+from bitweb import bench, cli, formats
+from bitweb.gguf import FileSource, open_gguf
+from bitweb.kernels import dense
+from bitweb.makemodel import PRESETS, ModelSpec, load_vocab, write_model
+from tests.conftest import run
+
+KERNEL_FIELDS = {"kernel", "variant", "shape", "median_ms", "bytes", "gbps", "stream_gbps", "p1_vs_stream", "p2_vs_f16"}
+
+
+def close(a, b, rel=0.02):
+    """Rounded JSON figures agree with what they derive from (each is rounded to 3-4 digits)."""
+    return abs(a - b) <= rel * abs(b) + 2e-3
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    path = tmp_path_factory.mktemp("bench") / "tiny.gguf"
+    write_model(ModelSpec(arch="bitnet-b1.58", fmt="i2_s", preset="tiny", seed=3, scale_tensors=False,
+                          **PRESETS["tiny"]), load_vocab("bytes"), path)
+    return str(path)
+
+
+def check_kernel_results(res, shapes):
+    assert res["bench"] == "kernels" and res["device"] and res["timing"]
+    rows = res["results"]
+    assert all(set(r) == KERNEL_FIELDS for r in rows), rows[0]
+    want = {"F16", "F32", "Q8_0"} | {f"{f} {a}" for f in bench.TERNARY for a in ("a8", "f32")}
+    for n_in, n_out in shapes:
+        shape = f"{n_in}x{n_out}"
+        mine = [r for r in rows if r["shape"] == shape]
+        assert {r["kernel"] for r in mine} == want, shape
+        f16 = next(r for r in mine if r["kernel"] == "F16")
+        assert f16["p2_vs_f16"] == 1.0
+        for r in mine:
+            fmt = r["kernel"].split()[0]
+            n_bytes = n_out * dense.row_bytes(fmt, n_in) if fmt in dense.WTYPES else formats.by_name(fmt).nbytes(n_in * n_out)
+            assert r["bytes"] == n_bytes, r
+            assert r["median_ms"] > 0 and math.isfinite(r["median_ms"])
+            assert close(r["gbps"], r["bytes"] / r["median_ms"] / 1e6), r
+            assert close(r["p1_vs_stream"], r["gbps"] / r["stream_gbps"]), r
+            assert close(r["p2_vs_f16"], f16["median_ms"] / r["median_ms"], rel=0.03), r
+            # the stream it was compared with was measured over the same bytes in this run
+            assert any(s["kernel"] == "stream" and s["bytes"] == r["bytes"] // 16 * 16 and close(s["gbps"], r["stream_gbps"])
+                       for s in rows), r
+
+
+def test_kernels_quick_json(capsys):
+    """The CLI on the --quick shapes: one JSON object, every family at every shape."""
+    assert cli.main(["bench", "kernels", "--quick", "--json", "--repeats", "3"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    check_kernel_results(res, bench.QUICK_SHAPES)
+
+
+def test_kernel_variants_and_sharded_dense(gpu):
+    """Non-quick variant lists on one shape whose F32 weight needs two shards (small binding)."""
+    limit = gpu.limits["maxStorageBufferBindingSize"]
+    gpu.limits["maxStorageBufferBindingSize"] = 256 * 1024
+    try:
+        res = run(bench.bench_kernels(gpu, ((256, 384),), quick=False, repeats=3, formats=("I2_S",)))
+    finally:
+        gpu.limits["maxStorageBufferBindingSize"] = limit
+    rows = [r for r in res["results"] if r["kernel"] != "stream"]
+    variants = {(r["kernel"], r["variant"]) for r in rows}
+    assert len(variants) == len(rows), "a variant was measured twice"
+    if gpu.caps.subgroups:
+        assert any("shared" in v for k, v in variants if k == "I2_S a8")
+        assert any("shared" in v for k, v in variants if k == "F16")
+    f32 = next(r for r in rows if r["kernel"] == "F32")
+    assert f32["bytes"] == 384 * 256 * 4 > 256 * 1024          # 2 shards, one dispatch each, one figure
+
+
+def test_pattern_weights_are_valid():
+    """Generated weights decode to finite values in the ternary code range."""
+    import numpy as np
+    for fmt in ("F16", "F32", "Q8_0", "TQ2_0", "TQ1_0", "Q1_0"):
+        pat = bench.pattern(fmt, 1, target=4096)
+        f = formats.by_name(fmt)
+        assert len(pat) % 4 == 0 and len(pat) % f.type_size == 0
+        vals = f.dequantize(pat, len(pat) // f.type_size * f.block_size)
+        assert np.isfinite(vals).all()
+        if fmt in ("TQ2_0", "TQ1_0", "Q1_0"):
+            t, _ = f.unpack_ternary(pat, len(pat) // f.type_size * f.block_size)
+            assert set(np.unique(t)) <= {-1, 0, 1}
+    i2 = bench.pattern("I2_S", 1, target=4096)
+    t, _ = formats.by_name("I2_S").unpack_ternary(i2 + bytes(32), len(i2) * 4)
+    assert set(np.unique(t)) <= {-1, 0, 1}
+
+
+def test_decode_json(gpu, tiny, capsys):
+    gf = open_gguf(tiny)
+    with FileSource(tiny) as src:
+        r = run(bench.bench_decode(gpu, gf, src, tokens=6, prompt_tokens=10, repeats=3))
+    cfg = r["model"]
+    assert r["bench"] == "decode" and "blocks" in cfg
+    assert r["prompt_tokens"] == 10 and r["decoded_tokens"] == 5
+    assert r["dispatches_per_layer"] > 0 and r["dispatches_per_token"] >= r["dispatches_per_layer"] * 2
+    assert r["host_calls_per_token"] > 0
+    for k in ("prefill_ms", "prefill_tok_s", "decode_ms_per_token", "decode_tok_s", "gpu_ms_per_token",
+              "stream_gbps", "roofline_ms"):
+        assert r[k] > 0 and math.isfinite(r[k]), k
+    assert 0 <= r["host_share"] <= 1
+    assert close(r["host_share"], max(0.0, 1 - r["gpu_ms_per_token"] / r["decode_ms_per_token"]))
+    assert close(r["step_vs_roofline"], r["decode_ms_per_token"] / r["roofline_ms"])
+    # bytes per token from the file's own tensor table
+    ti = gf.tensors
+    blocks = sum(t.nbytes for n, t in ti.items() if n.startswith("blk."))
+    head = ti["output.weight"] if "output.weight" in ti else ti["token_embd.weight"]
+    b = r["bytes"]
+    assert b["blocks"] == blocks and b["lm_head"] >= head.nbytes and b["lm_head"] - head.nbytes < 4 * len(b) + 1024
+    assert b["embedding_row"] == dense.row_bytes(ti["token_embd.weight"].type_name, gf.get("embedding_length"))
+    mean_pos = 10 + 5 / 2
+    n_kv = gf.get("attention.head_count_kv") * gf.get("embedding_length") // gf.get("attention.head_count")
+    assert b["kv_cache"] == int(2 * gf.get("block_count") * n_kv * 4 * (mean_pos + 1))
+    assert r["bytes_per_token"] == b["total"] == int(blocks + ti["output_norm.weight"].nbytes + b["lm_head"]
+                                                    + b["embedding_row"] + b["kv_cache"])
+    assert close(r["roofline_ms"], r["bytes_per_token"] / r["stream_gbps"] / 1e6)
+    json.dumps(r)
+
+
+def test_load_and_tokenizer_cli(tiny, capsys):
+    assert cli.main(["bench", "load", tiny, "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["bench"] == "load" and r["file_bytes"] == os.path.getsize(tiny)
+    assert r["load_s"] > 0 and close(r["bytes_per_s"], r["file_bytes"] / r["load_s"], rel=0.01)
+    assert r["upload_s"] + r["compile_s"] <= r["load_s"] + 1e-3
+    assert r["python_heap_peak_bytes"] > 0 and r["rss_peak_growth_bytes"] >= 0
+    assert r["gpu_write_bytes"] >= sum(t.nbytes for t in open_gguf(tiny).tensors.values()) - 4096
+    assert cli.main(["bench", "tokenizer", "--json"]) == 0
+    t = json.loads(capsys.readouterr().out)
+    assert t["tokens"] > 0 and t["cold_tokens_per_s"] > 0 and t["n_vocab"] > 0
+
+
+def test_decode_without_model_is_an_error(capsys):
+    assert cli.main(["bench", "decode"]) == 1
+    assert "needs a MODEL.gguf" in capsys.readouterr().err
