@@ -25,10 +25,11 @@ kernels  `bench_kernels(dev, shapes=SHAPES, quick=False)` -> {"bench", "device",
     up), 6912x2560 (down), and 2560x16384, an LM-head shard (128256 rows of F16 are 8 such shards
     at most; 2560 x 16384 F16 is 80 MiB). Weights are random but valid (finite scales).
 decode   `bench_decode(dev, gf, src, tokens=32, prompt_tokens=32, activations="a8", lm_head=None)`
+    after a warm-up generate (pipelines built on first use), with an empty KV cache:
     prefill tokens/s, decode ms/token and tokens/s (greedy, ignore EOS), dispatches per layer and
-    per token, host calls per token, GPU ms per step (time_plan of the decode plan), host share =
-    1 - GPU time / step wall time (Python, the bridge to the backend, submit and read-back
-    latency), bytes read per token (weights + LM head + one embedding row + the KV cache at the
+    per token, host calls per token, the median step wall time (between on_token calls), GPU ms
+    per step (time_plan of the decode plan, median), host share = 1 - GPU time / median step time
+    (Python, the bridge to the backend, submit and read-back latency), bytes read per token (weights + LM head + one embedding row + the KV cache at the
     mean decode position), the streaming bandwidth over that many bytes (this run) and
     step time / roofline time (roofline = bytes per token / streaming bandwidth).
 load     `bench_load(dev, path)`: Engine.load time (upload and compile), file bytes/s, peak extra
@@ -143,6 +144,11 @@ def _f32s(values) -> bytes:
 
 
 # ---------------------------------------------------------------------------- timing helpers
+def sig(x: float, n: int = 4) -> float:
+    """x rounded to n significant digits (JSON figures)."""
+    return float(f"{x:.{n}g}")
+
+
 def median(xs):
     xs = sorted(xs)
     n = len(xs)
@@ -258,10 +264,9 @@ async def bench_kernels(dev, shapes=SHAPES, quick: bool = False, repeats: int | 
             ms = t * 1e3
             if kernel == "F16" and f16_ms is None:
                 f16_ms = ms
-            say({"kernel": kernel, "variant": variant, "shape": shape, "median_ms": round(ms, 4),
-                 "bytes": nbytes, "gbps": round(nbytes / t / 1e9, 3),
-                 "stream_gbps": round(nbytes / ts / 1e9, 3), "p1_vs_stream": round(ts / t, 3),
-                 "p2_vs_f16": round(f16_ms / ms, 3) if f16_ms else None})
+            say({"kernel": kernel, "variant": variant, "shape": shape, "median_ms": sig(ms),
+                 "bytes": nbytes, "gbps": sig(nbytes / t / 1e9), "stream_gbps": sig(nbytes / ts / 1e9),
+                 "p1_vs_stream": sig(ts / t, 3), "p2_vs_f16": sig(f16_ms / ms, 3) if f16_ms else None})
 
         for wtype in DENSE:
             shards = upload_weight(dev, wtype, n_in, rows)
@@ -286,8 +291,8 @@ async def bench_kernels(dev, shapes=SHAPES, quick: bool = False, repeats: int | 
             b.destroy()
     for n, (t, grid) in sorted(stream.best.items()):
         say({"kernel": "stream", "variant": f"stream WG{STREAM_WG} x {grid} workgroups",
-                        "shape": f"{n} bytes", "median_ms": round(t * 1e3, 4), "bytes": n,
-                        "gbps": round(n / t / 1e9, 3), "stream_gbps": round(n / t / 1e9, 3),
+                        "shape": f"{n} bytes", "median_ms": sig(t * 1e3), "bytes": n,
+                        "gbps": sig(n / t / 1e9), "stream_gbps": sig(n / t / 1e9),
                         "p1_vs_stream": 1.0, "p2_vs_f16": None})
     return {"bench": "kernels", "device": dev.describe(), "timing": timing(dev), "results": results}
 
@@ -330,9 +335,14 @@ async def bench_decode(dev, gf, src, tokens: int = 32, prompt_tokens: int = 32, 
         if prompt_tokens + tokens > eng.n_ctx:
             raise BenchError(f"--prompt-tokens {prompt_tokens} + --tokens {tokens} > the context ({eng.n_ctx})")
         ids = prompt_for(eng.tokenizer, prompt_tokens)
-        res = await eng.generate(ids, SamplingParams(), tokens, ignore_eos=True)
+        await eng.generate(ids, SamplingParams(), 2, ignore_eos=True)     # warm-up: pipelines built on first use
+        eng.reset()
+        stamps = []
+        res = await eng.generate(ids, SamplingParams(), tokens, ignore_eos=True,
+                                 on_token=lambda *_: stamps.append(time.perf_counter()))
         n_dec = max(1, len(res.ids) - 1)
-        step_ms = res.decode_ms_per_token
+        steps = [b - a for a, b in zip(stamps, stamps[1:])]
+        step_ms = median(steps) * 1e3 if steps else res.decode_ms_per_token
         gpu_ms = await timed(dev, eng.plan_greedy, repeats, budget_s=1.0) * 1e3
         bpt = bytes_per_token(eng, len(ids) + n_dec / 2)
         ts, _ = await Stream(dev, repeats).seconds(bpt["total"])
@@ -342,17 +352,19 @@ async def bench_decode(dev, gf, src, tokens: int = 32, prompt_tokens: int = 32, 
             "bench": "decode", "device": dev.describe(), "timing": timing(dev),
             "model": cfg.summary(), "activations": activations, "lm_head": lm_head or eng.model.lm_head.type_name,
             "prompt_tokens": len(ids), "decoded_tokens": n_dec,
-            "prefill_ms": res.prefill_ms, "prefill_tok_s": round(len(ids) / res.prefill_ms * 1e3, 2),
-            "decode_ms_per_token": step_ms, "decode_tok_s": round(1e3 / step_ms, 2) if step_ms else None,
+            "prefill_ms": res.prefill_ms, "prefill_tok_s": sig(len(ids) / res.prefill_ms * 1e3),
+            "decode_ms_per_token": res.decode_ms_per_token,
+            "decode_tok_s": sig(1e3 / res.decode_ms_per_token) if res.decode_ms_per_token else None,
+            "step_ms_median": sig(step_ms),
             "dispatches_per_layer": eng.dispatches_per_layer, "dispatches_per_token": res.dispatches_per_token,
             "host_calls_per_token": res.host_calls_per_token,
-            "gpu_ms_per_token": round(gpu_ms, 3),
-            "host_ms_per_token": round(max(0.0, step_ms - gpu_ms), 3),
-            "host_share": round(max(0.0, 1.0 - gpu_ms / step_ms), 4) if step_ms else None,
+            "gpu_ms_per_token": sig(gpu_ms),
+            "host_ms_per_token": sig(max(0.0, step_ms - gpu_ms)),
+            "host_share": sig(max(0.0, 1.0 - gpu_ms / step_ms), 3) if step_ms else None,
             "bytes_per_token": bpt["total"], "bytes": bpt,
-            "stream_gbps": round(stream_bps / 1e9, 3), "roofline_ms": round(roof_ms, 3),
-            "step_vs_roofline": round(step_ms / roof_ms, 3) if roof_ms else None,
-            "gpu_vs_roofline": round(gpu_ms / roof_ms, 3) if roof_ms else None,
+            "stream_gbps": sig(stream_bps / 1e9), "roofline_ms": sig(roof_ms),
+            "step_vs_roofline": sig(step_ms / roof_ms) if roof_ms else None,
+            "gpu_vs_roofline": sig(gpu_ms / roof_ms) if roof_ms else None,
         }
         if log:
             log(describe_decode(out))
@@ -366,7 +378,7 @@ def describe_decode(r: dict) -> str:
             f"prefill {r['prefill_tok_s']} tok/s; decode {r['decode_ms_per_token']} ms/token ({r['decode_tok_s']} tok/s)\n"
             f"  {r['dispatches_per_layer']:g} dispatches per layer, {r['dispatches_per_token']:g} per token, "
             f"{r['host_calls_per_token']:g} host calls per token\n"
-            f"  GPU {r['gpu_ms_per_token']} ms of the step; host share {r['host_share']}\n"
+            f"  median step {r['step_ms_median']} ms, of which GPU {r['gpu_ms_per_token']} ms; host share {r['host_share']}\n"
             f"  {r['bytes_per_token'] / 1e6:.2f} MB per token (LM head {r['bytes']['lm_head_share']:.0%}); stream "
             f"{r['stream_gbps']} GB/s -> roofline {r['roofline_ms']} ms; step / roofline {r['step_vs_roofline']}, "
             f"GPU / roofline {r['gpu_vs_roofline']}")

@@ -1,0 +1,46 @@
+// Worker for bench.html: boot Python (Pyodide), run bitweb.bench in this browser's WebGPU.
+// Message in: {quick: bool, model: URL or '', tokens, promptTokens, repeats}.
+// Messages out: {type: 'adapter' | 'status' | 'row', text}, then {type: 'done', kernels, decode}
+// or {type: 'done', error}.
+import { bootPython } from './py.mjs';
+
+self.onmessage = async ({ data }) => {
+  try {
+    const py = await bootPython();
+    self.benchArgs = data;
+    self.benchModel = null;
+    if (data.model) {
+      postMessage({ type: 'status', text: 'fetching ' + data.model });
+      const r = await fetch(data.model);
+      if (!r.ok) throw new Error(`${data.model}: HTTP ${r.status}`);
+      self.benchModel = await r.blob();
+    }
+    await py.runPythonAsync(`
+import js, json
+from bitweb import bench, gpu, webapp
+
+def post(kind, **kw):
+    js.postMessage(js.JSON.parse(json.dumps(dict(type=kind, **kw))))
+
+a = js.self.benchArgs.to_py()
+dev = await gpu.request_device()
+post("adapter", text=dev.describe() + "; timing: " + bench.timing(dev))
+post("status", text="kernels")
+shapes = bench.QUICK_SHAPES if a.get("quick") else bench.SHAPES
+kernels = await bench.bench_kernels(dev, shapes, quick=bool(a.get("quick")), repeats=a.get("repeats"),
+                                    log=lambda line: post("row", text=line))
+decode = None
+if js.self.benchModel is not None:
+    post("status", text="decode")
+    blob = js.self.benchModel
+    gf = await webapp.parse_header(blob)
+    decode = await bench.bench_decode(dev, gf, blob, tokens=int(a.get("tokens") or 32),
+                                      prompt_tokens=int(a.get("promptTokens") or 32), repeats=a.get("repeats"),
+                                      lm_head=a.get("lmHead") or None)
+    post("row", text=bench.describe_decode(decode))
+post("done", kernels=kernels, decode=decode)
+`);
+  } catch (e) {
+    postMessage({ type: 'done', error: String(e) });
+  }
+};
