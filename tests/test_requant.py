@@ -36,3 +36,84 @@ def test_random_f16_rows_match_gguf_py(gpu):
     assert not (diff & ~near_tie).any(), f"{int((diff & ~near_tie).sum())} q values differ away from a tie"
     assert (np.abs(q - qr) <= 1).all()
     assert diff.sum() <= near_tie.sum()
+
+
+# ---------------------------------------------------------------- the engine's lm_head="q8_0" option
+import pytest  # noqa: E402
+
+from bitweb import formats, gguf_writer as gw  # noqa: E402
+from bitweb.engine import Engine, EngineError  # noqa: E402
+from bitweb.gguf import FileSource, open_gguf  # noqa: E402
+from bitweb.makemodel import PRESETS, ModelSpec, load_vocab, write_model  # noqa: E402
+
+
+def rewrite(src, dst, tensors):
+    """Copy GGUF src to dst with tensors {name: (type, shape, bytes)} replaced or added."""
+    gf = open_gguf(src)
+    md = []
+    for k, v in gf.metadata.items():
+        t, sub = gf.metadata_types[k]
+        md.append((k, gw.array(sub, v) if t == gw.ARRAY else gw.Value(t, v)))
+    out = [(n, ti.shape, ti.type_name, gf.tensor_data(n)) for n, ti in gf.tensors.items() if n not in tensors]
+    out += [(n, shape, t, data) for n, (t, shape, data) in tensors.items()]
+    gw.write_gguf(dst, md, out)
+
+
+def q8(ti_bytes, type_name, n):
+    return formats.quantize("Q8_0", formats.dequantize(type_name, ti_bytes, n))
+
+
+def load(dev, path, **kw):
+    with FileSource(path) as src:
+        return run(Engine.load(dev, open_gguf(path), src, **kw))
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    d = tmp_path_factory.mktemp("lmhead")
+    path = d / "tied.gguf"
+    write_model(ModelSpec(arch="bitnet-b1.58", fmt="i2_s", preset="tiny", seed=11, scale_tensors=False,
+                          **PRESETS["tiny"]), load_vocab("bytes"), path)
+    return d, str(path)
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_engine_q8_0_head_equals_a_file_with_a_q8_0_head(gpu, tiny, tied):
+    """lm_head="q8_0" converts on the GPU; the engine then runs exactly as on a file whose head
+    is stored as Q8_0 (quantized by bitweb.formats = gguf-py): same table bytes, same logits."""
+    d, path = tiny
+    gf = open_gguf(path)
+    emb = gf.tensors["token_embd.weight"]
+    n_embd, n_vocab = emb.shape
+    if tied:
+        name, src_path = "token_embd.weight", path
+        ref_tensors = {name: ("Q8_0", emb.shape, q8(gf.tensor_data(name), "F16", n_embd * n_vocab))}
+    else:   # add an untied F16 output.weight (a different table)
+        rng = np.random.default_rng(2)
+        out = (rng.standard_normal((n_vocab, n_embd)) * 0.2).astype(np.float16).tobytes()
+        name, src_path = "output.weight", str(d / "untied.gguf")
+        rewrite(path, src_path, {name: ("F16", emb.shape, out)})
+        ref_tensors = {name: ("Q8_0", emb.shape, q8(out, "F16", n_embd * n_vocab))}
+    ref_path = str(d / f"q8-{tied}.gguf")
+    rewrite(src_path, ref_path, ref_tensors)
+
+    eng = load(gpu, src_path, lm_head="q8_0")
+    ref = load(gpu, ref_path)
+    try:
+        m = eng.model
+        assert eng.table_type(m.lm_head) == "Q8_0"
+        assert eng.table_type(m.token_embd) == ("Q8_0" if tied else "F16")
+        got = b"".join(run(gpu.read(b, 0, b.size)) for *_, b in eng.shards[name])
+        want = ref_tensors[name][2]
+        assert got[:len(want)] == want            # random F16 rows: no near-ties in this table
+        ids = [1, 40, 77, 3, 200, 9]
+        la, lb = run(eng.forward_logits(ids)), run(ref.forward_logits(ids))
+        assert la == lb
+    finally:
+        eng.close()
+        ref.close()
+
+
+def test_engine_lm_head_option_errors(gpu, tiny):
+    with pytest.raises(EngineError, match="lm_head 'q4'"):
+        load(gpu, tiny[1], lm_head="q4")

@@ -72,6 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="KV cache positions (default: the model's context length)")
     p.add_argument("--stats", action="store_true")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--lm-head", choices=["q8_0"], default=None,
+                   help="re-quantize the LM head on load (GPU engine; default: as in the file)")
 
     p = cmd("eval", "bitweb.evaluate:main", "held-out exact-match accuracy per task")
     _gen_args(p)

@@ -127,11 +127,12 @@ class GenerationRun:
 import struct
 
 from bitweb import gpu
-from bitweb.kernels import Step, bitlinear, bitlinear_tiled, dense, ops
+from bitweb.kernels import Step, bitlinear, bitlinear_tiled, dense, ops, requant
 from bitweb.model import LINEARS, NORMS, TERNARY_TYPES, Model
 from bitweb.sampling import Sampler, SamplingError, SamplingParams, choose, penalty_ids
 
 ACTIVATIONS = ("a8", "f32")
+LM_HEADS = ("q8_0",)          # lm_head= options: re-quantize the LM head on load (None: as in the file)
 PREFILL_ROWS = 64            # prompt rows per multi-row (prefill) plan run
 TOPK_MIN = 64                 # candidates read back for temperature sampling (more when top_k asks)
 MAX_PENALTY_IDS = 4096        # repeat_last_n cap (size of the penalty_ids buffer)
@@ -185,6 +186,8 @@ class Engine:
         self.ternary = self.cfg.linear_type in TERNARY_TYPES
         self.w = {}                   # GGUF tensor name -> Buffer
         self.shards = {}              # table tensor name -> [(r0, r1, Buffer)]
+        self.table_types = {}         # table tensor name -> GGML type on the GPU when not the file's
+        self.lm_head = None           # "q8_0": the LM head is re-quantized on load
         self.buf = {}                 # activation / state buffers
         self.cached_ids = []          # tokens whose K/V rows are in the cache
         self._tokenizer = None
@@ -196,10 +199,14 @@ class Engine:
     # ------------------------------------------------------------------ loading
     @classmethod
     async def load(cls, dev, gf, src, activations: str = "a8", max_context: int | None = None,
-                   progress=None, log=None, prefill_rows: int = PREFILL_ROWS) -> "Engine":
+                   progress=None, log=None, prefill_rows: int = PREFILL_ROWS,
+                   lm_head: str | None = None) -> "Engine":
         """Check limits, upload every tensor from `src` (FileSource / BytesSource natively, a JS
         Blob or File in the browser), compile the kernels and record the decode plans.
-        progress(stage, done, total): stage "upload" (bytes), "compile" (steps), "ready"."""
+        progress(stage, done, total): stage "upload" (bytes), "compile" (steps), "ready".
+        lm_head="q8_0": the LM head's float rows are converted to Q8_0 on the GPU after upload
+        (kernels/requant.py: 34 bytes per 32 values instead of 64 for F16); a tied head is also the
+        embedding table, which then reads the Q8_0 rows too."""
         t0 = now_ms()
         model = Model.from_gguf(gf)
         cfg = model.cfg
@@ -207,6 +214,9 @@ class Engine:
         if n_ctx < 2:
             raise ContextError(f"max_context {max_context}: the context must hold at least 2 positions")
         eng = cls(dev, model, activations, n_ctx, log)
+        if lm_head is not None and lm_head not in LM_HEADS:
+            raise EngineError(f"lm_head {lm_head!r}: must be one of {LM_HEADS} (or None: as in the file)")
+        eng.lm_head = lm_head
         row = 4 * max(cfg.n_embd, cfg.q_dim + 2 * cfg.kv_dim, cfg.n_ff)     # widest prefill row
         eng.prefill_rows = max(1, min(int(prefill_rows), n_ctx, dev.max_binding // row))
         eng._check_support()
@@ -282,6 +292,8 @@ class Engine:
             for i, (r0, r1) in enumerate(shards):
                 b = dev.create_buffer((r1 - r0) * rb, label=f"{ti.name}[{r0}:{r1}]")
                 await dev.upload(b, 0, src, ti.abs_offset + r0 * rb, (r1 - r0) * rb, on_bytes=on_bytes)
+                if ti is m.lm_head and self.lm_head == "q8_0" and ti.type_name != "Q8_0":
+                    b = await self._requant_q8_0(ti, r0, r1, b)
                 self.shards[ti.name].append((r0, r1, b))
         for ti in plain:
             b = dev.create_buffer(ti.nbytes, label=ti.name)
@@ -310,6 +322,23 @@ class Engine:
                     dev.write_buffer(mb, 0, ones)
                     await dev.upload(mb, 0, src, sc.abs_offset, 4)
                     self.buf[f"mult1.{b.index}.{n}"] = mb
+
+    async def _requant_q8_0(self, ti, r0: int, r1: int, b):
+        """Rows [r0, r1) of table ti (in buffer b) as Q8_0 blocks in a new buffer; b is freed."""
+        if ti.type_name not in requant.SRC_TYPES:
+            raise EngineError(f"lm_head q8_0: {ti.name} is {ti.type_name}; re-quantization reads "
+                              f"{', '.join(requant.SRC_TYPES)}")
+        dev = self.dev
+        q = dev.create_buffer(requant.q8_0_bytes(ti.shape[0], r1 - r0), label=f"{ti.name}[{r0}:{r1}] q8_0")
+        dev.run([await requant.q8_0(ti.type_name, ti.shape[0], r1 - r0).instantiate(dev, {"src": b, "dst": q})])
+        await dev.sync()
+        b.destroy()
+        self.table_types[ti.name] = "Q8_0"
+        return q
+
+    def table_type(self, ti) -> str:
+        """The GGML type of a table (token_embd / output) as it is on the GPU."""
+        return self.table_types.get(ti.name, ti.type_name)
 
     def _mult(self, i: int, group: str):
         return self.buf.get(f"mult.{i}.{group}", self.buf["ones"])
@@ -366,7 +395,7 @@ class Engine:
         cfg, ti = self.cfg, self.model.token_embd
         shards = self.shards[ti.name]
         n_sb = int(self.dev.limits.get("maxStorageBuffersPerShaderStage", 8))
-        steps = ops.embedding(ti.type_name, cfg.n_embd, cfg.n_vocab, 1, shards=[(a, b) for a, b, _ in shards],
+        steps = ops.embedding(self.table_type(ti), cfg.n_embd, cfg.n_vocab, 1, shards=[(a, b) for a, b, _ in shards],
                               max_shard_bindings=max(1, min(8, n_sb - 2)))
         bufs = {"ids": self.buf["token"], "x": self.buf["x"]}
         bufs.update({f"w{i}": b for i, (_, _, b) in enumerate(shards)})
@@ -375,7 +404,7 @@ class Engine:
     def _head_steps(self):
         cfg, ti = self.cfg, self.model.lm_head
         shards = self.shards[ti.name]
-        steps = dense.gemv(ti.type_name, cfg.n_embd, cfg.n_vocab, shards=[(a, b) for a, b, _ in shards],
+        steps = dense.gemv(self.table_type(ti), cfg.n_embd, cfg.n_vocab, shards=[(a, b) for a, b, _ in shards],
                            norm=True, eps=cfg.eps)
         bufs = {"x": self.buf["x"], "y": self.buf["logits"], "norm": self.w[self.model.output_norm.name]}
         bufs.update({f"w{i}": b for i, (_, _, b) in enumerate(shards)})
@@ -535,7 +564,7 @@ class Engine:
             n_sb = int(self.dev.limits.get("maxStorageBuffersPerShaderStage", 8))
             emb = {"ids": B["p.ids"], "x": B["p.x"]}
             emb.update({f"w{j}": b for j, (_, _, b) in enumerate(shards)})
-            steps = [(s, emb) for s in ops.embedding(ti.type_name, cfg.n_embd, cfg.n_vocab, M,
+            steps = [(s, emb) for s in ops.embedding(self.table_type(ti), cfg.n_embd, cfg.n_vocab, M,
                                                      shards=[(a, b) for a, b, _ in shards],
                                                      max_shard_bindings=max(1, min(8, n_sb - 2)))]
             for i in range(cfg.n_layer):
@@ -545,7 +574,7 @@ class Engine:
                 hs = self.shards[head.name]
                 hb = {"x": B["p.x"], "y": B["logits"], "norm": self.w[self.model.output_norm.name], "params": B["params"]}
                 hb.update({f"w{j}": b for j, (_, _, b) in enumerate(hs)})
-                steps += [(s, hb) for s in dense.gemv(head.type_name, cfg.n_embd, cfg.n_vocab, norm=True, eps=cfg.eps,
+                steps += [(s, hb) for s in dense.gemv(self.table_type(head), cfg.n_embd, cfg.n_vocab, norm=True, eps=cfg.eps,
                                                       last_row=True, shards=[(a, b) for a, b, _ in hs])]
             items = [await st.instantiate(self.dev, bufs) for st, bufs in steps]
             if k is not None:

@@ -6,6 +6,7 @@ on <|eot_id|> / EOS; without --chat the prompt is encoded as plain text (BOS per
 --json prints one object at the end instead of streaming:
   {"prompt_ids", "ids", "text", "stop_reason", "prefill_ms", "decode_ms_per_token",
    "dispatches_per_token", "host_calls_per_token"}
+--lm-head q8_0 converts the LM head to Q8_0 on the GPU after upload (Engine.load(lm_head=)).
 --stats prints timing and GPU counters to stderr (replayed plan dispatches = the fast path,
 re-encoded dispatches = the slow path).
 """
@@ -62,6 +63,8 @@ def main(args) -> int:
     gf = open_gguf(args.model)
     max_ctx = getattr(args, "max_context", None)
     if args.backend == "numpy":
+        if getattr(args, "lm_head", None):
+            raise ValueError("--lm-head re-quantizes on the GPU: use --backend native")
         from bitweb.reference import ReferenceModel
         ref = ReferenceModel.from_gguf(gf, activations=args.activations, max_context=max_ctx)
         ids = prompt_ids(ref.tokenizer, args)
@@ -86,7 +89,8 @@ async def _native(gf, args, params, max_ctx):
     log = (lambda m: print(m, file=sys.stderr)) if args.stats else None
     dev = await gpu.request_device("native", log=log)
     with FileSource(args.model) as src:
-        eng = await Engine.load(dev, gf, src, activations=args.activations, max_context=max_ctx, log=log)
+        eng = await Engine.load(dev, gf, src, activations=args.activations, max_context=max_ctx, log=log,
+                                lm_head=getattr(args, "lm_head", None))
     ids = prompt_ids(eng.tokenizer, args)
     res = await eng.generate(ids, params, args.max_tokens, on_token=_on_token(args),
                              ignore_eos=getattr(args, "ignore_eos", False))
