@@ -28,10 +28,11 @@
 //   w / gate, up                weights
 //
 // Threads: a workgroup of WG threads computes a tile of TM rows x WG outputs; thread i owns output
-// n = WG * wid.x + i and TM accumulators. K advances one chunk of KS values at a time (I2_S, Q1_0:
-// a 128 block; TQ2_0: a 128 half block, self-contained; TQ1_0: a 256 block): the workgroup stages
-// the TM x KS activations in workgroup memory, each thread decodes its row's chunk once into
-// packed int8 words (registers) and reuses it for the TM rows (the weight read is shared by TM rows).
+// n = WG * wid.x + i and TM accumulators. K advances 128 values at a time (a chunk: an I2_S / Q1_0
+// block, half a TQ2_0 / TQ1_0 block). Per chunk the workgroup stages the TM x 128 activations and
+// the WG x 128 weights, decoded once to packed int8 (wt[k][n]: thread n reads a column, no bank
+// conflicts), in workgroup memory; each decoded weight word serves TM rows. gate_up stages and
+// uses gate, then up, per chunk.
 
 override WG: u32 = 64u;        // outputs per workgroup (threads)
 override TM: u32 = 8u;         // rows per workgroup, <= 16
@@ -42,25 +43,25 @@ override Y_COL0: u32 = 0u;     // column of y where output n = 0 goes    into on
 
 const MAXTM: u32 = 16u;
 const M3: u32 = 0x03030303u;
+const KW: u32 = 32u;           // packed words per chunk (128 values)
 
 #if FMT_I2S
 const BLK: u32 = 128u;
 const BBYTES: u32 = 32u;
-const KS: u32 = 128u;
+const NSRC: u32 = 2u;          // decode pieces per row and chunk (I2_S, TQ2_0: 16 bytes; TQ1_0, Q1_0: 4)
 #elif FMT_TQ2
 const BLK: u32 = 256u;
 const BBYTES: u32 = 66u;
-const KS: u32 = 128u;
+const NSRC: u32 = 2u;
 #elif FMT_TQ1
 const BLK: u32 = 256u;
 const BBYTES: u32 = 54u;
-const KS: u32 = 256u;
+const NSRC: u32 = 13u;
 #elif FMT_Q1
 const BLK: u32 = 128u;
 const BBYTES: u32 = 18u;
-const KS: u32 = 128u;
+const NSRC: u32 = 4u;
 #endif
-const KW: u32 = KS / 4u;       // packed words per chunk row
 
 @group(0) @binding(0) var<storage, read> params: array<u32>;
 #if A8
@@ -72,7 +73,8 @@ const KW: u32 = KS / 4u;       // packed words per chunk row
 #if GATE_UP
 @group(0) @binding(6) var<storage, read> w1: array<u32>;
 #endif
-var<workgroup> xt: array<u32, TM * KW>;
+alias XV = vec4<u32>;           // 16 int8 values
+const XW: u32 = KW / 4u;        // xt entries per row and chunk
 #else
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> mult: array<f32>;
@@ -81,8 +83,12 @@ var<workgroup> xt: array<u32, TM * KW>;
 #if GATE_UP
 @group(0) @binding(5) var<storage, read> w1: array<u32>;
 #endif
-var<workgroup> xt: array<vec4<f32>, TM * KW>;
+alias XV = vec4<f32>;           // 4 f32 values
+const XW: u32 = KW;
 #endif
+var<workgroup> xt: array<XV, TM * XW>;         // [m * XW + k]: row m0 + m
+var<workgroup> wt: array<vec4<u32>, KW / 4u * WG>;   // [k4 * WG + n]: 16 int8 weights of output n
+var<workgroup> wd: array<f32, WG>;             // block scale of output n for this chunk
 
 fn wl(t: u32, i: u32) -> u32 {
 #if GATE_UP
@@ -122,58 +128,66 @@ fn tern8(c: u32) -> u32 {
     return ((c | 0x80808080u) - 0x01010101u) ^ 0x80808080u;
 }
 
-struct Chunk {
-    w: array<u32, KW>,   // packed int8 weights of the chunk, value 4i + b in byte b of w[i]
-    d: f32,              // its block scale
-}
-
-// Decode chunk c of row n of tensor t.
-fn decode(t: u32, n: u32, c: u32) -> Chunk {
-    var ch: Chunk;
+// Decode piece k (< NSRC) of chunk c of row n (tensor t) into wt column j (and wd[j] for k = 0).
+fn decode(t: u32, n: u32, c: u32, k: u32, j: u32) {
 #if FMT_I2S
-    let base = n * (N_IN / 16u) + c * 8u;
-    for (var k = 0u; k < 8u; k++) {
-        let w = wl(t, base + k);
-        for (var i = 0u; i < 4u; i++) { ch.w[8u * i + k] = tern8((w >> (6u - 2u * i)) & M3); }
+    // block c, words 4k .. 4k+3 (one 16-byte load): word 4k + e holds values 32 i + 4 (4k + e) .. +3
+    // at shift 6 - 2i, i.e. packed words 8i + 4k + e
+    let i0 = n * (N_IN / 16u) + c * 8u + 4u * k;
+    let w = vec4<u32>(wl(t, i0), wl(t, i0 + 1u), wl(t, i0 + 2u), wl(t, i0 + 3u));
+    for (var i = 0u; i < 4u; i++) {
+        let sh = 6u - 2u * i;
+        wt[(2u * i + k) * WG + j] = vec4<u32>(tern8((w.x >> sh) & M3), tern8((w.y >> sh) & M3),
+                                              tern8((w.z >> sh) & M3), tern8((w.w >> sh) & M3));
     }
-    ch.d = 1.0;
+    if (k == 0u) { wd[j] = 1.0; }
 #elif FMT_TQ2
+    // half c % 2 of block c / 2, qs words 4k .. 4k+3: word 4k + e holds values 32 l + 4 (4k + e) of the
+    // half at shift 2l, i.e. packed words 8l + 4k + e
     let bb = (n * (N_IN / BLK) + c / 2u) * BBYTES;
-    for (var k = 0u; k < 8u; k++) {
-        let w = ldb(t, bb + 32u * (c % 2u) + 4u * k);
-        for (var l = 0u; l < 4u; l++) { ch.w[8u * l + k] = tern8((w >> (2u * l)) & M3); }
+    let b0 = bb + 32u * (c % 2u) + 16u * k;
+    let w = vec4<u32>(ldb(t, b0), ldb(t, b0 + 4u), ldb(t, b0 + 8u), ldb(t, b0 + 12u));
+    for (var l = 0u; l < 4u; l++) {
+        let sh = 2u * l;
+        wt[(2u * l + k) * WG + j] = vec4<u32>(tern8((w.x >> sh) & M3), tern8((w.y >> sh) & M3),
+                                              tern8((w.z >> sh) & M3), tern8((w.w >> sh) & M3));
     }
-    ch.d = ldh(t, bb + 64u);
+    if (k == 0u) { wd[j] = ldh(t, bb + 64u); }
 #elif FMT_TQ1
-    let bb = (n * (N_IN / BLK) + c) * BBYTES;
-    for (var k = 0u; k < 13u; k++) {
-        let w = ldb(t, bb + 4u * k);
-        var lo = w & 0x00FF00FFu;
-        var hi = (w >> 8u) & 0x00FF00FFu;
-        for (var j = 0u; j < 5u; j++) {
-            let l3 = lo * 3u;
-            let h3 = hi * 3u;
-            let tr = tern8(((l3 >> 8u) & 0x00030003u) | (h3 & 0x03000300u));
-            lo = l3 & 0x00FF00FFu;
-            hi = h3 & 0x00FF00FFu;
-            if (k < 8u) { ch.w[k + 8u * j] = tr; }
-            else if (k < 12u) { ch.w[32u + k + 4u * j] = tr; }     // (160 + 16j + 4(k-8)) / 4
-            else if (j < 4u) { ch.w[60u + j] = tr; }
+    // block c / 2, word k: trit i holds values e = base + stride * i (k < 8: 4k + 32i; k < 12:
+    // 4k + 128 + 16i; k = 12: 240 + 4i, i < 4); keep those in half c % 2
+    let bb = (n * (N_IN / BLK) + c / 2u) * BBYTES;
+    let w = ldb(t, bb + 4u * k);
+    var base = 4u * k;
+    var stride = 32u;
+    if (k >= 12u) { base = 240u; stride = 4u; } else if (k >= 8u) { base = 4u * k + 128u; stride = 16u; }
+    var lo = w & 0x00FF00FFu;
+    var hi = (w >> 8u) & 0x00FF00FFu;
+    for (var i = 0u; i < 5u; i++) {
+        let l3 = lo * 3u;
+        let h3 = hi * 3u;
+        let e = base + stride * i;
+        if (e / 128u == c % 2u && !(k == 12u && i == 4u)) {
+            let pw = (e % 128u) / 4u;
+            wt[(pw / 4u) * WG + j][pw % 4u] = tern8(((l3 >> 8u) & 0x00030003u) | (h3 & 0x03000300u));
         }
+        lo = l3 & 0x00FF00FFu;
+        hi = h3 & 0x00FF00FFu;
     }
-    ch.d = ldh(t, bb + 52u);
+    if (k == 0u) { wd[j] = ldh(t, bb + 52u); }
 #elif FMT_Q1
+    // block c, sign word k: values 32k + 4i .. +3 in nibble i, i.e. packed words 8k + i
     let bb = (n * (N_IN / BLK) + c) * BBYTES;
-    for (var k = 0u; k < 4u; k++) {
-        let w = ldb(t, bb + 2u + 4u * k);
-        for (var i = 0u; i < 8u; i++) {
-            let b01 = (((w >> (4u * i)) & 0xFu) * 0x00204081u) & 0x01010101u;
-            ch.w[8u * k + i] = 0xFFFFFFFFu ^ (b01 * 0xFEu);
-        }
+    let w = ldb(t, bb + 2u + 4u * k);
+    var v: array<u32, 8>;
+    for (var i = 0u; i < 8u; i++) {
+        let b01 = (((w >> (4u * i)) & 0xFu) * 0x00204081u) & 0x01010101u;
+        v[i] = 0xFFFFFFFFu ^ (b01 * 0xFEu);
     }
-    ch.d = ldh(t, bb);
+    wt[(2u * k) * WG + j] = vec4<u32>(v[0], v[1], v[2], v[3]);
+    wt[(2u * k + 1u) * WG + j] = vec4<u32>(v[4], v[5], v[6], v[7]);
+    if (k == 0u) { wd[j] = ldh(t, bb); }
 #endif
-    return ch;
 }
 
 #if GATE_UP
@@ -185,41 +199,62 @@ const NACC: u32 = 1u;
 fn body(li: u32, wid: vec3<u32>) {
     let mrows = params[0];
     let m0 = wid.y * TM;
-    let n = wid.x * WG + li;
-    let nok = n < N_OUT;
-    let nr = n % N_OUT;              // a valid row to decode for threads past N_OUT (result unused)
+    let n0 = wid.x * WG;
+    let n = n0 + li;
     let mt = min(TM, max(mrows, m0) - m0);
-    var acc: array<f32, 32>;         // [NACC * m + a]
+    var acc: array<f32, 32>;         // [MAXTM * a + m]
     for (var i = 0u; i < 32u; i++) { acc[i] = 0.0; }
-    for (var c = 0u; c < N_IN / KS; c++) {
-        // stage the TM x KS activations of this chunk
-        for (var i = li; i < TM * KW; i += WG) {
-            let m = i / KW;
-            let src = (m0 + m) * (N_IN / 4u) + c * KW + i % KW;
+    for (var c = 0u; c < N_IN / 128u; c++) {
+        // stage the TM x 128 activations of this chunk
+        for (var i = li; i < TM * XW; i += WG) {
+            let m = i / XW;
 #if A8
-            xt[i] = select(0u, q[src], m < mt);
+            let src = (m0 + m) * (N_IN / 4u) + c * KW + 4u * (i % XW);
+            xt[i] = select(vec4<u32>(0u), vec4<u32>(q[src], q[src + 1u], q[src + 2u], q[src + 3u]), m < mt);
 #else
-            xt[i] = select(vec4<f32>(0.0), x[src], m < mt);
+            xt[i] = select(vec4<f32>(0.0), x[(m0 + m) * (N_IN / 4u) + c * KW + i % XW], m < mt);
 #endif
         }
-        workgroupBarrier();
         for (var a = 0u; a < NACC; a++) {
-            let ch = decode(a, nr, c);
-            for (var m = 0u; m < mt; m++) {
-#if A8
-                var is = 0;
-                for (var k = 0u; k < KW; k++) { is += dot4(ch.w[k], xt[m * KW + k]); }
-                acc[NACC * m + a] += f32(is) * ch.d;
-#else
-                var fs = 0.0;
-                for (var k = 0u; k < KW; k++) { fs += dot(i8x4(ch.w[k]), xt[m * KW + k]); }
-                acc[NACC * m + a] += fs * ch.d;
-#endif
+            // stage the WG x 128 weights of tensor a, decoded (rows past N_OUT: the last row, unused)
+            for (var i = li; i < WG * NSRC; i += WG) {
+                let j = i / NSRC;
+                decode(a, min(n0 + j, N_OUT - 1u), c, i % NSRC, j);
             }
+            workgroupBarrier();
+#if A8
+            var part: array<i32, MAXTM>;
+            for (var m = 0u; m < MAXTM; m++) { part[m] = 0; }
+            for (var k4 = 0u; k4 < KW / 4u; k4++) {
+                let wk = wt[k4 * WG + li];
+                for (var m = 0u; m < TM; m++) {
+                    let xk = xt[m * XW + k4];
+                    part[m] += dot4(wk.x, xk.x) + dot4(wk.y, xk.y) + dot4(wk.z, xk.z) + dot4(wk.w, xk.w);
+                }
+            }
+            let d = wd[li];
+            for (var m = 0u; m < TM; m++) { acc[MAXTM * a + m] += f32(part[m]) * d; }
+#else
+            var part: array<f32, MAXTM>;
+            for (var m = 0u; m < MAXTM; m++) { part[m] = 0.0; }
+            for (var k4 = 0u; k4 < KW / 4u; k4++) {
+                let wk = wt[k4 * WG + li];
+                let w0 = i8x4(wk.x);
+                let w1 = i8x4(wk.y);
+                let w2 = i8x4(wk.z);
+                let w3 = i8x4(wk.w);
+                for (var m = 0u; m < TM; m++) {
+                    let b = m * KW + 4u * k4;
+                    part[m] += dot(w0, xt[b]) + dot(w1, xt[b + 1u]) + dot(w2, xt[b + 2u]) + dot(w3, xt[b + 3u]);
+                }
+            }
+            let d = wd[li];
+            for (var m = 0u; m < TM; m++) { acc[MAXTM * a + m] += part[m] * d; }
+#endif
+            workgroupBarrier();
         }
-        workgroupBarrier();
     }
-    if (!nok) { return; }
+    if (n >= N_OUT) { return; }
 #if FMT_I2S
     let f0 = bitcast<f32>(wl(0u, N_OUT * (N_IN / 16u))) * mult[0];
 #if GATE_UP
@@ -236,15 +271,15 @@ fn body(li: u32, wid: vec3<u32>) {
 #if A8
         let sm = s[m0 + m];
 #if GATE_UP
-        let pg = acc[2u * m] * f0 / sm;
-        let pu = acc[2u * m + 1u] * f1 / sm;
+        let pg = acc[m] * f0 / sm;
+        let pu = acc[MAXTM + m] * f1 / sm;
 #else
         let p = acc[m] * f0 / sm;
 #endif
 #else
 #if GATE_UP
-        let pg = acc[2u * m] * f0;
-        let pu = acc[2u * m + 1u] * f1;
+        let pg = acc[m] * f0;
+        let pu = acc[MAXTM + m] * f1;
 #else
         let p = acc[m] * f0;
 #endif

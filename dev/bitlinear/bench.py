@@ -15,7 +15,7 @@ import numpy as np
 
 from bitweb import formats
 from bitweb.gpu import request_device
-from bitweb.kernels import bitlinear
+from bitweb.kernels import bitlinear, bitlinear_tiled
 
 STREAM = """
 override WG: u32 = 256u;
@@ -83,6 +83,9 @@ async def main():
     ap.add_argument("--tune", action="append", default=[], help="k=v,k=v (several: compared)")
     ap.add_argument("--src", action="append", default=[], help="an experimental copy of bitlinear.wgsl to compare")
     ap.add_argument("--trials", type=int, default=3, help="best of this many timings (the machine is shared)")
+    ap.add_argument("--tiled", type=int, default=0, metavar="M", help="also time bitlinear_tiled.matmul for M rows")
+    ap.add_argument("--ttune", action="append", default=[], help="tiled k=v,k=v (several: compared)")
+    ap.add_argument("--tsrc", default=None, help="an experimental copy of bitlinear_tiled.wgsl")
     a = ap.parse_args()
     dev = await request_device("native")
     print(dev.describe())
@@ -114,5 +117,18 @@ async def main():
                       f"({len(w) / ts / 1e9:5.2f} GB/s)  gemv {tg * 1e3:6.3f} ms ({len(w) / tg / 1e9:5.2f} GB/s)  "
                       f"ratio {ts / tg:4.2f}  cpu-time ratio {cs / cg:4.2f} ({cs * 1e3:.2f} / {cg * 1e3:.2f} ms)  "
                       f"[{bitlinear.variant(step, dev)}{' ' + src if src else ''}]", flush=True)
+        if a.tiled:
+            m = a.tiled
+            for tt_kw in [dict((kv.split("=")[0], int(kv.split("=")[1])) for kv in t.split(",")) for t in a.ttune] or [{}]:
+                st = bitlinear_tiled.matmul(a.fmt, n_in, rows, m, a8=not a.f32, **tt_kw)
+                tb = {"params": dev.create_buffer(32), "x": dev.create_buffer(m * n_in * 4), "q": dev.create_buffer(m * n_in),
+                      "scale": dev.create_buffer(m * 4), "mult": bufs["mult"], "y": dev.create_buffer(m * rows * 4), "w": bufs["w0"]}
+                dev.write_buffer(tb["params"], 0, np.array([m, 0, 0, 0, 0, 0, 0, 0], np.uint32))
+                dev.write_buffer(tb["scale"], 0, np.ones(m, np.float32))
+                work = [await (custom(dev, a.tsrc, st, tb) if a.tsrc else st.instantiate(dev, tb))]
+                tt = min([(await timed(dev, work, a.reps, tb["y"]))[0] for _ in range(a.trials)])
+                print(f"  tiled M={m}: {tt * 1e3:.3f} ms = {tt / m * 1e3:.3f} ms per row "
+                      f"(gemv {tg * 1e3:.3f} ms per row: {tg * m / tt:.2f}x) [TM{st.constants['TM']} WG{st.constants['WG']}]", flush=True)
+
 
 asyncio.run(main())

@@ -152,9 +152,10 @@ def rand_tensor(rng, fmt, rows, n_in) -> bytes:
     """Random ternary (or sign) weights in fmt, zero-padded to a multiple of 4 bytes (as uploaded)."""
     n = rows * n_in
     if fmt == "Q1_0":
-        data = formats.pack_signs(rng.choice(np.array([-1, 1], np.int8), n), rng.integers(1, 32, n // 128) / 64.0)
+        data = formats.pack_signs(rng.integers(0, 2, n, dtype=np.int8) * np.int8(2) - np.int8(1),
+                                  rng.integers(1, 32, n // 128) / 64.0)
     else:
-        t = rng.integers(-1, 2, n).astype(np.int8)
+        t = rng.integers(-1, 2, n, dtype=np.int8)
         scale = F32(rng.uniform(0.5, 3.0)) if fmt == "I2_S" else rng.integers(1, 32, n // 256) / 64.0
         data = formats.pack_ternary(fmt, t, scale)
     return data + bytes(-len(data) % 4)
@@ -275,6 +276,8 @@ def cases(builder, scope: str = "full"):
         gemv_case(builder, rng, fmt, n, 12, a8=True, zero=True, norm=True, residual=True)
         gemv_case(builder, rng, fmt, n, 9, a8=True, wg=32, lanes=32, rpw=3, rb=1)
         gemv_case(builder, rng, fmt, n, 17, a8=True, norm=True, dot4=False, rb=2, rpw=8)
+        gemv_case(builder, rng, fmt, spec.BLOCK[fmt], (1, 2, 1), a8=True, norm=True, rb=4, rpw=3)
+        gemv_case(builder, rng, fmt, spec.BLOCK[fmt], 1, a8=False, residual=True, subgroups=False)
         gate_up_case(builder, rng, fmt, n, 6, a8=True, dot4=False, subgroups=False)
         gate_up_case(builder, rng, fmt, n, 7, a8=False, norm=False, subgroups=False, lanes=4, wg=16, rpw=5)
     # the 2B4T shapes, each once per format (variants and modes rotate)

@@ -94,16 +94,20 @@ def _tol(p, a8, act=None, pg=None):
 
 
 def matmul_case(builder, rng, fmt, n_in, n_out, m, m_max, *, a8, residual=False, mult=1.0, **tune):
+    """tune may hold y_stride / y_col0: y is then (m_max, y_stride) and only columns y_col0 .. +n_out change."""
     step = spec.matmul(fmt, n_in, n_out, m_max, a8=a8, residual=residual, **tune)
+    stride, col0 = tune.get("y_stride") or n_out, tune.get("y_col0", 0)
     bufs, act, scale = _inputs(rng, m_max, m, n_in, a8)
     w = rand_tensor(rng, fmt, n_out, n_in)
-    res = (rand_x(rng, m_max * n_out) * F32(4.0)).reshape(m_max, n_out) if residual else None
-    y, p = matmul(fmt, w, n_out, n_in, act, scale=scale, mult=mult, residual=None if res is None else res[:m])
+    res = (rand_x(rng, m_max * stride) * F32(4.0)).reshape(m_max, stride) if residual else None
+    cols = slice(col0, col0 + n_out)
+    y, p = matmul(fmt, w, n_out, n_in, act, scale=scale, mult=mult, residual=None if res is None else res[:m, cols])
     atol, rtol = _tol(p, a8)
-    # rows m..m_max of y are past M: they must be left untouched (a finite marker: NaN never compares equal)
-    init = res if residual else np.full((m_max, n_out), UNTOUCHED, F32)
+    # rows m..m_max of y are past M and columns outside the slice: they must be left untouched
+    # (a finite marker: NaN never compares equal)
+    init = res if residual else np.full((m_max, stride), UNTOUCHED, F32)
     exp = np.array(init, F32)
-    exp[:m] = y
+    exp[:m, cols] = y
     bufs.update({"params": dict(data=_params(m)), "mult": dict(data=f32b([mult])), "w": dict(data=w),
                  "y": dict(data=f32b(init), expect=f32b(exp), atol=atol, rtol=rtol)})
     name = (f"bitlinear_tiled.matmul {fmt} {'a8' if a8 else 'f32'} {n_in}x{n_out} M={m}/{m_max}"
@@ -147,3 +151,6 @@ def cases(builder, scope: str = "full"):
         n_in, n_out = ((2560, 640), (6912, 2560), (2560, 2560), (2560, 6912))[i]
         matmul_case(builder, rng, fmt, n_in, n_out, 7, 8, a8=i % 2 == 0, residual=i % 2 == 1)
         matmul_case(builder, rng, fmt, BLOCK[fmt], 9, 4, 4, a8=True, dot4=False, tm=4)
+        matmul_case(builder, rng, fmt, BLOCK[fmt], 1, 1, 2, a8=False, tm=2, wg=4)
+        matmul_case(builder, rng, fmt, BLOCK[fmt] * 2, 24, 5, 6, a8=True, residual=True, tm=4, wg=16,
+                    y_stride=60, y_col0=19)
