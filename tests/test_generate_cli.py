@@ -90,3 +90,15 @@ def test_native_equals_numpy_64_tokens(model, capsys, gpu, act):
         assert_same_greedy(eng, ReferenceModel.from_gguf(open_gguf(model), act), a["prompt_ids"], act)
     else:
         assert a["ids"] == b["ids"] and a["text"] == b["text"]
+
+
+def test_native_stats_show_replayed_dispatches(model, capsys, gpu):
+    import re
+    rc, out, err = gen(capsys, model, "--backend", "native", "--prompt", "Hi", "--max-tokens", "8",
+                       "--ignore-eos", "--stats")
+    assert rc == 0, err
+    replayed = int(re.search(r"replayed \(plan\) dispatches (\d+)", err).group(1))
+    reencoded = int(re.search(r"re-encoded dispatches (\d+)", err).group(1))
+    per_token = float(re.search(r"per decoded token: ([\d.]+) dispatches", err).group(1))
+    assert reencoded == 0 and replayed == 7 * per_token and per_token == 13      # 1 + 5 x 2 blocks + 1 + 1
+    assert "host calls" in err and out.strip()

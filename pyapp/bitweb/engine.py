@@ -195,6 +195,7 @@ class Engine:
         self._plans = {}              # decode: k -> Plan; prefill: (rows, k or None) -> Plan
         self.prefill_rows = 1
         self.load_ms = 0.0
+        self.weight_bytes = self.gpu_bytes = 0      # file tensor bytes; bytes of every GPU buffer made at load
 
     # ------------------------------------------------------------------ loading
     @classmethod
@@ -223,7 +224,12 @@ class Engine:
         eng.check_limits()
         await eng._upload(src, progress)
         await eng._build(progress)
+        if eng.prefill_rows > 1:           # compile the prefill kernels now, not at the first prompt
+            await eng._prefill_plan(eng.prefill_rows, 0)
+        await dev.sync()                   # the uploads have landed: load time is real
         eng.load_ms = now_ms() - t0
+        eng.weight_bytes = sum(ti.nbytes for ti in model.tensors())
+        eng.gpu_bytes = sum(b.size for b in eng._all_buffers())
         if progress:
             progress("ready", 1, 1)
         if log:
@@ -704,8 +710,12 @@ class Engine:
         """Forget the cached tokens (the next generate prefills everything)."""
         self.cached_ids = []
 
+    def _all_buffers(self):
+        tops = [top for _, top, _ in self._topk.values()]
+        return list(self.w.values()) + list(self.buf.values()) + [b for s in self.shards.values() for *_, b in s] + tops
+
     def close(self):
-        for b in list(self.w.values()) + list(self.buf.values()) + [b for s in self.shards.values() for *_, b in s]:
+        for b in self._all_buffers():
             b.destroy()
         self.w, self.buf, self.shards = {}, {}, {}
 
