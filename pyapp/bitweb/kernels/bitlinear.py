@@ -15,7 +15,7 @@ API
     gate_up(fmt, n_in, rows, *, a8, act="relu2"|"silu", norm=True, eps=1e-5, dev=None, **tune) -> Step
         bind: ("x", ["norm"], "mult", "y", "gate", "up")
     choose(dev=None, n_in=0, a8=True, rows=0) -> Tune   the tuning used when none is given
-    variant(step, dev) -> str                       which variant runs, e.g. "A8 subgroup WG64 RPW32 RB2"
+    variant(step, dev) -> str     which variant runs, e.g. "gemv I2_S A8 dot4 subgroup WG64 RPW320 RB4"
     FORMATS                                         GGUF type name -> define
 
 Buffers (all storage; binding i = bind[i]):
@@ -24,7 +24,14 @@ Buffers (all storage; binding i = bind[i]):
     mult  f32[parts]       output multiplier per weight tensor (gemv: one per part; gate_up: gate, up).
                            llama.cpp arch `bitnet` has optional `blk.N.<name>.scale`; write 1.0 otherwise.
     y     f32[sum(rows)]   output; with residual=True it holds the residual on entry and y += W.n
-    w0..w2, gate, up       the raw GGUF tensor bytes, unchanged (uploaded zero-padded to a multiple of 4)
+    w0..w2, gate, up       each the whole raw GGUF tensor, unchanged (uploaded zero-padded to a multiple of
+                           4 bytes); I2_S: n/4 + 32 bytes with the scale at byte n/4 (read as vec4<u32>)
+Workgroups: (ceil(total rows / rpw), 1, 1) in step.workgroups. One dispatch per call; no params buffer.
+
+Variants (which runs: variant()): the reduction over a row's lanes is subgroupAdd when the device
+has subgroups (any subgroup size), else a shared-memory tree (lanes threads per row); A8 dot
+products use dot4I8Packed when the device has it, else plain integer maths; f32 activations are
+staged in workgroup memory (xshared) when n_in * 4 bytes fit. Every combination is in the tests.
 
 tune (keyword overrides, see Tune): wg, rpw, rb, lanes, subgroups (None: the device decides; False:
 shared-memory reduction forced), xshared (f32 activations staged in workgroup memory), dot4 (None:
