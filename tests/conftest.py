@@ -41,3 +41,9 @@ def gpu():
         except GPUError as e:
             need(False, f"no native WebGPU adapter: {e}")
     return _dev
+
+
+def pytest_collection_modifyitems(items):
+    """Browser tests (tests/e2e) run last: the sync Playwright API leaves an event loop running in
+    this thread until the session ends, after which asyncio.run() (`run` above) would fail."""
+    items.sort(key=lambda item: item.path.parent.name == "e2e")

@@ -150,6 +150,7 @@ const ADVICE = {
     'Open the page from http://localhost, http://127.0.0.1 or https (WebGPU needs a secure context).']],
   limits: ['This GPU\'s limits are too small for this model', ['Try a smaller model, or another browser or GPU with larger limits.']],
   format: ['This file is not a model bitweb can read', ['bitweb reads GGUF files (versions 2 and 3) with BitNet b1.58 weights (I2_S, TQ1_0, TQ2_0, Q1_0, F16).']],
+  context: ['The conversation no longer fits the model\'s context', ['Start a new chat (or use a model with a longer context).']],
   unsupported: ['This model is not supported', ['bitweb runs the BitNet architectures bitnet-b1.58 (2B4T) and bitnet (1bitLLM).']],
   'device-lost': ['The GPU device was lost', ['This happens when the GPU driver resets, the GPU runs out of memory, or the tab was in the background for long. Reload the model to continue.']],
   oom: ['Out of GPU memory', ['Close other tabs or programs that use the GPU, or load a smaller model.']],

@@ -21,9 +21,12 @@ export function replay(device, plan) {
 }
 
 // Copy [offset, offset+size) of a buffer to a mappable one and return it as a Uint8Array.
-const staging = new Map();
+// Staging buffers are kept per device (a page may replace its device, e.g. for a new model).
+const stagingOf = new WeakMap();
 export async function read(device, buffer, offset, size) {
   const padded = Math.max(4, Math.ceil(size / 4) * 4);
+  let staging = stagingOf.get(device);
+  if (!staging) stagingOf.set(device, staging = new Map());
   let st = staging.get(padded);
   if (!st || st.busy) {
     st = { buf: device.createBuffer({ size: padded, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST, label: 'readback' }), busy: false };
@@ -46,7 +49,48 @@ export async function read(device, buffer, offset, size) {
 
 // Stream bytes [start, end) of a Blob/File into a GPU buffer in chunks:
 // JS memory -> queue.writeBuffer; the bytes never enter the wasm heap.
-export async function uploadBlob(device, buffer, bufferOffset, blob, start, end, chunk = 16 << 20, onBytes = null) {
+// Reads go through a BYOB reader into one reused chunk buffer (writeBuffer copies at the call),
+// so an upload of any size holds one chunk of memory and leaves no garbage behind for the GC.
+// Every `settle` bytes (over all calls) it waits for the queue, so the GPU process's staging memory stays bounded too.
+let spare = null, unsettled = 0;
+export async function uploadBlob(device, buffer, bufferOffset, blob, start, end, chunk = 16 << 20, onBytes = null, settle = 64 << 20) {
+  const size = end - start;
+  const cap = Math.max(4, Math.ceil(Math.min(chunk, size) / 4) * 4);
+  let reader;
+  try { reader = blob.slice(start, end).stream().getReader({ mode: 'byob' }); } catch { reader = null; }
+  if (!reader) return uploadBlobCopies(device, buffer, bufferOffset, blob, start, end, chunk, onBytes);
+  let buf = spare && spare.byteLength >= cap ? spare : new ArrayBuffer(cap);
+  spare = null;
+  let pos = 0, ended = false;
+  try {
+    while (pos < size && !ended) {
+      const want = Math.min(cap, buf.byteLength, size - pos);
+      let filled = 0;
+      while (filled < want) {
+        const r = await reader.read(new Uint8Array(buf, filled, want - filled));
+        buf = r.value ? r.value.buffer : buf;
+        if (r.done) { ended = true; break; }
+        filled += r.value.byteLength;
+      }
+      if (!filled) break;
+      const padded = Math.ceil(filled / 4) * 4;
+      if (padded > filled) new Uint8Array(buf, filled, padded - filled).fill(0);
+      device.queue.writeBuffer(buffer, bufferOffset + pos, buf, 0, padded);
+      pos += filled;
+      unsettled += filled;
+      if (onBytes) onBytes(filled);
+      if (unsettled >= settle) { unsettled = 0; await device.queue.onSubmittedWorkDone(); }
+    }
+  } finally {
+    if (pos < size) reader.cancel().catch(() => {});
+    reader.releaseLock();
+    if (buf.byteLength) spare = buf;
+  }
+  if (pos !== size) throw new Error(`upload: read ${pos} of ${size} bytes of the file (was it changed or removed?)`);
+}
+
+// Fallback without BYOB streams: one new ArrayBuffer per chunk.
+async function uploadBlobCopies(device, buffer, bufferOffset, blob, start, end, chunk, onBytes) {
   for (let pos = start; pos < end; pos += chunk) {
     const stop = Math.min(end, pos + chunk);
     let ab = await blob.slice(pos, stop).arrayBuffer();

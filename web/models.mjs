@@ -4,9 +4,8 @@
 // "index.json" ({name: {size, source, saved, lastModified}}), which is written only after a
 // file is complete, so a half-written download is never offered.
 //
-// Every copy streams: a fetch body or a File is written chunk by chunk with a
-// FileSystemSyncAccessHandle, so at most one chunk (a network packet, or CHUNK bytes of a
-// local file) is held in memory at a time. Loading then reads the cached File in chunks
+// Every copy streams: a fetch body or a File is read into one reused CHUNK-byte buffer and
+// written with a FileSystemSyncAccessHandle, so one chunk is held in memory at a time. Loading then reads the cached File in chunks
 // (web/gpu.mjs uploadBlob) straight into queue.writeBuffer.
 
 export const DEFAULT_URL = new URL('./models/bitweb-chat-i2_s.gguf', import.meta.url).href;
@@ -114,16 +113,30 @@ async function write(name, next, onBytes, meta) {
   return fh.getFile();
 }
 
-// Copy a local File into the cache, CHUNK bytes at a time.
-export async function saveFile(file, name, progress) {
-  let pos = 0;
-  const next = async () => {
-    if (pos >= file.size) return null;
-    const ab = await file.slice(pos, pos + CHUNK).arrayBuffer();
-    pos += ab.byteLength;
-    return new Uint8Array(ab);
+// Chunks of a byte stream, each read into the same reused buffer (BYOB reader): copying a file
+// of any size holds `size` bytes (CHUNK for files, 1 MiB for downloads: finer progress). Falls back to the stream's own chunks without BYOB support.
+function chunksOf(stream, size = CHUNK) {
+  let reader;
+  try { reader = stream.getReader({ mode: 'byob' }); } catch { reader = null; }
+  if (!reader) {
+    const plain = stream.getReader();
+    return async () => { const { value, done } = await plain.read(); return done ? null : value; };
+  }
+  let buf = new ArrayBuffer(size), ended = false;
+  return async () => {
+    let filled = 0;
+    while (!ended && filled < buf.byteLength) {
+      const r = await reader.read(new Uint8Array(buf, filled));
+      if (r.value) buf = r.value.buffer;
+      if (r.done) ended = true; else filled += r.value.byteLength;
+    }
+    return filled ? new Uint8Array(buf, 0, filled) : null;
   };
-  return write(name, next, (n) => progress(n, file.size), { source: 'file: ' + file.name, lastModified: file.lastModified });
+}
+
+// Copy a local File into the cache.
+export async function saveFile(file, name, progress) {
+  return write(name, chunksOf(file.stream()), (n) => progress(n, file.size), { source: 'file: ' + file.name, lastModified: file.lastModified });
 }
 
 async function head(url) {
@@ -155,10 +168,8 @@ export async function fromUrl(url, name, progress) {
   }
   if (!r.ok) throw new NetworkError(`could not download ${url}: HTTP ${r.status} ${r.statusText}`);
   const total = Number(r.headers.get('content-length') || 0);
-  const reader = r.body.getReader();
-  const next = async () => { const { value, done } = await reader.read(); return done ? null : value; };
   let last = 0;
-  const file = await write(name, next, (n) => {
+  const file = await write(name, chunksOf(r.body, 1 << 20), (n) => {
     const now = performance.now();
     if (now - last > 50 || n === total) { last = now; progress(n, total); }
   }, { source: url, lastModified: r.headers.get('last-modified') });

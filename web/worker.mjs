@@ -26,7 +26,7 @@
 //   {type: 'done', text, stop_reason, stats}  stop_reason: eos | eot | max_tokens | context | stopped;
 //                                             stats: tokens, ttft_ms, prefill_tok_s, decode_tok_s ...
 //   {type: 'error', kind, message, during?}   kind: no-webgpu | limits | format | unsupported |
-//                                             device-lost | oom | network | storage | settings |
+//                                             context | device-lost | oom | network | storage | settings |
 //                                             no-model | gpu | internal
 //   {type: 'cache', models: [{name, size, source, saved}], usage, quota}
 //   {type: 'idle'}                            the request queue is empty

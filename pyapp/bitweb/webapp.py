@@ -30,9 +30,9 @@ from bitweb.gpu import DeviceLostError, GPUError, LimitsError, NoAdapterError
 
 try:                                    # Pyodide; the module still imports in CPython (tests)
     import js
-    from pyodide.ffi import create_once_callable, create_proxy, to_js
-except ImportError:                     # pragma: no cover - exercised only in the browser
-    js = None
+    from pyodide.ffi import create_once_callable, jsnull
+except ImportError:                     # CPython (tests of the plain parts)
+    js = jsnull = None
 
 HEADER_FIRST = 256 << 10                # first header read; doubled until the header parses
 
@@ -50,8 +50,8 @@ class AppError(Exception):
 
 
 def classify(e: BaseException) -> tuple[str, str]:
-    """(kind, message) for the page. Kinds: no-webgpu, limits, format, unsupported,
-    device-lost, oom, settings, busy, no-model, gpu, internal."""
+    """(kind, message) for the page. Kinds: no-webgpu, limits, format, unsupported, context,
+    device-lost, oom, settings, no-model, gpu, internal."""
     name = type(e).__name__
     msg = str(e) or name
     if isinstance(e, AppError):
@@ -66,8 +66,10 @@ def classify(e: BaseException) -> tuple[str, str]:
         return "oom", msg
     if isinstance(e, gguf.GGUFError):
         return "format", msg
-    if name in ("ModelError", "TokenizerError", "ConfigError"):
+    if name in ("ModelError", "TokenizerError", "EngineError"):
         return "unsupported", msg
+    if name == "ContextError":
+        return "context", msg
     if name == "SamplingError":
         return "settings", msg
     if isinstance(e, MemoryError):
@@ -192,6 +194,8 @@ class WebApp:
     async def device(self):
         """A fresh device for each model (destroying the old one frees all its buffers)."""
         from bitweb import gpu
+        if self.eng is not None:
+            self.eng.close()
         if self.dev is not None:
             self.lost_intentionally = True
             try:
@@ -264,7 +268,7 @@ class WebApp:
                     progress=lambda stage, done, total: self.progress(stage, done, total))
             finally:
                 err = await dev.device.popErrorScope()
-            if err is not None:
+            if err is not None and err is not jsnull:
                 raise OutOfMemory(f"the GPU ran out of memory while allocating the model's buffers: {err.message}")
             await dev.sync()
             self.eng = eng
@@ -305,6 +309,8 @@ class WebApp:
             from bitweb import engine
             if self.chat is None:
                 self.chat = engine.ChatSession(self.eng, system=(req.get("system") or None))
+            from bitweb.chat import common_prefix
+            cached = list(getattr(self.eng, "cached_ids", []))
             self.stop_requested = False
             self.n_tokens, self.tokens_at_stop = 0, None
             t0 = time.perf_counter()
@@ -332,7 +338,8 @@ class WebApp:
                      "host_calls_per_token": res.host_calls_per_token}
             if self.tokens_at_stop is not None:
                 stats["tokens_after_stop"] = self.n_tokens - self.tokens_at_stop
-            new_prompt = getattr(res, "prefill_tokens", None) or len(res.prompt_ids)
+            # tokens actually prefilled: the engine keeps the KV cache of the common prefix
+            new_prompt = len(res.prompt_ids) - min(common_prefix(cached, res.prompt_ids), len(res.prompt_ids) - 1)
             stats["prefill_tokens"] = new_prompt
             if res.prefill_ms:
                 stats["prefill_tok_s"] = round(new_prompt / (res.prefill_ms / 1000), 2)

@@ -14,6 +14,7 @@ import json
 import pathlib
 import subprocess
 import sys
+from urllib.parse import urlparse
 
 import numpy as np
 import pytest
@@ -119,19 +120,28 @@ class App:
             route.fulfill(path=str(self.models[name.removesuffix(".gguf")]),
                           headers={"content-type": "application/octet-stream",
                                    "last-modified": "Wed, 01 Jan 2025 00:00:00 GMT"})
-        context.route("**/test-models/*.gguf", fulfil)
+        self.matcher = lambda url: urlparse(url).path.startswith("/test-models/")
+        context.route(self.matcher, fulfil)
+
+    def unserve_models(self, context):
+        context.unroute(self.matcher)
 
     def open(self, query="?model=test-models/tiny.gguf"):
         self.page.goto(self.server + query)
         return self.wait_ready()
 
-    def wait_ready(self):
+    def wait_ready(self, name=None):
+        """Wait until a model is loaded (`name`: that model) or an error shows; the 'ready' message."""
         self.page.wait_for_function(
-            "['ready', 'failed'].includes(document.body.dataset.state) || !document.getElementById('error').hidden",
-            timeout=READY_MS)
+            "([name]) => { const s = window.bitweb?.state; const m = s?.model?.model;"
+            "  return !document.getElementById('error').hidden || document.body.dataset.state === 'failed'"
+            "    || (document.body.dataset.state === 'ready' && m && (!name || m.name === name)); }",
+            arg=[name], timeout=READY_MS)
         state = self.page.evaluate("document.body.dataset.state")
         assert state == "ready", f"state {state}: {self.error_text()}"
-        return self.page.evaluate("window.bitweb.state.model")
+        info = self.page.evaluate("window.bitweb.state.model")
+        assert name is None or info["model"]["name"] == name, (name, info["model"])
+        return info
 
     def error_text(self):
         return self.page.evaluate("document.getElementById('error').hidden ? '' : document.getElementById('error').innerText")
@@ -243,19 +253,22 @@ def test_stop_then_chat_on(app, models):
     n = app.say("Tell me a long story.")
     app.page.wait_for_function(f"(document.querySelectorAll('.msg.assistant')[{n - 1}]?.querySelector('.text').textContent.length || 0) >= 3",
                                timeout=REPLY_MS)
+    assert app.page.is_visible("#stop") and app.page.is_hidden("#send")
     app.page.click("#stop")
     r = app.reply(n)
+    assert app.page.is_hidden("#stop") and app.page.is_visible("#send")
     assert r["stop_reason"] == "stopped"
     done = app.page.evaluate("window.bitweb.state.lastDone")
     assert done["stats"]["tokens_after_stop"] <= 1, done["stats"]      # stopped within one token
     assert done["stats"]["tokens"] < 400
     stopped_tokens = done["stats"]["tokens"]
     # chat on: the next turn continues the same conversation, as the engine's ChatSession on the
-    # native backend computes it after the same (partial) first reply
+    # native backend computes it after the same turns (the stopped reply cut at the same token)
     app.set(max_tokens=10)
     r2 = app.reply(app.say("And then?"))
     assert r2["stop_reason"] != "stopped"
-    assert r2["text"] == native_chat(models["tiny"], [("Tell me a long story.", stopped_tokens), ("And then?", 10)])[-1]
+    turns = [(PROMPT, 12), ("Tell me a long story.", stopped_tokens), ("And then?", 10)]   # this chat so far
+    assert r2["text"] == native_chat(models["tiny"], turns)[-1]
     no_errors(app)
 
 
@@ -292,7 +305,7 @@ def test_new_chat_starts_over(app, oracle):
 
 def test_load_model_from_file_input(app, models, oracle):
     app.page.set_input_files("#file-input", str(models["other"]))
-    info = app.wait_ready()
+    info = app.wait_ready("other.gguf")
     assert info["model"]["name"] == "other.gguf"
     assert not any(name == "other.gguf" for _, name in app.served)    # not fetched: read from the file
     app.set(max_tokens=12)
@@ -318,7 +331,7 @@ def test_malformed_file_shows_parser_error(app, models):
 def test_model_output_is_text_not_html(app, models, oracle):
     assert oracle["html"]["text"].startswith(XSS), oracle["html"]         # the crafted model works natively
     app.page.set_input_files("#file-input", str(models["html"]))
-    app.wait_ready()
+    app.wait_ready("html.gguf")
     app.set(max_tokens=4)
     r = app.reply(app.say(PROMPT))
     assert r["text"] == oracle["html"]["text"]
@@ -333,9 +346,10 @@ def test_cached_model_loads_with_network_blocked(app, oracle):
     def abort(route):
         blocked.append(route.request.url)
         route.abort()
-    app.context.unroute("**/test-models/*.gguf")
-    app.context.route("**/*.gguf", abort)
-    app.context.route("**/*.gguf?*", abort)
+    def is_model(url):             # any fetch of a .gguf file (not the page, whose query names one)
+        return urlparse(url).path.endswith(".gguf")
+    app.unserve_models(app.context)
+    app.context.route(is_model, abort)
     try:
         # the default source (?model=) with no network: its cached copy; then a cached model by name
         info = app.open()
@@ -347,13 +361,12 @@ def test_cached_model_loads_with_network_blocked(app, oracle):
         assert r["text"] == oracle["tiny"]["text"]
         n_blocked = len(blocked)
         app.page.click("#cache-list li:has-text('other.gguf') button:text('Load')")
-        app.wait_ready()
+        app.wait_ready("other.gguf")
         assert len(blocked) == n_blocked                              # {cached: name}: no request at all
         r = app.reply(app.say(PROMPT))
         assert r["text"] == oracle["other"]["text"]
     finally:
-        app.context.unroute("**/*.gguf")
-        app.context.unroute("**/*.gguf?*")
+        app.context.unroute(is_model)
         app.serve_models(app.context)
     no_errors(app, allowed=["net::ERR_FAILED"])                        # the aborted requests
 
@@ -364,7 +377,7 @@ def test_device_lost_offers_reload(app, oracle):
     assert "lost" in app.page.inner_text("#error-text")
     assert app.page.is_disabled("#send")
     app.page.click("#error-actions button:text('Reload model')")
-    app.wait_ready()
+    app.wait_ready("other.gguf")
     app.set(max_tokens=12)
     r = app.reply(app.say(PROMPT))
     assert r["text"] == oracle["other"]["text"]

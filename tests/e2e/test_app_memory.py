@@ -1,0 +1,131 @@
+"""Peak extra memory while the app downloads and loads a model: bytes stream from the network
+into OPFS, and from the cached File to queue.writeBuffer through one reused chunk buffer; they
+never pass through the wasm heap.
+
+Measured from outside, on the real processes: Chromium's renderer (which runs the page and its
+worker) and GPU process (which holds SwiftShader's buffers). Before each phase, each process's
+peak RSS is reset (`echo 5 > /proc/PID/clear_refs`); after it, VmHWM - VmRSS(before) is the
+extra memory it needed at its peak. The model is ~35 MB of I2_S weights (tensors up to 0.72 MB);
+the download is a 128 MiB file. If a file went through the renderer whole, its peak would grow
+by the file size.
+Results go to test-results/load-memory.json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+
+from tests.conftest import ROOT
+from tests.e2e.test_app import App
+
+MiB = 1 << 20
+
+
+def status(pid):
+    out = {}
+    for line in open(f"/proc/{pid}/status"):
+        k, _, v = line.partition(":")
+        if k in ("VmHWM", "VmRSS"):
+            out[k] = int(v.split()[0]) * 1024
+    return out
+
+
+class Peak:
+    """Peak RSS growth of some processes over a block of code."""
+
+    def __init__(self, pids):
+        self.pids = pids
+
+    def __enter__(self):
+        self.before = {}
+        for name, pid in self.pids.items():
+            with open(f"/proc/{pid}/clear_refs", "w") as f:
+                f.write("5")
+            self.before[name] = status(pid)["VmRSS"]
+        return self
+
+    def __exit__(self, *exc):
+        self.extra = {name: status(pid)["VmHWM"] - self.before[name] for name, pid in self.pids.items()}
+
+
+def test_download_and_load_stream_with_small_peak_memory(browser, server, tmp_path):
+    from bitweb import makemodel
+    models = {}
+    for name, preset, layers in (("tiny", "tiny", None), ("mid", "small", 12)):
+        args = argparse.Namespace(arch="bitnet-b1.58", format="i2_s", preset=preset, layers=layers,
+                                  vocab="bytes", seed=0, scale_tensors="auto")
+        models[name] = tmp_path / f"{name}.gguf"
+        makemodel.write_model(makemodel.spec_from_args(args), makemodel.load_vocab("bytes"), models[name])
+    size = models["mid"].stat().st_size
+    assert size > 30 * MiB
+    # big files come from the app's own server (real HTTP downloads), under build/web/
+    served = ROOT / "build" / "web" / f"test-{os.getpid()}"
+    served.mkdir(parents=True, exist_ok=True)
+    os.replace(models["mid"], served / "mid.gguf")
+    (served / "big.bin").write_bytes(os.urandom(BIG))
+    try:
+        result = measure(browser, server, models, served, size)
+    finally:
+        shutil.rmtree(served)
+    print(json.dumps(result))
+    out = ROOT / "test-results"
+    out.mkdir(exist_ok=True)
+    (out / "load-memory.json").write_text(json.dumps(result, indent=1))
+    # loading: the weights never entered the wasm heap (it never shrinks, so a pass would show),
+    # and the renderer held about one chunk at its peak (chunk here = largest tensor, 0.7 MB)
+    assert result["wasm_heap_after"] - result["wasm_heap_before"] < 4 * MiB, result
+    assert result["header_read"] <= 256 << 10, result
+    assert result["load_from_cache"]["renderer_peak_extra"] < 8 * MiB, result
+    # downloading: bounded by Chrome's fetch buffering, not by the file (128 MiB)
+    assert result["download"]["renderer_peak_extra"] < BIG / 2, result
+
+
+BIG = 128 * MiB
+
+
+def measure(browser, server, models, served, size):
+    base = server + "build/web/" + served.name + "/"
+    ctx = browser.new_context()
+    try:
+        page = ctx.new_page()
+        page.errors = []
+        page.on("pageerror", lambda e: page.errors.append(str(e)))
+        page.on("console", lambda m: page.errors.append(m.text) if m.type == "error" else None)
+        app = App(page, server, models)
+        app.serve_models(ctx)
+        app.open("?model=test-models/tiny.gguf")          # Python booted, a tiny model on the GPU
+        # the renderer running this page and its worker: the biggest one (Pyodide's heap)
+        procs = browser.new_browser_cdp_session().send("SystemInfo.getProcessInfo")["processInfo"]
+        renderer = max((q["id"] for q in procs if q["type"] == "renderer"), key=lambda pid: status(pid)["VmRSS"])
+        gpu = next(q["id"] for q in procs if q["type"] == "GPU")
+        pids = {"renderer": renderer, "gpu": gpu}
+
+        # the app's download code (web/models.mjs fromUrl: fetch -> OPFS), in the app's worker
+        worker = page.workers[0]
+        with Peak(pids) as download:
+            got = worker.evaluate("""async ([app, url]) => {
+                const m = await import(app + 'models.mjs');
+                const { file } = await m.fromUrl(url, 'big.gguf', () => {});
+                const n = file.size; await m.remove('big.gguf'); return n; }""", [server, base + "big.bin"])
+        assert got == BIG
+
+        page.fill("#url-input", base + "mid.gguf")           # download + load through the UI
+        page.click("#url-form button")
+        first = app.wait_ready("mid.gguf")
+        with Peak(pids) as cached:                         # load again from the OPFS copy
+            page.click("#cache-list li:has-text('mid.gguf') button:text('Load')")
+            page.wait_for_function("document.body.dataset.state === 'loading'")
+            info = app.wait_ready("mid.gguf")
+        assert page.errors == []
+    finally:
+        ctx.close()
+
+    assert first["model"]["file_size"] == info["model"]["file_size"] == size
+    load = info["load"]
+    return {"model_bytes": size, "largest_tensor": 720928, "download_bytes": BIG,
+            "download": {"renderer_peak_extra": download.extra["renderer"], "gpu_process_peak_extra": download.extra["gpu"]},
+            "load_from_cache": {"renderer_peak_extra": cached.extra["renderer"], "gpu_process_peak_extra": cached.extra["gpu"]},
+            "wasm_heap_before": load["wasm_before"], "wasm_heap_after": load["wasm_after"],
+            "header_read": load["header_read"], "load_ms": load["ms"]}
