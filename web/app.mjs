@@ -5,6 +5,8 @@ const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
 const DEFAULT_URL = params.get('model') ? new URL(params.get('model'), location.href).href : null;
 const SILENCE_MS = 120_000;      // warn when a busy worker says nothing for this long
+// ?cap=maxStorageBufferBindingSize:65536,... : act as a GPU with smaller limits (to see what happens there)
+const CAP_LIMITS = Object.fromEntries((params.get('cap') || '').split(',').filter(Boolean).map((kv) => kv.split(':')).map(([k, v]) => [k, Number(v)]));
 
 const state = {
   phase: 'boot',                 // boot | loading | ready | generating | failed
@@ -274,6 +276,7 @@ function load(source) {
   setPhase('loading');
   const msg = { type: 'load', source, activations: $('activations').value, cache: $('cache-files').checked };
   if (DEFAULT_URL) msg.defaultUrl = DEFAULT_URL;
+  if (Object.keys(CAP_LIMITS).length) msg.capLimits = CAP_LIMITS;
   send(msg);
 }
 

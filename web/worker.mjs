@@ -10,6 +10,8 @@
 //              | {url: string}          downloaded (streamed) into the cache, then loaded from there
 //              | {cached: name}         a cached model; no network at all
 //        activations: 'a8' | 'f32'      W1.58A8 (as trained) or float activations
+//        maxContext: n                  (optional) a smaller KV cache than the model's context
+//        capLimits: {limit: value}      (optional) behave like a GPU with at most these limits
 //   {type: 'generate', text, system, settings}    one user turn of the current chat
 //        settings: {temperature, top_k, top_p, min_p, repeat_penalty, max_tokens, seed}
 //        system: the system prompt, used when this turn starts a chat
@@ -104,7 +106,7 @@ async function load(msg) {
       post({ ...errorOf(e, 'cache'), kind: 'storage', message: 'the model loads, but could not be cached: ' + e.message });
     }
   }
-  await py.load(file, name, JSON.stringify({ activations: msg.activations || 'a8', max_context: msg.maxContext ?? null }));
+  await py.load(file, name, JSON.stringify({ activations: msg.activations || 'a8', max_context: msg.maxContext ?? null, cap_limits: msg.capLimits || null }));
   await sendCache();
 }
 

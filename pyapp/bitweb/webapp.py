@@ -259,6 +259,8 @@ class WebApp:
             gf.source = BlobSource(blob)
             from bitweb import engine
             dev = await self.device()
+            for k, v in (opts.get("cap_limits") or {}).items():   # act as a smaller GPU would
+                dev.limits[k] = min(int(v), int(dev.limits.get(k, v)))
             wasm0 = wasm_bytes()
             dev.device.pushErrorScope("out-of-memory")
             try:

@@ -315,6 +315,22 @@ def test_load_model_from_file_input(app, models, oracle):
     no_errors(app)
 
 
+def test_drop_a_file_on_the_page(app, oracle):
+    app.page.evaluate("""async () => {
+        const blob = await (await fetch('/test-models/tiny.gguf')).blob();
+        const dt = new DataTransfer();
+        dt.items.add(new File([blob], 'dropped.gguf'));
+        window.dispatchEvent(new DragEvent('dragenter', { dataTransfer: dt }));
+        window.dispatchEvent(new DragEvent('drop', { dataTransfer: dt, cancelable: true }));
+    }""")
+    app.wait_ready("dropped.gguf")
+    assert app.page.is_hidden("#drop")
+    app.set(max_tokens=12)
+    r = app.reply(app.say(PROMPT))
+    assert r["text"] == oracle["tiny"]["text"]                   # the same bytes as tiny.gguf
+    no_errors(app)
+
+
 def test_malformed_file_shows_parser_error(app, models):
     with pytest.raises(gguf.GGUFError) as want:
         gguf.read_gguf(gguf.BytesSource(models["broken"].read_bytes()))
@@ -443,3 +459,17 @@ def test_default_model_loads_and_matches_cli(browser, server):
     assert r["text"] == want["text"]
     no_errors(app)
     ctx.close()
+
+
+def test_limits_too_small_says_which_and_by_how_much(app):
+    """?cap= makes the app treat the GPU as one with smaller limits: the engine's check names the
+    limit and the shortfall (KV cache of one layer: 1024 positions x 2 KV heads x 64 x 4 bytes)."""
+    app.page.goto(app.server + "?model=test-models/tiny.gguf&cap=maxStorageBufferBindingSize:65536")
+    app.page.wait_for_selector("#error[data-kind=limits]", timeout=READY_MS)
+    text = app.page.inner_text("#error")
+    assert "limits are too small" in text
+    need = 1024 * 2 * 64 * 4
+    assert "maxStorageBufferBindingSize = 65536" in text and f"short by {need - 65536} bytes" in text, text
+    app.page.wait_for_function("document.body.dataset.state === 'failed'")
+    assert app.page.is_disabled("#send")
+    no_errors(app)
