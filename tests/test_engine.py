@@ -4,8 +4,6 @@ Tiny generated models (2 blocks, n_embd 256, vocab 291). Greedy runs use --ignor
 semantics so every run is 64 tokens long."""
 from __future__ import annotations
 
-import struct
-
 import pytest
 
 from bitweb import gpu as gpu_mod
@@ -252,7 +250,7 @@ def test_stop_token_and_should_stop(gpu, models):
         return n[0] >= 5
     res = run(eng.generate(ids, SamplingParams(), 50, should_stop=stop, ignore_eos=True))
     assert res.stop_reason == "stopped" and len(res.ids) == 5
-    # EOS: force it with a huge penalty-free bias? use the model's own stop: scan seeds for one
+    # EOS / EOT: sample until a run ends on one (the tiny model emits them at random)
     eos = eng.tokenizer.eos_id
     for seed in range(40):
         r = run(eng.generate(ids, SamplingParams(temperature=1.5, seed=seed), 40))
@@ -262,4 +260,3 @@ def test_stop_token_and_should_stop(gpu, models):
     else:
         pytest.fail("no run of 40 seeds ended on EOS / EOT")
     eng.close()
-    assert struct.calcsize("<I") == 4

@@ -149,6 +149,15 @@ def hf_greedy(model, ids, steps):
 CASES = [("bitnet-b1.58", "I2_S", True, 1), ("bitnet", "TQ2_0", True, 2), ("bitnet-b1.58", "TQ1_0", False, 3)]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    """Tiny matrices: torch's threads only add overhead (10x slower on a busy 2-core CI box)."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
 @pytest.fixture(scope="module", params=CASES, ids=lambda c: f"{c[0]}-{c[1]}-{'tied' if c[2] else 'output'}")
 def pair(request, tmp_path_factory):
     arch, fmt, tied, seed = request.param

@@ -127,8 +127,8 @@ class GenerationRun:
 import struct
 
 from bitweb import gpu
-from bitweb.kernels import Step, bitlinear, bitlinear_tiled, dense, ops, requant
-from bitweb.model import LINEARS, NORMS, TERNARY_TYPES, Model
+from bitweb.kernels import Step, bitlinear, bitlinear_tiled, dense, lmhead, ops, requant
+from bitweb.model import LINEARS, TERNARY_TYPES, Model
 from bitweb.sampling import Sampler, SamplingError, SamplingParams, choose, penalty_ids
 
 ACTIVATIONS = ("a8", "f32")
@@ -410,8 +410,11 @@ class Engine:
     def _head_steps(self):
         cfg, ti = self.cfg, self.model.lm_head
         shards = self.shards[ti.name]
-        steps = dense.gemv(self.table_type(ti), cfg.n_embd, cfg.n_vocab, shards=[(a, b) for a, b, _ in shards],
-                           norm=True, eps=cfg.eps)
+        wtype, rows = self.table_type(ti), [(a, b) for a, b, _ in shards]
+        if lmhead.supported(wtype, cfg.n_embd):      # many rows per workgroup (kernels/lmhead.py)
+            steps = lmhead.gemv(wtype, cfg.n_embd, cfg.n_vocab, shards=rows, eps=cfg.eps, dev=self.dev)
+        else:
+            steps = dense.gemv(wtype, cfg.n_embd, cfg.n_vocab, shards=rows, norm=True, eps=cfg.eps)
         bufs = {"x": self.buf["x"], "y": self.buf["logits"], "norm": self.w[self.model.output_norm.name]}
         bufs.update({f"w{i}": b for i, (_, _, b) in enumerate(shards)})
         return [(s, bufs) for s in steps]
@@ -618,7 +621,8 @@ class Engine:
         vals = struct.unpack_from(f"<{k + 2}f", raw, off)
         inv_t = 1.0 / params.temperature
         u = sampler.rng.random()
-        t = choose(params, list(zip(vals[:k], ids)), (vals[k] * inv_t, vals[k + 1]), u)
+        stats = None if k == self.cfg.n_vocab else (vals[k] * inv_t, vals[k + 1])   # None: all tokens
+        t = choose(params, list(zip(vals[:k], ids)), stats, u)
         if t is None:                    # the draw fell past the candidates: exact, from all logits
             sampler.full_fallbacks += 1
             lg = struct.unpack(f"<{self.cfg.n_vocab}f", await dev.read(self.buf["logits"], 0, 4 * self.cfg.n_vocab))
