@@ -12,7 +12,7 @@ import pytest
 
 from bitweb import bench, cli, formats
 from bitweb.gguf import FileSource, open_gguf
-from bitweb.kernels import dense
+from bitweb.kernels import dense, lmhead
 from bitweb.makemodel import PRESETS, ModelSpec, load_vocab, write_model
 from tests.conftest import run
 
@@ -40,11 +40,11 @@ def check_kernel_results(res, shapes):
     for n_in, n_out in shapes:
         shape = f"{n_in}x{n_out}"
         mine = [r for r in rows if r["shape"] == shape]
-        assert {r["kernel"] for r in mine} == want, shape
+        assert {r["kernel"] for r in mine} == want | {f"lmhead {t}" for t in bench.LMHEAD if lmhead.supported(t, n_in)}, shape
         f16 = next(r for r in mine if r["kernel"] == "F16")
         assert f16["p2_vs_f16"] == 1.0
         for r in mine:
-            fmt = r["kernel"].split()[0]
+            fmt = r["kernel"].split()[-1] if r["kernel"].startswith("lmhead") else r["kernel"].split()[0]
             n_bytes = n_out * dense.row_bytes(fmt, n_in) if fmt in dense.WTYPES else formats.by_name(fmt).nbytes(n_in * n_out)
             assert r["bytes"] == n_bytes, r
             assert r["median_ms"] > 0 and math.isfinite(r["median_ms"])
@@ -134,7 +134,7 @@ def test_load_and_tokenizer_cli(tiny, capsys):
     r = json.loads(capsys.readouterr().out)
     assert r["bench"] == "load" and r["file_bytes"] == os.path.getsize(tiny)
     assert r["load_s"] > 0 and close(r["bytes_per_s"], r["file_bytes"] / r["load_s"], rel=0.01)
-    assert r["upload_s"] + r["compile_s"] <= r["load_s"] + 1e-3
+    assert r["upload_s"] + r["compile_s"] <= r["load_s"] + 2e-3      # each rounded to 1 ms
     assert r["python_heap_peak_bytes"] > 0 and r["rss_peak_growth_bytes"] >= 0
     assert r["gpu_write_bytes"] >= sum(t.nbytes for t in open_gguf(tiny).tensors.values()) - 4096
     assert cli.main(["bench", "tokenizer", "--json"]) == 0

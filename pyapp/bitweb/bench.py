@@ -12,7 +12,8 @@ submission followed by a sync; the median over the repeats (see bitweb.gpu.Devic
 kernels  `bench_kernels(dev, shapes=SHAPES, quick=False)` -> {"bench", "device", "timing", "results"}
     one result per (kernel, variant, shape):
       kernel      "I2_S a8" | "I2_S f32" | ... | "Q1_0 f32" (bitlinear gemv, norm fused, as the engine
-                  runs it) | "F16" | "F32" | "Q8_0" (dense gemv, norm fused) | "stream"
+                  runs it) | "F16" | "F32" | "Q8_0" (dense gemv, norm fused) | "lmhead F16" |
+                  "lmhead Q8_0" (the engine's LM head kernel, shapes with n_in <= 4096) | "stream"
       variant     what runs (bitlinear.variant(); dense: reduction and f16 path; stream: workgroups)
       shape       "n_in x rows" (weight rows = outputs); stream: the byte count it was run over
       median_ms   median time of one dispatch (sharded dense weights: all shards of the shape)
@@ -46,12 +47,13 @@ import struct
 import sys
 import time
 
-from bitweb.kernels import bitlinear, dense
+from bitweb.kernels import bitlinear, dense, lmhead
 
 SHAPES = ((2560, 2560), (2560, 640), (2560, 6912), (6912, 2560), (2560, 16384))
 QUICK_SHAPES = ((256, 256), (512, 128))
 TERNARY = ("I2_S", "TQ2_0", "TQ1_0", "Q1_0")
 DENSE = ("F16", "F32", "Q8_0")
+LMHEAD = ("F16", "Q8_0")                      # shaders/lmhead.wgsl: the LM head (n_in <= 4096)
 STREAM_WG = 256
 STREAM_GRIDS = (16, 64, 256, 1024, 4096)      # workgroup counts tried for the streaming read
 CHUNK = 1 << 20                               # upload chunk (bytes) for generated weights
@@ -277,6 +279,10 @@ async def bench_kernels(dev, shapes=SHAPES, quick: bool = False, repeats: int | 
                 steps = dense.gemv(wtype, n_in, rows, shards=[(a, b) for a, b, _ in shards], norm=True, **kw)
                 items = [await s.instantiate(dev, bufs) for s in steps]
                 await record(wtype, variant, items, nbytes)
+            if wtype in LMHEAD and lmhead.supported(wtype, n_in):     # the engine's decode LM head kernel
+                steps = lmhead.gemv(wtype, n_in, rows, shards=[(a, b) for a, b, _ in shards], dev=dev)
+                await record(f"lmhead {wtype}", lmhead.variant(steps[0], dev),
+                             [await s.instantiate(dev, bufs) for s in steps], nbytes)
             for *_, b in shards:
                 b.destroy()
         for fmt in formats:

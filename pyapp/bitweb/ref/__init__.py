@@ -8,7 +8,7 @@ smaller set run in headless Chromium / web/kernels.html).
 """
 from __future__ import annotations
 
-FAMILIES = ("bitlinear", "bitlinear_tiled", "dense", "ops", "requant")
+FAMILIES = ("bitlinear", "bitlinear_tiled", "dense", "ops", "requant", "lmhead")
 
 
 def build_cases(scope: str = "full", only: tuple = FAMILIES):

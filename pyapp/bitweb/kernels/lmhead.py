@@ -1,0 +1,83 @@
+"""Launch spec for shaders/lmhead.wgsl: the LM head GEMV with the output norm fused (stdlib only).
+
+    y = W rmsnorm(x) for one token, W = the head (token_embd when tied, else output) in shards of
+    whole rows (dense.shard_rows), each shard one Step writing y[r0 .. r1).
+
+    supported(wtype, n_in) -> bool          F32 / F16 / BF16 (n_in % 8 == 0; F32 % 4) or Q8_0
+                                            (n_in % 64 == 0), n_in <= 4096 (m lives in workgroup memory)
+    choose(dev) -> Tune                     CPU adapters: 128 rows per workgroup; GPUs: 16
+    gemv(wtype, n_in, n_out, *, shards=None, eps=1e-5, dev=None, **tune) -> [Step]
+        bind ("w{i}", "x", "y", "norm") as dense.gemv(..., norm=True): the engine's decode head.
+    variant(step, dev) -> str
+
+Why not dense.gemv: on CPU rasterisers its 4 rows per workgroup spend more time on the norm and
+the reduction than on the rows (lavapipe: 0.5 GB/s on a 2560 x 16384 F16 shard vs 2-3 GB/s for a
+plain read); see PERFORMANCE.md and dev/perf/bench_dense.py. Same maths, same bindings.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from bitweb.kernels import Step
+from bitweb.kernels.dense import workgroups_1d
+
+UNIT = {"F32": 4, "F16": 8, "BF16": 8, "Q8_0": 64}
+MAX_K = 4096
+
+
+class LMHeadError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Tune:
+    wg: int = 64
+    rpw: int = 16
+    rb: int = 2
+    lanes: int = 16
+    subgroups: bool | None = None
+
+
+def _is_cpu(dev) -> bool:
+    info = getattr(dev, "info", None) or {}
+    kind = " ".join(str(v) for v in info.values()).lower()
+    return any(w in kind for w in ("llvmpipe", "lavapipe", "swiftshader", "cpu"))
+
+
+def choose(dev=None) -> Tune:
+    return Tune(rpw=128, rb=4) if _is_cpu(dev) else Tune(rpw=16, rb=2)
+
+
+def supported(wtype: str, n_in: int) -> bool:
+    return wtype in UNIT and n_in > 0 and n_in % UNIT[wtype] == 0 and n_in <= MAX_K
+
+
+def gemv(wtype: str, n_in: int, n_out: int, *, shards=None, eps: float = 1e-5, dev=None, **tune) -> list:
+    if not supported(wtype, n_in):
+        raise LMHeadError(f"lmhead: {wtype} rows of {n_in} values not supported (types {', '.join(UNIT)}, "
+                          f"n_in a multiple of {UNIT.get(wtype, '?')} and <= {MAX_K})")
+    t = replace(choose(dev), **tune)
+    if t.wg & (t.wg - 1) or not 4 <= t.wg <= 256:
+        raise LMHeadError(f"lmhead: wg = {t.wg} must be a power of two in 4..256")
+    if t.lanes & (t.lanes - 1) or not 1 <= t.lanes <= t.wg:
+        raise LMHeadError(f"lmhead: lanes = {t.lanes} must be a power of two <= wg ({t.wg})")
+    if not 1 <= t.rb <= 4 or t.rpw < 1:
+        raise LMHeadError(f"lmhead: rb = {t.rb} must be 1..4 and rpw = {t.rpw} >= 1")
+    shards = [(0, n_out)] if shards is None else [tuple(s) for s in shards]
+    if shards[0][0] != 0 or shards[-1][1] != n_out or any(a[1] != b[0] for a, b in zip(shards, shards[1:])):
+        raise LMHeadError(f"lmhead: shards {shards} do not cover rows 0..{n_out} in order")
+    defines = {"FMT_" + wtype: True}
+    if t.subgroups is not None:
+        defines["SUBGROUPS"] = bool(t.subgroups)
+    return [Step("lmhead", "gemv", (f"w{i}", "x", "y", "norm"), workgroups_1d(-(-(r1 - r0) // t.rpw)),
+                 {"K": n_in, "N_ROWS": r1 - r0, "ROW0": r0, "WG": t.wg, "RPW": t.rpw, "RB": t.rb,
+                  "LANES": t.lanes, "EPS": float(eps)}, dict(defines))
+            for i, (r0, r1) in enumerate(shards)]
+
+
+def variant(step: Step, dev=None) -> str:
+    d, c = step.defines, step.constants
+    sg = d.get("SUBGROUPS", bool(dev is not None and dev.caps.subgroups))
+    fmt = next(k[4:] for k in d if k.startswith("FMT_"))
+    red = "subgroup" if sg else f"shared(lanes {c['LANES']})"
+    return f"lmhead {fmt} {red} WG{c['WG']} RPW{c['RPW']} RB{c['RB']}"

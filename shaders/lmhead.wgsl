@@ -1,0 +1,167 @@
+// lmhead.wgsl: the LM head GEMV, y = W rmsnorm(x) for one token (M = 1), float or Q8_0 rows
+// (launch spec: pyapp/bitweb/kernels/lmhead.py; numpy mirror: bitweb/ref/lmhead.py).
+//
+// Maths (one shard = rows [ROW0, ROW0 + N_ROWS) of the head, in its own buffer):
+//   m[k] = x[k] * g[k],  inv = 1 / sqrt(sum_k x[k]^2 / K + EPS)           (output_norm fused)
+//   y[ROW0 + r] = inv * sum_k W[r, k] m[k]                                  f32 accumulation
+// Same maths as shaders/dense.wgsl `gemv` with NORM; the thread mapping is what differs: dense
+// gives a workgroup 4 rows, so on CPU rasterisers (lavapipe, SwiftShader) the per-workgroup work
+// (norm, reduction, barriers) costs more than the rows. Here a workgroup computes RPW rows:
+//   1. its WG threads stage m in workgroup memory (K <= 4 * XS4) and reduce sum x^2 once;
+//   2. lane groups of LN lanes (one subgroup with SUBGROUPS, the subgroups taken to be consecutive
+//      local indices; else LANES threads) take RB rows at a time, the lanes striding over the
+//      row in units: one 16-byte load (F32: 4 values, F16 / BF16: 8 values, vec4<u32>) or, for
+//      Q8_0, one 68-byte pair of blocks (17 words, 64 values; K % 64 == 0), consecutive lanes on
+//      consecutive units;
+//   3. subgroupAdd (or a shared-memory tree over LANES) per row; lane 0 writes y.
+// The row loop count is the same for every thread (rows past the shard redo its last row, results
+// dropped), so subgroup operations and barriers stay in uniform control flow.
+//
+// Weights: the GGUF bytes of the rows unchanged, row-major:
+//   FMT_F32  f32;  FMT_F16  IEEE half (unpack2x16float: no shader-f16 needed);
+//   FMT_BF16 upper 16 bits of an f32 (element 2j = low half of word j);
+//   FMT_Q8_0 blocks of 34 bytes (f16 d, int8 q[32]), w = d q; a pair of blocks is 17 whole words:
+//            word 0 = d0 | q0[0..1], words 1..7 = q0[2..29], word 8 = q0[30..31] | d1, 9..16 = q1.
+// Bindings: 0 w (shard), 1 x f32[K], 2 y f32[>= ROW0 + N_ROWS], 3 g f32[K] (output_norm).
+
+override K: u32 = 256u;          // row length
+override N_ROWS: u32 = 1u;       // rows in this shard
+override ROW0: u32 = 0u;         // y index of the shard's first row
+override WG: u32 = 64u;          // threads per workgroup (power of two)
+override RPW: u32 = 64u;         // rows per workgroup
+override RB: u32 = 4u;           // rows per lane group at once (1..4)
+override LANES: u32 = 16u;       // lanes per group without subgroups (power of two, divides WG)
+override EPS: f32 = 1e-5;
+
+const XS4: u32 = 1024u;          // vec4s of m in workgroup memory: K <= 4096
+
+#if FMT_Q8_0
+@group(0) @binding(0) var<storage, read> w: array<u32>;
+const UNIT: u32 = 64u;           // values per unit
+#elif FMT_F32
+@group(0) @binding(0) var<storage, read> w: array<vec4<f32>>;
+const UNIT: u32 = 4u;
+#else
+@group(0) @binding(0) var<storage, read> w: array<vec4<u32>>;
+const UNIT: u32 = 8u;
+#endif
+@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+@group(0) @binding(3) var<storage, read> g: array<vec4<f32>>;
+
+var<workgroup> xs: array<vec4<f32>, XS4>;
+var<workgroup> part: array<f32, WG>;                 // sum of squares partials; !SUBGROUPS: row sums
+#if !SUBGROUPS
+var<workgroup> red: array<f32, WG * 4u>;
+#endif
+
+#if FMT_F16
+fn half8(v: vec4<u32>, u: u32) -> f32 {
+    return dot(vec4<f32>(unpack2x16float(v.x), unpack2x16float(v.y)), xs[2u * u])
+         + dot(vec4<f32>(unpack2x16float(v.z), unpack2x16float(v.w)), xs[2u * u + 1u]);
+}
+#endif
+#if FMT_BF16
+fn bf2(v: u32) -> vec2<f32> { return vec2<f32>(bitcast<f32>(v << 16u), bitcast<f32>(v & 0xffff0000u)); }
+#endif
+
+// sum over the UNIT values of unit u of row r of W[r, k] m[k]
+fn unit(r: u32, u: u32) -> f32 {
+#if FMT_Q8_0
+    let o = (r * (K / 64u) + u) * 17u;
+    let j = u * 16u;                          // first vec4 of m under this pair
+    let w0 = w[o];
+    var prev = w0 >> 16u;
+    var s0 = 0.0;
+    for (var i = 1u; i < 9u; i++) {
+        let wi = w[o + i];
+        s0 += dot(vec4<f32>(unpack4xI8(prev | (wi << 16u))), xs[j + i - 1u]);
+        prev = wi >> 16u;
+    }
+    var s1 = 0.0;
+    for (var i = 0u; i < 8u; i++) {
+        s1 += dot(vec4<f32>(unpack4xI8(w[o + 9u + i])), xs[j + 8u + i]);
+    }
+    return unpack2x16float(w0).x * s0 + unpack2x16float(w[o + 8u] >> 16u).x * s1;
+#elif FMT_F32
+    return dot(w[r * (K / 4u) + u], xs[u]);
+#elif FMT_F16
+    return half8(w[r * (K / 8u) + u], u);
+#else
+    let v = w[r * (K / 8u) + u];
+    return dot(vec4<f32>(bf2(v.x), bf2(v.y)), xs[2u * u]) + dot(vec4<f32>(bf2(v.z), bf2(v.w)), xs[2u * u + 1u]);
+#endif
+}
+
+fn body(lid: u32, wg_index: u32, lane: u32, ln: u32) {
+    // 1. m = x * g in workgroup memory; sum of squares of x
+    let k4n = K / 4u;
+    var sq = 0.0;
+    for (var k = lid; k < k4n; k += WG) {
+        let xv = x[k];
+        sq += dot(xv, xv);
+        xs[k] = xv * g[k];
+    }
+    part[lid] = sq;
+    workgroupBarrier();
+    var tot = 0.0;
+    for (var i = 0u; i < WG; i++) { tot += part[i]; }      // same order in every thread
+    let inv = 1.0 / sqrt(tot / f32(K) + EPS);
+
+    // 2. rows
+    let ng = WG / ln;
+    let grp = lid / ln;
+    let units = K / UNIT;
+    let first = wg_index * RPW;
+    let last = min(first + RPW, N_ROWS) - 1u;
+    let steps = (RPW + ng * RB - 1u) / (ng * RB);
+    for (var it = 0u; it < steps; it++) {
+        let g0 = first + (it * ng + grp) * RB;
+        let r0 = min(g0, last);
+        let r1 = min(g0 + 1u, last);
+        let r2 = min(g0 + 2u, last);
+        let r3 = min(g0 + 3u, last);
+        var a = vec4<f32>(0.0);
+        for (var u = lane; u < units; u += ln) {
+            a.x += unit(r0, u);
+            if (RB > 1u) { a.y += unit(r1, u); }
+            if (RB > 2u) { a.z += unit(r2, u); }
+            if (RB > 3u) { a.w += unit(r3, u); }
+        }
+        // 3. reduce over the lane group
+#if SUBGROUPS
+        a = subgroupAdd(a);
+#else
+        for (var i = 0u; i < 4u; i++) { red[i * WG + lid] = a[i]; }
+        workgroupBarrier();
+        for (var s = LANES / 2u; s > 0u; s >>= 1u) {
+            if (lane < s) {
+                for (var i = 0u; i < 4u; i++) { red[i * WG + lid] += red[i * WG + lid + s]; }
+            }
+            workgroupBarrier();
+        }
+        a = vec4<f32>(red[lid], red[WG + lid], red[2u * WG + lid], red[3u * WG + lid]);
+        workgroupBarrier();
+#endif
+        if (lane == 0u) {
+            for (var i = 0u; i < RB; i++) {
+                if (g0 + i <= last) { y[ROW0 + g0 + i] = a[i] * inv; }
+            }
+        }
+    }
+}
+
+#if SUBGROUPS
+@compute @workgroup_size(WG)
+fn gemv(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>,
+        @builtin(num_workgroups) nwg: vec3<u32>, @builtin(subgroup_invocation_id) sl: u32,
+        @builtin(subgroup_size) sg: u32) {
+    body(lid, wid.x + wid.y * nwg.x, sl, min(sg, WG));
+}
+#else
+@compute @workgroup_size(WG)
+fn gemv(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>,
+        @builtin(num_workgroups) nwg: vec3<u32>) {
+    body(lid, wid.x + wid.y * nwg.x, lid % LANES, LANES);
+}
+#endif
