@@ -26,7 +26,10 @@ def params_from_args(args) -> SamplingParams:
 
 def prompt_ids(tokenizer, args) -> list:
     if args.chat or args.system is not None:
-        from bitweb.chat import chat_ids
+        from bitweb.chat import chat_ids, detect_template
+        if detect_template(tokenizer.chat_template) == "unknown":
+            print("bitweb generate: warning: the file's chat template is not the BitNet one; "
+                  "using the BitNet 2B4T format anyway", file=sys.stderr)
         msgs = ([{"role": "system", "content": args.system}] if args.system is not None else [])
         return chat_ids(tokenizer, msgs + [{"role": "user", "content": args.prompt}])
     return tokenizer.encode(args.prompt)
