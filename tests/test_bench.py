@@ -111,7 +111,8 @@ def test_decode_json(gpu, tiny, capsys):
               "stream_gbps", "roofline_ms"):
         assert r[k] > 0 and math.isfinite(r[k]), k
     assert 0 <= r["host_share"] <= 1
-    assert close(r["host_share"], max(0.0, 1 - r["gpu_ms_per_token"] / r["step_ms_median"]))
+    assert r["host_ms_per_token"] > 0 and r["bridge_ms"] >= 0
+    assert close(r["host_share"], min(1.0, r["host_ms_per_token"] / r["step_ms_median"]))
     assert close(r["step_vs_roofline"], r["step_ms_median"] / r["roofline_ms"])
     # bytes per token from the file's own tensor table
     ti = gf.tensors
