@@ -22,7 +22,10 @@
 //   FMT_BF16 upper 16 bits of an f32 (element 2j = low half of word j);
 //   FMT_Q8_0 blocks of 34 bytes (f16 d, int8 q[32]), w = d q; a pair of blocks is 17 whole words:
 //            word 0 = d0 | q0[0..1], words 1..7 = q0[2..29], word 8 = q0[30..31] | d1, 9..16 = q1.
-// Bindings: 0 w (shard), 1 x f32[K], 2 y f32[>= ROW0 + N_ROWS], 3 g f32[K] (output_norm).
+// LASTROW: x is f32[m][K] and row params.m - 1 is used (the last prompt row of a prefill), with
+// params the 32-byte block of bitweb.kernels.ops (only m is read).
+// Bindings: 0 w (shard), 1 x f32[K] (LASTROW: [m][K]), 2 y f32[>= ROW0 + N_ROWS], 3 g f32[K]
+// (output_norm), 4 params (LASTROW).
 
 override K: u32 = 256u;          // row length
 override N_ROWS: u32 = 1u;       // rows in this shard
@@ -48,6 +51,11 @@ const UNIT: u32 = 8u;
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 @group(0) @binding(3) var<storage, read> g: array<vec4<f32>>;
+
+#if LASTROW
+struct Params { m: u32, pos: u32, n_ids: u32, penalty: f32, inv_temp: f32, r0: u32, r1: u32, r2: u32 }
+@group(0) @binding(4) var<storage, read> params: Params;
+#endif
 
 var<workgroup> xs: array<vec4<f32>, XS4>;
 var<workgroup> part: array<f32, WG>;                 // sum of squares partials; !SUBGROUPS: row sums
@@ -96,9 +104,14 @@ fn unit(r: u32, u: u32) -> f32 {
 fn body(lid: u32, wg_index: u32, lane: u32, ln: u32) {
     // 1. m = x * g in workgroup memory; sum of squares of x
     let k4n = K / 4u;
+#if LASTROW
+    let xb = (params.m - 1u) * k4n;
+#else
+    let xb = 0u;
+#endif
     var sq = 0.0;
     for (var k = lid; k < k4n; k += WG) {
-        let xv = x[k];
+        let xv = x[xb + k];
         sq += dot(xv, xv);
         xs[k] = xv * g[k];
     }

@@ -583,8 +583,13 @@ class Engine:
                 hs = self.shards[head.name]
                 hb = {"x": B["p.x"], "y": B["logits"], "norm": self.w[self.model.output_norm.name], "params": B["params"]}
                 hb.update({f"w{j}": b for j, (_, _, b) in enumerate(hs)})
-                steps += [(s, hb) for s in dense.gemv(self.table_type(head), cfg.n_embd, cfg.n_vocab, norm=True, eps=cfg.eps,
-                                                      last_row=True, shards=[(a, b) for a, b, _ in hs])]
+                wtype, rows = self.table_type(head), [(a, b) for a, b, _ in hs]
+                if lmhead.supported(wtype, cfg.n_embd):
+                    hsteps = lmhead.gemv(wtype, cfg.n_embd, cfg.n_vocab, shards=rows, eps=cfg.eps, last_row=True,
+                                         dev=self.dev)
+                else:
+                    hsteps = dense.gemv(wtype, cfg.n_embd, cfg.n_vocab, norm=True, eps=cfg.eps, last_row=True, shards=rows)
+                steps += [(s, hb) for s in hsteps]
             items = [await st.instantiate(self.dev, bufs) for st, bufs in steps]
             if k is not None:
                 items.append((await self._sampler_item(k))[0])

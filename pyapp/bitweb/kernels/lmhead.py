@@ -6,8 +6,10 @@
     supported(wtype, n_in) -> bool          F32 / F16 / BF16 (n_in % 8 == 0; F32 % 4) or Q8_0
                                             (n_in % 64 == 0), n_in <= 4096 (m lives in workgroup memory)
     choose(dev) -> Tune                     CPU adapters: 128 rows per workgroup; GPUs: 16
-    gemv(wtype, n_in, n_out, *, shards=None, eps=1e-5, dev=None, **tune) -> [Step]
-        bind ("w{i}", "x", "y", "norm") as dense.gemv(..., norm=True): the engine's decode head.
+    gemv(wtype, n_in, n_out, *, shards=None, eps=1e-5, last_row=False, dev=None, **tune) -> [Step]
+        bind ("w{i}", "x", "y", "norm") as dense.gemv(..., norm=True): the engine's decode head;
+        last_row=True: x is f32[m][n_in], row params.m - 1 is used, bind adds "params" (the
+        ops.params block) as dense.gemv(..., last_row=True): the head after a prefill.
     variant(step, dev) -> str
 
 Why not dense.gemv: on CPU rasterisers its 4 rows per workgroup spend more time on the norm and
@@ -52,7 +54,8 @@ def supported(wtype: str, n_in: int) -> bool:
     return wtype in UNIT and n_in > 0 and n_in % UNIT[wtype] == 0 and n_in <= MAX_K
 
 
-def gemv(wtype: str, n_in: int, n_out: int, *, shards=None, eps: float = 1e-5, dev=None, **tune) -> list:
+def gemv(wtype: str, n_in: int, n_out: int, *, shards=None, eps: float = 1e-5, last_row: bool = False,
+         dev=None, **tune) -> list:
     if not supported(wtype, n_in):
         raise LMHeadError(f"lmhead: {wtype} rows of {n_in} values not supported (types {', '.join(UNIT)}, "
                           f"n_in a multiple of {UNIT.get(wtype, '?')} and <= {MAX_K})")
@@ -69,7 +72,11 @@ def gemv(wtype: str, n_in: int, n_out: int, *, shards=None, eps: float = 1e-5, d
     defines = {"FMT_" + wtype: True}
     if t.subgroups is not None:
         defines["SUBGROUPS"] = bool(t.subgroups)
-    return [Step("lmhead", "gemv", (f"w{i}", "x", "y", "norm"), workgroups_1d(-(-(r1 - r0) // t.rpw)),
+    extra = ()
+    if last_row:
+        defines["LASTROW"] = True
+        extra = ("params",)
+    return [Step("lmhead", "gemv", (f"w{i}", "x", "y", "norm") + extra, workgroups_1d(-(-(r1 - r0) // t.rpw)),
                  {"K": n_in, "N_ROWS": r1 - r0, "ROW0": r0, "WG": t.wg, "RPW": t.rpw, "RB": t.rb,
                   "LANES": t.lanes, "EPS": float(eps)}, dict(defines))
             for i, (r0, r1) in enumerate(shards)]
