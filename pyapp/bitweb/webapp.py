@@ -18,7 +18,8 @@ Loading a model, and where its bytes go:
       small host reads (norms, scales) the engine may ask gguf_file.source for go through
       BlobSource: FileReaderSync over blob.slice (only the bytes asked for).
 
-A new model gets a new GPUDevice (the old one is destroyed: every buffer freed at once).
+A new model reuses the device (the old model's buffers are destroyed first, compiled pipelines
+are kept); after a device loss the next load requests a new device.
 """
 from __future__ import annotations
 
@@ -162,7 +163,6 @@ class WebApp:
         self.stop_requested = False
         self.n_tokens = 0                # tokens of the running generation
         self.tokens_at_stop = None       # n_tokens when the stop request arrived
-        self.lost_intentionally = False
         self.info = {}
         self._progress_at = {}
 
@@ -192,25 +192,22 @@ class WebApp:
 
     # ------------------------------------------------------------------ device
     async def device(self):
-        """A fresh device for each model (destroying the old one frees all its buffers)."""
+        """The device for the next model: the current one with the old model's buffers freed
+        (compiled pipelines are kept), or a new one when there is none or it was lost."""
         from bitweb import gpu
         if self.eng is not None:
             self.eng.close()
-        if self.dev is not None:
-            self.lost_intentionally = True
-            try:
-                self.dev.device.destroy()
-            except Exception:
-                pass
-        self.eng = self.chat = self.dev = None
+        self.eng = self.chat = None
+        if self.dev is not None and self.dev.lost is None:
+            return self.dev
+        self.dev = None
         dev = await gpu.request_device("browser")
-        self.lost_intentionally = False
         dev.device.lost.then(create_once_callable(lambda info: self._on_lost(dev, info)))
         self.dev = dev
         return dev
 
     def _on_lost(self, dev, info):
-        if dev is not self.dev or self.lost_intentionally:
+        if dev is not self.dev:
             return
         reason = str(getattr(info, "reason", "") or "unknown")
         message = str(getattr(info, "message", "") or "")
@@ -319,8 +316,9 @@ class WebApp:
             first = []
             pieces = []
 
-            def on_token(tok_id, piece):
-                self.n_tokens += 1
+            def on_token(tok_id, piece):     # tok_id None: the decoder's final flush, not a token
+                if tok_id is not None:
+                    self.n_tokens += 1
                 if not first:
                     first.append(time.perf_counter())
                 if piece:

@@ -461,6 +461,36 @@ def test_default_model_loads_and_matches_cli(browser, server):
     ctx.close()
 
 
+def test_llama3_vocabulary_model_from_a_url(app, tmp_path):
+    """The official model's tokenizer: the Llama 3 vocabulary (128256 tokens, 280147 merges, a
+    ~7 MB header read in growing prefixes) on a tiny model, downloaded from a URL of the app's own
+    server, answering as the CLI does."""
+    import os
+    import shutil
+    from bitweb import makemodel
+    served = ROOT / "build" / "web" / f"test-{os.getpid()}"
+    served.mkdir(parents=True, exist_ok=True)
+    path = served / "llama3-tiny.gguf"
+    args = argparse.Namespace(arch="bitnet-b1.58", format="i2_s", preset="tiny", layers=None,
+                              vocab="llama3", seed=4, scale_tensors="auto")
+    try:
+        makemodel.write_model(makemodel.spec_from_args(args), makemodel.load_vocab("llama3"), path)
+        prompt = "What is 37 + 45?"
+        want = cli(path, prompt=prompt, max_tokens=3)
+        app.page.fill("#url-input", app.server + f"build/web/{served.name}/llama3-tiny.gguf")
+        app.page.click("#url-form button")
+        info = app.wait_ready("llama3-tiny.gguf")
+    finally:
+        shutil.rmtree(served)
+    assert info["model"]["n_vocab"] == 128256
+    assert info["load"]["header_read"] > 4 << 20                 # several NeedMoreBytes rounds
+    app.set(max_tokens=3)
+    r = app.reply(app.say(prompt))
+    assert r["text"] == want["text"]
+    assert app.page.evaluate("window.bitweb.state.lastDone.stats.prompt_tokens") == len(want["prompt_ids"])
+    no_errors(app)
+
+
 def test_limits_too_small_says_which_and_by_how_much(app):
     """?cap= makes the app treat the GPU as one with smaller limits: the engine's check names the
     limit and the shortfall (KV cache of one layer: 1024 positions x 2 KV heads x 64 x 4 bytes)."""
