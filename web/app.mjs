@@ -62,11 +62,14 @@ function handle(m) {
 }
 
 const BAR_OF = { cache: 'download' };
+const STAGE_LABEL = { pyodide: 'Starting Python (Pyodide)…', upload: 'Uploading the weights to the GPU…', compile: 'Compiling the GPU kernels…' };
 function progress(m) {
   state.seen[m.stage] = { done: m.done, total: m.total };
+  if (m.stage === 'ready') return;
   $('progress').hidden = false;
   const bar = document.querySelector(`#progress .bar[data-stage="${BAR_OF[m.stage] || m.stage}"]`);
-  if (m.label) $('progress-label').textContent = m.label;
+  const label = m.label || STAGE_LABEL[m.stage];
+  if (label) $('progress-label').textContent = label;
   if (!bar) return;
   bar.classList.add('active');
   const p = bar.querySelector('progress');
@@ -122,6 +125,7 @@ function done(m) {
   r.el.dataset.done = '1';
   const s = m.stats;
   const foot = [`${s.tokens} tokens`];
+  if (s.ttft_ms != null) foot.push(`first token ${sec(s.ttft_ms)}`);
   if (s.decode_tok_s) foot.push(`${s.decode_tok_s.toFixed(1)} tok/s`);
   if (m.stop_reason === 'stopped') foot.push('stopped');
   else if (m.stop_reason === 'max_tokens') foot.push('max tokens reached');
@@ -166,6 +170,7 @@ const ADVICE = {
 };
 
 function workerError(m) {
+  if (state.phase === 'loading' && m.during !== 'cache') $('progress').hidden = true;
   if (state.reply) {                       // a generation ended in an error
     state.reply.el.classList.remove('streaming');
     state.reply.foot.textContent = 'error';

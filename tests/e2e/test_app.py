@@ -337,6 +337,9 @@ def test_malformed_file_shows_parser_error(app, models):
     app.page.set_input_files("#file-input", str(models["broken"]))
     app.page.wait_for_selector("#error[data-kind=format]", timeout=READY_MS)
     assert str(want.value) in app.page.inner_text("#error-text")
+    assert app.page.is_hidden("#progress")
+    app.page.wait_for_function("document.body.dataset.state === 'ready'")     # the model before it stays
+    assert app.page.is_enabled("#send")
     assert "kv_count" in str(want.value)
     assert "broken.gguf" not in app.page.inner_text("#cache-list")    # a bad file is not cached
     app.page.click("#error-actions button:text('Dismiss')")
@@ -405,6 +408,7 @@ def test_screenshots_laptop_phone_light_dark(app):
     out.mkdir(exist_ok=True)
     page = app.page
     assert page.locator(".msg.assistant[data-done]").count() >= 1
+    page.evaluate("document.getElementById('side').scrollTop = 0")
     page.screenshot(path=str(out / "chat.png"))
     light = page.evaluate("getComputedStyle(document.body).backgroundColor")
     page.emulate_media(color_scheme="dark")
