@@ -10,10 +10,11 @@
 //   f32 activations:  S[m, n] = sum_b d[n, b] * sum_{j in b} w[n, j] * x[m, j]       f32 accumulation
 //                     P = S * (ws * mult)                                   (ws: I2_S tensor scale)
 //   A8:               S[m, n] = sum_b d[n, b] * I[m, n, b],  I = sum_{j in b} w[n, j] * q[m, j]  (int32)
-//                     P = S * (ws * mult) / s[m]
+//                     P = S * (ws * s[m] * mult)      (s[m] = inv_s, evaluated left to right)
 //   RESIDUAL: Y = Y + P (in place). Missing terms read as 1 (ws for block formats, d for I2_S).
 // A8 input (written by ops.rmsnorm(a8=True)): q u32[M][N_IN / 4], element 4j + b of a row in byte b
-// of word j (two's complement int8); s f32[M] with q = clamp(round(x * s), -128, 127), x ~= q / s.
+// of word j (two's complement int8); s f32[M], the row's inv_s = max(max|x|, 1e-5) * (1 / 127)
+// (x ~= q * s). q, s and P are the decode kernel's (bitlinear.wgsl: p = S * (ws * inv_s * mult)).
 //
 // Weights: the raw GGUF tensor bytes as array<u32>; layouts as in bitlinear.wgsl (I2_S 128 / 32
 // bytes + f32 scale at byte N_OUT * N_IN / 4; TQ2_0 256 / 66; TQ1_0 256 / 54; Q1_0 128 / 18, blocks
@@ -21,7 +22,7 @@
 //
 // Buffers (binding i = i-th that exists):
 //   params  u32[8]              word 0: M (the ops params block)
-//   x       f32[M][N_IN]        (f32 mode)   or   q u32[M][N_IN / 4], s f32[M]   (A8)
+//   x       f32[M][N_IN]        (f32 mode)   or   q u32[M][N_IN / 4], s f32[M] (inv_s)   (A8)
 //   mult    f32[1] / f32[2]     output multiplier(s) (gate_up: gate, up)
 //   y       f32[M][N_OUT]       output; with RESIDUAL it holds the residual on entry
 //                               (Y_STRIDE / Y_COL0: y[m * Y_STRIDE + Y_COL0 + n], a column slice)
@@ -256,25 +257,29 @@ fn body(li: u32, wid: vec3<u32>) {
     }
     if (n >= N_OUT) { return; }
 #if FMT_I2S
-    let f0 = bitcast<f32>(wl(0u, N_OUT * (N_IN / 16u))) * mult[0];
+    let ws0 = bitcast<f32>(wl(0u, N_OUT * (N_IN / 16u)));
 #if GATE_UP
-    let f1 = bitcast<f32>(wl(1u, N_OUT * (N_IN / 16u))) * mult[1];
+    let ws1 = bitcast<f32>(wl(1u, N_OUT * (N_IN / 16u)));
 #endif
 #else
-    let f0 = mult[0];
+    let ws0 = 1.0;
 #if GATE_UP
-    let f1 = mult[1];
+    let ws1 = 1.0;
 #endif
+#endif
+    let f0 = ws0 * mult[0];
+#if GATE_UP
+    let f1 = ws1 * mult[1];
 #endif
     for (var m = 0u; m < mt; m++) {
         let o = (m0 + m) * select(Y_STRIDE, N_OUT, Y_STRIDE == 0u) + Y_COL0 + n;
 #if A8
         let sm = s[m0 + m];
 #if GATE_UP
-        let pg = acc[m] * f0 / sm;
-        let pu = acc[MAXTM + m] * f1 / sm;
+        let pg = acc[m] * (ws0 * sm * mult[0]);
+        let pu = acc[MAXTM + m] * (ws1 * sm * mult[1]);
 #else
-        let p = acc[m] * f0 / sm;
+        let p = acc[m] * (ws0 * sm * mult[0]);
 #endif
 #else
 #if GATE_UP

@@ -2,11 +2,20 @@
 //
 //   inv[m]  = 1 / sqrt(sum_i x[m, i]^2 / N + EPS)
 //   y[m, i] = (x[m, i] * inv[m]) * w[i]                       (f32, in this order)
-// A8 (per-token absmax int8, as bitnet.cpp / transformers' bitnet integration):
-//   s[m]    = 127 / max(max_i |y[m, i]|, 1e-5)                (the multiplier; y ~= q / s)
-//   q[m, i] = clamp(round(y[m, i] * s[m]), -128, 127)         (round half to even)
+// A8 (per-token absmax int8, as bitnet.cpp / transformers' bitnet integration), in exactly the
+// operations and order of bitlinear.wgsl's NORM + A8 prologue (the decode kernels), so a prompt
+// gives the same int8 rows whether it is prefilled or decoded token by token:
+//   mm[i]   = x[m, i] * w[i]                                   (y = mm * rinv; y is not formed)
+//   rinv    = inverseSqrt(sum_i x[m, i]^2 / N + EPS)
+//   amax    = max_i |mm[i]|,  a = amax * rinv                  (= max|y|)
+//   sq      = 127 / amax  if a >= 1e-5,  else 127e5 * rinv
+//   q[m, i] = clamp(round(mm[i] * sq), -128, 127)             (round half to even)
+//   s[m]    = max(a, 1e-5) * (1 / 127)                         (inv_s: y ~= q * s, the A8 scale)
+// q does not depend on the order of the sum of squares (rinv only picks the branch and scales s).
+// With WG equal to the decode kernel's, the sum of squares (per-thread vec4 stride, then the same
+// tree) and so s are bit for bit those of bitlinear.wgsl.
 //   A8 row format: q packed 4 per u32, little endian: q[m, 4j + b] is byte b (bits 8b..8b+7,
-//   two's complement) of word m * N/4 + j (pack4xI8); s: one f32 per row. y itself is not written.
+//   two's complement) of word m * N/4 + j (pack4xI8); s: one f32 per row.
 //
 // Bindings: 0 x f32[M][N], 1 w f32[N], 2 y f32[M][N]    |  A8: 2 q u32[M][N/4], 3 s f32[M]
 // Thread mapping: one workgroup per row (workgroup id x + y * nx, M = rows dispatched); thread t
@@ -58,25 +67,31 @@ fn rmsnorm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: 
     let m = wid.x + wid.y * nwg.x;
     let n4 = N / 4u;
     let base = m * n4;
+#if A8
+    var ss = 0.0;
+    var am = 0.0;
+    for (var j = lid; j < n4; j += WG) {
+        let v = x[base + j];
+        ss += dot(v, v);
+        let a = abs(v * w[j]);
+        am = max(am, max(max(a.x, a.y), max(a.z, a.w)));
+    }
+    let rinv = inverseSqrt(tree_sum(lid, ss) / f32(N) + EPS);
+    let amax = tree_max(lid, am);
+    let a = amax * rinv;
+    let sq = select(127e5 * rinv, 127.0 / amax, a >= 1e-5);
+    for (var j = lid; j < n4; j += WG) {
+        let v = x[base + j] * w[j];
+        q[base + j] = pack4xI8(vec4<i32>(clamp(round(v * sq), vec4<f32>(-128.0), vec4<f32>(127.0))));
+    }
+    if (lid == 0u) { s[m] = max(a, 1e-5) * (1.0 / 127.0); }
+#else
     var ss = 0.0;
     for (var j = lid; j < n4; j += WG) {
         let v = x[base + j];
         ss += dot(v, v);
     }
     let inv = 1.0 / sqrt(tree_sum(lid, ss) / f32(N) + EPS);
-#if A8
-    var amax = 0.0;
-    for (var j = lid; j < n4; j += WG) {
-        let a = abs((x[base + j] * inv) * w[j]);
-        amax = max(amax, max(max(a.x, a.y), max(a.z, a.w)));
-    }
-    let sc = 127.0 / max(tree_max(lid, amax), 1e-5);
-    for (var j = lid; j < n4; j += WG) {
-        let v = (x[base + j] * inv) * w[j];
-        q[base + j] = pack4xI8(vec4<i32>(clamp(round(v * sc), vec4<f32>(-128.0), vec4<f32>(127.0))));
-    }
-    if (lid == 0u) { s[m] = sc; }
-#else
     for (var j = lid; j < n4; j += WG) {
         y[base + j] = (x[base + j] * inv) * w[j];
     }

@@ -517,8 +517,8 @@ class Engine:
         P = B["params"]
         normed = {"q": B["p.q"], "scale": B["p.s"]} if a8 else {"x": B["p.n"]}
 
-        def norm(n, x, w):
-            st = ops.rmsnorm(n, M, eps=eps, a8=a8)
+        def norm(n, x, w):     # A8: the decode kernel's wg, so the A8 rows are bit for bit the decode ones
+            st = ops.rmsnorm(n, M, eps=eps, a8=a8, wg=bitlinear.choose(self.dev, n, True).wg if a8 else 64)
             return (st, {"x": x, "norm": w, "q": B["p.q"], "scale": B["p.s"]} if a8 else
                     {"x": x, "norm": w, "y": B["p.n"]})
 

@@ -19,7 +19,8 @@ Buffers
     params  u32[8]           word 0 = M
     x       f32[M][n_in]     rows already normed (f32 mode)
     q       u32[M][n_in/4]   A8 rows as written by ops.rmsnorm(a8=True): int8 x4 little endian per word
-    scale   f32[M]           their s (x ~= q / s)
+    scale   f32[M]           their inv_s = max(max|x|, 1e-5) / 127 (x ~= q * inv_s); A8: P = S * (ws * inv_s * mult),
+                             the decode kernel's (bitlinear.wgsl) formula and order
     mult    f32[1] (gate_up: f32[2])   output multiplier(s); 1.0 when the model has none
     y       f32[M][n_out]    output; residual=True: holds the residual on entry, y += P
     w, gate, up              raw GGUF tensor bytes (zero-padded to a multiple of 4)

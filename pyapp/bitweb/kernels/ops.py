@@ -24,8 +24,14 @@ Buffers and layouts
     A8 rows    (rmsnorm(a8=True), input of the prefill W1.58A8 ternary kernels)
                q: u32[M][n / 4], 4 int8 per word little endian: element 4j + b of a row is byte b
                   (bits 8b..8b+7, two's complement) of word j (WGSL pack4xI8 / unpack4xI8);
-               scale: f32[M], s = 127 / max(max_i |y_i|, 1e-5), q = clamp(round_half_even(y * s),
-                  -128, 127), so y ~= q / s. (transformers' bitnet activation quantisation.)
+               scale: f32[M], inv_s = max(max_i |y_i|, 1e-5) * (1 / 127), so y ~= q * inv_s
+                  (transformers' bitnet activation quantisation). Computed as the decode kernel
+                  (bitlinear.wgsl NORM + A8) does, in its order: m = x * norm, rinv = inverseSqrt(
+                  sum x^2 / n + eps), amax = max|m|, a = amax * rinv, sq = 127 / amax if a >= 1e-5
+                  else 127e5 * rinv, q = clamp(round_half_even(m * sq), -128, 127), inv_s = max(a,
+                  1e-5) * (1/127): q never depends on the float order of the sum of squares, and
+                  with wg = the decode kernel's wg (bitlinear.choose) inv_s is bit for bit its.
+                  bitlinear_tiled multiplies: P = S * (ws * inv_s * mult), as the decode kernel.
 
 Rows: rope, attention_prefill and dense.matmul / gemv(last_row) read M from params.m and skip
 dispatched rows >= M, so one prefill plan built for m_max rows serves any M <= m_max. rmsnorm,
@@ -41,6 +47,7 @@ API (rows = M; workgroup counts are in the Steps)
     kv_cache_bytes(n_kv_head, head_dim, max_ctx) -> int           (one of K or V, one layer)
     rmsnorm(n, rows, *, eps=1e-5, a8=False, wg=64) -> Step
         bind ("x", "norm", "y") or with a8 ("x", "norm", "q", "scale"); x, y f32[rows][n]
+        (a8: pass the decode kernel's wg so the prefill A8 rows equal the decode ones bit for bit)
     rope(n_head, n_kv_head, head_dim, max_ctx, rows) -> Step
         bind ("qkv", "freqs", "k_cache", "v_cache", "params")   params: m = rows, pos = p0
     attention_decode(n_head, n_kv_head, head_dim, max_ctx, *, splits=1, wg=None) -> [Step] (1 or 2)

@@ -4,14 +4,18 @@ The references compute in float64 from the exact f32 inputs (and the exact dequa
 rows), with the two rounding points the kernels share on purpose:
   - RoPE angle a = f32(pos) * freqs[i], one f32 multiply, freqs = kernels.ops.rope_freqs (f32);
     cos/sin are then taken of that f32 value (the engine's numpy forward pass should do the same);
-  - A8: s = 127 / max(max|y|, 1e-5), q = clamp(round_half_even(y * s), -128, 127).
+  - A8 (the decode kernel's form, bitlinear.wgsl NORM + A8): m = f32(x * w) (one rounding, as the
+    kernel), amax = max|m|, a = amax * rinv, q = clamp(round_half_even(m * 127 / amax), -128, 127)
+    when a >= 1e-5, else round(m * 127e5 * rinv); scale inv_s = max(a, 1e-5) / 127 (y ~= q * inv_s).
 So the only errors are the kernels' f32 roundings, bounded below (u = 2^-24; WGSL: + - * exact
 rounding, / 2.5 ulp, exp (3 + 2|x|) ulp, sqrt ~3 ulp):
   rmsnorm   y = (x inv) w: sum of squares of depth D = ceil(N / 4WG) + 4 + log2 WG (fixed tree),
             so inv has relative error <= (D/2 + 7) u; y: rtol = (D/2 + 10) u. A8 q: exact. The
-            inputs are nudged until every y*s is >= 1e-3 away from a rounding tie (and the
-            kernel's y*s differs from the float64 value by < 1e-4), so the integer outputs
-            are determined by the maths, not by rounding luck; scale: rtol as y.
+            inputs are nudged until every m*sq is >= 1e-3 away from a rounding tie (and the
+            kernel's m*sq differs from the float64 value by < 1e-4: 127/amax is one division;
+            the small-amax branch's 127e5 * rinv carries inv's error, <= 127 (D/2 + 8) u), so the
+            integer outputs are determined by the maths, not by rounding luck; scale inv_s =
+            (amax * inv) * f32(1/127): rtol as y.
   rope      |err| <= 8 u (|x_i| + |x_{i+HD/2}|): sincos ~2 ulp after an exact Cody-Waite
             reduction, two products and a sum; atol = 8 u max(|x_i| + |x_{i+HD/2}|).
   attention score error e_t <= (HD/4 + 28) u scale sum_i (|q_i|+|q_i'|)(|k_ti|+|k_ti'|)
@@ -47,11 +51,24 @@ def rmsnorm(x: np.ndarray, w: np.ndarray, eps: float = 1e-5) -> np.ndarray:
     return x64 * inv * w.astype(np.float64)
 
 
-def quantize_a8(y: np.ndarray):
-    """(q int8, s f32 per row): s = 127 / max(max|y|, 1e-5), q = clamp(rint(y s), -128, 127)."""
-    s = 127.0 / np.maximum(np.abs(y).max(axis=-1, keepdims=True), 1e-5)
-    q = np.clip(np.rint(y * s), -128, 127).astype(np.int8)
-    return q, s[..., 0].astype(np.float32)
+def a8_values(x: np.ndarray, w: np.ndarray, eps: float = 1e-5):
+    """(v float64, inv_s float64 per row): the decode-form A8 quantisation before rounding, row-wise.
+
+    m = f32(x * w), rinv = 1 / sqrt(mean(x^2) + eps), amax = max|m|, a = amax * rinv;
+    v = m * 127 / amax if a >= 1e-5 else m * 127e5 * rinv; inv_s = max(a, 1e-5) / 127."""
+    m = (x.astype(np.float32) * w.astype(np.float32)).astype(np.float64)
+    x64 = x.astype(np.float64)
+    rinv = 1.0 / np.sqrt((x64 * x64).mean(axis=-1, keepdims=True) + eps)
+    amax = np.abs(m).max(axis=-1, keepdims=True)
+    a = amax * rinv
+    sq = np.where(a >= 1e-5, 127.0 / np.where(amax > 0, amax, 1.0), 127e5 * rinv)
+    return m * sq, np.maximum(a, 1e-5)[..., 0] / 127.0
+
+
+def quantize_a8(x: np.ndarray, w: np.ndarray, eps: float = 1e-5):
+    """(q int8, inv_s f32 per row) as ops.rmsnorm(a8=True) (see a8_values): q = clamp(rint(v), -128, 127)."""
+    v, inv_s = a8_values(x, w, eps)
+    return np.clip(np.rint(v), -128, 127).astype(np.int8), inv_s.astype(np.float32)
 
 
 def rope_freqs(head_dim: int, base: float) -> np.ndarray:
@@ -122,12 +139,14 @@ def _log2(n):
 
 
 def _a8_rows(rng, m, n, w, eps, margin=1e-3):
-    """Rows x whose A8 quantisation has no value within `margin` of a rounding tie."""
+    """Rows x whose A8 quantisation has no value within `margin` of a rounding tie. Row 0 is all
+    zeros and row 1 tiny (max|y| < 1e-5: the 127e5 * rinv branch) when m >= 4."""
     x = rng.normal(size=(m, n)).astype(np.float32)
+    if m >= 4:
+        x[0] = 0
+        x[1] *= np.float32(3e-9)
     for _ in range(100):
-        y = rmsnorm(x, w, eps)
-        s = 127.0 / np.abs(y).max(axis=-1, keepdims=True)
-        v = np.abs(y * s)
+        v = np.abs(a8_values(x, w, eps)[0])
         bad = np.abs(v - np.floor(v) - 0.5) < margin
         if not bad.any():
             return x
@@ -145,7 +164,9 @@ def rmsnorm_cases(b, rng, scope):
         step = spec.rmsnorm(n, m, a8=a8, wg=wg)
         if a8:
             x = _a8_rows(rng, m, n, w, 1e-5)
-            q, s = quantize_a8(rmsnorm(x, w))
+            q, s = quantize_a8(x, w)
+            if m >= 4:      # the zero row and the small-amax row took the 127e5 * rinv branch
+                assert not q[0].any() and s[0] == s[1] == np.float32(1e-5 / 127) and 20 < np.abs(q[1]).max() < 127
             bufs = [{"name": "x", "data": f32b(x)}, {"name": "norm", "data": f32b(w)},
                     {"name": "q", "size": m * n, "expect": q.tobytes(), "dtype": "u32"},
                     {"name": "scale", "size": 4 * m, "expect": f32b(s), "rtol": rtol}]
