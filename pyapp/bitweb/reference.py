@@ -13,8 +13,11 @@ Activation modes (`activations=`):
              q = clamp(round_half_even(m * 127 / max|m|), -128, 127)
          (= round(n * s), s = 127 / max(max|n|, 1e-5) on n = rmsnorm(x): rinv cancels), the
          product is an exact integer dot per weight block, and
-             y[o] = sum_blocks d_block * (q . t[o, block]) * inv_s,  inv_s = max(max|n|, 1e-5) / 127
-         (one block = the whole row for I2_S; 256 values for TQ2_0/TQ1_0, 128 for Q1_0).
+             y[o] = S[o] * (ws * inv_s * scale),  S[o] = sum_blocks d_block * (q . t[o, block]),
+             inv_s = max(max|n|, 1e-5) / 127
+         (one block = the whole row for I2_S, d = 1 and ws its tensor scale; 256 values for
+         TQ2_0/TQ1_0, 128 for Q1_0, ws = 1; scale: the `.scale` tensor or 1), with the scalar
+         factor in the kernels' order ((ws * inv_s) * scale), bitweb.ref.bitlinear.part_products.
          Quantizing m rather than n makes exact .5 ties (they occur: embeddings are f16) round
          the same way here and on the GPU.
          Only ternary/binary weights take int8 activations: float weights (F16/BF16/F32/Q8_0
@@ -67,8 +70,9 @@ def attention(q, K, V, pos0, n_head, n_head_kv, head_dim):
 
 
 class Linear:
-    """One weight: float32 W (n_out, n_in); for ternary formats also the int8 values t (n_out, n_in)
-    and block scales d (n_out, n_blocks) (the I2_S tensor scale folded into d); optional output scale."""
+    """One weight: float32 W (n_out, n_in); for ternary formats also the int8 values t (n_out, n_in),
+    block scales d (n_out, n_blocks) (the I2_S tensor scale folded into d) and ws (the I2_S tensor
+    scale, else None); optional output scale."""
 
     def __init__(self, gf, ti, scale_ti=None):
         n_in, n_out = ti.shape
@@ -79,6 +83,7 @@ class Linear:
             t, d = fmt.unpack_ternary(data, ti.n_elements)
             self.t = t.reshape(n_out, n_in)
             self.d = (np.repeat(d, n_out) if d.size == 1 else d).reshape(n_out, -1).astype(F32)
+            self.ws = F32(d.reshape(-1)[0]) if ti.type_name == "I2_S" else None
             self.w = (self.t.reshape(n_out, self.d.shape[1], -1) * self.d[:, :, None]).reshape(n_out, n_in)
         else:
             self.t = None
@@ -87,16 +92,21 @@ class Linear:
     def __call__(self, x, nw, eps, a8: bool):
         """W . rmsnorm(x, nw): x (n, n_in) -> (n, n_out), with the norm folded in as the kernels
         do (bitweb.ref.bitlinear.activations, one row at a time): m = x * nw, rinv = 1/rms(x);
-        f32: y = (W m) * rinv; a8 (ternary weights only): q = int8(m), y = (sum_b d I_b) * inv_s."""
+        f32: y = (W m) * rinv; a8 (ternary weights only): q = int8(m), y = (sum_b d I_b) * ((ws * inv_s) * scale)
+        (I2_S: S = the integer dot, ws its tensor scale; others ws = 1)."""
         rows = [activations(r, nw, a8 and self.t is not None, eps) for r in x]
         if not a8 or self.t is None:
             y = np.stack([r["m"] for r in rows]) @ self.w.T * np.array([[r["stat"]] for r in rows], F32)
+            return y if self.scale is None else y * self.scale
+        nb = self.d.shape[1]
+        xq = np.stack([r["q"] for r in rows]).reshape(x.shape[0], nb, -1)              # (n, nb, bs) int32
+        dots = np.einsum("nbk,obk->nob", xq, self.t.astype(np.int32).reshape(self.t.shape[0], nb, -1))
+        f = np.array([[r["stat"]] for r in rows], F32)                                  # inv_s per token
+        if self.ws is not None:                                                          # I2_S: one block
+            s, f = dots[..., 0].astype(F32), self.ws * f
         else:
-            nb = self.d.shape[1]
-            xq = np.stack([r["q"] for r in rows]).reshape(x.shape[0], nb, -1)          # (n, nb, bs) int32
-            dots = np.einsum("nbk,obk->nob", xq, self.t.astype(np.int32).reshape(self.t.shape[0], nb, -1))
-            y = (dots.astype(F32) * self.d[None]).sum(axis=-1, dtype=F32) * np.array([[r["stat"]] for r in rows], F32)
-        return y if self.scale is None else y * self.scale
+            s = (dots.astype(F32) * self.d[None]).sum(axis=-1, dtype=F32)
+        return s * (f if self.scale is None else f * self.scale)
 
 
 class ReferenceModel:
