@@ -109,6 +109,7 @@ function ready(m) {
 }
 
 function token(text) {
+  if (state.discard) return;             // the tail of a generation the user walked away from
   if (!state.reply) state.reply = addMessage('assistant', '');
   state.reply.node.appendData(text);          // text, never HTML
   state.reply.text += text;
@@ -118,6 +119,11 @@ function token(text) {
 
 function done(m) {
   state.lastDone = m;
+  if (state.discard) {                   // stopped by "New chat" or a model load: nothing to show
+    state.discard = false;
+    if (state.phase === 'generating') setPhase('ready');
+    return;
+  }
   const r = state.reply || addMessage('assistant', '');
   state.reply = null;
   r.el.classList.remove('streaming');
@@ -170,6 +176,7 @@ const ADVICE = {
 };
 
 function workerError(m) {
+  if (state.discard && m.during === 'generate') { state.discard = false; return; }
   if (state.phase === 'loading' && m.during !== 'cache') $('progress').hidden = true;
   if (state.reply) {                       // a generation ended in an error
     state.reply.el.classList.remove('streaming');
@@ -257,8 +264,15 @@ function sendMessage() {
   state.chatStarted = true;
 }
 
+// Stop a running generation whose reply will not be shown.
+function abandon() {
+  if (state.phase !== 'generating') return;
+  send({ type: 'stop' });
+  state.discard = true;
+}
+
 function newChat() {
-  if (state.phase === 'generating') send({ type: 'stop' });
+  abandon();
   send({ type: 'reset' });
   $('chat').replaceChildren();
   state.reply = null;
@@ -268,7 +282,7 @@ function newChat() {
 
 // ------------------------------------------------------------------ models
 function load(source) {
-  if (state.phase === 'generating') send({ type: 'stop' });
+  abandon();
   hideError();
   state.lastLoad = { source };
   state.prevModel = state.model;

@@ -171,14 +171,14 @@ class WebApp:
         kw["type"] = type_
         self.post(json.dumps(kw))
 
-    def fail(self, e: BaseException) -> bool:
+    def fail(self, e: BaseException, during: str | None = None) -> bool:
         kind, msg = classify(e)
         if kind == "internal":
             import traceback
             print(traceback.format_exc())
         if self.dev is not None and self.dev.lost is not None and kind in ("gpu", "internal"):
             kind, msg = "device-lost", f"the GPU device was lost ({self.dev.lost}); reload the model to continue"
-        self.send("error", kind=kind, message=msg, loaded=self.eng is not None)
+        self.send("error", kind=kind, message=msg, loaded=self.eng is not None, during=during)
         return False
 
     def progress(self, stage: str, done: int, total: int, **extra):
@@ -241,7 +241,7 @@ class WebApp:
             return True
         except Exception as e:
             self.gf = None
-            return self.fail(e)
+            return self.fail(e, "load")
 
     async def load(self, blob, name: str, options_json: str = "{}") -> bool:
         """Load the model in `blob` onto a new device. `inspect` must have parsed its header
@@ -286,7 +286,7 @@ class WebApp:
             return True
         except Exception as e:
             self.eng = self.chat = None
-            return self.fail(e)
+            return self.fail(e, "load")
 
     def request_stop(self):
         if not self.stop_requested:
@@ -350,7 +350,7 @@ class WebApp:
             self.send("done", text=res.text, stop_reason=res.stop_reason, stats=stats)
             return True
         except Exception as e:
-            return self.fail(e)
+            return self.fail(e, "generate")
 
     async def lose_device(self):
         """Test hook: destroy the device as if the GPU went away (the page must offer a reload)."""
