@@ -38,7 +38,8 @@ def test_bench_in_browser(server, page):
     model = bench_model()
     query = f"model=/{model}" + ("" if FULL else "&quick=1&tokens=5&prompt=8&repeats=3")
     page.goto(server + "bench.html?" + query)
-    page.wait_for_function("window.benchResults !== undefined", timeout=(3_600_000 if FULL else 600_000))
+    long = FULL or os.environ.get("BITWEB_BENCH_MODEL")
+    page.wait_for_function("window.benchResults !== undefined", timeout=(3_600_000 if long else 600_000))
     res = page.evaluate("window.benchResults")
     assert "error" not in res, res.get("error")
     k, d = res["kernels"], res["decode"]
