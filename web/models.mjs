@@ -139,6 +139,27 @@ export async function saveFile(file, name, progress) {
   return write(name, chunksOf(file.stream()), (n) => progress(n, file.size), { source: 'file: ' + file.name, lastModified: file.lastModified });
 }
 
+// Without OPFS (some private windows): the download as a Blob, not cached (the browser decides
+// whether it stays in memory or goes to disk).
+export async function fetchBlob(url, progress) {
+  let r;
+  try {
+    r = await fetch(url, { cache: 'no-store' });
+  } catch (e) {
+    throw new NetworkError(`could not download ${url}: ${e.message || e}`);
+  }
+  if (!r.ok) throw new NetworkError(`could not download ${url}: HTTP ${r.status} ${r.statusText}`);
+  const total = Number(r.headers.get('content-length') || 0);
+  progress(0, total);
+  const blob = await r.blob();
+  progress(blob.size, blob.size);
+  return blob;
+}
+
+export function hasCache() {
+  return !!(navigator.storage && navigator.storage.getDirectory);
+}
+
 async function head(url) {
   try {
     const r = await fetch(url, { method: 'HEAD', cache: 'no-store' });

@@ -69,7 +69,7 @@ function errorOf(e, during) {
   const kind = e instanceof models.NetworkError ? 'network' : e instanceof models.StorageError ? 'storage'
     : e?.name === 'QuotaExceededError' ? 'storage' : 'internal';
   const message = kind === 'internal' ? `${e?.name || 'Error'}: ${e?.message || e}` : e.message;
-  return { type: 'error', kind, message, during };
+  return { type: 'error', kind, message, during, loaded: !!(app && app.has_model()) };
 }
 
 const stage = (name, label) => (done, total) => post({ type: 'progress', stage: name, done, total, label });
@@ -80,18 +80,22 @@ async function sourceFile(msg) {
   if (src === 'default' || src?.url) {
     const url = src === 'default' ? (msg.defaultUrl || models.DEFAULT_URL) : new URL(src.url, self.location.href).href;
     const name = models.nameFrom(url);
+    if (!models.hasCache()) {
+      const file = await models.fetchBlob(url, stage('download', `Downloading ${name} (this browser has no OPFS: not cached)`));
+      return { file, name, cached: false, local: true };
+    }
     const { file, cached } = await models.fromUrl(url, name, stage('download', 'Downloading ' + name));
-    return { file, name, cached, validated: false };
+    return { file, name, cached };
   }
-  if (src?.cached) return { file: await models.open(src.cached), name: src.cached, cached: true, validated: false };
-  if (src?.file) return { file: src.file, name: models.nameFrom(src.file.name), cached: false, validated: false, local: true };
+  if (src?.cached) return { file: await models.open(src.cached), name: src.cached, cached: true };
+  if (src?.file) return { file: src.file, name: models.nameFrom(src.file.name), cached: false, local: true };
   throw new Error('load: unknown source ' + JSON.stringify(src));
 }
 
 async function load(msg) {
   const py = await python();
   py.reset();                    // whatever happens next, the old conversation is over
-  let { file, name, cached, local } = await sourceFile(msg);
+  let { file, name, cached, local } = await sourceFile(msg);   // local: not a fresh cache entry
   post({ type: 'progress', stage: 'header', done: 0, total: 1, label: 'Reading the header of ' + name });
   if (!(await py.inspect(file, name))) {
     // Header did not parse: a freshly downloaded file is useless, drop it from the cache.
@@ -99,7 +103,7 @@ async function load(msg) {
     return;
   }
   post({ type: 'progress', stage: 'header', done: 1, total: 1 });
-  if (local && msg.cache !== false) {
+  if (msg.source?.file && msg.cache !== false && models.hasCache()) {
     try {
       file = await models.saveFile(file, name, stage('cache', 'Saving ' + name + ' in the browser cache'));
     } catch (e) {

@@ -288,6 +288,9 @@ class WebApp:
             self.eng = self.chat = None
             return self.fail(e, "load")
 
+    def has_model(self) -> bool:
+        return self.eng is not None
+
     def request_stop(self):
         if not self.stop_requested:
             self.stop_requested = True
