@@ -445,11 +445,32 @@ def test_no_webgpu_says_how_to_enable(browser, server):
     ctx.close()
 
 
+def native_chat(model, turns, max_tokens):
+    """Replies of one multi-turn greedy chat with the engine on the native backend."""
+    code = f"""
+import asyncio, json
+from bitweb import engine, gguf, gpu, sampling
+async def main():
+    dev = await gpu.request_device("native")
+    gf = gguf.open_gguf({str(model)!r})
+    chat = engine.ChatSession(await engine.Engine.load(dev, gf, gf.source, activations="a8"))
+    out = []
+    for text in {list(turns)!r}:
+        out.append((await chat.send(text, sampling.SamplingParams(), {max_tokens})).text)
+    print(json.dumps(out))
+asyncio.run(main())
+"""
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout.splitlines()[-1])
+
+
 def test_default_model_loads_and_matches_cli(browser, server):
-    """The shipped model, with no ?model=: what `npm start` opens."""
+    """The shipped model, with no ?model=: what `npm start` opens. A three-turn chat: the first
+    reply equals the CLI's, all of them the native engine's ChatSession. Screenshot of the chat."""
     path = ROOT / "web" / "models" / "bitweb-chat-i2_s.gguf"
     assert path.exists(), f"{path} is missing: the default model is part of the app (issue 5)"
-    ctx = browser.new_context()
+    ctx = browser.new_context(viewport={"width": 1280, "height": 800})
     page = ctx.new_page()
     page.errors = []
     page.on("console", lambda m: page.errors.append(m.text) if m.type == "error" else None)
@@ -457,11 +478,15 @@ def test_default_model_loads_and_matches_cli(browser, server):
     app = App(page, server, {})
     info = app.open(query="")
     assert info["model"]["name"] == "bitweb-chat-i2_s.gguf"
-    prompt = "What is 37 + 45?"
-    app.set(temperature=0, max_tokens=16)
-    r = app.reply(app.say(prompt))
-    want = cli(path, prompt=prompt, max_tokens=16)
-    assert r["text"] == want["text"]
+    questions = ["Hello!", "What is 37 + 45?", "Which is larger, 412 or 398?"]
+    app.set(temperature=0, max_tokens=48)
+    texts = [app.reply(app.say(q))["text"] for q in questions]
+    assert texts[0] == cli(path, prompt=questions[0], max_tokens=48)["text"]
+    assert texts == native_chat(path, questions, 48)
+    out = ROOT / "test-results"
+    out.mkdir(exist_ok=True)
+    page.evaluate("document.getElementById('side').scrollTop = 0")
+    page.screenshot(path=str(out / "chat-default.png"))
     no_errors(app)
     ctx.close()
 
