@@ -165,11 +165,22 @@ async def timed(dev, plan, repeats: int | None, budget_s: float = 0.25) -> float
     if repeats is None:
         probe = await dev.time_plan(plan, 1)
         repeats = int(max(3, min(30, budget_s / max(probe, 1e-6))))
-    return await dev.time_plan(plan, repeats)
+    t = await dev.time_plan(plan, repeats)
+    if not t > 0:
+        raise BenchError(f"a timed run took {t} s: the GPU work failed (out of GPU memory?); "
+                         f"{plan.n_dispatches} dispatches")
+    return t
+
+
+STREAM_MAX = 256 << 20       # larger reads are timed over this many bytes (far beyond any cache)
+STREAM_PART = 128 << 20      # bytes per buffer / dispatch
 
 
 class Stream:
-    """The best plain streaming read (shaders/stream.wgsl) of n bytes, cached per byte count."""
+    """The best plain streaming read (shaders/stream.wgsl) of n bytes, cached per byte count.
+    Above STREAM_MAX bytes the read is timed over STREAM_MAX bytes and scaled (the rate does not
+    depend on the size once it is far beyond the caches; the 2B4T decode needs 1.18 GB, which
+    next to the model itself would not fit a browser's GPU process)."""
 
     def __init__(self, dev, repeats=None):
         self.dev, self.repeats = dev, repeats
@@ -178,12 +189,15 @@ class Stream:
 
     async def seconds(self, nbytes: int):
         n = max(16, nbytes // 16 * 16)
+        if n > STREAM_MAX:
+            t, grid = await self.seconds(STREAM_MAX)
+            return t * n / STREAM_MAX, grid
         if n in self.best:
             return self.best[n]
         dev = self.dev
         if self._out is None:
             self._out = dev.create_buffer(16, label="stream out")
-        per = dev.max_binding // 16 * 16            # larger reads: several buffers, one dispatch each
+        per = min(dev.max_binding, STREAM_PART) // 16 * 16     # several buffers, one dispatch each
         parts = [(dev.create_buffer(min(per, n - o), label="stream src"), min(per, n - o)) for o in range(0, n, per)]
         p = await dev.pipeline("stream", "main", {"WG": STREAM_WG})
         pat = pattern("F32", 7)
