@@ -21,7 +21,8 @@ from bitweb.tokenizer import (BYTE, CONTROL, NORMAL, UNKNOWN, StreamDecoder, Tok
                               _U16_L, _U16_N, bench_encode, split_llama3, to_byte_level)
 
 DATA = pathlib.Path(__file__).resolve().parent / "data" / "tokenizer"
-LLAMA_BPE = pathlib.Path(__file__).resolve().parents[2] / "shared" / "testdata" / "llama-bpe"
+# llama.cpp's tokenizer test vectors (models/ggml-vocab-llama-bpe.gguf.{inp,out}), copied from ../shared/testdata
+LLAMA_BPE = pathlib.Path(__file__).resolve().parent / "data" / "tokenizer" / "llama-bpe"
 CORPUS = json.loads((DATA / "multilingual.json").read_text(encoding="utf-8"))
 
 
