@@ -8,7 +8,7 @@
 // KV cache (one K and one V buffer per layer): [NKV][MAX_CTX][HD] f32, K[g, p, d] at
 //   (g * MAX_CTX + p) * HD + d.
 // RoPE (decode entry only) is the NEOX rotation of rope.wgsl with the same angle
-//   a = f32(P) * freqs[i] and the same sincos (see rope.wgsl).
+//   a = f32(P) * freqs[i] and the same sincos4 (common_sincos.wgsl).
 //
 // decode: one token. qkv = q (NH heads) | k (NKV) | v (NKV), unroped; P = params.pos.
 //   Workgroup (g, s), s < SPLITS, handles kv head g and its G q heads over the position chunk
@@ -36,7 +36,7 @@ override MAX_CTX: u32 = 256u;
 override WG: u32 = 128u;
 override SPLITS: u32 = 1u;
 
-struct Params { m: u32, pos: u32, n_ids: u32, penalty: f32, inv_temp: f32, r0: u32, r1: u32, r2: u32 }
+#include common_params
 
 @group(0) @binding(0) var<storage, read_write> kc: array<vec4<f32>>;
 @group(0) @binding(1) var<storage, read_write> vc: array<f32>;
@@ -53,21 +53,7 @@ var<workgroup> wm: array<f32, 8>;                           // running max per h
 var<workgroup> wl: array<f32, 8>;                           // running sum per head
 var<workgroup> wc: array<f32, 8>;                           // rescale factor of the current tile
 
-// (sin a, cos a) per component, a >= 0 (same as rope.wgsl)
-fn sincos4(a: vec4<f32>) -> array<vec4<f32>, 2> {
-    let j = round(a * 0.63661977236758134);
-    let r = ((a - j * 1.5703125) - j * 4.837512969970703125e-4) - j * 7.54978995489188216e-8;
-    let z = r * r;
-    let s = ((-1.9515295891e-4 * z + 8.3321608736e-3) * z - 1.6666654611e-1) * z * r + r;
-    let c = ((2.443315711809948e-5 * z - 1.388731625493765e-3) * z + 4.166664568298827e-2) * z * z - 0.5 * z + 1.0;
-    let q = vec4<u32>(j) & vec4<u32>(3u);
-    let swap = (q & vec4<u32>(1u)) == vec4<u32>(1u);
-    let sn = select(s, c, swap);
-    let cs = select(c, s, swap);
-    let sneg = (q == vec4<u32>(2u)) | (q == vec4<u32>(3u));
-    let cneg = (q == vec4<u32>(1u)) | (q == vec4<u32>(2u));
-    return array<vec4<f32>, 2>(select(sn, -sn, sneg), select(cs, -cs, cneg));
-}
+#include common_sincos
 
 // Online softmax over positions [pb, pe) of kv head g with the q heads in qs.
 // Returns o[j] (unnormalised) for this thread's dimension d = lid (lid < HD); wm/wl hold m, l.

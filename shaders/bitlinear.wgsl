@@ -30,7 +30,7 @@
 //          qs[m] (m < 32): 32k + m;  qs[32 + m]: 160 + 16k + m;  qh[m]: 240 + 4k + m (k < 4).
 //   Q1_0   128 values / 18 bytes: f16 d, then 16 bytes of signs (bit j % 8 of byte j / 8).
 // TQ2_0/TQ1_0/Q1_0 blocks are not multiples of 4 bytes: every block starts 2-byte aligned, and words
-// at a 2-mod-4 byte offset are put together from two u32 (ldb).
+// at a 2-mod-4 byte offset are put together from two u32 (ldb, shaders/common_ternary.wgsl).
 //
 // The work unit of one lane: I2_S 16 bytes (one vec4<u32> load, 64 values: per word 4 groups of 4
 // consecutive values, one per 2-bit plane); TQ2_0 one u32 (16 values, same plane structure); TQ1_0
@@ -149,23 +149,15 @@ fn wl(t: u32, i: u32) -> u32 {
 #endif
 }
 
-// The u32 at a 2-byte aligned byte offset.
-fn ldb(t: u32, b: u32) -> u32 {
-    let lo = wl(t, b >> 2u);
-    if ((b & 2u) == 0u) { return lo; }
-    return (lo >> 16u) | (wl(t, (b >> 2u) + 1u) << 16u);
-}
-
-// The f16 at a 2-byte aligned byte offset, as f32.
-fn ldh(t: u32, b: u32) -> f32 {
-    return unpack2x16float(wl(t, b >> 2u) >> ((b & 2u) * 8u)).x;
-}
-
 fn part_rows(t: u32) -> u32 {
     if (t == 0u) { return ROWS0; }
     if (t == 1u) { return ROWS1; }
     return ROWS2;
 }
+
+#include common_ternary
+#include common_act
+#include common_reduce
 
 // ---- activations ---------------------------------------------------------------------------------
 fn m4(i: u32) -> vec4<f32> {
@@ -175,17 +167,6 @@ fn m4(i: u32) -> vec4<f32> {
     return x[i] * nw[i];
 #else
     return x[i];
-#endif
-}
-
-fn dot4(a: u32, b: u32) -> i32 {
-#if DOT4
-    return dot4I8Packed(a, b);
-#else
-    let ia = bitcast<i32>(a);
-    let ib = bitcast<i32>(b);
-    return extractBits(ia, 0u, 8u) * extractBits(ib, 0u, 8u) + extractBits(ia, 8u, 8u) * extractBits(ib, 8u, 8u)
-         + extractBits(ia, 16u, 8u) * extractBits(ib, 16u, 8u) + extractBits(ia, 24u, 8u) * extractBits(ib, 24u, 8u);
 #endif
 }
 
@@ -199,29 +180,9 @@ fn dot16(w: vec4<u32>, a0: vec4<u32>, a1: vec4<u32>, a2: vec4<u32>, a3: vec4<u32
     return s;
 }
 
-// Four codes 0..2 in the bytes of c -> packed int8 c - 1.
-fn tern8(c: u32) -> u32 {
-    return ((c | 0x80808080u) - 0x01010101u) ^ 0x80808080u;
-}
-
 // Four codes 0..2 (bytes of w >> s) -> vec4 of c - 1.
 fn tern4(w: u32, s: u32) -> vec4<f32> {
     return vec4<f32>((vec4<u32>(w) >> vec4<u32>(s, s + 8u, s + 16u, s + 24u)) & vec4<u32>(3u)) - 1.0;
-}
-
-// TQ1_0: the 5 trit planes of the 4 bytes of w as code bytes: trit k of byte q = ((q*3^k)%256*3)>>8.
-fn trits(w: u32) -> array<u32, 5> {
-    var lo = w & 0x00FF00FFu;
-    var hi = (w >> 8u) & 0x00FF00FFu;
-    var t: array<u32, 5>;
-    for (var k = 0u; k < 5u; k++) {
-        let l3 = lo * 3u;
-        let h3 = hi * 3u;
-        t[k] = ((l3 >> 8u) & 0x00030003u) | (h3 & 0x03000300u);
-        lo = l3 & 0x00FF00FFu;
-        hi = h3 & 0x00FF00FFu;
-    }
-    return t;
 }
 
 fn pack_q(v: vec4<f32>, sq: f32) -> vec4<i32> {
@@ -448,9 +409,7 @@ fn one(t: u32, lr: u32, u: u32, a: Acts) -> SC {
 #if A8
     var s = 0;
     for (var n = 0u; n < 8u; n++) {
-        // nibble -> bytes 0/1 -> int8 -1/+1
-        let b01 = (((w >> (4u * n)) & 0xFu) * 0x00204081u) & 0x01010101u;
-        s += dot4(0xFFFFFFFFu ^ (b01 * 0xFEu), a[n]);
+        s += dot4(sign8(w >> (4u * n)), a[n]);
     }
     return f32(s) * d;
 #else
@@ -497,14 +456,7 @@ fn finish(gr: u32, v: vec2<f32>) {
 #if GATE_UP
     let pg = v2.x * (ws * stat.x * mult[0]);
     let pu = v2.y * (wu * stat.x * mult[1]);
-#if ACT_SILU
-    let e = exp(-abs(pg));
-    let ag = pg * select(e / (1.0 + e), 1.0 / (1.0 + e), pg >= 0.0);
-#else
-    let rg = max(pg, 0.0);
-    let ag = rg * rg;
-#endif
-    y[gr] = ag * pu;
+    y[gr] = act(pg) * pu;
 #else
     let p = v2.x * (ws * stat.x * mult[r.t]);
 #if RESIDUAL
@@ -547,13 +499,7 @@ fn body(li: u32, wid: u32, lane: u32, ln: u32) {
         for (var i = 0u; i < RB; i++) { v[i] = subgroupAdd(v[i]); }
 #else
         for (var i = 0u; i < RB; i++) { red[(2u * i) * WG + li] = v[i].x; red[(2u * i + 1u) * WG + li] = v[i].y; }
-        workgroupBarrier();
-        for (var s = LANES / 2u; s > 0u; s >>= 1u) {
-            if (lane < s) {
-                for (var i = 0u; i < 2u * RB; i++) { red[i * WG + li] += red[i * WG + li + s]; }
-            }
-            workgroupBarrier();
-        }
+        tree_add(li, lane, LANES, 2u * RB);
         for (var i = 0u; i < RB; i++) { v[i] = vec2<f32>(red[(2u * i) * WG + li], red[(2u * i + 1u) * WG + li]); }
         workgroupBarrier();
 #endif

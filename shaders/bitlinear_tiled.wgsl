@@ -98,36 +98,14 @@ fn wl(t: u32, i: u32) -> u32 {
     return w0[i];
 }
 
-fn ldb(t: u32, b: u32) -> u32 {
-    let lo = wl(t, b >> 2u);
-    if ((b & 2u) == 0u) { return lo; }
-    return (lo >> 16u) | (wl(t, (b >> 2u) + 1u) << 16u);
-}
-
-fn ldh(t: u32, b: u32) -> f32 {
-    return unpack2x16float(wl(t, b >> 2u) >> ((b & 2u) * 8u)).x;
-}
-
-fn dot4(a: u32, b: u32) -> i32 {
-#if DOT4
-    return dot4I8Packed(a, b);
-#else
-    let ia = bitcast<i32>(a);
-    let ib = bitcast<i32>(b);
-    return extractBits(ia, 0u, 8u) * extractBits(ib, 0u, 8u) + extractBits(ia, 8u, 8u) * extractBits(ib, 8u, 8u)
-         + extractBits(ia, 16u, 8u) * extractBits(ib, 16u, 8u) + extractBits(ia, 24u, 8u) * extractBits(ib, 24u, 8u);
-#endif
-}
-
 fn i8x4(v: u32) -> vec4<f32> {
     let i = bitcast<i32>(v);
     return vec4<f32>(f32(extractBits(i, 0u, 8u)), f32(extractBits(i, 8u, 8u)),
                      f32(extractBits(i, 16u, 8u)), f32(extractBits(i, 24u, 8u)));
 }
 
-fn tern8(c: u32) -> u32 {
-    return ((c | 0x80808080u) - 0x01010101u) ^ 0x80808080u;
-}
+#include common_ternary
+#include common_act
 
 // Decode piece k (< NSRC) of chunk c of row n (tensor t) into wt column j (and wd[j] for k = 0).
 fn decode(t: u32, n: u32, c: u32, k: u32, j: u32) {
@@ -162,18 +140,13 @@ fn decode(t: u32, n: u32, c: u32, k: u32, j: u32) {
     var base = 4u * k;
     var stride = 32u;
     if (k >= 12u) { base = 240u; stride = 4u; } else if (k >= 8u) { base = 4u * k + 128u; stride = 16u; }
-    var lo = w & 0x00FF00FFu;
-    var hi = (w >> 8u) & 0x00FF00FFu;
+    let tr = trits(w);
     for (var i = 0u; i < 5u; i++) {
-        let l3 = lo * 3u;
-        let h3 = hi * 3u;
         let e = base + stride * i;
         if (e / 128u == c % 2u && !(k == 12u && i == 4u)) {
             let pw = (e % 128u) / 4u;
-            wt[(pw / 4u) * WG + j][pw % 4u] = tern8(((l3 >> 8u) & 0x00030003u) | (h3 & 0x03000300u));
+            wt[(pw / 4u) * WG + j][pw % 4u] = tern8(tr[i]);
         }
-        lo = l3 & 0x00FF00FFu;
-        hi = h3 & 0x00FF00FFu;
     }
     if (k == 0u) { wd[j] = ldh(t, bb + 52u); }
 #elif FMT_Q1
@@ -181,10 +154,7 @@ fn decode(t: u32, n: u32, c: u32, k: u32, j: u32) {
     let bb = (n * (N_IN / BLK) + c) * BBYTES;
     let w = ldb(t, bb + 2u + 4u * k);
     var v: array<u32, 8>;
-    for (var i = 0u; i < 8u; i++) {
-        let b01 = (((w >> (4u * i)) & 0xFu) * 0x00204081u) & 0x01010101u;
-        v[i] = 0xFFFFFFFFu ^ (b01 * 0xFEu);
-    }
+    for (var i = 0u; i < 8u; i++) { v[i] = sign8(w >> (4u * i)); }
     wt[(2u * k) * WG + j] = vec4<u32>(v[0], v[1], v[2], v[3]);
     wt[(2u * k + 1u) * WG + j] = vec4<u32>(v[4], v[5], v[6], v[7]);
     if (k == 0u) { wd[j] = ldh(t, bb); }
@@ -290,14 +260,7 @@ fn body(li: u32, wid: vec3<u32>) {
 #endif
 #endif
 #if GATE_UP
-#if ACT_SILU
-        let e = exp(-abs(pg));
-        let ag = pg * select(e / (1.0 + e), 1.0 / (1.0 + e), pg >= 0.0);
-#else
-        let rg = max(pg, 0.0);
-        let ag = rg * rg;
-#endif
-        y[o] = ag * pu;
+        y[o] = act(pg) * pu;
 #elif RESIDUAL
         y[o] = y[o] + p;
 #else

@@ -39,7 +39,7 @@ override WG: u32 = 64u;          // gemv threads per workgroup (power of two, <=
 override ROWS: u32 = 4u;         // gemv rows per workgroup (<= 8)
 override EPS: f32 = 1e-5;
 
-struct Params { m: u32, pos: u32, n_ids: u32, penalty: f32, inv_temp: f32, r0: u32, r1: u32, r2: u32 }
+#include common_params
 
 // ---- weights: wload(row, k4) = W[row, 4 k4 .. 4 k4 + 3] as f32 -------------------------------
 #if FMT_F32
@@ -94,6 +94,8 @@ fn wload(row: u32, k4: u32) -> vec4<f32> {
 const NV: u32 = 9u;                                 // ROWS + 1 partial sums at most
 var<workgroup> red: array<f32, WG * 9u>;           // red[i * WG + j]: partial j of value i
 
+#include common_reduce
+
 // After return, red[i * WG] holds the workgroup total of v[i] for i < n.
 fn reduce(lid: u32, v: array<f32, 9>, n: u32, sgi: u32) {
 #if SUBGROUPS
@@ -112,13 +114,7 @@ fn reduce(lid: u32, v: array<f32, 9>, n: u32, sgi: u32) {
     workgroupBarrier();
 #else
     for (var i = 0u; i < n; i++) { red[i * WG + lid] = v[i]; }
-    workgroupBarrier();
-    for (var h = WG / 2u; h > 0u; h >>= 1u) {
-        if (lid < h) {
-            for (var i = 0u; i < n; i++) { red[i * WG + lid] += red[i * WG + lid + h]; }
-        }
-        workgroupBarrier();
-    }
+    tree_add(lid, lid, WG, n);
 #endif
 }
 

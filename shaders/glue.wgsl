@@ -4,8 +4,7 @@
 //
 //   add:      y[i] = y[i] + a[i] * mult[0]                              i < N   (residual add)
 //   act_mul:  y[i] = act(a[i] * mult[0]) * (u[i] * mult[1])             i < N   (FFN gate * up)
-//             act = relu(.)^2, or with ACT_SILU silu(g) = g / (1 + exp(-g)), computed as
-//             g * 1/(1+e) (g >= 0) or g * e/(1+e) (g < 0), e = exp(-|g|)  (as bitlinear.wgsl)
+//             act = relu(.)^2, or silu with ACT_SILU (common_act.wgsl, as bitlinear.wgsl)
 // f32 throughout. Bindings: add 0 y, 1 a, 2 mult | act_mul 0 y, 1 a (gate), 2 mult, 3 u (up).
 // Thread mapping: one thread per element, workgroups (ceil(N / WG), 1, 1).
 
@@ -19,6 +18,8 @@ override WG: u32 = 64u;
 @group(0) @binding(3) var<storage, read> u: array<f32>;
 #endif
 
+#include common_act
+
 #if !ACT_MUL
 @compute @workgroup_size(WG)
 fn add(@builtin(global_invocation_id) gid: vec3<u32>) {
@@ -30,16 +31,6 @@ fn add(@builtin(global_invocation_id) gid: vec3<u32>) {
 #endif
 
 #if ACT_MUL
-fn act(g: f32) -> f32 {
-#if ACT_SILU
-    let e = exp(-abs(g));
-    return g * select(e / (1.0 + e), 1.0 / (1.0 + e), g >= 0.0);
-#else
-    let r = max(g, 0.0);
-    return r * r;
-#endif
-}
-
 @compute @workgroup_size(WG)
 fn act_mul(@builtin(global_invocation_id) gid: vec3<u32>) {
     let i = gid.x;

@@ -52,8 +52,8 @@ const UNIT: u32 = 8u;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 @group(0) @binding(3) var<storage, read> g: array<vec4<f32>>;
 
+#include common_params
 #if LASTROW
-struct Params { m: u32, pos: u32, n_ids: u32, penalty: f32, inv_temp: f32, r0: u32, r1: u32, r2: u32 }
 @group(0) @binding(4) var<storage, read> params: Params;
 #endif
 
@@ -61,6 +61,7 @@ var<workgroup> xs: array<vec4<f32>, XS4>;
 var<workgroup> part: array<f32, WG>;                 // sum of squares partials; !SUBGROUPS: row sums
 #if !SUBGROUPS
 var<workgroup> red: array<f32, WG * 4u>;
+#include common_reduce
 #endif
 
 #if FMT_F16
@@ -146,13 +147,7 @@ fn body(lid: u32, wg_index: u32, lane: u32, ln: u32) {
         a = subgroupAdd(a);
 #else
         for (var i = 0u; i < 4u; i++) { red[i * WG + lid] = a[i]; }
-        workgroupBarrier();
-        for (var s = LANES / 2u; s > 0u; s >>= 1u) {
-            if (lane < s) {
-                for (var i = 0u; i < 4u; i++) { red[i * WG + lid] += red[i * WG + lid + s]; }
-            }
-            workgroupBarrier();
-        }
+        tree_add(lid, lane, LANES, 4u);
         a = vec4<f32>(red[lid], red[WG + lid], red[2u * WG + lid], red[3u * WG + lid]);
         workgroupBarrier();
 #endif

@@ -37,29 +37,7 @@ override EPS: f32 = 1e-5;
 
 var<workgroup> red: array<f32, WG>;
 
-fn tree_sum(lid: u32, v: f32) -> f32 {
-    red[lid] = v;
-    workgroupBarrier();
-    for (var h = WG / 2u; h > 0u; h >>= 1u) {
-        if (lid < h) { red[lid] += red[lid + h]; }
-        workgroupBarrier();
-    }
-    let t = red[0];
-    workgroupBarrier();
-    return t;
-}
-
-fn tree_max(lid: u32, v: f32) -> f32 {
-    red[lid] = v;
-    workgroupBarrier();
-    for (var h = WG / 2u; h > 0u; h >>= 1u) {
-        if (lid < h) { red[lid] = max(red[lid], red[lid + h]); }
-        workgroupBarrier();
-    }
-    let t = red[0];
-    workgroupBarrier();
-    return t;
-}
+#include common_reduce
 
 @compute @workgroup_size(WG)
 fn rmsnorm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,

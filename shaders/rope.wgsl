@@ -7,9 +7,7 @@
 //                                            the host, bitweb.kernels.ops.rope_freqs)
 //   x'[i]        = x[i] cos a - x[i + HD/2] sin a
 //   x'[i + HD/2] = x[i] sin a + x[i + HD/2] cos a
-// cos/sin: Cody-Waite reduction by pi/2 in three parts plus the cephes minimax polynomials on
-// [-pi/4, pi/4] (about 1 ulp for |a| < 8192); the WGSL builtins give no accuracy guarantee
-// outside [-pi, pi], so they are not used.
+// (cos a, sin a): sincos4 of common_sincos.wgsl, the same function as attention.wgsl's decode.
 // Outputs: q heads roped in place in qkv; k heads roped into the cache, v copied into the cache.
 // KV cache layout (one buffer per layer for K, one for V): [NKV][MAX_CTX][HD] f32, i.e.
 //   K[g, p, d] at ((g * MAX_CTX + p) * HD + d).
@@ -26,7 +24,7 @@ override NKV: u32 = 1u;
 override MAX_CTX: u32 = 256u;
 override WG: u32 = 64u;
 
-struct Params { m: u32, pos: u32, n_ids: u32, penalty: f32, inv_temp: f32, r0: u32, r1: u32, r2: u32 }
+#include common_params
 
 @group(0) @binding(0) var<storage, read_write> qkv: array<vec4<f32>>;
 @group(0) @binding(1) var<storage, read> freqs: array<vec4<f32>>;
@@ -34,21 +32,7 @@ struct Params { m: u32, pos: u32, n_ids: u32, penalty: f32, inv_temp: f32, r0: u
 @group(0) @binding(3) var<storage, read_write> vc: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read> params: Params;
 
-// (sin a, cos a) per component, a >= 0
-fn sincos4(a: vec4<f32>) -> array<vec4<f32>, 2> {
-    let j = round(a * 0.63661977236758134);
-    let r = ((a - j * 1.5703125) - j * 4.837512969970703125e-4) - j * 7.54978995489188216e-8;
-    let z = r * r;
-    let s = ((-1.9515295891e-4 * z + 8.3321608736e-3) * z - 1.6666654611e-1) * z * r + r;
-    let c = ((2.443315711809948e-5 * z - 1.388731625493765e-3) * z + 4.166664568298827e-2) * z * z - 0.5 * z + 1.0;
-    let q = vec4<u32>(j) & vec4<u32>(3u);
-    let swap = (q & vec4<u32>(1u)) == vec4<u32>(1u);
-    let sn = select(s, c, swap);
-    let cs = select(c, s, swap);
-    let sneg = (q == vec4<u32>(2u)) | (q == vec4<u32>(3u));
-    let cneg = (q == vec4<u32>(1u)) | (q == vec4<u32>(2u));
-    return array<vec4<f32>, 2>(select(sn, -sn, sneg), select(cs, -cs, cneg));
-}
+#include common_sincos
 
 @compute @workgroup_size(WG)
 fn rope(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,

@@ -26,7 +26,7 @@ override K: u32 = 40u;
 override N_ROW: u32 = 1000u;
 override WG: u32 = 256u;
 
-struct Params { m: u32, pos: u32, n_ids: u32, penalty: f32, inv_temp: f32, r0: u32, r1: u32, r2: u32 }
+#include common_params
 
 @group(0) @binding(0) var<storage, read_write> logits: array<f32>;
 @group(0) @binding(1) var<storage, read_write> out: array<u32>;
@@ -36,8 +36,8 @@ struct Params { m: u32, pos: u32, n_ids: u32, penalty: f32, inv_temp: f32, r0: u
 
 const NONE: u32 = 0xffffffffu;
 
-var<workgroup> rv: array<f32, WG>;
-var<workgroup> ri: array<u32, WG>;
+var<workgroup> red: array<f32, WG>;    // tree_sum / tree_max scratch; argmax: values
+var<workgroup> ri: array<u32, WG>;     // argmax: ids
 
 fn penalize(lid: u32) {
     let r = params.penalty;
@@ -55,29 +55,7 @@ fn penalize(lid: u32) {
     storageBarrier();
 }
 
-fn tree_max(lid: u32, v: f32) -> f32 {
-    rv[lid] = v;
-    workgroupBarrier();
-    for (var h = WG / 2u; h > 0u; h >>= 1u) {
-        if (lid < h) { rv[lid] = max(rv[lid], rv[lid + h]); }
-        workgroupBarrier();
-    }
-    let t = rv[0];
-    workgroupBarrier();
-    return t;
-}
-
-fn tree_sum(lid: u32, v: f32) -> f32 {
-    rv[lid] = v;
-    workgroupBarrier();
-    for (var h = WG / 2u; h > 0u; h >>= 1u) {
-        if (lid < h) { rv[lid] += rv[lid + h]; }
-        workgroupBarrier();
-    }
-    let t = rv[0];
-    workgroupBarrier();
-    return t;
-}
+#include common_reduce
 
 // candidate (v, i) beats (bv, bi): a number, and larger, or equal with a lower index
 fn better(v: f32, i: u32, bv: f32, bi: u32) -> bool {
@@ -93,12 +71,12 @@ fn argmax(@builtin(local_invocation_index) lid: u32) {
         let v = logits[i];
         if (better(v, i, bv, bi)) { bv = v; bi = i; }
     }
-    rv[lid] = bv;
+    red[lid] = bv;
     ri[lid] = bi;
     workgroupBarrier();
     for (var h = WG / 2u; h > 0u; h >>= 1u) {
-        if (lid < h && better(rv[lid + h], ri[lid + h], rv[lid], ri[lid])) {
-            rv[lid] = rv[lid + h];
+        if (lid < h && better(red[lid + h], ri[lid + h], red[lid], ri[lid])) {
+            red[lid] = red[lid + h];
             ri[lid] = ri[lid + h];
         }
         workgroupBarrier();

@@ -1,13 +1,27 @@
 """Load `shaders/<name>.wgsl` and specialise it for one device (stdlib only).
 
-WGSL has no preprocessor; ours is four line directives, removed from the output:
+WGSL has no preprocessor; ours is five line directives (a line whose first non-blank character
+is `#`; anything else starting with `#` is an error), removed from the output:
 
+    #include NAME   add shaders/NAME.wgsl to the module, once
     #if NAME        (or #if !NAME)   keep the lines that follow when NAME is true
-    #elif NAME
+    #elif NAME      (or !NAME)
     #else
     #endif
 
-NAME comes from `defines` (passed to Device.pipeline) or from the device:
+#include is resolved in the same pass as #if: an #include in a branch that is not taken is
+skipped, and the included file's own #if lines see the same defines. WGSL module-scope
+declarations may come in any order, so an included file is appended after the end of the module
+rather than spliced in: every line of shaders/<name>.wgsl keeps its line number in the compiled
+code (the directive lines become blank or a comment; `enable` lines go on line 1). Each appended
+file is framed by marker comments that say where its line 1 lands, e.g.
+    // ---- common_sincos.wgsl (#include at rope.wgsl:35) starts: its line 1 is line 87 here ----
+so a compiler message's line number is found in one step. A file is added once however often it
+is included; an include cycle, an unknown name or a malformed directive is a ShaderSourceError
+naming the file and line. Include files (shaders/common_*.wgsl) hold only functions (and the
+shared Params struct); their header comment says what the including shader must declare.
+
+NAME in #if comes from `defines` (passed to Device.pipeline) or from the device:
   SUBGROUPS   the device has subgroups (subgroupAdd & co. are allowed)
   F16         shader-f16: `enable f16;` is added and `f16` may be used;
               without it, f16 data is read as u32 and decoded with unpack2x16float
@@ -33,6 +47,7 @@ class ShaderSourceError(ValueError):
 
 
 def source(name: str) -> str:
+    """The text of shaders/<name>.wgsl as written (includes not resolved)."""
     if name in _cache:
         return _cache[name]
     for d in SEARCH:
@@ -50,42 +65,91 @@ def device_defines(dev) -> dict:
             "BROWSER": dev.backend == "browser", "NATIVE": dev.backend != "browser"}
 
 
-def preprocess(src: str, defines: dict, name: str = "?") -> str:
-    out, stack = [], []          # stack of [active_now, any_branch_taken, parent_active]
-    active = True
-    for lineno, line in enumerate(src.splitlines(), 1):
-        s = line.strip()
-        if s.startswith("#if ") or s.startswith("#elif ") or s in ("#else", "#endif"):
-            word = s.split()[0]
-            arg = s[len(word):].strip()
-            if word == "#if":
-                val = _eval(arg, defines, name, lineno)
-                stack.append([active and val, val, active])
-            elif not stack:
-                raise ShaderSourceError(f"{name}.wgsl line {lineno}: {word} without #if")
-            elif word == "#elif":
-                top = stack[-1]
-                val = _eval(arg, defines, name, lineno) and not top[1]
-                top[0], top[1] = top[2] and val, top[1] or val
-            elif word == "#else":
-                top = stack[-1]
-                top[0], top[1] = top[2] and not top[1], True
-            else:
-                stack.pop()
-            active = stack[-1][0] if stack else True
-            out.append("")       # keep line numbers stable for compiler messages
-            continue
-        out.append(line if active else "")
-    if stack:
-        raise ShaderSourceError(f"{name}.wgsl: unterminated #if")
+def _directive(s: str, where: str) -> tuple:
+    """'#word arg' -> (word, arg); ShaderSourceError for an unknown directive."""
+    word, _, arg = s.partition(" ")
+    arg = arg.strip()
+    if word not in ("#include", "#if", "#elif", "#else", "#endif"):
+        raise ShaderSourceError(f"{where}: unknown directive '{s}' (known: #include, #if, #elif, #else, #endif)")
+    if word in ("#else", "#endif") and arg:
+        raise ShaderSourceError(f"{where}: '{word}' takes no argument, got '{arg}'")
+    return word, arg
+
+
+def preprocess(src: str, defines: dict, name: str = "?", loader=None) -> str:
+    """Keep the lines whose #if conditions hold (directive lines -> ""), append the active
+    #include files after the end (loader(name) -> text; default: source)."""
+    blocks: list = []
+    out = _process(src, name, defines, loader or source, (name,), set(), blocks)
+    for inc, at, lines in blocks:
+        out.append(f"// ---- {inc}.wgsl (#include at {at}) starts: its line 1 is line {len(out) + 2} here ----")
+        out.extend(lines)
+        out.append(f"// ---- {inc}.wgsl ends ----")
     return "\n".join(out) + "\n"
 
 
-def _eval(arg: str, defines: dict, name: str, lineno: int) -> bool:
+def _process(src: str, name: str, defines: dict, loader, chain: tuple, done: set, blocks: list) -> list:
+    """The lines of one file after its directives; its active includes go to blocks, depth first."""
+    out, stack = [], []          # [active_now, any_branch_taken, parent_active, else_seen, line]
+    active = True
+    for lineno, line in enumerate(src.splitlines(), 1):
+        s = line.strip()
+        if not s.startswith("#"):
+            out.append(line if active else "")
+            continue
+        where = f"{name}.wgsl line {lineno}"
+        word, arg = _directive(s, where)
+        if word == "#include":
+            if not arg.isidentifier():
+                raise ShaderSourceError(f"{where}: bad #include name '{arg}' (a shader name: no path, no .wgsl)")
+            out.append(_include(arg, where, f"{name}.wgsl:{lineno}", defines, loader, chain, done, blocks)
+                       if active else "")
+            continue
+        if word == "#if":
+            val = _eval(arg, defines, where)
+            stack.append([active and val, val, active, False, lineno])
+        elif not stack:
+            raise ShaderSourceError(f"{where}: {word} without #if")
+        elif stack[-1][3] and word != "#endif":
+            raise ShaderSourceError(f"{where}: {word} after #else")
+        elif word == "#elif":
+            top = stack[-1]
+            val = _eval(arg, defines, where) and not top[1]
+            top[0], top[1] = top[2] and val, top[1] or val
+        elif word == "#else":
+            top = stack[-1]
+            top[0], top[1], top[3] = top[2] and not top[1], True, True
+        else:
+            stack.pop()
+        active = stack[-1][0] if stack else True
+        out.append("")           # keep line numbers stable for compiler messages
+    if stack:
+        raise ShaderSourceError(f"{name}.wgsl line {stack[-1][4]}: #if without #endif")
+    return out
+
+
+def _include(inc: str, where: str, at: str, defines: dict, loader, chain: tuple, done: set, blocks: list) -> str:
+    if inc in chain:
+        cycle = " -> ".join(f"{n}.wgsl" for n in chain[chain.index(inc):] + (inc,))
+        raise ShaderSourceError(f"{where}: #include cycle {cycle}")
+    if inc in done:
+        return f"// #include {inc} (already included)"
+    done.add(inc)
+    try:
+        text = loader(inc)
+    except ShaderSourceError as e:
+        raise ShaderSourceError(f"{where}: #include {inc}: {e}") from None
+    i = len(blocks)
+    blocks.append(None)          # depth first: this file before the files it includes
+    blocks[i] = (inc, at, _process(text, inc, defines, loader, chain + (inc,), done, blocks))
+    return f"// #include {inc} (appended after the end of the module)"
+
+
+def _eval(arg: str, defines: dict, where: str) -> bool:
     neg = arg.startswith("!")
     key = arg[1:].strip() if neg else arg
     if not key.isidentifier():
-        raise ShaderSourceError(f"{name}.wgsl line {lineno}: bad #if condition '{arg}'")
+        raise ShaderSourceError(f"{where}: bad #if condition '{arg}'")
     val = bool(defines.get(key, False))
     return not val if neg else val
 
@@ -99,4 +163,5 @@ def specialise(src: str, dev, defines: dict | None = None, name: str = "?") -> s
         head.append("enable f16;")
     if d.get("SUBGROUPS") and d.get("BROWSER"):
         head.append("enable subgroups;")
-    return "\n".join(head) + ("\n" if head else "") + body
+    # on line 1 (before its text): line n of the module is line n of shaders/<name>.wgsl
+    return " ".join(head) + (" " if head else "") + body

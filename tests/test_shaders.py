@@ -1,0 +1,194 @@
+"""The WGSL loader's preprocessor (bitweb.shaders): #include, #if / #elif / #else / #endif.
+
+Sources are given through a dict loader, so these tests do not depend on shaders/; the last test
+checks that every real shader preprocesses with its includes resolved.
+"""
+import pathlib
+
+import pytest
+
+from bitweb import shaders
+from bitweb.shaders import ShaderSourceError, preprocess
+
+
+def lines(src, defines=None, files=None, name="main"):
+    """The non-blank output lines (directive lines become blank lines)."""
+    out = preprocess(src, defines or {}, name, loader=_loader(files or {}))
+    return [s for s in out.splitlines() if s.strip()]
+
+
+def _loader(files):
+    def load(n):
+        if n not in files:
+            raise ShaderSourceError(f"shader '{n}.wgsl' not found")
+        return files[n]
+    return load
+
+
+def code(ls):
+    """Output lines without the include comments and markers."""
+    return [s for s in ls if not s.startswith("//")]
+
+
+# ---- #if / #elif / #else / #endif --------------------------------------------------------------
+
+SRC = "a\n#if X\nb\n#elif Y\nc\n#else\nd\n#endif\ne\n"
+
+
+@pytest.mark.parametrize("defines,kept", [
+    ({"X": True}, ["a", "b", "e"]),
+    ({"X": True, "Y": True}, ["a", "b", "e"]),      # first true branch only
+    ({"Y": True}, ["a", "c", "e"]),
+    ({}, ["a", "d", "e"]),
+    ({"X": False, "Y": 0}, ["a", "d", "e"]),        # falsy values are false
+])
+def test_if_elif_else(defines, kept):
+    assert lines(SRC, defines) == kept
+
+
+def test_negation_and_line_numbers_kept():
+    out = preprocess("a\n#if !X\nb\n#endif\nc\n", {}, "main")
+    assert out.splitlines() == ["a", "", "b", "", "c"]      # same line count, directives blank
+    assert preprocess("#if !X\nb\n#endif\n", {"X": True}).splitlines() == ["", "", ""]
+
+
+def test_nesting():
+    src = "#if A\na\n#if B\nab\n#else\na_b\n#endif\n#elif C\nc\n#if B\ncb\n#endif\n#endif\nz\n"
+    assert lines(src, {"A": 1, "B": 1}) == ["a", "ab", "z"]
+    assert lines(src, {"A": 1}) == ["a", "a_b", "z"]
+    assert lines(src, {"C": 1, "B": 1}) == ["c", "cb", "z"]
+    assert lines(src, {"B": 1}) == ["z"]          # inner branches of an inactive block stay off
+
+
+def test_inactive_parent_hides_taken_inner_branch():
+    src = "#if A\n#if !B\nx\n#else\ny\n#endif\n#endif\n"
+    assert lines(src, {}) == []
+
+
+@pytest.mark.parametrize("src,msg", [
+    ("#endif\n", "main.wgsl line 1: #endif without #if"),
+    ("#else\n", "main.wgsl line 1: #else without #if"),
+    ("#elif X\n", "main.wgsl line 1: #elif without #if"),
+    ("a\n#if X\nb\n", "main.wgsl line 2: #if without #endif"),
+    ("#if X\n#else\n#else\n#endif\n", "main.wgsl line 3: #else after #else"),
+    ("#if X\n#else\n#elif Y\n#endif\n", "main.wgsl line 3: #elif after #else"),
+    ("#if X && Y\n#endif\n", "line 1: bad #if condition 'X && Y'"),
+    ("#if\n#endif\n", "line 1: bad #if condition ''"),
+    ("#endif X\n", "line 1: '#endif' takes no argument"),
+    ("#ifdef X\n#endif\n", "line 1: unknown directive '#ifdef X'"),
+    ("#define X 1\n", "line 1: unknown directive '#define X 1'"),
+])
+def test_errors(src, msg):
+    with pytest.raises(ShaderSourceError) as e:
+        preprocess(src, {"X": True}, "main")
+    assert msg in str(e.value)
+
+
+# ---- #include --------------------------------------------------------------------------------
+
+def test_include_appends_once_after_the_module():
+    files = {"inc": "// header\nfn f() {}\n"}
+    out = preprocess("x\n#include inc\ny\n#include inc\n", {}, "main", loader=_loader(files))
+    ls = out.splitlines()
+    assert ls[:4] == ["x", "// #include inc (appended after the end of the module)", "y",
+                      "// #include inc (already included)"]          # lines 1..4 keep their numbers
+    assert ls.count("fn f() {}") == 1
+    marker = ls[4]
+    assert marker.startswith("// ---- inc.wgsl (#include at main.wgsl:2) starts: its line 1 is line 6 here")
+    assert ls[5:7] == ["// header", "fn f() {}"]                        # line 6 = the include's line 1
+    assert ls[7] == "// ---- inc.wgsl ends ----"
+
+
+def test_marker_line_numbers_are_module_lines():
+    files = {"a": "a1\n#include b\na3\n", "b": "b1\nb2\n", "c": "c1\n"}
+    ls = preprocess("m1\n#include a\n#include c\n", {}, "main", loader=_loader(files)).splitlines()
+    for i, s in enumerate(ls):
+        if " starts: its line 1 is line " in s:
+            inc = s.split("---- ")[1].split(".wgsl")[0]
+            n = int(s.split("is line ")[1].split()[0])
+            assert n == i + 2 and ls[n - 1] == inc + "1", (s, ls)
+    assert code(ls) == ["m1", "a1", "a3", "b1", "b2", "c1"]          # depth first: a, a's b, then c
+
+
+def test_include_sees_defines_and_inactive_include_is_skipped():
+    files = {"inc": "#if F\nfast\n#else\nslow\n#endif\n", "never": "fn never() {}\n"}
+    assert code(lines("#include inc\n", {"F": 1}, files)) == ["fast"]
+    assert code(lines("#include inc\n", {}, files)) == ["slow"]
+    # an #include in a branch not taken is not resolved (the file need not even exist)
+    assert code(lines("#if G\n#include never\n#include missing\n#endif\nm\n", {}, files)) == ["m"]
+    assert code(lines("#if G\n#include never\n#endif\n", {"G": 1}, files)) == ["fn never() {}"]
+
+
+def test_nested_include_and_diamond_once():
+    files = {"a": "#include c\na\n", "b": "#include c\nb\n", "c": "c\n"}
+    assert code(lines("#include a\n#include b\nm\n", {}, files)) == ["m", "a", "c", "b"]
+
+
+def test_unknown_include():
+    with pytest.raises(ShaderSourceError) as e:
+        lines("x\n#include nope\n", {}, {})
+    assert "main.wgsl line 2: #include nope" in str(e.value) and "not found" in str(e.value)
+    with pytest.raises(ShaderSourceError, match=r"a\.wgsl line 1: #include nope"):
+        lines("#include a\n", {}, {"a": "#include nope\n"})
+
+
+@pytest.mark.parametrize("arg", ["common/x", "x.wgsl", "../x", ""])
+def test_bad_include_name(arg):
+    with pytest.raises(ShaderSourceError, match="bad #include name"):
+        lines(f"#include {arg}\n", {}, {"x": ""})
+
+
+@pytest.mark.parametrize("files,src,cycle", [
+    ({}, "#include main\n", "main.wgsl -> main.wgsl"),
+    ({"a": "#include a\n"}, "#include a\n", "a.wgsl -> a.wgsl"),
+    ({"a": "#include b\n", "b": "#include main\n"}, "#include a\n", "main.wgsl -> a.wgsl -> b.wgsl -> main.wgsl"),
+    ({"a": "#include b\n", "b": "#include a\n"}, "#include b\n#include a\n", "b.wgsl -> a.wgsl -> b.wgsl"),
+])
+def test_include_cycle(files, src, cycle):
+    with pytest.raises(ShaderSourceError) as e:
+        lines(src, {}, files)
+    assert f"#include cycle {cycle}" in str(e.value)
+
+
+def test_if_blocks_do_not_cross_files():
+    with pytest.raises(ShaderSourceError, match=r"inc\.wgsl line 1: #if without #endif"):
+        lines("#include inc\n", {}, {"inc": "#if X\nx\n"})
+    with pytest.raises(ShaderSourceError, match=r"inc\.wgsl line 1: #endif without #if"):
+        lines("#if X\n#include inc\n#endif\n", {"X": 1}, {"inc": "#endif\n"})
+
+
+# ---- the real shaders --------------------------------------------------------------------------
+
+SHADERS = sorted(p.stem for p in (pathlib.Path(__file__).resolve().parent.parent / "shaders").glob("*.wgsl"))
+
+
+@pytest.mark.parametrize("name", SHADERS)
+@pytest.mark.parametrize("subgroups", [False, True])
+def test_real_shaders_preprocess(name, subgroups):
+    out = preprocess(shaders.source(name), {"SUBGROUPS": subgroups, "FMT_I2S": True, "FMT_F16": True,
+                                            "A8": True, "NORM": True}, name)
+    src_lines = shaders.source(name).splitlines()
+    out_lines = out.splitlines()
+    for i, s in enumerate(src_lines):                 # the file's own lines keep their numbers
+        if not s.strip().startswith("#") and out_lines[i]:
+            assert out_lines[i] == s
+    assert not any(s.strip().startswith("#") for s in out_lines)
+    for inc in (s.split()[1] for s in src_lines if s.startswith("#include ")):
+        assert inc.startswith("common_"), inc
+
+
+def test_specialise_enables_on_line_one():
+    class Caps:
+        subgroups, shader_f16, dot4 = True, True, False
+
+    class Dev:
+        caps, backend = Caps(), "browser"
+    src = "// first\nfn f() {}\n#include test_inc_probe\n"
+    shaders._cache["test_inc_probe"] = "fn g() {}\n"
+    try:
+        code = shaders.specialise(src, Dev(), {}, "probe")
+    finally:
+        del shaders._cache["test_inc_probe"]
+    ls = code.splitlines()
+    assert ls[0] == "enable f16; enable subgroups; // first"
+    assert ls[1] == "fn f() {}" and "fn g() {}" in ls[3:]
