@@ -8,6 +8,8 @@ The machine is shared, so the CPU time the process spent (lavapipe's threads run
 too: its ratio is steadier under load than the wall-time ratio. The streaming kernel
 XORs the same number of bytes as array<vec4<u32>> with a grid-stride loop. Ratio = stream time /
 GEMV time (1.0 = the GEMV reads its weights as fast as a plain read).
+Every --src / --tsrc variant first runs once and its output is compared with the shaders/ kernel's
+(the reference) on the same inputs; the relative difference is printed after its timing.
 """
 import argparse, asyncio, time
 
@@ -74,6 +76,17 @@ async def custom(dev, path, step, bufs):
     return Pipeline(raw, (path,)), bg, step.workgroups
 
 
+async def same_output(dev, work, y, ref):
+    """Run work once from y = 0 and compare y with ref (the shaders/ kernel's y; None: this is it)."""
+    dev.write_buffer(y, 0, bytes(y.size))
+    dev.run(work)
+    got = np.frombuffer(await dev.read(y), np.float32)
+    if ref is None:
+        return got, ""
+    err = np.abs(got - ref).max() / max(np.abs(ref).max(), 1e-30)
+    return ref, f"  max |y - y_shaders| / max |y| = {err:.1e}" + ("  DIFFERENT" if err > 1e-5 else "")
+
+
 async def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--fmt", default="I2_S")
@@ -102,11 +115,13 @@ async def main():
         dev.write_buffer(bufs["w0"], 0, w)
         for tune in tunes:
             step = bitlinear.gemv(a.fmt, n_in, rows, a8=not a.f32, norm=True, dev=dev, **tune)
+            ref = None
             for src in [None] + a.src:
                 if src is None:
                     work = [await step.instantiate(dev, bufs)]
                 else:
                     work = [await custom(dev, src, step, bufs)]
+                ref, check = await same_output(dev, work, bufs["y"], ref)
                 ts = tg = cs = cg = 1e9
                 for _ in range(a.trials):      # interleaved, best of: other processes share the CPU
                     t, c = await stream_time(dev, len(w), a.reps, 64)
@@ -116,7 +131,9 @@ async def main():
                 print(f"{a.fmt} {'f32' if a.f32 else 'A8'} {n_in}x{rows} {len(w) / 1e6:.2f} MB  stream {ts * 1e3:6.3f} ms "
                       f"({len(w) / ts / 1e9:5.2f} GB/s)  gemv {tg * 1e3:6.3f} ms ({len(w) / tg / 1e9:5.2f} GB/s)  "
                       f"ratio {ts / tg:4.2f}  cpu-time ratio {cs / cg:4.2f} ({cs * 1e3:.2f} / {cg * 1e3:.2f} ms)  "
-                      f"[{bitlinear.variant(step, dev)}{' ' + src if src else ''}]", flush=True)
+                      f"[{bitlinear.variant(step, dev)}{' ' + src if src else ''}]{check}", flush=True)
+                if src is None:
+                    tg_ref = tg
         if a.tiled:
             m = a.tiled
             for tt_kw in [dict((kv.split("=")[0], int(kv.split("=")[1])) for kv in t.split(",")) for t in a.ttune] or [{}]:
@@ -124,11 +141,17 @@ async def main():
                 tb = {"params": dev.create_buffer(32), "x": dev.create_buffer(m * n_in * 4), "q": dev.create_buffer(m * n_in),
                       "scale": dev.create_buffer(m * 4), "mult": bufs["mult"], "y": dev.create_buffer(m * rows * 4), "w": bufs["w0"]}
                 dev.write_buffer(tb["params"], 0, np.array([m, 0, 0, 0, 0, 0, 0, 0], np.uint32))
-                dev.write_buffer(tb["scale"], 0, np.ones(m, np.float32))
-                work = [await (custom(dev, a.tsrc, st, tb) if a.tsrc else st.instantiate(dev, tb))]
-                tt = min([(await timed(dev, work, a.reps, tb["y"]))[0] for _ in range(a.trials)])
-                print(f"  tiled M={m}: {tt * 1e3:.3f} ms = {tt / m * 1e3:.3f} ms per row "
-                      f"(gemv {tg * 1e3:.3f} ms per row: {tg * m / tt:.2f}x) [TM{st.constants['TM']} WG{st.constants['WG']}]", flush=True)
+                dev.write_buffer(tb["x"], 0, rng.standard_normal(m * n_in).astype(np.float32))
+                dev.write_buffer(tb["q"], 0, rng.integers(-127, 128, m * n_in).astype(np.int8))
+                dev.write_buffer(tb["scale"], 0, np.ones(m, np.float32))   # s = 1: old and new A8 scale conventions agree
+                ref = None
+                for src in [None] + ([a.tsrc] if a.tsrc else []):
+                    work = [await (custom(dev, src, st, tb) if src else st.instantiate(dev, tb))]
+                    ref, check = await same_output(dev, work, tb["y"], ref)
+                    tt = min([(await timed(dev, work, a.reps, tb["y"]))[0] for _ in range(a.trials)])
+                    print(f"  tiled M={m}: {tt * 1e3:.3f} ms = {tt / m * 1e3:.3f} ms per row "
+                          f"(shaders/ gemv {tg_ref * 1e3:.3f} ms per row: {tg_ref * m / tt:.2f}x) [TM{st.constants['TM']} WG{st.constants['WG']}"
+                          f"{' ' + src if src else ''}]{check}", flush=True)
 
 
 asyncio.run(main())

@@ -1,3 +1,6 @@
+// dev/bitlinear/tiled_v0.wgsl: EXPERIMENT (the first M>1 kernel: weights decoded per thread), kept for the
+// measurement in dev/bitlinear/README.md; the engine runs shaders/bitlinear_tiled.wgsl. A8 output uses the
+// old scale convention (P = S * ws * mult / s; now S * (ws * inv_s * mult)): equal outputs only at s = 1.
 // bitlinear_tiled.wgsl: M>1 (prefill) ternary/binary matmul over packed GGUF weights
 // (launch specs: pyapp/bitweb/kernels/bitlinear_tiled.py; numpy mirror: bitweb/ref/bitlinear_tiled.py).
 //

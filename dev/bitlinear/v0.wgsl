@@ -1,3 +1,5 @@
+// dev/bitlinear/v0.wgsl: EXPERIMENT (the first M=1 kernel), kept as the baseline of dev/bitlinear/README.md;
+// the engine runs shaders/bitlinear.wgsl. Same bindings, constants and outputs as that file.
 // bitlinear.wgsl: M=1 ternary/binary GEMV over packed GGUF weights, with the fusions of one
 // decoder step (launch specs: pyapp/bitweb/kernels/bitlinear.py; numpy mirror: bitweb/ref/bitlinear.py).
 //

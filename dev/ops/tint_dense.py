@@ -1,4 +1,6 @@
-import sys; sys.path.insert(0, "dev/ops")
+"""Compile every dense.wgsl launch variant (formats x subgroups, gemv / norm+last_row / matmul) with
+Chromium's Tint (SwiftShader adapter) and print problems.   usage: .venv/bin/python dev/ops/tint_dense.py"""
+import os, sys; sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tint_probe import probe_steps
 from bitweb.kernels import dense as d
 steps = []

@@ -1,3 +1,5 @@
+// dev/perf/dense_gemv_v2.wgsl: EXPERIMENT, kept for the measurement in dev/perf/README.md (its v1, the
+// prototype of shaders/lmhead.wgsl, is in git history at 83db9d1).
 // dense_gemv_v2.wgsl (experiment; v1 + int8 unpacked by shifts instead of unpack4xI8): M = 1 GEMV over F16 / Q8_0 rows with the output norm fused,
 // shaped for CPU rasterisers (lavapipe, SwiftShader) and still sound on GPUs.
 //

@@ -1,0 +1,50 @@
+"""Run kernel cases in headless Chromium (SwiftShader) through web/kernels.html (dev check, not a test).
+
+usage: .venv/bin/python dev/ops/browser.py [only-substring] [--full FAMILY ...] [--skip-big]
+
+Without --full: the "browser" cases tools/build_web.py writes (what tests/e2e/test_kernels_browser.py
+runs), filtered by name. With --full: the "full" cases of the named families (bitweb.ref.FAMILIES:
+bitlinear, bitlinear_tiled, dense, ops, requant, lmhead) are written to build/web first and the
+browser vectors are restored afterwards. --skip-big drops the 2B4T LM-head cases. Prints the
+adapter, the pass count, the time and every failure.
+"""
+import json, os, re, subprocess, sys, time
+from playwright.sync_api import sync_playwright
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ARGS = ["--enable-unsafe-webgpu", "--no-sandbox", "--disable-background-networking", "--disable-component-update"]
+argv = sys.argv[1:]
+only = argv[0] if argv and not argv[0].startswith("--") else ""
+full = [a for a in argv[argv.index("--full") + 1:] if not a.startswith("--")] if "--full" in argv else []
+build = [sys.executable, os.path.join(ROOT, "tools", "build_web.py")]
+subprocess.run(build, check=True, capture_output=True)
+if full:
+    from bitweb.ref import build_cases
+    b = build_cases("full", tuple(full))
+    if "--skip-big" in argv:
+        b.cases = [c for c in b.cases if "2b4t_lm_head" not in c["name"]]
+    out = os.path.join(ROOT, "build", "web")
+    open(os.path.join(out, "kernel_vectors.bin"), "wb").write(bytes(b.blob))
+    open(os.path.join(out, "kernel_vectors.json"), "w").write(b.manifest())
+    print(f"wrote {len(b.cases)} full cases of {full}", flush=True)
+proc = subprocess.Popen(["node", os.path.join(ROOT, "tools", "serve.mjs")], cwd=ROOT, env=dict(os.environ, PORT="0"),
+                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+url = re.search(r"http://[\d.]+:\d+/", proc.stdout.readline()).group(0)
+try:
+    with sync_playwright() as p:
+        br = p.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS, headless=True)
+        pg = br.new_page()
+        pg.on("console", lambda m: print("console:", m.text[:500]) if m.type == "error" else None)
+        t = time.time()
+        pg.goto(url + "kernels.html?only=" + only)
+        pg.wait_for_function("window.kernelResults !== undefined", timeout=1200_000)
+        res = pg.evaluate("window.kernelResults")
+        print(res.get("adapter"), res.get("text"), f"{time.time() - t:.0f}s", res.get("error", ""))
+        for r in res["results"]:
+            if not r["ok"]:
+                print("FAIL", json.dumps(r)[:1500])
+        br.close()
+finally:
+    proc.kill()
+    if full:
+        subprocess.run(build, check=True, capture_output=True)
