@@ -85,7 +85,7 @@ def assert_same_greedy(eng, ref, ids, act, n=N):
 
 
 CASES = [("bitnet-b1.58", f) for f in ("i2_s", "tq2_0", "tq1_0", "q1_0", "f16")] + \
-        [("bitnet", "tq2_0"), ("bitnet", "q1_0")]
+        [("bitnet", "tq2_0"), ("bitnet", "q1_0"), ("bitnet", "f16")]   # bitnet f16: glue.wgsl silu path
 
 
 @pytest.mark.parametrize("act", ["a8", "f32"])
