@@ -88,7 +88,8 @@ function ready(m) {
     ['Model', i.title], ['File', `${i.name} (${mb(i.file_size)})`], ['Architecture', i.arch],
     ['Layers × width', i.n_layer != null ? `${i.n_layer} × ${i.n_embd}` : null],
     ['Heads (KV)', i.n_head != null ? `${i.n_head} (${i.n_head_kv})` : null],
-    ['Vocabulary', i.n_vocab], ['Context', i.n_ctx], ['Weights', i.linear_type],
+    ['Vocabulary', i.n_vocab], ['Context', m.load.n_ctx && m.load.n_ctx !== i.n_ctx ? `${m.load.n_ctx} of ${i.n_ctx}` : i.n_ctx],
+    ['Weights', i.linear_type],
     ['Activations', m.load.activations],
   ]);
   const a = m.adapter;
@@ -284,7 +285,7 @@ function newChat() {
 function load(source) {
   abandon();
   hideError();
-  state.lastLoad = { source };
+  state.lastLoad = { source, activations: $('activations').value, maxContext: $('max-context').value };
   state.prevModel = state.model;
   state.model = null;
   state.seen = {};
@@ -294,6 +295,7 @@ function load(source) {
   document.querySelectorAll('#progress .bar').forEach((b) => { b.classList.remove('active'); b.querySelector('small').textContent = ''; });
   setPhase('loading');
   const msg = { type: 'load', source, activations: $('activations').value, cache: $('cache-files').checked };
+  if ($('max-context').value) msg.maxContext = Number($('max-context').value);
   if (DEFAULT_URL) msg.defaultUrl = DEFAULT_URL;
   if (Object.keys(CAP_LIMITS).length) msg.capLimits = CAP_LIMITS;
   send(msg);
@@ -368,6 +370,7 @@ function restoreSettings() {
     for (const input of $('settings').querySelectorAll('input')) if (saved[input.name] != null) input.value = saved[input.name];
     if (saved.system != null) $('system').value = saved.system;
     if (saved.activations) $('activations').value = saved.activations;
+    if (saved.maxContext) $('max-context').value = saved.maxContext;
     if (saved.cacheFiles != null) $('cache-files').checked = saved.cacheFiles;
   } catch { /* ignore a bad saved value */ }
 }
@@ -375,6 +378,7 @@ function saveSettings() {
   const s = settings();
   s.system = $('system').value;
   s.activations = $('activations').value;
+  s.maxContext = $('max-context').value;
   s.cacheFiles = $('cache-files').checked;
   localStorage.setItem('bitweb.settings', JSON.stringify(s));
 }
@@ -390,7 +394,13 @@ function wire() {
   $('load-default').addEventListener('click', () => load('default'));
   $('file-input').addEventListener('change', (e) => { const f = e.target.files[0]; if (f) load({ file: f }); e.target.value = ''; });
   $('url-form').addEventListener('submit', (e) => { e.preventDefault(); load({ url: $('url-input').value }); });
-  $('activations').addEventListener('change', () => { saveSettings(); if (state.lastLoad && state.model) load(state.lastLoad.source.file && $('cache-files').checked ? { cached: state.model.model.name } : state.lastLoad.source); });
+  const reload = () => {     // activations / context changed: load the current model again with them
+    saveSettings();
+    const same = state.lastLoad && state.lastLoad.activations === $('activations').value && state.lastLoad.maxContext === $('max-context').value;
+    if (state.lastLoad && state.model && !same) load(state.lastLoad.source.file && $('cache-files').checked ? { cached: state.model.model.name } : state.lastLoad.source);
+  };
+  $('activations').addEventListener('change', reload);
+  $('max-context').addEventListener('change', reload);
   $('side').addEventListener('change', saveSettings);
   $('menu').addEventListener('click', () => {
     const open = document.body.classList.toggle('side-open');

@@ -276,7 +276,7 @@ class WebApp:
             stats = {"ms": round(load_ms, 1), "header_ms": self.info.get("header_ms"),
                      "header_read": self.info.get("header_read"),
                      "wasm_before": wasm0, "wasm_after": wasm_bytes(),
-                     "activations": opts.get("activations", "a8"),
+                     "activations": opts.get("activations", "a8"), "n_ctx": eng.n_ctx,
                      "counters": dict(dev.counters)}
             for k in ("weight_bytes", "gpu_bytes"):
                 v = getattr(eng, k, None)

@@ -168,6 +168,7 @@ class App:
         }""")
 
     def say(self, text):
+        self.page.wait_for_function("document.body.dataset.state === 'ready'", timeout=READY_MS)
         n = self.page.locator(".msg.assistant").count()
         self.page.fill("#input", text)
         self.page.press("#input", "Enter")
@@ -400,6 +401,29 @@ def test_device_lost_offers_reload(app, oracle):
     app.wait_ready("other.gguf")
     app.set(max_tokens=12)
     r = app.reply(app.say(PROMPT))
+    assert r["text"] == oracle["other"]["text"]
+    no_errors(app)
+
+
+def test_smaller_context_and_a_full_conversation(app, oracle):
+    app.page.fill("#max-context", "48")
+    app.page.dispatch_event("#max-context", "change")            # reloads the model
+    app.page.wait_for_function("window.bitweb.state.model?.load.n_ctx === 48", timeout=READY_MS)
+    assert "48 of 1024" in app.page.inner_text("#model-info")
+    app.set(max_tokens=12)
+    app.reply(app.say(PROMPT))                                   # 32 prompt tokens + 12
+    app.say(PROMPT)                                              # the second turn cannot fit in 48
+    app.page.wait_for_selector("#error[data-kind=context]", timeout=REPLY_MS)
+    assert "context holds 48" in app.page.inner_text("#error-text")
+    app.page.wait_for_function("document.body.dataset.state === 'ready'")
+    app.page.click("#new-chat")                                  # a new chat fits again
+    app.page.click("#error-actions button:text('Dismiss')")
+    r = app.reply(app.say(PROMPT))
+    assert r["text"] == app.page.evaluate("window.bitweb.state.lastDone.text")
+    app.page.fill("#max-context", "")
+    app.page.dispatch_event("#max-context", "change")
+    app.page.wait_for_function("window.bitweb.state.model?.load.n_ctx === 1024", timeout=READY_MS)
+    r = app.reply(app.say(PROMPT))                              # the whole context again
     assert r["text"] == oracle["other"]["text"]
     no_errors(app)
 
