@@ -203,8 +203,18 @@ class WebApp:
         self.dev = None
         dev = await gpu.request_device("browser")
         dev.device.lost.then(create_once_callable(lambda info: self._on_lost(dev, info)))
+        dev.granted = dict(dev.limits)
         self.dev = dev
         return dev
+
+    def drop_device(self):
+        """After a failed load: destroy the device (and whatever the load allocated on it)."""
+        dev, self.dev = self.dev, None        # set first: _on_lost ignores a device we dropped
+        if dev is not None:
+            try:
+                dev.device.destroy()
+            except Exception:
+                pass
 
     def _on_lost(self, dev, info):
         if dev is not self.dev:
@@ -244,8 +254,8 @@ class WebApp:
             return self.fail(e, "load")
 
     async def load(self, blob, name: str, options_json: str = "{}") -> bool:
-        """Load the model in `blob` onto a new device. `inspect` must have parsed its header
-        (or it is parsed now). Posts progress, then `ready` or `error`."""
+        """Load the model in `blob` (replacing the current one). `inspect` has normally parsed
+        its header already (else it is parsed now). Posts progress, then `ready` or `error`."""
         try:
             opts = json.loads(options_json)
             t0 = time.perf_counter()
@@ -256,6 +266,7 @@ class WebApp:
             gf.source = BlobSource(blob)
             from bitweb import engine
             dev = await self.device()
+            dev.limits = dict(dev.granted)
             for k, v in (opts.get("cap_limits") or {}).items():   # act as a smaller GPU would
                 dev.limits[k] = min(int(v), int(dev.limits.get(k, v)))
             wasm0 = wasm_bytes()
@@ -286,7 +297,10 @@ class WebApp:
             return True
         except Exception as e:
             self.eng = self.chat = None
-            return self.fail(e, "load")
+            ok = self.fail(e, "load")
+            if self.dev is not None and self.dev.lost is None and self.gf is not None:
+                self.drop_device()            # buffers of a half-loaded model go with it
+            return ok
 
     def has_model(self) -> bool:
         return self.eng is not None
