@@ -129,4 +129,5 @@ def measure(browser, server, models, served, size):
             "download": {"renderer_peak_extra": download.extra["renderer"], "gpu_process_peak_extra": download.extra["gpu"]},
             "load_from_cache": {"renderer_peak_extra": cached.extra["renderer"], "gpu_process_peak_extra": cached.extra["gpu"]},
             "wasm_heap_before": load["wasm_before"], "wasm_heap_after": load["wasm_after"],
-            "header_read": load["header_read"], "load_ms": load["ms"]}
+            "header_read": load["header_read"], "load_ms": load["ms"],
+            "gpu_buffer_bytes": load.get("gpu_bytes")}
