@@ -83,10 +83,34 @@ def test_every_template_parses_back(name):
         assert T.parse(task, q.lower()) == v   # case-insensitive
 
 
+def test_worked_steps_are_correct_arithmetic_for_every_pair():
+    """Every equation in the add/sub scratchpads holds, and the last column's result with the
+    first column's units digit is the answer (so the model is never taught a wrong step)."""
+    import re
+    for a in range(100):
+        for b in range(100):
+            for task, op in (("add", "+"), ("sub", "-")):
+                ans = T.expected(task, f"What is {a} {op} {b}?")
+                steps, final = ans.rsplit(", so ", 1)
+                assert final == f"{a} {op} {b} = {a + b if op == '+' else a - b}."
+                for lhs, rhs in re.findall(r"(\d+(?:[-+]\d+)+)=(\d+)", steps):
+                    assert eval(lhs) == int(rhs), (ans, lhs)      # digits and + / - only
+                cols = [int(r) for _, r in re.findall(r"(\d+(?:[-+]\d+)+)=(\d+)", steps)]
+                want = abs(a + b if op == "+" else a - b)
+                assert (cols[1] * 10 + cols[0] % 10) == want, ans
+                if op == "-":
+                    assert steps.startswith(f"{max(a, b)} {'>' if a != b else '='} {min(a, b)}, ")
+
+
 def test_check_examples():
     c = T.check
     assert c("add", "What is 37 + 45?", "37 + 45 = 82.")
     assert c("add", "What is 37 + 45?", "82")
+    assert c("add", "What is 37 + 45?", "7+5=12, 3+4+1=8, so 37 + 45 = 82.")
+    assert not c("add", "What is 37 + 45?", "7+5=12, 3+4+1=8, so 37 + 45 = 92.")
+    assert not c("add", "What is 37 + 45?", "7+5=12, 3+4+1=8, so 37 + 45 = 82 or 92.")
+    assert c("sub", "What is 37 - 45?", "45 > 37, 15-7=8, 4-1-3=0, so 37 - 45 = -8.")
+    assert not c("sub", "What is 37 - 45?", "45 > 37, 15-7=8, 4-1-3=0, so 37 - 45 = 8.")
     assert not c("add", "What is 37 + 45?", "37 + 45 = 82 or 83.")
     assert not c("add", "What is 37 + 45?", "")
     assert c("sub", "Subtract 45 from 82.", "82 - 45 = 37.")
@@ -98,10 +122,13 @@ def test_check_examples():
     assert not c("compare", "Which is larger, 412 or 398?", "412 or 398.")
     assert c("compare", "Which is smaller, 412 or 398?", "398 is smaller.")
     assert c("count", "How many r's are in strawberry?", "There are 3 r's in strawberry.")
+    assert c("count", "How many r's are in strawberry?", "s-t-r-a-w-b-e-r-r-y has 3 r's.")
     assert not c("count", "How many r's are in strawberry?", "There are 2 r's in strawberry.")
     assert not c("count", "How many r's are in strawberry?", "3 or 2")
     assert c("count", "How many z's are in apple?", "There are 0 z's in apple.")
     assert c("reverse", "Reverse the word cat.", "The word cat reversed is tac.")
+    assert c("reverse", "Reverse the word cat.", "c-a-t backwards is t-a-c, so the word is tac.")
+    assert not c("reverse", "Reverse the word cat.", "c-a-t backwards is t-a-c, so the word is tca.")
     assert not c("reverse", "Reverse the word cat.", "The word cat reversed is cat.")
     assert c("weekday", "What day comes after Sunday?", "The day after Sunday is Monday.")
     assert not c("weekday", "What day comes after Sunday?", "The day after Sunday is Tuesday.")

@@ -32,8 +32,21 @@ def prompt_text(ex) -> str:
     return format_chat(ex.messages(with_answer=False))
 
 
+def answer_ids(tok, ex) -> list:
+    """The answer's token ids. The reversed word that ends a `reverse` answer is written one
+    letter per token (a space token, then the letters): the same text as its BPE encoding,
+    but the model copies single letters from the spelled-out steps instead of having to know
+    how BPE merges an unseen string."""
+    a = ex.answer.strip()
+    if ex.task != "reverse":
+        return tok.encode(a, add_special_tokens=False).ids
+    head, word = a[:-1].rsplit(" ", 1)
+    assert a.endswith(".") and word.isalpha(), a
+    letters = [tok.token_to_id(c) for c in "\u0120" + word]       # \u0120: byte-level space
+    return tok.encode(head, add_special_tokens=False).ids + letters + tok.encode(".").ids
+
+
 def encode_example(tok, ex):
     """(ids, n_prompt): ids = prompt + answer + eot; the loss covers ids[n_prompt:]."""
     p = tok.encode(prompt_text(ex), add_special_tokens=False).ids
-    a = tok.encode(ex.answer.strip(), add_special_tokens=False).ids
-    return p + a + [tok.token_to_id(EOT)], len(p)
+    return p + answer_ids(tok, ex) + [tok.token_to_id(EOT)], len(p)

@@ -35,19 +35,20 @@ from bitweb import evaluate as ev
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-POOL = 8   # batches per pool: a pool is sorted by length so a batch has little padding
+POOL = 1   # batches per length-sorted pool; 1 = plain random batches (sorting made batches
+#            single-task and learning much slower: logs/run2-length-sorted-batches.log)
 
 
-def make_batch(tok, seed: int, step: int, batch: int):
+def make_batch(tok, seed: int, step: int, batch: int, pool_size: int = POOL):
     """(ids, targets) for one step; targets are -100 outside the answers.
     Step k takes chunk k % POOL of pool k // POOL (POOL * batch examples from seed
     (seed, pool), sorted by length, chunks in a seeded order): deterministic per step."""
-    pool = step // POOL
-    exs = itertools.islice(tasks.generate(seed * 1_000_003 + pool), POOL * batch)
+    pool = step // pool_size
+    exs = itertools.islice(tasks.generate(seed * 1_000_003 + pool), pool_size * batch)
     seqs = sorted((encode_example(tok, ex) for ex in exs), key=lambda s: len(s[0]))
-    order = list(range(POOL))
+    order = list(range(pool_size))
     random.Random(seed * 7_919 + pool).shuffle(order)
-    c = order[step % POOL]
+    c = order[step % pool_size]
     seqs = seqs[c * batch: (c + 1) * batch]
     T = max(len(s) for s, _ in seqs) - 1
     pad = tok.token_to_id(EOS)
@@ -96,6 +97,8 @@ def main():
     ap.add_argument("--eval-every", type=int, default=500)
     ap.add_argument("--eval-limit", type=int, default=30, help="held-out prompts per task during training")
     ap.add_argument("--final-limit", type=int, default=None, help="held-out prompts per task at the end")
+    ap.add_argument("--pool", type=int, default=POOL, help="batches per length-sorted pool (1: no sorting)")
+    ap.add_argument("--float", action="store_true", help="experiment only: no quantization (float linears)")
     ap.add_argument("--tokenizer", default=os.path.join(HERE, "tokenizer.json"))
     ap.add_argument("--out-dir", default=HERE, help="root of runs/<run>/ and logs/<run>.log")
     ap.add_argument("--stop-after", type=int, default=None,
@@ -118,6 +121,9 @@ def main():
     torch.manual_seed(a.seed)
     random.seed(a.seed)
     model = BitNet(cfg)
+    if a.float:
+        for _, lin in model.linears():
+            lin.forward = lambda x, lin=lin: torch.nn.functional.linear(x, lin.weight)
     lin = [p for n, p in model.named_parameters() if p.dim() == 2 and "token_embd" not in n]
     rest = [p for n, p in model.named_parameters() if not (p.dim() == 2 and "token_embd" not in n)]
     opt = torch.optim.AdamW([{"params": lin, "weight_decay": a.wd}, {"params": rest, "weight_decay": 0.0}],
@@ -155,7 +161,7 @@ def main():
         for g in opt.param_groups:
             g["lr"] = lr
         opt.param_groups[0]["weight_decay"] = a.wd if step < a.steps // 2 else 0.0
-        ids, tgt = make_batch(tok, a.seed, step, a.batch)
+        ids, tgt = make_batch(tok, a.seed, step, a.batch, a.pool)
         logits = model(ids)
         loss = F.cross_entropy(logits.reshape(-1, cfg.n_vocab), tgt.reshape(-1), ignore_index=-100)
         opt.zero_grad(set_to_none=True)

@@ -7,11 +7,11 @@ question the generator can produce (and on the same sentences typed by hand).
 
 Tasks (canonical key -> the held-out split is decided by a hash of it, so every
 paraphrase of a held-out key is held out):
-  add       a + b, 0 <= a, b <= 99             key "a+b"      answer "37 + 45 = 82."
-  sub       a - b, 0 <= a, b <= 99             key "a-b"      answer "82 - 45 = 37."
-  compare   larger/smaller of a != b, 0..999   key "max:a,b"  answer "412 is larger."
-  count     letter l in word w                 key "w:l"      answer "There are 3 r's in strawberry."
-  reverse   a short word w (3-6 letters)       key "w"        answer "The word cat reversed is tac."
+  add       a + b, 0 <= a, b <= 99             key "a+b"      "7+5=12, 3+4+1=8, so 37 + 45 = 82."
+  sub       a - b, 0 <= a, b <= 99             key "a-b"      "82 > 45, 12-5=7, 8-1-4=3, so 82 - 45 = 37."
+  compare   larger/smaller of a != b, 0..999   key "max:a,b"  "412 is larger."
+  count     letter l in word w                 key "w:l"      "s-t-r-a-w-b-e-r-r-y has 3 r's."
+  reverse   a short word w (3-6 letters)       key "w"        "c-a-t backwards is t-a-c, so the word is tac."
   weekday   the day after d                    key "tpl:d"    answer "The day after Monday is Tuesday."
   greet     hello / how are you                key question   fixed reply
   self      who/what are you                   key question   SELF
@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 
 TASKS = ("add", "sub", "compare", "count", "reverse", "weekday", "greet", "self", "help")
 # sampling weights for training data (relative)
-WEIGHTS = {"add": 20, "sub": 20, "compare": 12, "count": 16, "reverse": 16,
-           "weekday": 6, "greet": 4, "self": 4, "help": 4}
+WEIGHTS = {"add": 20, "sub": 18, "compare": 16, "count": 14, "reverse": 16,
+           "weekday": 4, "greet": 3, "self": 3, "help": 4}
 # fraction of canonical keys held out per task (per mille)
 HELDOUT_PERMILLE = {"add": 100, "sub": 100, "compare": 100, "count": 100, "reverse": 100,
                     "weekday": 200, "greet": 200, "self": 200, "help": 200}
@@ -171,20 +171,44 @@ class Example:
 # ----------------------------------------------------------------------------
 # Answers.
 
+def spell(w: str) -> str:
+    """strawberry -> s-t-r-a-w-b-e-r-r-y"""
+    return "-".join(w)
+
+
+def add_steps(a: int, b: int) -> str:
+    """Column addition, units first: '9+2=11, 7+3+1=11' for 79 + 32."""
+    s0 = a % 10 + b % 10
+    c = s0 // 10
+    return f"{a % 10}+{b % 10}={s0}, {a // 10}+{b // 10}+{c}={a // 10 + b // 10 + c}"
+
+
+def sub_steps(a: int, b: int) -> str:
+    """Column subtraction of the smaller from the larger, units first, with the borrow:
+    '82 > 45, 12-5=7, 8-1-4=3' for 82 - 45 (and for 45 - 82)."""
+    hi, lo = max(a, b), min(a, b)
+    c = int(hi % 10 < lo % 10)
+    u = hi % 10 + 10 * c
+    rel = ">" if hi != lo else "="
+    return f"{hi} {rel} {lo}, {u}-{lo % 10}={u - lo % 10}, {hi // 10}-{c}-{lo // 10}={hi // 10 - c - lo // 10}"
+
+
 def _answer(task: str, v: dict) -> str:
+    """The reply. Arithmetic, counting and reversing show their steps first (a small model
+    gets them right that way): each step is a copy or a one-digit table lookup."""
     if task == "add":
-        return f"{v['a']} + {v['b']} = {v['a'] + v['b']}."
+        return f"{add_steps(v['a'], v['b'])}, so {v['a']} + {v['b']} = {v['a'] + v['b']}."
     if task == "sub":
-        return f"{v['a']} - {v['b']} = {v['a'] - v['b']}."
+        return f"{sub_steps(v['a'], v['b'])}, so {v['a']} - {v['b']} = {v['a'] - v['b']}."
     if task == "compare":
         a, b, want = v["a"], v["b"], v["want"]
         return f"{max(a, b)} is larger." if want == "max" else f"{min(a, b)} is smaller."
     if task == "count":
         n = v["w"].count(v["l"])
-        return (f"There is 1 {v['l']} in {v['w']}." if n == 1
-                else f"There are {n} {v['l']}'s in {v['w']}.")
+        return f"{spell(v['w'])} has {n} {v['l']}" + ("." if n == 1 else "'s.")
     if task == "reverse":
-        return f"The word {v['w']} reversed is {v['w'][::-1]}."
+        w = v["w"]
+        return f"{spell(w)} backwards is {spell(w[::-1])}, so the word is {w[::-1]}."
     if task == "weekday":
         d = v["d"]
         return f"The day after {d} is {DAYS[(DAYS.index(d) + 1) % 7]}."
@@ -401,8 +425,9 @@ def check(task: str, question: str, answer_text: str) -> bool:
     if task in ("add", "sub"):
         v = parse(task, question)
         r = v["a"] + v["b"] if task == "add" else v["a"] - v["b"]
-        nums = _ints(ans)
-        # operands may be restated; the last number is the result and no other value appears
+        # the statement after the last "so" (the whole answer without one) holds the result:
+        # the operands may be restated, the last number is the result, no other value appears
+        nums = _ints(re.split(r"\bso\b", ans)[-1])
         return bool(nums) and nums[-1] == r and all(x in (v["a"], v["b"], r) for x in nums)
     if task == "compare":
         v = parse(task, question)
