@@ -80,6 +80,7 @@ function progress(m) {
 
 function ready(m) {
   state.model = m;
+  state.bootFallback = false;
   $('progress').hidden = true;
   document.querySelectorAll('#progress .bar').forEach((b) => b.classList.remove('active'));
   hideError();
