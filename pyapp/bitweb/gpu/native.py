@@ -56,7 +56,7 @@ class NativeDevice(Device):
             {"binding": i, "resource": {"buffer": b, "offset": off, "size": size}}
             for i, (b, off, size) in enumerate(entries)])
 
-    def _run_list(self, items):
+    def _commands(self, items):
         enc = self.device.create_command_encoder()
         cp = enc.begin_compute_pass()
         for p, bg, (x, y, z) in items:
@@ -64,8 +64,17 @@ class NativeDevice(Device):
             cp.set_bind_group(0, bg)
             cp.dispatch_workgroups(x, y, z)
         cp.end()
-        self.queue.submit([enc.finish()])
+        return enc.finish()
+
+    def _run_list(self, items):
+        self.queue.submit([self._commands(items)])
         return 1
+
+    def _encode(self, plan):
+        return self._commands(plan.items)
+
+    def _submit(self, raw):
+        self.queue.submit([raw])
 
     async def _time_plan(self, plan, repeats):
         """One pass per run, timestampWrites around each, one submission; ns -> s.
