@@ -156,7 +156,15 @@ def test_decode_plan_is_replayed_with_o1_host_calls(gpu, models):
     # embedding + 5 per block + LM head shard(s) + argmax, all replayed from the recorded plan
     assert res.dispatches_per_token == eng.plan_greedy.n_dispatches == 1 + 5 * L + len(eng.shards["token_embd.weight"]) + 1
     assert c["direct_dispatches"] == 0 and c["plan_dispatches"] == c["dispatches"] == 15 * eng.plan_greedy.n_dispatches
-    assert res.host_calls_per_token == 3            # write params, run plan, read the token id
+    # greedy runs a step ahead (engine docstring): write params, encode the plan (native), submit it,
+    # read the token id; one step at a time: write params, run the plan, read
+    assert res.host_calls_per_token == 4
+    eng.overlap = False
+    assert gen(eng, eng.tokenizer.encode(PROMPT), n=16).host_calls_per_token == 3
+    cmd = gpu.encode(eng.plan_greedy)              # an encoded run is submitted once
+    gpu.run(cmd)
+    with pytest.raises(gpu_mod.GPUError, match="submitted once"):
+        gpu.run(cmd)
     assert c["reads"] == 15 and c["pipelines"] == 0
     eng.close()
 
@@ -201,7 +209,9 @@ def test_chat_reuses_the_cache_and_equals_a_fresh_run(gpu, models, act):
         # only the new tokens were run: one plan run per prompt token after the kept prefix + decode
         writes.append((keep, gpu.counters["plan_runs"] - w0))
         prefill_runs = -(-(len(prompt) - keep) // eng.prefill_rows)      # multi-row chunks
-        assert gpu.counters["plan_runs"] - w0 == prefill_runs + len(res.ids) - (res.stop_reason == "max_tokens")
+        assert gpu.counters["plan_runs"] - w0 == prefill_runs + len(res.ids) - (res.stop_reason == "max_tokens") \
+            + res.counters["discarded_steps"]       # greedy runs a step ahead: one past a stop token
+        assert res.counters["discarded_steps"] == (res.stop_reason in ("eos", "eot") and 0 < len(res.ids) < 11)
         fresh = load(gpu, path, act)
         want = run(fresh.generate(prompt, p, 12))
         assert res.ids == want.ids and res.stop_reason == want.stop_reason
@@ -300,3 +310,105 @@ def test_stop_token_and_should_stop(gpu, models):
     else:
         pytest.fail("no run of 40 seeds ended on EOS / EOT")
     eng.close()
+
+
+class Events:
+    """Records the order of dev.run / dev.read calls (the token reads of a decode)."""
+
+    def __init__(self, dev):
+        self.dev, self.log = dev, []
+
+    def __enter__(self):
+        run_, read = self.dev.run, self.dev.read
+
+        def run_rec(work):
+            self.log.append("run")
+            run_(work)
+
+        async def read_rec(*a, **k):
+            self.log.append("read")
+            return await read(*a, **k)
+        self.dev.run, self.dev.read = run_rec, read_rec
+        return self
+
+    def __exit__(self, *exc):
+        del self.dev.run, self.dev.read
+
+    def runs_before_reads(self):
+        """Decode runs submitted before each token read after the prefill's (its read is the first)."""
+        log = self.log[self.log.index("read") + 1:]
+        return [log[:j].count("run") for j, e in enumerate(log) if e == "read"]
+
+
+def test_overlapped_greedy_equals_one_step_at_a_time(gpu, models):
+    """Greedy decode one step ahead of the host (Engine.overlap) gives the same tokens, text, stop
+    reasons and cached_ids as one step at a time, for every way a run ends, and a chat after a
+    stop continues identically. The overlapped runs read token i only after step i is submitted."""
+    from bitweb.chat import chat_ids
+    path = models()
+    eng = {ov: load(gpu, path, max_context=256) for ov in (True, False)}
+    eng[False].overlap = False
+    ids = eng[True].tokenizer.encode(PROMPT)
+    p = SamplingParams()
+
+    def both(fn):
+        out = {}
+        for ov, e in eng.items():
+            with Events(gpu) as ev:
+                out[ov] = run(fn(e))
+            out[ov].order = ev.runs_before_reads()
+        a, b = out[True], out[False]
+        assert (a.ids, a.text, a.stop_reason, a.stop_id) == (b.ids, b.text, b.stop_reason, b.stop_id)
+        assert eng[True].cached_ids == eng[False].cached_ids
+        assert b.counters["discarded_steps"] == 0
+        return a, b
+
+    def stop_on(t):           # pretend t is EOT (the tiny model's greedy runs rarely meet the real one)
+        for e in eng.values():
+            e.tokenizer.stop_ids = frozenset({e.tokenizer.eos_id, t})
+
+    def stop_after(k):
+        n = [0]
+
+        def should_stop():
+            n[0] += 1
+            return n[0] >= k
+        return should_stop
+
+    # max_tokens: no step past the last needed one; token i is read with steps 0..i on the queue
+    a, b = both(lambda e: e.generate(ids, p, 20, ignore_eos=True))
+    assert a.stop_reason == "max_tokens" and len(a.ids) == 20 and a.counters["discarded_steps"] == 0
+    assert eng[True].cached_ids == ids + a.ids[:-1]
+    assert a.order == [i + 1 for i in range(1, 19)] + [19] and b.order == list(range(1, 20))
+    assert a.counters["plan_runs"] == b.counters["plan_runs"] == 19
+    assert a.host_calls_per_token == 4 and b.host_calls_per_token == 3      # + encode ahead (native)
+    # a stop token mid-run: the step that fed it ran and is discarded
+    full = a.ids
+    stop_on(full[6])
+    a, b = both(lambda e: e.generate(ids, p, 20))
+    k = full.index(full[6])
+    assert a.stop_reason == "eot" and a.stop_id == full[6] and a.ids == full[:k] and k > 0
+    assert eng[True].cached_ids == ids + a.ids and a.counters["discarded_steps"] == 1
+    # should_stop after 4 tokens: the two steps already on the queue are discarded
+    a, b = both(lambda e: e.generate(ids, p, 20, should_stop=stop_after(4), ignore_eos=True))
+    assert a.stop_reason == "stopped" and a.ids == full[:4] and a.counters["discarded_steps"] == 2
+    assert eng[True].cached_ids == ids + a.ids[:-1]
+    # the context limit (256): a 240-token prompt ends at position 255, never written past
+    long = (ids * 32)[:240]
+    assert len(long) == 240
+    a, b = both(lambda e: e.generate(long, p, 100, ignore_eos=True))
+    assert a.stop_reason == "context" and len(a.ids) == 16 and a.counters["discarded_steps"] == 0
+    assert eng[True].cached_ids == long + a.ids[:-1]
+    # a chat whose first reply ends on a stop token, then two more turns reusing the cache
+    system = "You are terse."
+    first = chat_ids(eng[True].tokenizer, [{"role": "system", "content": system},
+                                           {"role": "user", "content": "Hello there"}])
+    stop_on(run(eng[True].generate(first, p, 12, ignore_eos=True)).ids[4])
+    chats = {ov: ChatSession(e, system=system) for ov, e in eng.items()}
+    reasons = []
+    for turn in ("Hello there", "And again?", "Last one"):
+        a, b = both(lambda e: chats[e.overlap].send(turn, p, 12))
+        reasons.append(a.stop_reason)
+    assert reasons[0] == "eot" and chats[True].messages == chats[False].messages
+    for e in eng.values():
+        e.close()

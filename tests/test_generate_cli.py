@@ -80,7 +80,8 @@ def test_native_equals_numpy_64_tokens(model, capsys, gpu, act):
     rc2, out2, err2 = gen(capsys, *args, "--backend", "native")
     assert rc2 == 0, err2
     a, b = json.loads(out), json.loads(out2)
-    assert len(a["ids"]) == 64 and b["dispatches_per_token"] > 0 and b["host_calls_per_token"] == 3
+    # greedy native decode one step ahead: write params, encode, submit, read (engine docstring)
+    assert len(a["ids"]) == 64 and b["dispatches_per_token"] > 0 and b["host_calls_per_token"] == 4
     if act == "a8" and a["ids"] != b["ids"]:          # only an A8 rounding tie may explain this
         from tests.test_engine import assert_same_greedy
         from bitweb.engine import Engine

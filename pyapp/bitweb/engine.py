@@ -7,6 +7,27 @@ Context length: the KV cache holds `n_ctx` positions (the file's context length,
 (len(prompt) <= n_ctx - 1), else ContextError before any GPU work. Generation stops
 with stop_reason "context" once prompt + generated tokens == n_ctx (the last token
 then sits at position n_ctx - 1 and is never fed back). Nothing ever writes past the cache.
+
+Greedy decode runs one step ahead of the host (Engine.overlap, default True; used when the next
+token never needs the host: temperature 0 and no repetition penalty, whose ids the host writes
+each step). Step i feeds generated token t_i at position len(prompt) + i and writes t_{i+1}.
+Two recorded plans alternate: even steps read the token from buffer `token` and write the next
+into `token2`, odd steps the reverse (t_i lies in `token` for even i). Per token, in queue order:
+
+    read t_i          queued after step i (which reads it), before step i + 1 (which overwrites it)
+    submit step i + 1 encoded earlier: all the GPU waits for once the read returns
+    host work on t_i  stop rules, streaming text, on_token, should_stop: while step i + 1 runs
+    prepare i + 2     params write (its pos; writeBuffer is ordered with submits, so step i + 1
+                      keeps its own) and dev.encode (natively ~10 us of FFI calls per dispatch)
+
+Host calls per token: write params, encode (native only), submit, read. A step is prepared only
+when it can matter (step i: i + 1 < max_tokens and its position len(prompt) + i < n_ctx - 1, the
+limits above) and submitted only when the latest token read is not a stop token. So a step runs
+whose result is not used only when t_{i+1} is a stop token (1 step: it fed the stop token) or
+should_stop() ends the run (2 steps). Such a step writes K/V rows past `cached_ids` (which never
+includes them: it is exactly what the one-step-at-a-time loop leaves), and the scratch buffers
+(x, logits, ...), which nothing reads across generate() calls; the next prefill rewrites those
+cache rows before any step reads them. counters["discarded_steps"] counts such steps.
 """
 from __future__ import annotations
 
@@ -84,9 +105,12 @@ class GenerationRun:
     def prefill_done(self):
         self.t_prefill = now_ms()
 
+    def is_stop_token(self, t: int) -> bool:
+        return not self.ignore_eos and self.tok.is_stop(t)
+
     def accept(self, t: int) -> bool:
         """Take one sampled token; False when generation ends (stop_reason set)."""
-        if not self.ignore_eos and self.tok.is_stop(t):
+        if self.is_stop_token(t):
             self.stop_id = t
             self.stop_reason = "eos" if t == self.tok.eos_id else "eot"
             return False
@@ -173,7 +197,9 @@ class Engine:
 
     Decode is recorded once as dev.plan([...]) (see ARCHITECTURE.md, "Decode dispatch plan")
     and replayed per token: write params, run the plan, read the token (greedy) or the top-k
-    block (sampling; the host then writes the chosen id back to `token`).
+    block (sampling; the host then writes the chosen id back to `token`). Greedy decode without
+    a repetition penalty runs one step ahead of the host (module docstring; `overlap = False`
+    turns that off: the same tokens, one step at a time).
     """
 
     def __init__(self, dev, model: Model, activations: str, n_ctx: int, log=None):
@@ -183,6 +209,7 @@ class Engine:
         self.activations, self.a8 = activations, activations == "a8"
         self.n_ctx = n_ctx
         self.log = log
+        self.overlap = True           # greedy decode one step ahead of the host (module docstring)
         self.ternary = self.cfg.linear_type in TERNARY_TYPES
         self.w = {}                   # GGUF tensor name -> Buffer
         self.shards = {}              # table tensor name -> [(r0, r1, Buffer)]
@@ -360,6 +387,7 @@ class Engine:
         B["logits"] = dev.create_buffer(cfg.n_vocab * f4, label="logits")
         B["params"] = dev.create_buffer(ops.PARAMS_BYTES, label="params")
         B["token"] = dev.create_buffer(16, label="token")
+        B["token2"] = dev.create_buffer(16, label="token (odd overlapped steps)")
         B["pids"] = dev.create_buffer(4 * MAX_PENALTY_IDS, label="penalty_ids")
         B["freqs"] = dev.create_buffer(cfg.head_dim // 2 * f4, label="freqs")
         dev.write_buffer(B["freqs"], 0, ops.rope_freqs(cfg.head_dim, cfg.rope_base))
@@ -374,19 +402,29 @@ class Engine:
             B[f"k.{i}"] = dev.create_buffer(kv, label=f"k_cache.{i}")
             B[f"v.{i}"] = dev.create_buffer(kv, label=f"v_cache.{i}")
 
-        steps = self._embed_steps() + [s for i in range(cfg.n_layer) for s in self._layer_steps(i)]
+        embed = self._embed_steps()
+        steps = embed + [s for i in range(cfg.n_layer) for s in self._layer_steps(i)]
         head = self._head_steps()
-        argmax = [(ops.argmax(cfg.n_vocab), {"logits": B["logits"], "token": B["token"],
-                                            "penalty_ids": B["pids"], "params": B["params"]})]
-        self._n_compile = len(steps) + len(head) + 1
+
+        def argmax(out):
+            return [(ops.argmax(cfg.n_vocab), {"logits": B["logits"], "token": out,
+                                               "penalty_ids": B["pids"], "params": B["params"]})]
+        embed2 = [(st, dict(bufs, ids=B["token2"])) for st, bufs in embed]     # the odd steps' input
+        self._n_compile = len(steps) + len(head) + 1 + len(embed2) + 1
         self._compiled = 0
         items = await self._instantiate(steps, progress)
         self.items_layers = items
         self.items_head = await self._instantiate(head, progress)
-        self.items_argmax = await self._instantiate(argmax, progress)
+        self.items_argmax = await self._instantiate(argmax(B["token"]), progress)
         self.plan_layers = dev.plan(items)
         self.plan_greedy = self._plans[0] = dev.plan(items + self.items_head + self.items_argmax)
-        self.dispatches_per_layer = (len(items) - len(self._embed_steps())) / cfg.n_layer
+        # overlapped greedy decode: even steps token -> token2, odd steps token2 -> token
+        blocks = items[len(embed):]
+        to2 = await self._instantiate(argmax(B["token2"]), progress)
+        self.plans_ahead = (dev.plan(items + self.items_head + to2),
+                            dev.plan(await self._instantiate(embed2, progress) + blocks + self.items_head
+                                     + self.items_argmax))
+        self.dispatches_per_layer = len(blocks) / cfg.n_layer
 
     async def _instantiate(self, steps, progress):
         out = []
@@ -616,10 +654,7 @@ class Engine:
         """After a plan ending in argmax / top-k: the next token (left in `token` for the next step)."""
         dev, k = self.dev, self._k(params)
         if k == 0:
-            t = struct.unpack("<I", await dev.read(self.buf["token"], 0, 4))[0]
-            if t >= self.cfg.n_vocab:
-                raise EngineError(f"the GPU argmax returned {t}: every logit is NaN (a broken model or kernel)")
-            return t
+            return await self._read_token(self.buf["token"])
         _, top, off = await self._sampler_item(k)
         raw = await dev.read(top, 0, off + 4 * (k + 2))
         ids = struct.unpack_from(f"<{k}I", raw, 0)
@@ -634,6 +669,12 @@ class Engine:
             order = sorted(range(len(lg)), key=lambda i: (-lg[i], i))
             t = choose(params, [(lg[i], i) for i in order], None, u)
         self._feed(t)
+        return t
+
+    async def _read_token(self, buf) -> int:
+        t = struct.unpack("<I", await self.dev.read(buf, 0, 4))[0]
+        if t >= self.cfg.n_vocab:
+            raise EngineError(f"the GPU argmax returned {t}: every logit is NaN (a broken model or kernel)")
         return t
 
     async def _step(self, pos: int, params: SamplingParams, sampler: Sampler, context: list) -> int:
@@ -687,15 +728,56 @@ class Engine:
         run.prefill_done()
         c0 = dict(self.dev.counters)
         f0 = sampler.full_fallbacks
-        while run.accept(t):
-            context.append(t)
-            nxt = await self._step(len(self.cached_ids), params, sampler, context)
-            self.cached_ids.append(t)
-            t = nxt
-            run.n_decode += 1
+        discarded = 0
+        if self.overlap and params.greedy and not params.penalized:
+            discarded = await self._decode_ahead(run, t, params)
+        else:
+            while run.accept(t):
+                context.append(t)
+                nxt = await self._step(len(self.cached_ids), params, sampler, context)
+                self.cached_ids.append(t)
+                t = nxt
+                run.n_decode += 1
         c = {k: v - c0.get(k, 0) for k, v in self.dev.counters.items()}
         c["full_fallbacks"] = sampler.full_fallbacks - f0
+        c["discarded_steps"] = discarded
         return run.result(c, c["dispatches"], c["host_calls"])
+
+    async def _decode_ahead(self, run: GenerationRun, t: int, params: SamplingParams) -> int:
+        """Greedy decode one step ahead of the host (module docstring). t = t_0, read by the
+        prefill, lies in `token`. Returns the number of steps run whose result was not used."""
+        dev, n0, tokens = self.dev, len(self.cached_ids), (self.buf["token"], self.buf["token2"])
+        submitted, ready = 0, None          # steps 0 .. submitted - 1 are on the queue; ready: the next
+
+        def prepare(i: int):
+            """Params and command buffer of step i (feeding t_i), when it can matter. Called after
+            step i - 1 is submitted, so the params write lands after it on the queue."""
+            nonlocal ready
+            if i + 1 < run.max_tokens and n0 + i + 1 < self.n_ctx:
+                self._write_params(1, n0 + i, params, [])
+                ready = dev.encode(self.plans_ahead[i % 2])
+
+        def submit(last: int):
+            """Submit the prepared step unless the latest token read (t_0 for steps 0 and 1, else
+            the one before the step's own) is a stop token."""
+            nonlocal ready, submitted
+            if ready is not None and not run.is_stop_token(last):
+                dev.run(ready)
+                submitted += 1
+            ready = None
+        prepare(0)
+        submit(t)
+        prepare(1)
+        submit(t)
+        i = 0
+        while run.accept(t):                 # step i was submitted (accept implies it could matter)
+            self.cached_ids.append(t)
+            run.n_decode += 1
+            prepare(i + 2)                   # while the GPU runs step i + 1
+            i += 1
+            t = await self._read_token(tokens[i % 2])   # t_i, by step i - 1; queued after step i
+            submit(t)                        # step i + 1: all the GPU waits for after the read
+        return submitted - run.n_decode
 
     async def forward_logits(self, ids) -> list:
         """Logits (n_vocab floats) after every token of ids, run one token at a time through the
