@@ -112,6 +112,7 @@ def test_decode_json(gpu, tiny, capsys):
         assert r[k] > 0 and math.isfinite(r[k]), k
     assert 0 <= r["host_share"] <= 1
     assert r["host_ms_per_token"] > 0 and r["bridge_ms"] >= 0
+    assert r["overlap"] is True and r["host_busy_ms"] > 0
     assert close(r["host_share"], min(1.0, r["host_ms_per_token"] / r["step_ms_median"]))
     assert close(r["step_vs_roofline"], r["step_ms_median"] / r["roofline_ms"])
     # bytes per token from the file's own tensor table

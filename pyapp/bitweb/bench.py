@@ -25,17 +25,22 @@ kernels  `bench_kernels(dev, shapes=SHAPES, quick=False)` -> {"bench", "device",
     Shapes (n_in x rows) are the 2B4T linears: 2560x2560 (q, o), 2560x640 (k, v), 2560x6912 (gate,
     up), 6912x2560 (down), and 2560x16384, an LM-head shard (128256 rows of F16 are 8 such shards
     at most; 2560 x 16384 F16 is 80 MiB). Weights are random but valid (finite scales).
-decode   `bench_decode(dev, gf, src, tokens=32, prompt_tokens=32, activations="a8", lm_head=None)`
-    after a warm-up generate (pipelines built on first use), with an empty KV cache:
+decode   `bench_decode(dev, gf, src, tokens=32, prompt_tokens=32, activations="a8", lm_head=None,
+    overlap=True)` after a warm-up generate (pipelines built on first use), with an empty KV cache
+    (overlap=False: Engine.overlap off, one step at a time, for a before/after in one run):
     prefill tokens/s, decode ms/token and tokens/s (greedy, ignore EOS), dispatches per layer and
     per token, host calls per token, the median step wall time (between on_token calls), GPU ms
     per step (time_plan of the decode plan, median; measured separately, so on a shared CPU
     adapter it can differ from the step time by the load of the moment), host ms per step =
     median time from a step's token read returning to the next plan submitted (Python, params
     writes, encoding, submit: HostClock) + the bridge's round trip (a 1-workgroup dispatch + a
-    4-byte read, minus its GPU time), host share = host ms / median step, bytes read per token (weights + LM head + one embedding row + the KV cache at the
-    mean decode position), the streaming bandwidth over that many bytes (this run) and
-    step time / roofline time (roofline = bytes per token / streaming bandwidth).
+    4-byte read, minus its GPU time), host share = host ms / median step, host busy ms = median
+    Python time per step outside the token read's wait (from a read returning to the next read
+    call; with overlap the part after the submit runs while the GPU computes the next step, so it
+    costs step time only where it exceeds the GPU's), bytes read per token (weights + LM head +
+    one embedding row + the KV cache at the mean decode position), the streaming bandwidth over
+    that many bytes (this run) and step time / roofline time (roofline = bytes per token /
+    streaming bandwidth).
 load     `bench_load(dev, path)`: Engine.load time (upload and compile), file bytes/s, peak extra
     memory: tracemalloc peak of the Python heap during the load, and the growth of the process's
     peak resident set (ru_maxrss, CPython on Linux/macOS). On CPU adapters (lavapipe) GPU buffers
@@ -342,10 +347,12 @@ def bytes_per_token(eng, pos: float) -> dict:
 class HostClock:
     """Records, per decode step, the host time during which the GPU has nothing to run: from the
     return of one step's token read to the return of the next dev.run() (Python bookkeeping,
-    params writes, plan encoding and submission). Wraps dev.run / dev.read while active."""
+    params writes, plan encoding and submission): `gaps`; and the host's whole time per step
+    outside the read's wait, from a read returning to the next read call: `busy`. Wraps dev.run /
+    dev.read while active."""
 
     def __init__(self, dev):
-        self.dev, self.gaps, self._t = dev, [], None
+        self.dev, self.gaps, self.busy, self._t, self._r = dev, [], [], None, None
 
     def __enter__(self):
         run, read = self.dev.run, self.dev.read
@@ -357,8 +364,10 @@ class HostClock:
                 self._t = None
 
         async def timed_read(*a, **k):
+            if self._r is not None:
+                self.busy.append(time.perf_counter() - self._r)
             out = await read(*a, **k)
-            self._t = time.perf_counter()
+            self._t = self._r = time.perf_counter()
             return out
         self.dev.run, self.dev.read = timed_run, timed_read
         return self
@@ -394,11 +403,13 @@ def prompt_for(tokenizer, n: int) -> list:
 
 
 async def bench_decode(dev, gf, src, tokens: int = 32, prompt_tokens: int = 32, activations: str = "a8",
-                       lm_head: str | None = None, repeats: int | None = None, log=None) -> dict:
+                       lm_head: str | None = None, repeats: int | None = None, log=None,
+                       overlap: bool = True) -> dict:
     from bitweb.engine import Engine
     from bitweb.sampling import SamplingParams
     kw = {"lm_head": lm_head} if lm_head else {}
     eng = await Engine.load(dev, gf, src, activations=activations, **kw)
+    eng.overlap = overlap
     try:
         cfg = eng.cfg
         if prompt_tokens + tokens > eng.n_ctx:
@@ -415,6 +426,7 @@ async def bench_decode(dev, gf, src, tokens: int = 32, prompt_tokens: int = 32, 
         step_ms = median(steps) * 1e3 if steps else res.decode_ms_per_token
         bridge_ms = await round_trip_ms(dev)
         host_ms = median(clock.gaps[-n_dec:]) * 1e3 + bridge_ms if clock.gaps else 0.0
+        busy_ms = median(clock.busy[-n_dec:]) * 1e3 if clock.busy else 0.0
         gpu_ms = await timed(dev, eng.plan_greedy, repeats, budget_s=1.0) * 1e3
         bpt = bytes_per_token(eng, len(ids) + n_dec / 2)
         ts, _ = await Stream(dev, repeats).seconds(bpt["total"])
@@ -422,7 +434,8 @@ async def bench_decode(dev, gf, src, tokens: int = 32, prompt_tokens: int = 32, 
         roof_ms = bpt["total"] / stream_bps * 1e3
         out = {
             "bench": "decode", "device": dev.describe(), "timing": timing(dev),
-            "model": cfg.summary(), "activations": activations, "lm_head": lm_head or eng.model.lm_head.type_name,
+            "model": cfg.summary(), "activations": activations, "overlap": bool(overlap),
+            "lm_head": lm_head or eng.model.lm_head.type_name,
             "prompt_tokens": len(ids), "decoded_tokens": n_dec,
             "prefill_ms": res.prefill_ms, "prefill_tok_s": sig(len(ids) / res.prefill_ms * 1e3),
             "decode_ms_per_token": res.decode_ms_per_token,
@@ -431,7 +444,7 @@ async def bench_decode(dev, gf, src, tokens: int = 32, prompt_tokens: int = 32, 
             "dispatches_per_layer": eng.dispatches_per_layer, "dispatches_per_token": res.dispatches_per_token,
             "host_calls_per_token": res.host_calls_per_token,
             "gpu_ms_per_token": sig(gpu_ms),
-            "host_ms_per_token": sig(host_ms), "bridge_ms": sig(bridge_ms),
+            "host_ms_per_token": sig(host_ms), "bridge_ms": sig(bridge_ms), "host_busy_ms": sig(busy_ms),
             "host_share": sig(min(1.0, host_ms / step_ms), 3) if step_ms else None,
             "bytes_per_token": bpt["total"], "bytes": bpt,
             "stream_gbps": sig(stream_bps / 1e9), "roofline_ms": sig(roof_ms),
@@ -449,8 +462,10 @@ def describe_decode(r: dict) -> str:
     return (f"{r['model']}\n  {r['activations']} activations, LM head {r['lm_head']}; prompt {r['prompt_tokens']} tokens: "
             f"prefill {r['prefill_tok_s']} tok/s; decode {r['decode_ms_per_token']} ms/token ({r['decode_tok_s']} tok/s)\n"
             f"  {r['dispatches_per_layer']:g} dispatches per layer, {r['dispatches_per_token']:g} per token, "
-            f"{r['host_calls_per_token']:g} host calls per token\n"
-            f"  median step {r['step_ms_median']} ms; host {r['host_ms_per_token']} ms (bridge {r['bridge_ms']} ms): "
+            f"{r['host_calls_per_token']:g} host calls per token; "
+            f"{'greedy one step ahead of the host' if r['overlap'] else 'one step at a time'}\n"
+            f"  median step {r['step_ms_median']} ms; host {r['host_ms_per_token']} ms (bridge {r['bridge_ms']} ms; "
+            f"Python per step {r['host_busy_ms']} ms): "
             f"host share {r['host_share']}; GPU time of the plan (measured apart) {r['gpu_ms_per_token']} ms\n"
             f"  {r['bytes_per_token'] / 1e6:.2f} MB per token (LM head {r['bytes']['lm_head_share']:.0%}); stream "
             f"{r['stream_gbps']} GB/s -> roofline {r['roofline_ms']} ms; step / roofline {r['step_vs_roofline']}, "
@@ -535,7 +550,8 @@ async def _main(args) -> int:
         gf = open_gguf(args.model)
         with FileSource(args.model) as src:
             r = await bench_decode(dev, gf, src, tokens=args.tokens, prompt_tokens=args.prompt_tokens,
-                                   activations=args.activations, lm_head=lm_head, repeats=args.repeats)
+                                   activations=args.activations, lm_head=lm_head, repeats=args.repeats,
+                                   overlap=not getattr(args, "no_overlap", False))
         print(json.dumps(r) if args.json else describe_decode(r))
     else:
         r = await bench_load(dev, args.model, activations=args.activations, lm_head=lm_head)

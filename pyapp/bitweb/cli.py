@@ -89,6 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--activations", choices=["a8", "f32"], default="a8")
     p.add_argument("--lm-head", choices=["q8_0"], default=None,
                    help="decode/load: re-quantize the LM head on load (default: as in the file)")
+    p.add_argument("--no-overlap", action="store_true",
+                   help="decode: one step at a time (Engine.overlap off), for a before/after")
     p.add_argument("--quick", action="store_true", help="kernels: two small shapes, default variants")
     p.add_argument("--repeats", type=int, default=None, help="timed runs per kernel (default: by time budget)")
     p.add_argument("--json", action="store_true")
