@@ -515,6 +515,18 @@ def test_default_model_loads_and_matches_cli(browser, server):
     ctx.close()
 
 
+def test_page_reopens_the_last_model_from_the_cache(app, oracle):
+    """A plain reload (no ?model=) opens the model used last, from OPFS, with no model request."""
+    requests = []
+    app.page.on("request", lambda r: requests.append(r.url) if ".gguf" in urlparse(r.url).path else None)
+    app.page.goto(app.server)
+    app.wait_ready("other.gguf")
+    assert requests == []
+    app.set(max_tokens=12)
+    assert app.reply(app.say(PROMPT))["text"] == oracle["other"]["text"]
+    no_errors(app)
+
+
 def test_llama3_vocabulary_model_from_a_url(app, tmp_path):
     """The official model's tokenizer: the Llama 3 vocabulary (128256 tokens, 280147 merges, a
     ~7 MB header read in growing prefixes) on a tiny model, downloaded from a URL of the app's own
