@@ -103,11 +103,18 @@ def main():
     ap.add_argument("--out-dir", default=HERE, help="root of runs/<run>/ and logs/<run>.log")
     ap.add_argument("--stop-after", type=int, default=None,
                     help="save a checkpoint and exit at this step (continue later with --resume)")
+    ap.add_argument("--mix", default="", help="task sampling weights to override, e.g. compare=30,count=20 "
+                    "(bitweb.tasks.WEIGHTS; recorded in the log's args line)")
     for k, v in Config().to_dict().items():
         if k != "n_vocab":
             ap.add_argument("--" + k.replace("_", "-"), type=type(v), default=v)
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
+    for kv in filter(None, a.mix.split(",")):
+        k, v = kv.split("=")
+        if k not in tasks.WEIGHTS:
+            raise SystemExit(f"--mix: unknown task {k!r} (tasks: {', '.join(tasks.WEIGHTS)})")
+        tasks.WEIGHTS[k] = int(v)
     run_dir = os.path.join(a.out_dir, "runs", a.run)
     os.makedirs(run_dir, exist_ok=True)
     os.makedirs(os.path.join(a.out_dir, "logs"), exist_ok=True)
