@@ -199,7 +199,30 @@ class _Ternary(Format):
         return (t.reshape(s.size, per).astype(np.float32) * s.reshape(-1, 1)).reshape(-1)
 
 
-class TQ2_0(_Ternary):
+class _TQ(_Ternary):
+    """llama.cpp's TQ2_0 / TQ1_0: 256-value blocks of ternary codes (t + 1) and one f16 d per block.
+    Subclasses define _pack_codes((n_blocks, 256) codes) -> (n_blocks, type_size - 2) bytes."""
+
+    def pack_ternary(self, t, d):
+        """t: ternary ints (any shape, n % 256 == 0); d: one scale per 256 values (stored as f16)."""
+        np = _np()
+        codes = _ternary_codes(t)
+        self.check_length(codes.size)
+        nb = codes.size // 256
+        return np.concatenate([self._pack_codes(codes.reshape(nb, 256)), _block_f16(d, nb, self.name)], axis=1).tobytes()
+
+    def quantize(self, x):
+        """d = max|x| per block, t = round(x / d) (ggml quantize_row_tq2_0_ref / _tq1_0_ref)."""
+        np = _np()
+        blocks = self._flat(x).reshape(-1, 256)
+        d = np.abs(blocks).max(axis=1, keepdims=True)
+        with np.errstate(divide="ignore"):
+            inv = np.where(d == 0, 0, 1 / d)
+        codes = (_round_away(blocks * inv).astype(np.int8) + np.int8(1)).astype(np.uint8)
+        return np.concatenate([self._pack_codes(codes), d.astype("<f2").view(np.uint8)], axis=1).tobytes()
+
+
+class TQ2_0(_TQ):
     name, type_id, block_size, type_size = "TQ2_0", 35, 256, 66
 
     @staticmethod
@@ -216,26 +239,8 @@ class TQ2_0(_Ternary):
         qs = b[:, :64].reshape(-1, 2, 1, 32) >> np.array([0, 2, 4, 6], dtype=np.uint8).reshape(1, 1, 4, 1)
         return ((qs & 3).astype(np.int8) - 1).reshape(-1), d
 
-    def pack_ternary(self, t, d):
-        """t: ternary ints (any shape, n % 256 == 0); d: one scale per 256 values (stored as f16)."""
-        np = _np()
-        codes = _ternary_codes(t)
-        self.check_length(codes.size)
-        nb = codes.size // 256
-        return np.concatenate([self._pack_codes(codes.reshape(nb, 256)), _block_f16(d, nb, self.name)], axis=1).tobytes()
 
-    def quantize(self, x):
-        """d = max|x| per block, t = round(x / d) (ggml quantize_row_tq2_0_ref)."""
-        np = _np()
-        blocks = self._flat(x).reshape(-1, 256)
-        d = np.abs(blocks).max(axis=1, keepdims=True)
-        with np.errstate(divide="ignore"):
-            inv = np.where(d == 0, 0, 1 / d)
-        codes = (_round_away(blocks * inv).astype(np.int8) + np.int8(1)).astype(np.uint8)
-        return np.concatenate([self._pack_codes(codes), d.astype("<f2").view(np.uint8)], axis=1).tobytes()
-
-
-class TQ1_0(_Ternary):
+class TQ1_0(_TQ):
     name, type_id, block_size, type_size = "TQ1_0", 34, 256, 54
 
     @staticmethod
@@ -263,24 +268,6 @@ class TQ1_0(_Ternary):
         q = np.concatenate([q0.reshape(nb, -1), q1.reshape(nb, -1), qh.reshape(nb, -1)], axis=1)
         t = ((q.astype(np.uint16) * 3) >> 8).astype(np.int8) - 1
         return t.reshape(-1), d
-
-    def pack_ternary(self, t, d):
-        """t: ternary ints (n % 256 == 0); d: one scale per 256 values (stored as f16)."""
-        np = _np()
-        codes = _ternary_codes(t)
-        self.check_length(codes.size)
-        nb = codes.size // 256
-        return np.concatenate([self._pack_codes(codes.reshape(nb, 256)), _block_f16(d, nb, self.name)], axis=1).tobytes()
-
-    def quantize(self, x):
-        """d = max|x| per block, t = round(x / d) (ggml quantize_row_tq1_0_ref)."""
-        np = _np()
-        blocks = self._flat(x).reshape(-1, 256)
-        d = np.abs(blocks).max(axis=1, keepdims=True)
-        with np.errstate(divide="ignore"):
-            inv = np.where(d == 0, 0, 1 / d)
-        codes = (_round_away(blocks * inv).astype(np.int8) + np.int8(1)).astype(np.uint8)
-        return np.concatenate([self._pack_codes(codes), d.astype("<f2").view(np.uint8)], axis=1).tobytes()
 
 
 class I2_S(_Ternary):
