@@ -139,9 +139,8 @@ export async function saveFile(file, name, progress) {
   return write(name, chunksOf(file.stream()), (n) => progress(n, file.size), { source: 'file: ' + file.name, lastModified: file.lastModified });
 }
 
-// Without OPFS (some private windows): the download as a Blob, not cached (the browser decides
-// whether it stays in memory or goes to disk).
-export async function fetchBlob(url, progress) {
+// GET `url`, uncached; a NetworkError that names the URL when it fails or is not 200.
+async function download(url) {
   let r;
   try {
     r = await fetch(url, { cache: 'no-store' });
@@ -149,6 +148,13 @@ export async function fetchBlob(url, progress) {
     throw new NetworkError(`could not download ${url}: ${e.message || e}`);
   }
   if (!r.ok) throw new NetworkError(`could not download ${url}: HTTP ${r.status} ${r.statusText}`);
+  return r;
+}
+
+// Without OPFS (some private windows): the download as a Blob, not cached (the browser decides
+// whether it stays in memory or goes to disk).
+export async function fetchBlob(url, progress) {
+  const r = await download(url);
   const total = Number(r.headers.get('content-length') || 0);
   progress(0, total);
   const blob = await r.blob();
@@ -181,13 +187,7 @@ export async function fromUrl(url, name, progress) {
     if (same) return { file: await open(name), cached: true };
   }
   if (h.offline && !entry) throw new NetworkError(`could not reach ${url} (${h.error}) and it is not in the cache`);
-  let r;
-  try {
-    r = await fetch(url, { cache: 'no-store' });
-  } catch (e) {
-    throw new NetworkError(`could not download ${url}: ${e.message || e}`);
-  }
-  if (!r.ok) throw new NetworkError(`could not download ${url}: HTTP ${r.status} ${r.statusText}`);
+  const r = await download(url);
   const total = Number(r.headers.get('content-length') || 0);
   let last = 0;
   const file = await write(name, chunksOf(r.body, 1 << 20), (n) => {
