@@ -105,11 +105,14 @@ def main():
                     help="save a checkpoint and exit at this step (continue later with --resume)")
     ap.add_argument("--mix", default="", help="task sampling weights to override, e.g. compare=30,count=20 "
                     "(bitweb.tasks.WEIGHTS; recorded in the log's args line)")
+    ap.add_argument("--compare-answer", choices=("steps", "short"), default="steps",
+                    help="compare answers: '412 > 398, so 412 is larger.' (steps) or '412 is larger.' (short)")
     for k, v in Config().to_dict().items():
         if k != "n_vocab":
             ap.add_argument("--" + k.replace("_", "-"), type=type(v), default=v)
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
+    tasks.COMPARE_STEPS = a.compare_answer == "steps"
     for kv in filter(None, a.mix.split(",")):
         k, v = kv.split("=")
         if k not in tasks.WEIGHTS:
