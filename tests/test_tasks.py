@@ -154,3 +154,17 @@ def test_unparseable_questions_raise_clear_errors():
         T.expected("poetry", "Write a poem")
     with pytest.raises(ValueError, match="unknown question"):
         T.expected("greet", "Goodbye")
+
+
+def test_count_steps_and_random_letter_words_only_in_training():
+    assert T.count_steps("strawberry", "r") == "s-t-r1-a-w-b-e-r2-r3-y"
+    assert T.count_steps("cat", "z") == "c-a-t"
+    assert T.expected("count", "How many r's are in strawberry?") == "s-t-r1-a-w-b-e-r2-r3-y has 3 r's."
+    assert T.check("count", "How many r's are in strawberry?", "s-t-r1-a-w-b-e-r2-r3-y has 3 r's.")
+    assert not T.check("count", "How many r's are in strawberry?", "s-t-r1-a-w-b-e-r2-r3-y has 2 r's.")
+    train = [e for e in take(T.generate(4), 6000) if e.task in ("count", "reverse")]
+    words = {T.parse(e.task, e.question)["w"] for e in train}
+    pseudo = words - set(T.WORDS)
+    assert len(pseudo) > 100                                        # random letter strings are trained on
+    for t in ("count", "reverse"):
+        assert {T.parse(t, e.question)["w"] for e in T.heldout(t)} <= set(T.WORDS)   # held out: real words

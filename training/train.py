@@ -107,12 +107,18 @@ def main():
                     "(bitweb.tasks.WEIGHTS; recorded in the log's args line)")
     ap.add_argument("--compare-answer", choices=("steps", "short"), default="steps",
                     help="compare answers: '412 > 398, so 412 is larger.' (steps) or '412 is larger.' (short)")
+    ap.add_argument("--count-answer", choices=("steps", "short"), default="steps",
+                    help="count answers: 's-t-r1-a-w-b-e-r2-r3-y has 3 r's.' (steps) or without the running counts (short)")
+    ap.add_argument("--pseudo-words", type=float, default=tasks.PSEUDO_WORDS,
+                    help="share of training count/reverse examples on random letter strings")
     for k, v in Config().to_dict().items():
         if k != "n_vocab":
             ap.add_argument("--" + k.replace("_", "-"), type=type(v), default=v)
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     tasks.COMPARE_STEPS = a.compare_answer == "steps"
+    tasks.COUNT_STEPS = a.count_answer == "steps"
+    tasks.PSEUDO_WORDS = a.pseudo_words
     for kv in filter(None, a.mix.split(",")):
         k, v = kv.split("=")
         if k not in tasks.WEIGHTS:

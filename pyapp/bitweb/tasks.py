@@ -10,7 +10,7 @@ paraphrase of a held-out key is held out):
   add       a + b, 0 <= a, b <= 99             key "a+b"      "7+5=12, 3+4+1=8, so 37 + 45 = 82."
   sub       a - b, 0 <= a, b <= 99             key "a-b"      "82 > 45, 12-5=7, 8-1-4=3, so 82 - 45 = 37."
   compare   larger/smaller of a != b, 0..999   key "max:a,b"  "412 > 398, so 412 is larger."
-  count     letter l in word w                 key "w:l"      "s-t-r-a-w-b-e-r-r-y has 3 r's."
+  count     letter l in word w                 key "w:l"      "s-t-r1-a-w-b-e-r2-r3-y has 3 r's."
   reverse   a short word w (3-6 letters)       key "w"        "c-a-t backwards is t-a-c, so the word is tac."
   weekday   the day after d                    key "tpl:d"    answer "The day after Monday is Tuesday."
   greet     hello / how are you                key question   fixed reply
@@ -176,6 +176,16 @@ def spell(w: str) -> str:
     return "-".join(w)
 
 
+def count_steps(w: str, l: str) -> str:
+    """The word spelled with a running count after each letter l: count_steps('strawberry', 'r')
+    = 's-t-r1-a-w-b-e-r2-r3-y'."""
+    out, n = [], 0
+    for c in w:
+        n += c == l
+        out.append(f"{c}{n}" if c == l else c)
+    return "-".join(out)
+
+
 def add_steps(a: int, b: int) -> str:
     """Column addition, units first: '9+2=11, 7+3+1=11' for 79 + 32."""
     s0 = a % 10 + b % 10
@@ -192,6 +202,16 @@ def sub_steps(a: int, b: int) -> str:
     rel = ">" if hi != lo else "="
     return f"{hi} {rel} {lo}, {u}-{lo % 10}={u - lo % 10}, {hi // 10}-{c}-{lo // 10}={hi // 10 - c - lo // 10}"
 
+
+# Count answers spell the word with a running count after each matching letter
+# ("s-t-r1-a-w-b-e-r2-r3-y has 3 r's."): each step compares one letter and adds one.
+# False: the plain spelling ("s-t-r-a-w-b-e-r-r-y has 3 r's."; the default model's first
+# 6000 training steps used it).
+COUNT_STEPS = True
+# Share of the *training* count / reverse examples made on random letter strings instead of
+# WORDS (so spelling and reversing must work letter by letter, not per memorised word). The
+# held-out split is real words only.
+PSEUDO_WORDS = 0.3
 
 # Compare answers restate the two numbers in question order with < or > first (a copy in
 # order, then one comparison), then the one asked for: "412 > 398, so 412 is larger." False:
@@ -212,7 +232,8 @@ def _answer(task: str, v: dict) -> str:
         return f"{a} {'>' if a > b else '<'} {b}, so {ans}" if COMPARE_STEPS else ans
     if task == "count":
         n = v["w"].count(v["l"])
-        return f"{spell(v['w'])} has {n} {v['l']}" + ("." if n == 1 else "'s.")
+        spelled = count_steps(v["w"], v["l"]) if COUNT_STEPS else spell(v["w"])
+        return f"{spelled} has {n} {v['l']}" + ("." if n == 1 else "'s.")
     if task == "reverse":
         w = v["w"]
         return f"{spell(w)} backwards is {spell(w[::-1])}, so the word is {w[::-1]}."
@@ -236,7 +257,11 @@ def _key(task: str, v: dict, tpl_index: int) -> str:
     raise ValueError(task)
 
 
-def _sample_slots(task: str, rng: random.Random) -> dict:
+def _pseudo_word(rng: random.Random, lo: int, hi: int) -> str:
+    return "".join(rng.choice(LETTERS) for _ in range(rng.randint(lo, hi)))
+
+
+def _sample_slots(task: str, rng: random.Random, split: str = "train") -> dict:
     if task in ("add", "sub"):
         return {"a": rng.randint(0, 99), "b": rng.randint(0, 99)}
     if task == "compare":
@@ -248,11 +273,13 @@ def _sample_slots(task: str, rng: random.Random) -> dict:
                 break
         return {"a": a, "b": b, "want": "max" if rng.random() < 0.6 else "min"}
     if task == "count":
-        w = rng.choice(WORDS)
+        pseudo = split == "train" and rng.random() < PSEUDO_WORDS
+        w = _pseudo_word(rng, 3, 10) if pseudo else rng.choice(WORDS)
         l = rng.choice(w) if rng.random() < 0.75 else rng.choice(LETTERS)
         return {"w": w, "l": l}
     if task == "reverse":
-        return {"w": rng.choice(SHORT_WORDS)}
+        pseudo = split == "train" and rng.random() < PSEUDO_WORDS
+        return {"w": _pseudo_word(rng, 3, 6) if pseudo else rng.choice(SHORT_WORDS)}
     if task == "weekday":
         return {"d": rng.choice(DAYS)}
     raise ValueError(task)
@@ -266,8 +293,8 @@ def _surface(rng: random.Random, core: str) -> str:
     return q
 
 
-def _make(task: str, rng: random.Random) -> Example:
-    """One example of `task` (either split)."""
+def _make(task: str, rng: random.Random, split: str = "train") -> Example:
+    """One example of `task` (of either split; `split` only matters for PSEUDO_WORDS)."""
     if task in ("greet", "self", "help"):
         if task == "greet":
             core = rng.choice(GREET_HELLO + GREET_FINE)
@@ -285,7 +312,7 @@ def _make(task: str, rng: random.Random) -> Example:
         v = _sample_slots(task, rng)
         tpls = TEMPLATES["compare_" + v["want"]]
     else:
-        v = _sample_slots(task, rng)
+        v = _sample_slots(task, rng, split)
         tpls = TEMPLATES[task]
     i = rng.randrange(len(tpls))
     q = tpls[i].format(**v)
@@ -298,7 +325,7 @@ def sample(task: str, rng: random.Random, split: str = "train") -> Example:
     """One example from the given split ('train' or 'heldout'), rejection-sampled."""
     want = split == "heldout"
     for _ in range(100000):
-        ex = _make(task, rng)
+        ex = _make(task, rng, split)
         if is_heldout(task, ex.key) == want:
             return ex
     raise RuntimeError(f"no {split} example found for task {task!r}")
@@ -444,7 +471,7 @@ def check(task: str, question: str, answer_text: str) -> bool:
         return want in nums and other not in nums
     if task == "count":
         v = parse(task, question)
-        nums = _ints(ans)
+        nums = _ints(re.split(r"\bhas\b", ans)[-1])         # after the spelling's running counts
         return nums == [v["w"].count(v["l"])]
     if task == "reverse":
         v = parse(task, question)
