@@ -73,16 +73,26 @@ async def main():
     out["greedy_first_divergence"] = first
     for e in engs.values():
         e.close()
-    if a.eval:
-        from bitweb import evaluate
-        orig = Engine.load.__func__
-        acc = {}
-        for head in (None, "q8_0"):
-            Engine.load = classmethod(lambda cls, *x, _h=head, **k: orig(cls, *x, lm_head=_h, **k))
-            r = evaluate.native_report(a.model, open_gguf(a.model), limit=a.limit)
-            acc[head or "file"] = r
-        Engine.load = classmethod(orig)
-        out["eval"] = acc
-    print(json.dumps(out, indent=1))
+    return a, out
 
-asyncio.run(main())
+
+def head_eval(a):
+    """bitweb eval's native report with the file's head and with the Q8_0 head (outside main's
+    event loop: native_report runs its own)."""
+    from bitweb import evaluate
+    orig = Engine.load.__func__
+    acc, reports = {}, {}
+    for head in (None, "q8_0"):
+        Engine.load = classmethod(lambda cls, *x, _h=head, **k: orig(cls, *x, lm_head=_h, **k))
+        r = reports[head or "file"] = evaluate.native_report(a.model, open_gguf(a.model), limit=a.limit)
+        acc[head or "file"] = {"overall": r["overall"], **{t: x["accuracy"] for t, x in r["tasks"].items()}}
+    Engine.load = classmethod(orig)
+    s = evaluate.agreement(reports["file"], reports["q8_0"])
+    acc["identical_greedy_answers"] = f"{s['same']}/{s['n']}"
+    return acc
+
+
+a, out = asyncio.run(main())
+if a.eval:
+    out["eval"] = head_eval(a)
+print(json.dumps(out, indent=1))
