@@ -8,11 +8,9 @@ bitlinear, bitlinear_tiled, dense, ops, requant, lmhead) are written to build/we
 browser vectors are restored afterwards. --skip-big drops the 2B4T LM-head cases. Prints the
 adapter, the pass count, the time and every failure.
 """
-import json, os, re, subprocess, sys, time
-from playwright.sync_api import sync_playwright
+import json, os, subprocess, sys, time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-ARGS = ["--enable-unsafe-webgpu", "--no-sandbox", "--disable-background-networking", "--disable-component-update"]
+from chromium import ROOT, page
 argv = sys.argv[1:]
 only = argv[0] if argv and not argv[0].startswith("--") else ""
 full = [a for a in argv[argv.index("--full") + 1:] if not a.startswith("--")] if "--full" in argv else []
@@ -27,13 +25,8 @@ if full:
     open(os.path.join(out, "kernel_vectors.bin"), "wb").write(bytes(b.blob))
     open(os.path.join(out, "kernel_vectors.json"), "w").write(b.manifest())
     print(f"wrote {len(b.cases)} full cases of {full}", flush=True)
-proc = subprocess.Popen(["node", os.path.join(ROOT, "tools", "serve.mjs")], cwd=ROOT, env=dict(os.environ, PORT="0"),
-                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-url = re.search(r"http://[\d.]+:\d+/", proc.stdout.readline()).group(0)
 try:
-    with sync_playwright() as p:
-        br = p.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS, headless=True)
-        pg = br.new_page()
+    with page() as (pg, url):
         pg.on("console", lambda m: print("console:", m.text[:500]) if m.type == "error" else None)
         t = time.time()
         pg.goto(url + "kernels.html?only=" + only)
@@ -43,8 +36,6 @@ try:
         for r in res["results"]:
             if not r["ok"]:
                 print("FAIL", json.dumps(r)[:1500])
-        br.close()
 finally:
-    proc.kill()
     if full:
         subprocess.run(build, check=True, capture_output=True)

@@ -3,11 +3,10 @@
 usage: .venv/bin/python dev/ops/tint_probe.py file.wgsl[:entry] ...   (or import probe())
 Also prints the adapter limits. Dev tool only (needs node + /usr/bin/chromium).
 """
-import json, os, re, subprocess, sys
-from playwright.sync_api import sync_playwright
+import json, os, sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-ARGS = ["--enable-unsafe-webgpu", "--no-sandbox", "--disable-background-networking", "--disable-component-update"]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from chromium import page  # noqa: E402
 
 JS = """async (mods) => {
   const ad = await navigator.gpu.requestAdapter();
@@ -33,29 +32,9 @@ JS = """async (mods) => {
 
 
 def probe(mods):
-    env = dict(os.environ, PORT="0")
-    proc = subprocess.Popen(["node", os.path.join(ROOT, "tools", "serve.mjs")], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    url = re.search(r"http://[\d.]+:\d+/", proc.stdout.readline()).group(0)
-    try:
-        with sync_playwright() as p:
-            b = p.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS, headless=True)
-            pg = b.new_page()
-            pg.goto(url)
-            return pg.evaluate(JS, mods)
-    finally:
-        proc.kill()
-
-
-if __name__ == "__main__":
-    mods = []
-    for a in sys.argv[1:]:
-        path, _, entry = a.partition(":")
-        mods.append([open(path).read(), entry or None])
-    r = probe(mods)
-    print(json.dumps(r["lim"]), r["feats"])
-    for a, o in zip(sys.argv[1:], r["out"]):
-        print(a, o)
+    with page() as (pg, url):
+        pg.goto(url)
+        return pg.evaluate(JS, mods)
 
 
 def specialised(shader, defines, browser=True, f16=False, subgroups=True):
@@ -77,3 +56,14 @@ def probe_steps(steps, **kw):
             bad += 1
             print(s.shader, s.entry, s.defines, o)
     print(f"{len(steps) - bad}/{len(steps)} compiled")
+
+
+if __name__ == "__main__":
+    mods = []
+    for a in sys.argv[1:]:
+        path, _, entry = a.partition(":")
+        mods.append([open(path).read(), entry or None])
+    r = probe(mods)
+    print(json.dumps(r["lim"]), r["feats"])
+    for a, o in zip(sys.argv[1:], r["out"]):
+        print(a, o)
