@@ -308,12 +308,8 @@ def _make(task: str, rng: random.Random, split: str = "train") -> Example:
                 core, ans = rng.choice(SORRY_Q), SORRY
         q = _surface(rng, core)
         return Example(task, q, q, ans)
-    if task == "compare":
-        v = _sample_slots(task, rng)
-        tpls = TEMPLATES["compare_" + v["want"]]
-    else:
-        v = _sample_slots(task, rng, split)
-        tpls = TEMPLATES[task]
+    v = _sample_slots(task, rng, split)
+    tpls = TEMPLATES["compare_" + v["want"] if task == "compare" else task]
     i = rng.randrange(len(tpls))
     q = tpls[i].format(**v)
     if task not in ("weekday",) and rng.random() < 0.1:
