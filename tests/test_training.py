@@ -269,6 +269,29 @@ def test_export_roundtrip_every_format(tmp_path):
         assert torch.equal(loaded(ids), m(ids))
 
 
+def test_training_from_a_gguf_file_starts_from_its_forward(tmp_path):
+    """--init-gguf: latent weights t * m / p re-quantize to the file's t * m (forward equal up
+    to float rounding of the mean), and a wrong-shaped run is refused with both configs named."""
+    import train
+    m = tiny_model(12)
+    ck = tmp_path / "ck.pt"
+    torch.save({"model": m.state_dict(), "config": m.c.to_dict(), "tokenizer": TOK.to_str()}, ck)
+    path = export.export(str(ck), str(tmp_path / "m.gguf"), "i2_s")
+    fresh = tiny_model(13)
+    train.init_from_gguf(fresh, path)
+    file_model = infer.load_gguf(path)
+    for (name, a), (_, b) in zip(fresh.linears(), file_model.linears()):
+        assert torch.allclose(weight_quant(a.weight), b.frozen, rtol=1e-6, atol=0), name
+        t, _ = ternary(a.weight)
+        assert torch.equal(t, ternary(dict(m.linears())[name].weight)[0]), name
+    fresh.train()
+    ids = torch.tensor([TOK.encode(format_chat([{"role": "user", "content": "Hello"}])).ids])
+    with torch.no_grad():
+        assert torch.allclose(fresh(ids), file_model(ids), atol=1e-4, rtol=0)
+    with pytest.raises(SystemExit, match="has config"):
+        train.init_from_gguf(tiny_model(0, n_layer=1), path)
+
+
 # ---------------------------------------------------------------------------- the shipped model
 
 def test_shipped_model_file():
