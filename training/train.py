@@ -130,9 +130,8 @@ def main():
                     "(bitweb.tasks.WEIGHTS; recorded in the log's args line)")
     ap.add_argument("--compare-answer", choices=("steps", "short"), default="steps",
                     help="compare answers: '412 > 398, so 412 is larger.' (steps) or '412 is larger.' (short)")
-    ap.add_argument("--count-answer", choices=("spaced", "dashed", "short"), default=tasks.COUNT_STYLE,
-                    help="count answers: 's t r1 a w b e r2 r3 y has 3 r's.' (spaced), "
-                    "'s-t-r1-a-w-b-e-r2-r3-y has 3 r's.' (dashed) or 's-t-r-a-w-b-e-r-r-y has 3 r's.' (short)")
+    ap.add_argument("--count-answer", choices=("steps", "short"), default=tasks.COUNT_STYLE,
+                    help="count answers: 's-t-r1-a-w-b-e-r2-r3-y has 3 r's.' (steps) or without the running counts (short)")
     ap.add_argument("--init-gguf", default=None,
                     help="start (step 0, fresh optimizer) from a GGUF file's weights instead of random ones")
     ap.add_argument("--pseudo-words", type=float, default=tasks.PSEUDO_WORDS,

@@ -176,14 +176,14 @@ def spell(w: str) -> str:
     return "-".join(w)
 
 
-def count_steps(w: str, l: str, sep: str = "-") -> str:
+def count_steps(w: str, l: str) -> str:
     """The word spelled with a running count after each letter l: count_steps('strawberry', 'r')
-    = 's-t-r1-a-w-b-e-r2-r3-y'; with sep=' ': 's t r1 a w b e r2 r3 y'."""
+    = 's-t-r1-a-w-b-e-r2-r3-y'."""
     out, n = [], 0
     for c in w:
         n += c == l
         out.append(f"{c}{n}" if c == l else c)
-    return sep.join(out)
+    return "-".join(out)
 
 
 def add_steps(a: int, b: int) -> str:
@@ -203,13 +203,11 @@ def sub_steps(a: int, b: int) -> str:
     return f"{hi} {rel} {lo}, {u}-{lo % 10}={u - lo % 10}, {hi // 10}-{c}-{lo // 10}={hi // 10 - c - lo // 10}"
 
 
-# Count answers spell the word with a running count after each matching letter: each step
-# compares one letter and adds one. "spaced" (the default): "s t r1 a w b e r2 r3 y has 3 r's.",
-# every spelled letter after the first is the same token as the question's letter (" r"), so
-# matching it is a comparison of equal tokens. "dashed": "s-t-r1-a-w-b-e-r2-r3-y has 3 r's."
-# (tokens "-r": the default model's steps 6000-14000). "short": the plain spelling,
-# "s-t-r-a-w-b-e-r-r-y has 3 r's." (its first 6000 steps).
-COUNT_STYLE = "spaced"
+# Count answers spell the word with a running count after each matching letter
+# ("s-t-r1-a-w-b-e-r2-r3-y has 3 r's."): each step compares one letter and adds one.
+# "short": the plain spelling ("s-t-r-a-w-b-e-r-r-y has 3 r's."; the default model's first
+# 6000 training steps used it).
+COUNT_STYLE = "steps"
 # Share of the *training* count / reverse examples made on random letter strings instead of
 # WORDS (so spelling and reversing must work letter by letter, not per memorised word). The
 # held-out split is real words only.
@@ -234,9 +232,7 @@ def _answer(task: str, v: dict) -> str:
         return f"{a} {'>' if a > b else '<'} {b}, so {ans}" if COMPARE_STEPS else ans
     if task == "count":
         n = v["w"].count(v["l"])
-        spelled = {"spaced": lambda: count_steps(v["w"], v["l"], " "),
-                   "dashed": lambda: count_steps(v["w"], v["l"]),
-                   "short": lambda: spell(v["w"])}[COUNT_STYLE]()
+        spelled = count_steps(v["w"], v["l"]) if COUNT_STYLE == "steps" else spell(v["w"])
         return f"{spelled} has {n} {v['l']}" + ("." if n == 1 else "'s.")
     if task == "reverse":
         w = v["w"]
