@@ -42,7 +42,7 @@ ARCH = "bitnet-b1.58"
 # llama_ftype values (llama.h; I2_S from bitnet.cpp)
 FILE_TYPE = {"i2_s": 40, "tq1_0": 36, "tq2_0": 37, "f16": 1}
 DEFAULT_OUT = os.path.join(HERE, "..", "web", "models", "bitweb-chat-i2_s.gguf")
-DEFAULT_CKPT = os.path.join(HERE, "runs", "default", "final.pt")
+DEFAULT_CKPT = os.path.join(HERE, "runs", "ft-dashed", "final.pt")   # the shipped run's last stage
 
 
 def tokenizer_metadata(tok: Tokenizer) -> list:

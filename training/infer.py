@@ -21,7 +21,7 @@ sys.path.insert(0, HERE)
 from data import EOS, EOT, format_chat  # noqa: E402
 from model import BitLinear, BitNet, Config, greedy  # noqa: E402
 
-DEFAULT = os.path.join(HERE, "runs", "default", "final.pt")
+DEFAULT = os.path.join(HERE, "runs", "ft-dashed", "final.pt")   # the shipped run's last stage
 
 
 class Loaded:
