@@ -138,7 +138,8 @@ class App:
             "    || (document.body.dataset.state === 'ready' && m && (!name || m.name === name)); }",
             arg=[name], timeout=READY_MS)
         state = self.page.evaluate("document.body.dataset.state")
-        assert state == "ready", f"state {state}: {self.error_text()}"
+        assert state == "ready", (f"state {state}: {self.error_text()}; progress seen: "
+                                  f"{self.page.evaluate('window.bitweb?.state?.seen')}; console errors: {self.page.errors[-5:]}")
         info = self.page.evaluate("window.bitweb.state.model")
         assert name is None or info["model"]["name"] == name, (name, info["model"])
         return info
