@@ -62,23 +62,20 @@ def make_batch(tok, seed: int, step: int, batch: int, pool_size: int = POOL):
 
 def init_from_gguf(model: BitNet, path: str) -> None:
     """Load a file's weights (same config) as training weights whose forward is the file's:
-    a ternary tensor t with scale m becomes the latent W = t * m / p, p the share of nonzero
+    a ternary weight w = t * m (scale m) becomes the latent W = w / p, p the share of nonzero
     t, so mean|W| = m and weight_quant(W) = clamp(round(t / p), -1, 1) * m = t * m (p <= 1).
     The latent weights the file was exported from are not in it; these sit at the ternary
     points instead of near rounding edges, so the first updates flip few weights."""
     from infer import load_gguf
     src = load_gguf(path)
     a, b = src.c.to_dict(), model.c.to_dict()
-    if a != b and not (math.isclose(a.pop("eps"), b.pop("eps"), rel_tol=1e-6) and a == b):   # f32 eps
+    if a.keys() != b.keys() or not all(math.isclose(a[k], b[k], rel_tol=1e-6) for k in a):   # eps: f32 in the file
         raise SystemExit(f"--init-gguf: {path} has config {src.c.to_dict()}, the run {model.c.to_dict()}")
     with torch.no_grad():
         for (name, dst), (_, s) in zip(model.named_modules(), src.named_modules()):
             if isinstance(dst, BitLinear):
                 w = s.frozen
-                m = w.abs().max()
-                t = (w / m).round()
-                p = t.abs().mean().clamp(min=1e-6)
-                dst.weight.copy_(t * m / p)
+                dst.weight.copy_(w / (w != 0).float().mean().clamp(min=1e-6))
             elif hasattr(dst, "weight") and not list(dst.children()):
                 dst.weight.copy_(s.weight)
 
@@ -130,7 +127,7 @@ def main():
                     "(bitweb.tasks.WEIGHTS; recorded in the log's args line)")
     ap.add_argument("--compare-answer", choices=("steps", "short"), default="steps",
                     help="compare answers: '412 > 398, so 412 is larger.' (steps) or '412 is larger.' (short)")
-    ap.add_argument("--count-answer", choices=("steps", "short"), default=tasks.COUNT_STYLE,
+    ap.add_argument("--count-answer", choices=("steps", "short"), default="steps",
                     help="count answers: 's-t-r1-a-w-b-e-r2-r3-y has 3 r's.' (steps) or without the running counts (short)")
     ap.add_argument("--init-gguf", default=None,
                     help="start (step 0, fresh optimizer) from a GGUF file's weights instead of random ones")
@@ -142,7 +139,7 @@ def main():
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     tasks.COMPARE_STEPS = a.compare_answer == "steps"
-    tasks.COUNT_STYLE = a.count_answer
+    tasks.COUNT_STEPS = a.count_answer == "steps"
     tasks.PSEUDO_WORDS = a.pseudo_words
     for kv in filter(None, a.mix.split(",")):
         k, v = kv.split("=")

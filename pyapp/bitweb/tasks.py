@@ -205,9 +205,9 @@ def sub_steps(a: int, b: int) -> str:
 
 # Count answers spell the word with a running count after each matching letter
 # ("s-t-r1-a-w-b-e-r2-r3-y has 3 r's."): each step compares one letter and adds one.
-# "short": the plain spelling ("s-t-r-a-w-b-e-r-r-y has 3 r's."; the default model's first
+# False: the plain spelling ("s-t-r-a-w-b-e-r-r-y has 3 r's."; the default model's first
 # 6000 training steps used it).
-COUNT_STYLE = "steps"
+COUNT_STEPS = True
 # Share of the *training* count / reverse examples made on random letter strings instead of
 # WORDS (so spelling and reversing must work letter by letter, not per memorised word). The
 # held-out split is real words only.
@@ -232,7 +232,7 @@ def _answer(task: str, v: dict) -> str:
         return f"{a} {'>' if a > b else '<'} {b}, so {ans}" if COMPARE_STEPS else ans
     if task == "count":
         n = v["w"].count(v["l"])
-        spelled = count_steps(v["w"], v["l"]) if COUNT_STYLE == "steps" else spell(v["w"])
+        spelled = count_steps(v["w"], v["l"]) if COUNT_STEPS else spell(v["w"])
         return f"{spelled} has {n} {v['l']}" + ("." if n == 1 else "'s.")
     if task == "reverse":
         w = v["w"]
