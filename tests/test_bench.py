@@ -10,10 +10,10 @@ import os
 
 import pytest
 
-from bitweb import bench, cli, formats
+from bitweb import bench, commands as cli, formats
+from bitweb.authoring.makemodel import PRESETS, ModelSpec, load_vocab, write_model
 from bitweb.gguf import FileSource, open_gguf
 from bitweb.kernels import dense, lmhead
-from bitweb.makemodel import PRESETS, ModelSpec, load_vocab, write_model
 from tests.conftest import run
 
 KERNEL_FIELDS = {"kernel", "variant", "shape", "median_ms", "bytes", "gbps", "stream_gbps", "p1_vs_stream", "p2_vs_f16"}

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 
 from bitweb import gpu as gpu_mod
+from bitweb.authoring.makemodel import PRESETS, ModelSpec, load_vocab, write_model
 from bitweb.engine import ChatSession, ContextError, Engine, EngineError
 from bitweb.gguf import BytesSource, FileSource, open_gguf
-from bitweb.makemodel import PRESETS, ModelSpec, load_vocab, write_model
-from bitweb.reference import ReferenceModel
+from bitweb.numpy_model import ReferenceModel
 from bitweb.sampling import SamplingParams
 from tests.conftest import run
 

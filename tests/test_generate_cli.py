@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from bitweb import cli
+from bitweb import commands as cli
+from bitweb.authoring.makemodel import PRESETS, ModelSpec, load_vocab, write_model
 from bitweb.chat import chat_ids
 from bitweb.gguf import open_gguf
-from bitweb.makemodel import PRESETS, ModelSpec, load_vocab, write_model
-from bitweb.reference import ReferenceModel
+from bitweb.numpy_model import ReferenceModel
 from bitweb.sampling import SamplingParams
 from tests.conftest import run
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from bitweb.authoring.gguf_writer import ARRAY, GGUFWriter, Value
+from bitweb.authoring.makemodel import PRESETS, ModelSpec, load_vocab, write_model
 from bitweb.engine import ContextError
 from bitweb.gguf import GGUFError, open_gguf
-from bitweb.gguf_writer import ARRAY, GGUFWriter, Value
-from bitweb.makemodel import PRESETS, ModelSpec, load_vocab, write_model
 from bitweb.model import Config, Model, ModelError
-from bitweb.reference import ReferenceModel
+from bitweb.numpy_model import ReferenceModel
 from bitweb.sampling import SamplingParams
 
 

@@ -29,7 +29,8 @@ import infer  # noqa: E402
 from model import BitLinear, BitNet, Config, greedy, ternary, weight_quant  # noqa: E402
 from tokenizers import Tokenizer  # noqa: E402
 
-from bitweb import evaluate, formats, tasks  # noqa: E402
+from bitweb import formats  # noqa: E402
+from bitweb.authoring import evaluate, tasks  # noqa: E402
 from bitweb.chat import chat_ids, format_chat  # noqa: E402
 from bitweb.gguf import open_gguf  # noqa: E402
 

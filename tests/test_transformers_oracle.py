@@ -37,12 +37,12 @@ import pytest
 import torch
 
 from bitweb import formats
+from bitweb.authoring.gguf_writer import GGUFWriter
+from bitweb.authoring.makemodel import ModelSpec, build_metadata, complete_vocab
+from bitweb.authoring.vocab import bytes_vocab
 from bitweb.gguf import open_gguf
-from bitweb.gguf_writer import GGUFWriter
-from bitweb.makemodel import ModelSpec, build_metadata, complete_vocab
-from bitweb.reference import ReferenceModel
+from bitweb.numpy_model import ReferenceModel
 from bitweb.sampling import SamplingParams
-from bitweb.vocab import bytes_vocab
 
 torch._dynamo.config.disable = True
 

@@ -79,7 +79,7 @@ async def main():
 def head_eval(a):
     """bitweb eval's native report with the file's head and with the Q8_0 head (outside main's
     event loop: native_report runs its own)."""
-    from bitweb import evaluate
+    from bitweb.authoring import evaluate
     orig = Engine.load.__func__
     acc, reports = {}, {}
     for head in (None, "q8_0"):

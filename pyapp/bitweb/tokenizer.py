@@ -552,11 +552,11 @@ def bench_text(n_words: int = 8000, seed: int = 0) -> str:
 
 def bench_encode(md: dict | None = None, text: str | None = None, repeats: int = 3) -> dict:
     """Encoding speed. md: GGUF tokenizer metadata (default: the Llama 3 vocabulary from
-    bitweb.vocab, CPython only); text: what to encode (default: bench_text()). Returns the
+    bitweb.authoring.vocab, CPython only); text: what to encode (default: bench_text()). Returns the
     load time (Tokenizer.from_metadata), cold tokens/s (first encode, empty BPE cache),
     warm tokens/s (same text again: cached pieces) and decode tokens/s."""
     if md is None:
-        from bitweb.vocab import llama3_vocab
+        from bitweb.authoring.vocab import llama3_vocab
         md = llama3_vocab()
     if text is None:
         text = bench_text()

@@ -37,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("tensor")
     p.add_argument("--out", required=True)
 
-    p = cmd("make-model", "bitweb.makemodel:main", "write a BitNet GGUF file with random ternary weights")
+    p = cmd("make-model", "bitweb.authoring.makemodel:main", "write a BitNet GGUF file with random ternary weights")
     p.add_argument("--arch", choices=["bitnet-b1.58", "bitnet"], default="bitnet-b1.58")
     p.add_argument("--format", choices=FORMATS, default="i2_s", help="type of the linear weights")
     p.add_argument("--preset", choices=["tiny", "small", "2b4t"], default="tiny")
@@ -55,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--decode", metavar="IDS", help="comma or space separated token ids")
     p.add_argument("--json", action="store_true")
 
-    p = cmd("generate", "bitweb.generate:main", "generate text (streams to stdout)")
+    p = cmd("generate", "bitweb.commands.generate:main", "generate text (streams to stdout)")
     _gen_args(p)
     p.add_argument("--prompt", required=True)
     p.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat format")
@@ -75,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lm-head", choices=["q8_0"], default=None,
                    help="re-quantize the LM head on load (GPU engine; default: as in the file)")
 
-    p = cmd("eval", "bitweb.evaluate:main", "held-out exact-match accuracy per task")
+    p = cmd("eval", "bitweb.authoring.evaluate:main", "held-out exact-match accuracy per task")
     _gen_args(p)
     p.add_argument("--json", action="store_true")
     p.add_argument("--limit", type=int, default=None, help="prompts per task (default: all held-out)")

@@ -59,7 +59,7 @@ import zlib
 from dataclasses import dataclass
 
 from bitweb import formats
-from bitweb.gguf_writer import ARRAY, BOOL, FLOAT32, INT32, STRING, UINT32, GGUFWriter, Value
+from bitweb.authoring.gguf_writer import ARRAY, BOOL, FLOAT32, INT32, STRING, UINT32, GGUFWriter, Value
 
 PRESETS = {
     # n_in of every linear (n_embd, n_head*head_dim, n_ff) is a multiple of 256 (TQ blocks)
@@ -178,8 +178,8 @@ def spec_from_args(args) -> ModelSpec:
 # ------------------------------------------------------------------ vocabulary + metadata
 
 def load_vocab(which: str) -> dict:
-    """tokenizer.* metadata from bitweb.vocab: "bytes" (tiny byte BPE) or "llama3"."""
-    from bitweb import vocab
+    """tokenizer.* metadata from bitweb.authoring.vocab: "bytes" (tiny byte BPE) or "llama3"."""
+    from bitweb.authoring import vocab
     if which == "bytes":
         return vocab.bytes_vocab()
     if which == "llama3":

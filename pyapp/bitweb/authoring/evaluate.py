@@ -1,4 +1,4 @@
-"""`bitweb eval MODEL.gguf`: held-out exact-match accuracy per task (bitweb.tasks).
+"""`bitweb eval MODEL.gguf`: held-out exact-match accuracy per task (bitweb.authoring.tasks).
 
 The held-out prompts are `tasks.heldout(task)` (distinct canonical questions never
 trained on, one paraphrase each, single turn), rendered with the chat format
@@ -22,7 +22,7 @@ import json
 import os
 import sys
 
-from bitweb import tasks
+from bitweb.authoring import tasks
 
 MAX_TOKENS = 64
 
@@ -91,7 +91,7 @@ def _prompt_fn(tok):
 
 
 def numpy_report(gf, activations="a8", limit=None) -> dict:
-    from bitweb.reference import ReferenceModel
+    from bitweb.numpy_model import ReferenceModel
     from bitweb.sampling import SamplingParams
     ref = ReferenceModel.from_gguf(gf, activations=activations)
     tok = ref.tokenizer

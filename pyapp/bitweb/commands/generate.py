@@ -68,7 +68,7 @@ def main(args) -> int:
     if args.backend == "numpy":
         if getattr(args, "lm_head", None):
             raise ValueError("--lm-head re-quantizes on the GPU: use --backend native")
-        from bitweb.reference import ReferenceModel
+        from bitweb.numpy_model import ReferenceModel
         ref = ReferenceModel.from_gguf(gf, activations=args.activations, max_context=max_ctx)
         ids = prompt_ids(ref.tokenizer, args)
         res = ref.generate(ids, params, args.max_tokens, on_token=_on_token(args),
