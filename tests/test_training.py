@@ -332,7 +332,7 @@ def test_shipped_model_answers_held_out_questions():
 
 
 def test_shipped_model_same_tokens_on_gpu_numpy_and_pytorch():
-    """Greedy tokens of the native GPU engine (lavapipe), the numpy reference and PyTorch's
+    """Greedy tokens of the native GPU engine (lavapipe), the numpy model and PyTorch's
     W1.58A8 forward agree on held-out prompts of every task (bitweb eval's comparison)."""
     gf = open_gguf(str(SHIPPED))
     ref = evaluate.torch_report(str(SHIPPED), gf, limit=4)

@@ -12,7 +12,7 @@ The core takes callables, so any backend plugs in:
     (or generate_batch(list of prompt ids, max_tokens) -> list of new ids)
 
 The CLI runs the chosen backend (native: the GPU engine through wgpu-py; numpy: the
-reference forward) and, when torch is installed and the repository's training/ code is
+numpy model) and, when torch is installed and the repository's training/ code is
 present, the PyTorch W1.58A8 forward of the same file's weights (training/infer.py
 load_gguf), then reports the share of prompts with identical greedy tokens.
 """
@@ -91,9 +91,9 @@ def _prompt_fn(tok):
 
 
 def numpy_report(gf, activations="a8", limit=None) -> dict:
-    from bitweb.numpy_model import ReferenceModel
+    from bitweb.numpy_model import NumpyModel
     from bitweb.sampling import SamplingParams
-    ref = ReferenceModel.from_gguf(gf, activations=activations)
+    ref = NumpyModel.from_gguf(gf, activations=activations)
     tok = ref.tokenizer
     return evaluate(_prompt_fn(tok), tok.decode, limit=limit,
                     generate=lambda ids, n: ref.generate(ids, SamplingParams(), n).ids)
