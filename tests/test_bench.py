@@ -131,6 +131,15 @@ def test_decode_json(gpu, tiny, capsys):
     json.dumps(r)
 
 
+def test_bench_encode_reports():
+    from bitweb.authoring import vocab
+    from bitweb.tokenizer import Tokenizer
+    r = bench.bench_encode(vocab.bytes_vocab(), text="hello world, " * 50, repeats=1)
+    assert r["tokens"] == len(Tokenizer.from_metadata(vocab.bytes_vocab()).encode("hello world, " * 50,
+                                                                                 add_bos=False))
+    assert r["warm_tokens_per_s"] > 0 and r["load_s"] >= 0
+
+
 def test_load_and_tokenizer_cli(tiny, capsys):
     assert cli.main(["bench", "load", tiny, "--json"]) == 0
     r = json.loads(capsys.readouterr().out)

@@ -18,7 +18,7 @@ import tokenizers
 
 from bitweb.authoring import vocab
 from bitweb.tokenizer import (BYTE, CONTROL, NORMAL, UNKNOWN, StreamDecoder, Tokenizer, TokenizerError,
-                              _U16_L, _U16_N, bench_encode, split_llama3, to_byte_level)
+                              _U16_L, _U16_N, split_llama3, to_byte_level)
 
 DATA = pathlib.Path(__file__).resolve().parent / "data" / "tokenizer"
 # llama.cpp's tokenizer test vectors (models/ggml-vocab-llama-bpe.gguf.{inp,out}), copied from ../shared/testdata
@@ -390,13 +390,6 @@ def test_bad_metadata_more():
     # a merge result missing from the vocabulary is reported, not silently dropped
     with pytest.raises(TokenizerError, match="not in the vocabulary"):
         Tokenizer.from_metadata({**md, "tokenizer.ggml.merges": ["x y"]}).encode("xy", add_bos=False)
-
-
-def test_bench_encode_reports(tok):
-    r = bench_encode(vocab.bytes_vocab(), text="hello world, " * 50, repeats=1)
-    assert r["tokens"] == len(Tokenizer.from_metadata(vocab.bytes_vocab()).encode("hello world, " * 50,
-                                                                                 add_bos=False))
-    assert r["warm_tokens_per_s"] > 0 and r["load_s"] >= 0
 
 
 # --------------------------------------------------------------------------- CLI

@@ -15,7 +15,7 @@ from bitweb import gpu
 from bitweb.engine import Engine
 from bitweb.gguf import FileSource, open_gguf
 from bitweb.sampling import SamplingParams
-from bitweb.tokenizer import bench_text
+from bitweb.bench import bench_text
 
 PROMPTS = ["The capital of France is", "def fibonacci(n):", "1 + 2 + 3 =", "Once upon a time"]
 

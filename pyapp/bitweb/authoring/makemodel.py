@@ -52,9 +52,6 @@ peak memory is one linear weight, not the model.
 from __future__ import annotations
 
 import math
-import os
-import sys
-import time
 import zlib
 from dataclasses import dataclass
 
@@ -364,22 +361,3 @@ def write_model(spec: ModelSpec, voc: dict, out, progress=None) -> list[TensorPl
             for chunk in tensor_chunks(spec, tp):
                 w.write_tensor(tp.name, chunk)
     return plan
-
-
-def main(args) -> int:
-    spec = spec_from_args(args)
-    out = os.fspath(args.out)
-    t0 = time.time()
-    voc = load_vocab(args.vocab)
-    tty = sys.stderr.isatty()
-
-    def progress(i, n, name):
-        if tty:
-            print(f"\r[{i + 1}/{n}] {name:40s}", end="", file=sys.stderr, flush=True)
-    plan = write_model(spec, voc, out, progress)
-    if tty:
-        print(file=sys.stderr)
-    size = os.path.getsize(out)
-    print(f"wrote {out}: {spec.arch} {spec.preset} {spec.linear_type}, {spec.n_layer} blocks, "
-          f"{len(plan)} tensors, {size} bytes in {time.time() - t0:.1f} s")
-    return 0
