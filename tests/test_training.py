@@ -29,7 +29,8 @@ import infer  # noqa: E402
 from model import BitLinear, BitNet, Config, greedy, ternary, weight_quant  # noqa: E402
 from tokenizers import Tokenizer  # noqa: E402
 
-from bitweb import evaluate, formats, tasks  # noqa: E402
+from bitweb import formats  # noqa: E402
+from bitweb.authoring import evaluate, tasks  # noqa: E402
 from bitweb.chat import chat_ids, format_chat  # noqa: E402
 from bitweb.gguf import open_gguf  # noqa: E402
 
@@ -335,7 +336,7 @@ def test_shipped_model_answers_held_out_questions():
 
 
 def test_shipped_model_same_tokens_on_gpu_numpy_and_pytorch():
-    """Greedy tokens of the native GPU engine (lavapipe), the numpy reference and PyTorch's
+    """Greedy tokens of the native GPU engine (lavapipe), the numpy model and PyTorch's
     W1.58A8 forward agree on held-out prompts of every task (bitweb eval's comparison)."""
     gf = open_gguf(str(SHIPPED))
     ref = evaluate.torch_report(str(SHIPPED), gf, limit=4)
