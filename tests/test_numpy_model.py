@@ -8,7 +8,7 @@ import pytest
 
 from bitweb.authoring.gguf_writer import ARRAY, GGUFWriter, Value
 from bitweb.authoring.makemodel import PRESETS, ModelSpec, load_vocab, write_model
-from bitweb.engine import ContextError
+from bitweb.generation import ContextError
 from bitweb.gguf import GGUFError, open_gguf
 from bitweb.model import Config, Model, ModelError
 from bitweb.numpy_model import NumpyModel

@@ -1,12 +1,6 @@
-"""The engine: BitNet forward pass on the GPU, generate, ChatSession (stdlib only; runs in Pyodide).
-
-(GPU part below the generation bookkeeping, which the numpy model shares.)
-
-Context length: the KV cache holds `n_ctx` positions (the file's context length, or
-`max_context` when smaller). A prompt must leave room for one generated token
-(len(prompt) <= n_ctx - 1), else ContextError before any GPU work. Generation stops
-with stop_reason "context" once prompt + generated tokens == n_ctx (the last token
-then sits at position n_ctx - 1 and is never fed back). Nothing ever writes past the cache.
+"""The GPU engine: a BitNet model on one WebGPU device, its decode and prefill plans, generate()
+(stdlib only; runs in Pyodide). Generation bookkeeping shared with the numpy model (stop rules,
+streaming text, context checks, ChatSession) is bitweb.generation.
 
 Greedy decode runs one step ahead of the host (Engine.overlap, default True; used when the next
 token never needs the host: temperature 0 and no repetition penalty, whose ids the host writes
@@ -22,7 +16,7 @@ into `token2`, odd steps the reverse (t_i lies in `token` for even i). Per token
 
 Host calls per token: write params, encode (native only), submit, read. A step is prepared only
 when it can matter (step i: i + 1 < max_tokens and its position len(prompt) + i < n_ctx - 1, the
-limits above) and submitted only when the latest token read is not a stop token. So a step runs
+context limits of bitweb.generation) and submitted only when the latest token read is not a stop token. So a step runs
 whose result is not used only when t_{i+1} is a stop token (1 step: it fed the stop token) or
 should_stop() ends the run (2 steps). Such a step writes K/V rows past `cached_ids` (which never
 includes them: it is exactly what the one-step-at-a-time loop leaves), and the scratch buffers
@@ -31,127 +25,11 @@ cache rows before any step reads them. counters["discarded_steps"] counts such s
 """
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field
-
-from bitweb.chat import common_prefix  # noqa: F401  (re-exported: the KV-cache entries to keep)
-
-
-class ContextError(ValueError):
-    """A prompt that does not fit the context (or is empty / has ids outside the vocabulary)."""
-
-
-STOP_REASONS = ("eos", "eot", "max_tokens", "context", "stopped")
-
-
-@dataclass
-class GenerateResult:
-    prompt_ids: list
-    ids: list                       # generated ids, without the stop token
-    text: str                       # decoded `ids`
-    stop_reason: str                # one of STOP_REASONS
-    prefill_ms: float               # prompt forward pass + first token
-    decode_ms_per_token: float      # mean over the following tokens (0 when there were none)
-    dispatches_per_token: float     # GPU dispatches per decoded token (0 for numpy)
-    host_calls_per_token: float     # calls from Python into the GPU backend per decoded token
-    counters: dict = field(default_factory=dict)
-    stop_id: int | None = None      # the EOS / EOT id that ended generation
-
-    JSON_KEYS = ("prompt_ids", "ids", "text", "stop_reason", "prefill_ms", "decode_ms_per_token",
-                 "dispatches_per_token", "host_calls_per_token")
-
-    def to_json(self) -> dict:
-        return {k: getattr(self, k) for k in self.JSON_KEYS}
-
-
-def now_ms() -> float:
-    return time.perf_counter() * 1000.0
-
-
-def check_prompt(prompt_ids, n_ctx: int, n_vocab: int) -> list:
-    ids = list(prompt_ids)
-    if not ids:
-        raise ContextError("empty prompt: at least one token is needed (add_bos gives one)")
-    for i, t in enumerate(ids):
-        if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < n_vocab:
-            raise ContextError(f"prompt token {i} is {t!r}, not a token id (vocabulary has {n_vocab})")
-    if len(ids) > n_ctx - 1:
-        raise ContextError(f"prompt has {len(ids)} tokens but the context holds {n_ctx}: at most {n_ctx - 1} "
-                           f"prompt tokens leave room for one generated token (shorten the prompt "
-                           f"or load with a larger max_context)")
-    return ids
-
-
-class GenerationRun:
-    """Bookkeeping shared by the GPU engine and the numpy model: stop rules, streaming
-    text, timing. The caller computes tokens; accept(tok) says whether to go on."""
-
-    def __init__(self, tokenizer, n_ctx, prompt_ids, max_tokens, on_token=None, should_stop=None,
-                 ignore_eos=False):
-        self.tok = tokenizer
-        self.ignore_eos = ignore_eos
-        self.n_ctx = n_ctx
-        self.prompt_ids = list(prompt_ids)
-        self.max_tokens = int(max_tokens)
-        self.on_token = on_token
-        self.should_stop = should_stop
-        self.ids, self.pieces = [], []
-        self.stop_reason, self.stop_id = None, None
-        self.stream = tokenizer.stream()
-        self.t0 = now_ms()
-        self.t_prefill = None
-        self.n_decode = 0
-
-    def prefill_done(self):
-        self.t_prefill = now_ms()
-
-    def is_stop_token(self, t: int) -> bool:
-        return not self.ignore_eos and self.tok.is_stop(t)
-
-    def accept(self, t: int) -> bool:
-        """Take one sampled token; False when generation ends (stop_reason set)."""
-        if self.is_stop_token(t):
-            self.stop_id = t
-            self.stop_reason = "eos" if t == self.tok.eos_id else "eot"
-            return False
-        self.ids.append(t)
-        piece = self.stream.push(t)
-        self.pieces.append(piece)
-        if self.on_token:
-            self.on_token(t, piece)
-        if len(self.ids) >= self.max_tokens:
-            self.stop_reason = "max_tokens"
-        elif len(self.prompt_ids) + len(self.ids) >= self.n_ctx:
-            self.stop_reason = "context"
-        elif self.should_stop is not None and self.should_stop():
-            self.stop_reason = "stopped"
-        return self.stop_reason is None
-
-    def result(self, counters: dict | None = None, dispatches: int = 0, host_calls: int = 0) -> GenerateResult:
-        """counters: backend counter deltas over the decode steps (after prefill)."""
-        t_end = now_ms()
-        tail = self.stream.flush()
-        if tail:
-            self.pieces.append(tail)
-            if self.on_token:
-                self.on_token(None, tail)
-        n = max(self.n_decode, 1)
-        t_pre = self.t_prefill if self.t_prefill is not None else t_end
-        return GenerateResult(
-            prompt_ids=self.prompt_ids, ids=list(self.ids), text="".join(self.pieces),
-            stop_reason=self.stop_reason or "max_tokens", prefill_ms=round(t_pre - self.t0, 3),
-            decode_ms_per_token=round((t_end - t_pre) / n, 3) if self.n_decode else 0.0,
-            dispatches_per_token=round(dispatches / n, 3) if self.n_decode else 0.0,
-            host_calls_per_token=round(host_calls / n, 3) if self.n_decode else 0.0,
-            counters=dict(counters or {}), stop_id=self.stop_id)
-
-
-# ============================================================================ the GPU engine
-
 import struct
 
 from bitweb import gpu
-from bitweb.kernels import Step, bitlinear, bitlinear_tiled, dense, lmhead, ops, requant
+from bitweb.generation import ContextError, GenerateResult, GenerationRun, check_prompt, common_prefix, now_ms
+from bitweb.kernels import bitlinear, bitlinear_tiled, dense, glue, lmhead, ops, requant
 from bitweb.model import LINEARS, TERNARY_TYPES, Model
 from bitweb.sampling import Sampler, SamplingError, SamplingParams, choose, penalty_ids
 
@@ -169,21 +47,6 @@ class EngineError(ValueError):
 
 def _align(n: int, a: int = 256) -> int:
     return -(-n // a) * a
-
-
-def _at_row(step: Step, row0: int) -> Step:
-    """A dense gemv Step writing its rows at y[row0 ...] (dense.wgsl: y[ROW0 + r])."""
-    return Step(step.shader, step.entry, step.bind, step.workgroups, dict(step.constants, ROW0=row0),
-                dict(step.defines))
-
-
-def _glue_add(n: int) -> Step:
-    return Step("glue", "add", ("y", "a", "mult"), (-(-n // 64), 1, 1), {"N": n, "WG": 64}, {})
-
-
-def _glue_act_mul(n: int, silu: bool) -> Step:
-    return Step("glue", "act_mul", ("y", "a", "mult", "u"), (-(-n // 64), 1, 1), {"N": n, "WG": 64},
-                {"ACT_MUL": True, "ACT_SILU": silu})
 
 
 class Engine:
@@ -486,18 +349,18 @@ class Engine:
         gemv = lambda n_in, n_out: dense.gemv(fmt, n_in, n_out, norm=True, eps=eps)[0]   # noqa: E731
         q, k = cfg.q_dim, cfg.kv_dim
         return [
-            (_at_row(gemv(cfg.n_embd, q), 0), {"w0": W("attn_q"), "x": B["x"], "y": B["qkv"], "norm": W("attn_norm")}),
-            (_at_row(gemv(cfg.n_embd, k), q), {"w0": W("attn_k"), "x": B["x"], "y": B["qkv"], "norm": W("attn_norm")}),
-            (_at_row(gemv(cfg.n_embd, k), q + k), {"w0": W("attn_v"), "x": B["x"], "y": B["qkv"], "norm": W("attn_norm")}),
+            (gemv(cfg.n_embd, q).with_constants(ROW0=0), {"w0": W("attn_q"), "x": B["x"], "y": B["qkv"], "norm": W("attn_norm")}),
+            (gemv(cfg.n_embd, k).with_constants(ROW0=q), {"w0": W("attn_k"), "x": B["x"], "y": B["qkv"], "norm": W("attn_norm")}),
+            (gemv(cfg.n_embd, k).with_constants(ROW0=q + k), {"w0": W("attn_v"), "x": B["x"], "y": B["qkv"], "norm": W("attn_norm")}),
             (attn[0], dict(kv, qkv=B["qkv"], o=B["o"])),
             (gemv(q, cfg.n_embd), {"w0": W("attn_output"), "x": B["o"], "y": B["tmp"], "norm": W("attn_sub_norm")}),
-            (_glue_add(cfg.n_embd), {"y": B["x"], "a": B["tmp"], "mult": self._mult(i, "o")}),
+            (glue.add(cfg.n_embd), {"y": B["x"], "a": B["tmp"], "mult": self._mult(i, "o")}),
             (gemv(cfg.n_embd, cfg.n_ff), {"w0": W("ffn_gate"), "x": B["x"], "y": B["gate"], "norm": W("ffn_norm")}),
             (gemv(cfg.n_embd, cfg.n_ff), {"w0": W("ffn_up"), "x": B["x"], "y": B["up"], "norm": W("ffn_norm")}),
-            (_glue_act_mul(cfg.n_ff, cfg.ffn == "silu"), {"y": B["g"], "a": B["gate"], "u": B["up"],
+            (glue.act_mul(cfg.n_ff, cfg.ffn), {"y": B["g"], "a": B["gate"], "u": B["up"],
                                                           "mult": self._mult(i, "gu")}),
             (gemv(cfg.n_ff, cfg.n_embd), {"w0": W("ffn_down"), "x": B["g"], "y": B["tmp"], "norm": W("ffn_sub_norm")}),
-            (_glue_add(cfg.n_embd), {"y": B["x"], "a": B["tmp"], "mult": self._mult(i, "down")}),
+            (glue.add(cfg.n_embd), {"y": B["x"], "a": B["tmp"], "mult": self._mult(i, "down")}),
         ]
 
     async def _sampler_item(self, k: int):
@@ -566,12 +429,11 @@ class Engine:
                                             y_stride=y_stride, y_col0=y_col0)
                 return [(st, dict(normed, params=P, mult=mult, y=y, w=w))]
             st = dense.matmul(fmt, n_in, n_out, M)[0]
-            st = Step(st.shader, st.entry, st.bind, st.workgroups,
-                      dict(st.constants, ROW0=y_col0, Y_STRIDE=y_stride or n_out), dict(st.defines))
+            st = st.with_constants(ROW0=y_col0, Y_STRIDE=y_stride or n_out)
             if not residual:
                 return [(st, {"w0": w, "x": B["p.n"], "y": y, "params": P})]
             return [(st, {"w0": w, "x": B["p.n"], "y": B["p.tmp"], "params": P}),
-                    (_glue_add(M * n_out), {"y": y, "a": B["p.tmp"], "mult": mult})]
+                    (glue.add(M * n_out), {"y": y, "a": B["p.tmp"], "mult": mult})]
 
         q, k, e, ff = cfg.q_dim, cfg.kv_dim, cfg.n_embd, cfg.n_ff
         row = q + 2 * k
@@ -594,7 +456,7 @@ class Engine:
         else:
             steps += mm(e, ff, W("ffn_gate"), B["p.gate"], None)
             steps += mm(e, ff, W("ffn_up"), B["p.up"], None)
-            steps.append((_glue_act_mul(M * ff, cfg.ffn == "silu"),
+            steps.append((glue.act_mul(M * ff, cfg.ffn),
                           {"y": B["p.g"], "a": B["p.gate"], "u": B["p.up"], "mult": self._mult(i, "gu")}))
         steps.append(norm(ff, B["p.g"], W("ffn_sub_norm")))
         steps += mm(ff, e, W("ffn_down"), B["p.x"], self._mult(i, "down"), residual=True)
@@ -809,25 +671,3 @@ class Engine:
         for b in self._all_buffers():
             b.destroy()
         self.w, self.buf, self.shards = {}, {}, {}
-
-
-class ChatSession:
-    """Multi-turn chat over an Engine (or a numpy NumpyModel): the conversation is
-    re-rendered with bitweb.chat each turn and generate() keeps the KV cache for the common
-    token prefix, so only the new user turn (and the re-tokenized reply, when it differs)
-    is prefilled. A conversation that no longer fits the context raises ContextError."""
-
-    def __init__(self, eng, system: str | None = None):
-        self.eng = eng
-        self.messages = [{"role": "system", "content": system}] if system else []
-
-    async def send(self, user_text: str, params: SamplingParams | None = None, max_tokens: int = 256,
-                   on_token=None, should_stop=None) -> GenerateResult:
-        from bitweb.chat import chat_ids
-        msgs = self.messages + [{"role": "user", "content": user_text}]
-        ids = chat_ids(self.eng.tokenizer, msgs)
-        res = self.eng.generate(ids, params, max_tokens, on_token=on_token, should_stop=should_stop)
-        if hasattr(res, "__await__"):
-            res = await res
-        self.messages = msgs + [{"role": "assistant", "content": res.text}]
-        return res

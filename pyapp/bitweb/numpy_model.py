@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from bitweb import formats
-from bitweb.engine import GenerationRun, check_prompt, common_prefix
+from bitweb.generation import GenerationRun, check_prompt, common_prefix
 from bitweb.model import TERNARY_TYPES, Model
 from bitweb.ref.bitlinear import activations
 from bitweb.sampling import Sampler, SamplingParams, apply_penalty, top_candidates
