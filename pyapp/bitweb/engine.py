@@ -136,7 +136,11 @@ class Engine:
         return self._tokenizer
 
     def _check_support(self):
-        m = self.model
+        m, cfg = self.model, self.cfg
+        todo = [what for what, needed in (("QK-norm", cfg.qk_norm), ("NORM (adjacent-pair) RoPE", cfg.rope != "neox"),
+                                          ("blocks without sub-norms", not cfg.sub_norms)) if needed]
+        if todo:
+            raise EngineError(f"architecture {cfg.arch!r}: {', '.join(todo)}: not run by the GPU engine yet")
         if not self.ternary:
             scaled = [getattr(b, n + "_scale").name for b in m.blk for n in LINEARS if getattr(b, n + "_scale")]
             if scaled:

@@ -31,7 +31,7 @@ import numpy as np
 
 from bitweb import formats
 from bitweb.generation import GenerationRun, check_prompt, common_prefix
-from bitweb.model import TERNARY_TYPES, Model
+from bitweb.model import LINEARS, NORMS, TERNARY_TYPES, Model, ModelError
 from bitweb.ref.bitlinear import activations
 from bitweb.sampling import Sampler, SamplingParams, apply_penalty, top_candidates
 
@@ -116,6 +116,10 @@ class NumpyModel:
         if activations not in ACTIVATIONS:
             raise ValueError(f"activations {activations!r}: must be one of {ACTIVATIONS}")
         cfg, gf = model.cfg, model.gguf
+        todo = [what for what, needed in (("QK-norm", cfg.qk_norm), ("NORM (adjacent-pair) RoPE", cfg.rope != "neox"))
+                if needed]
+        if todo:
+            raise ModelError(f"architecture {cfg.arch!r}: {', '.join(todo)}: not run by the numpy model yet")
         self.model, self.cfg, self.activations = model, cfg, activations
         self.n_ctx = min(cfg.n_ctx, max_context) if max_context else cfg.n_ctx
 
@@ -129,9 +133,9 @@ class NumpyModel:
         self.lm_head = self.token_embd if model.output is None else mat(model.output)   # (V, e)
         self.output_norm = vec(model.output_norm)
         self.blk = []
-        for b in model.blk:
-            layer = {n: vec(getattr(b, n)) for n in ("attn_norm", "attn_sub_norm", "ffn_norm", "ffn_sub_norm")}
-            for n in ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"):
+        for b in model.blk:                       # a tensor the architecture lacks stays None
+            layer = {n: None if getattr(b, n) is None else vec(getattr(b, n)) for n in NORMS}
+            for n in LINEARS:
                 layer[n] = Linear(gf, getattr(b, n), getattr(b, n + "_scale"))
             self.blk.append(layer)
         self._tokenizer = None
