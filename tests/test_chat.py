@@ -8,7 +8,7 @@ import jinja2.sandbox
 import pytest
 import tokenizers
 
-from bitweb import vocab
+from bitweb.authoring import vocab
 from bitweb.chat import ChatError, chat_ids, common_prefix, detect_template, format_chat
 from bitweb.tokenizer import Tokenizer
 

@@ -75,7 +75,7 @@ def on_a_terminal(model, *extra) -> bytes:
 
 @pytest.fixture(scope="module")
 def evil_model(tmp_path_factory):
-    from bitweb.makemodel import PRESETS, ModelSpec, load_vocab, write_model
+    from bitweb.authoring.makemodel import PRESETS, ModelSpec, load_vocab, write_model
     from bitweb.tokenizer import BYTE_TO_CHAR
     path = tmp_path_factory.mktemp("term") / "evil.gguf"
     voc = load_vocab("bytes")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from bitweb.engine import Engine
 from bitweb.gguf import FileSource, open_gguf
-from bitweb.makemodel import PRESETS, ModelSpec, load_vocab, write_model
+from bitweb.authoring.makemodel import PRESETS, ModelSpec, load_vocab, write_model
 from bitweb.sampling import SamplingParams
 from tests.conftest import run
 

@@ -2,6 +2,6 @@
 
 Modules that run in Pyodide (stdlib only): gguf, formats (specs), tokenizer,
 chat, sampling, model, engine, gpu. numpy is used only by CPython-side code
-(format pack/dequantize, the numpy reference, the generator, tests).
+(format pack/dequantize, the numpy model, the generator, tests).
 """
 __version__ = "0.1.0"

@@ -1,7 +1,7 @@
 """The BitNet b1.58 2B4T chat format (stdlib only; runs in Pyodide).
 
 The model's template (microsoft/bitnet-b1.58-2B-4T tokenizer_config.json,
-`bitweb.vocab.TEMPLATE_2B4T`) renders each message as
+`bitweb.authoring.vocab.TEMPLATE_2B4T`) renders each message as
 
     Role: content<|eot_id|>          Role = role.capitalize(), content = content.strip()
 

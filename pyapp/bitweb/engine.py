@@ -1,6 +1,6 @@
 """The engine: BitNet forward pass on the GPU, generate, ChatSession (stdlib only; runs in Pyodide).
 
-(GPU part below the generation bookkeeping, which the numpy reference shares.)
+(GPU part below the generation bookkeeping, which the numpy model shares.)
 
 Context length: the KV cache holds `n_ctx` positions (the file's context length, or
 `max_context` when smaller). A prompt must leave room for one generated token
@@ -83,7 +83,7 @@ def check_prompt(prompt_ids, n_ctx: int, n_vocab: int) -> list:
 
 
 class GenerationRun:
-    """Bookkeeping shared by the GPU engine and the numpy reference: stop rules, streaming
+    """Bookkeeping shared by the GPU engine and the numpy model: stop rules, streaming
     text, timing. The caller computes tokens; accept(tok) says whether to go on."""
 
     def __init__(self, tokenizer, n_ctx, prompt_ids, max_tokens, on_token=None, should_stop=None,
@@ -812,7 +812,7 @@ class Engine:
 
 
 class ChatSession:
-    """Multi-turn chat over an Engine (or a numpy ReferenceModel): the conversation is
+    """Multi-turn chat over an Engine (or a numpy NumpyModel): the conversation is
     re-rendered with bitweb.chat each turn and generate() keeps the KV cache for the common
     token prefix, so only the new user turn (and the re-tokenized reply, when it differs)
     is prefilled. A conversation that no longer fits the context raises ContextError."""

@@ -20,9 +20,9 @@ Tensor names are GGUF names with the dots turned into attributes:
     blk.N.<linear>.scale       -> m.blk[N].<linear>_scale   [1] F32 or None: multiplies the linear's output
 
 Every value is a gguf.TensorInfo (name, shape, type, abs_offset, nbytes): the engine uploads
-the bytes unchanged, the numpy reference dequantizes them.
+the bytes unchanged, the numpy model dequantizes them.
 
-Any file this module accepts can be run by both the engine and the reference; anything else
+Any file this module accepts can be run by both the engine and the numpy model; anything else
 is a ModelError naming the architecture, key or tensor (and its type / shape).
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Model binding (Config, tensors by GGUF name, clear errors) and the numpy reference's own
+"""Model binding (Config, tensors by GGUF name, clear errors) and the numpy model's own
 invariants: KV-cache decode == full prefill, prefix reuse, context handling, .scale tensors.
 (Agreement with transformers: test_transformers_oracle.py.)"""
 from __future__ import annotations
@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from bitweb.authoring.gguf_writer import ARRAY, GGUFWriter, Value
+from bitweb.authoring.makemodel import PRESETS, ModelSpec, load_vocab, write_model
 from bitweb.engine import ContextError
 from bitweb.gguf import GGUFError, open_gguf
-from bitweb.gguf_writer import ARRAY, GGUFWriter, Value
-from bitweb.makemodel import PRESETS, ModelSpec, load_vocab, write_model
 from bitweb.model import Config, Model, ModelError
-from bitweb.reference import ReferenceModel
+from bitweb.numpy_model import NumpyModel
 from bitweb.sampling import SamplingParams
 
 
@@ -99,7 +99,7 @@ def test_missing_and_misshapen_tensors(tiny, tmp_path):
 
 @pytest.mark.parametrize("act", ["a8", "f32"])
 def test_cached_decode_equals_full_prefill(tiny, act):
-    ref = ReferenceModel.from_gguf(tiny, act)
+    ref = NumpyModel.from_gguf(tiny, act)
     ids = ref.tokenizer.encode("incremental decoding must match one pass")
     full = ref.logits(ids)
     ref.reset()
@@ -109,7 +109,7 @@ def test_cached_decode_equals_full_prefill(tiny, act):
 
 def test_scale_tensors_multiply_outputs(tmp_path):
     gf = make(tmp_path / "s.gguf", arch="bitnet", fmt="tq2_0")
-    ref = ReferenceModel.from_gguf(gf, "f32")
+    ref = NumpyModel.from_gguf(gf, "f32")
     lin = ref.blk[0]["attn_q"]
     x = np.random.default_rng(0).standard_normal((3, 256)).astype(np.float32)
     scale = np.frombuffer(gf.tensor_data("blk.0.attn_q.scale"), "<f4")[0]
@@ -119,11 +119,11 @@ def test_scale_tensors_multiply_outputs(tmp_path):
     # and the model is not the same without them
     ones = rewrite(gf, tmp_path / "ones.gguf", retype=("blk.0.attn_q.scale", "F32", np.float32(1).tobytes()))
     ids = [1, 2, 3]
-    assert np.abs(ReferenceModel.from_gguf(ones, "f32").logits(ids) - ref.logits(ids)).max() > 1e-3
+    assert np.abs(NumpyModel.from_gguf(ones, "f32").logits(ids) - ref.logits(ids)).max() > 1e-3
 
 
 def test_context_limits(tiny):
-    ref = ReferenceModel.from_gguf(tiny, "f32", max_context=20)
+    ref = NumpyModel.from_gguf(tiny, "f32", max_context=20)
     with pytest.raises(ContextError, match="prompt has 20 tokens but the context holds 20"):
         ref.generate(list(range(20)), SamplingParams(), 5)
     with pytest.raises(ContextError, match="empty prompt"):
@@ -137,22 +137,22 @@ def test_context_limits(tiny):
     res = ref.generate(list(range(10)), SamplingParams(), 3, ignore_eos=True)
     assert res.stop_reason == "max_tokens" and len(res.ids) == 3
     # the tokens before the limit are the ones an unlimited context gives
-    big = ReferenceModel.from_gguf(tiny, "f32").generate(list(range(15)), SamplingParams(), 5, ignore_eos=True)
+    big = NumpyModel.from_gguf(tiny, "f32").generate(list(range(15)), SamplingParams(), 5, ignore_eos=True)
     assert big.ids == ref.generate(list(range(15)), SamplingParams(), 100, ignore_eos=True).ids
 
 
 def test_prefix_reuse_equals_fresh_run(tiny):
-    ref = ReferenceModel.from_gguf(tiny, "a8")
+    ref = NumpyModel.from_gguf(tiny, "a8")
     a = ref.tokenizer.encode("first turn")
     r1 = ref.generate(a, SamplingParams(), 12, ignore_eos=True)
     b = a + r1.ids + ref.tokenizer.encode(" and more", add_bos=False)
     r2 = ref.generate(b, SamplingParams(), 12, ignore_eos=True)       # reuses len(a) + 11 positions
-    fresh = ReferenceModel.from_gguf(tiny, "a8").generate(b, SamplingParams(), 12, ignore_eos=True)
+    fresh = NumpyModel.from_gguf(tiny, "a8").generate(b, SamplingParams(), 12, ignore_eos=True)
     assert r2.ids == fresh.ids and len(r2.ids) == 12
 
 
 def test_stop_tokens_and_streaming(tiny):
-    ref = ReferenceModel.from_gguf(tiny, "f32")
+    ref = NumpyModel.from_gguf(tiny, "f32")
     tok = ref.tokenizer
     pieces = []
     res = ref.generate(tok.encode("stream"), SamplingParams(temperature=1.0, seed=11), 40,

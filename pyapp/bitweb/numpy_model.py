@@ -1,4 +1,4 @@
-"""numpy reference forward pass of a BitNet GGUF model (CPython only): the oracle for the GPU engine.
+"""The numpy forward pass of a BitNet GGUF model (CPython only): the oracle for the GPU engine.
 
 One plain loop over the blocks; every value is float32 (as in the kernels) except the
 int32 dot products of A8 mode. Shapes: n = tokens in this call, e = n_embd,
@@ -109,7 +109,7 @@ class Linear:
         return s * (f if self.scale is None else f * self.scale)
 
 
-class ReferenceModel:
+class NumpyModel:
     """The numpy forward pass with a KV cache, and the same generate() as the engine (sync)."""
 
     def __init__(self, model: Model, activations: str = "a8", max_context: int | None = None):
@@ -138,7 +138,7 @@ class ReferenceModel:
         self.reset()
 
     @classmethod
-    def from_gguf(cls, gf, activations: str = "a8", max_context: int | None = None) -> "ReferenceModel":
+    def from_gguf(cls, gf, activations: str = "a8", max_context: int | None = None) -> "NumpyModel":
         return cls(Model.from_gguf(gf), activations, max_context)
 
     @property
