@@ -2,8 +2,9 @@
 null (JS null reaches Python as pyodide's `jsnull`, not None). The app must say WebGPU is not
 available and how to enable it (error kind `no-webgpu`), not show a Python traceback.
 
-Selectors: the error element carries `data-kind="<kind>"` (any element: `[data-kind=no-webgpu]`);
-its text is checked for the advice and the Python message. The browser is a second Chromium
+Selectors: the error element carries `data-kind="<kind>"` (any element: `[data-kind=no-webgpu]`,
+`[data-kind=internal]`, visible = no `hidden` attribute); its text is checked for the advice and
+the Python message, the page's text for traces of a traceback. The browser is a second Chromium
 launched from the session's Playwright, with the usual flags minus --enable-unsafe-webgpu."""
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def test_no_adapter_says_how_to_enable_webgpu(plain_browser, server):
     page.goto(server)
     # the precondition this test is about: WebGPU exposed, but no adapter
     assert page.evaluate("async () => navigator.gpu ? String(await navigator.gpu.requestAdapter()) : 'no navigator.gpu'") == "null"
-    page.wait_for_selector("[data-kind]:not([hidden])", timeout=BOOT_MS)
+    page.wait_for_selector("[data-kind=no-webgpu]:not([hidden]), [data-kind=internal]:not([hidden])", timeout=BOOT_MS)
     kinds = page.evaluate("[...document.querySelectorAll('[data-kind]')].filter(e => !e.hidden).map(e => e.dataset.kind)")
     body = page.inner_text("body")
     assert "no-webgpu" in kinds and "internal" not in kinds, (kinds, body[-2000:])
