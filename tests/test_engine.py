@@ -8,7 +8,8 @@ import pytest
 
 from bitweb import gpu as gpu_mod
 from bitweb.authoring.makemodel import PRESETS, ModelSpec, load_vocab, write_model
-from bitweb.engine import ChatSession, ContextError, Engine, EngineError
+from bitweb.engine import Engine, EngineError
+from bitweb.generation import ChatSession, ContextError
 from bitweb.gguf import BytesSource, FileSource, open_gguf
 from bitweb.numpy_model import NumpyModel
 from bitweb.sampling import SamplingParams

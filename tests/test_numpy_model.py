@@ -3,12 +3,14 @@ invariants: KV-cache decode == full prefill, prefix reuse, context handling, .sc
 (Agreement with transformers: test_transformers_oracle.py.)"""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from bitweb.authoring.gguf_writer import ARRAY, GGUFWriter, Value
 from bitweb.authoring.makemodel import PRESETS, ModelSpec, load_vocab, write_model
-from bitweb.engine import ContextError
+from bitweb.generation import ContextError
 from bitweb.gguf import GGUFError, open_gguf
 from bitweb.model import Config, Model, ModelError
 from bitweb.numpy_model import NumpyModel
@@ -66,6 +68,33 @@ def test_config_and_binding(tiny, tmp_path):
     assert m.blk[0].ffn_down.shape == (512, 256) and c.rope_base == 500000.0 and c.eps == pytest.approx(1e-5)
     b = Model.from_gguf(make(tmp_path / "b.gguf", arch="bitnet", fmt="tq2_0"))
     assert b.cfg.ffn == "silu" and b.blk[0].ffn_up_scale.name == "blk.0.ffn_up.scale"
+
+
+def test_architecture_table_flags_and_optional_tensors(tiny, tmp_path, monkeypatch):
+    from bitweb import model as M
+    from bitweb.engine import Engine, EngineError
+    c = Model.from_gguf(tiny).cfg
+    assert (c.ffn, c.sub_norms, c.qk_norm, c.rope, c.scales) == ("relu2", True, False, "neox", False)
+    assert M.ARCHS["bitnet-25"] == M.ARCHS["bitnet-b1.58"]
+    assert M.ARCHS["bitnet"] == M.Arch(ffn="silu", sub_norms=True, qk_norm=False, rope="neox", scales=True)
+    # a row without sub-norms: the file's sub-norms are then unexpected; a file without them binds None
+    row = M.ARCHS["bitnet-b1.58"]
+    monkeypatch.setitem(M.ARCHS, "bitnet-b1.58", replace(row, sub_norms=False))
+    with pytest.raises(ModelError, match="unexpected tensor 'blk.0.attn_sub_norm.weight'"):
+        Model.from_gguf(tiny)
+    subs = [n for n in tiny.tensors if "_sub_norm" in n]
+    m = Model.from_gguf(rewrite(tiny, tmp_path / "nosub.gguf", drop=subs))
+    assert not m.cfg.sub_norms and m.blk[1].attn_sub_norm is None and m.blk[1].ffn_sub_norm is None
+    assert m.blk[0].attn_q_norm is None and len(m.tensors()) == len(tiny.tensors) - len(subs)
+    with pytest.raises(EngineError, match="'bitnet-b1.58': blocks without sub-norms: not run by the GPU engine yet"):
+        Engine(None, m, "a8", 16)._check_support()
+    # QK-norm: each block needs attn_q_norm / attn_k_norm [head_dim]
+    monkeypatch.setitem(M.ARCHS, "bitnet-b1.58", replace(row, qk_norm=True))
+    with pytest.raises(ModelError, match="missing tensor 'blk.0.attn_q_norm.weight'"):
+        Model.from_gguf(tiny)
+    monkeypatch.setitem(M.ARCHS, "bitnet-b1.58", replace(row, rope="norm"))
+    with pytest.raises(ModelError, match="NORM .adjacent-pair. RoPE: not run by the numpy model yet"):
+        NumpyModel(Model.from_gguf(tiny))
 
 
 def test_unsupported_architecture(tiny, tmp_path):

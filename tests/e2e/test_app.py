@@ -474,11 +474,11 @@ def native_chat(model, turns, max_tokens):
     """Replies of one multi-turn greedy chat with the engine on the native backend."""
     code = f"""
 import asyncio, json
-from bitweb import engine, gguf, gpu, sampling
+from bitweb import engine, generation, gguf, gpu, sampling
 async def main():
     dev = await gpu.request_device("native")
     gf = gguf.open_gguf({str(model)!r})
-    chat = engine.ChatSession(await engine.Engine.load(dev, gf, gf.source, activations="a8"))
+    chat = generation.ChatSession(await engine.Engine.load(dev, gf, gf.source, activations="a8"))
     out = []
     for text in {list(turns)!r}:
         out.append((await chat.send(text, sampling.SamplingParams(), {max_tokens})).text)
