@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from bitweb import gguf
-from bitweb.terminal import UNSAFE, for_terminal
+from bitweb.commands.terminal import UNSAFE, for_terminal
 from tests.conftest import ROOT
 
 EVIL = "\x1b]0;pwned\x07\x1b[2J\x1b[31m\x9b2J\u202eevil\rX\x08\x7f"

@@ -10,7 +10,7 @@ on <|eot_id|> / EOS; without --chat the prompt is encoded as plain text (BOS per
 --stats prints timing and GPU counters to stderr (replayed plan dispatches = the fast path,
 re-encoded dispatches = the slow path).
 Streamed to a terminal, the text's control characters (escape sequences, bidi overrides) are
-shown escaped (bitweb.terminal); piped output and --json are exact.
+shown escaped (commands/terminal.py); piped output and --json are exact.
 """
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ def _stats(res, extra=""):
 def _on_token(args):
     if args.json:
         return None
-    from bitweb.terminal import writer
+    from bitweb.commands.terminal import writer
     write = writer(sys.stdout)         # a terminal gets escape sequences shown, not run
 
     def show(_id, piece):
