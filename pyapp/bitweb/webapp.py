@@ -134,7 +134,9 @@ async def blob_bytes(blob, start: int, end: int) -> bytes:
 
 
 async def parse_header(blob) -> gguf.GGUFFile:
-    """Parse only the header: read a prefix, grow it while the parser says NeedMoreBytes."""
+    """Parse only the header: read a prefix, grow it while the parser says NeedMoreBytes.
+    One prefix at a time (the last is dropped before the next is read), never past
+    gguf.MAX_HEADER_BYTES: the parser refuses a header that would go further before asking."""
     size = int(blob.size)
     n = min(size, HEADER_FIRST)
     while True:
@@ -142,9 +144,10 @@ async def parse_header(blob) -> gguf.GGUFFile:
         try:
             gf = gguf.read_gguf(gguf.PrefixSource(prefix, size))
         except gguf.NeedMoreBytes as e:
-            if n >= size:      # cannot happen: a full prefix never needs more
+            prefix = None      # drop this copy before reading the next one (the heap never shrinks)
+            if n >= size or e.needed > gguf.MAX_HEADER_BYTES:    # cannot happen: the parser checks first
                 raise gguf.GGUFError(f"header parse needs {e.needed} bytes of a {size}-byte file") from None
-            n = min(size, max(e.needed, 2 * n))
+            n = min(size, gguf.MAX_HEADER_BYTES, max(e.needed, 2 * n))
             continue
         gf.header_read = n
         return gf
