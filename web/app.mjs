@@ -80,7 +80,12 @@ const nameOf = (source) => {
 };
 
 async function loadModel(source, { fallback = false, ...extra } = {}) {
-  if (ADDRESS.problem) { showError({ kind: 'settings', message: ADDRESS.problem }); return; }
+  if (ADDRESS.problem) {
+    state.lastLoadError = { kind: 'settings', message: ADDRESS.problem };
+    showError(state.lastLoadError);
+    updatePhase();
+    return;
+  }
   if (contextProblem()) { showError({ kind: 'settings', message: `Context: ${contextProblem()}` }); return; }
   state.loading?.ctl.abort();                    // a newer load wins
   const ctl = new AbortController();
@@ -630,7 +635,8 @@ async function reply() {
     resolveDone();
     renderChat();
     await persist(conv);
-    if (e.kind === 'context') contextFull(e.prompt_tokens, e.context);
+    if (e.kind === 'aborted') { /* stopped before it started: nothing to say */ }
+    else if (e.kind === 'context') contextFull(e.prompt_tokens, e.context);
     else if (e.kind === 'settings' && e.field) { showError(e); checkFields(); }
     else showError(e);
     updatePhase();

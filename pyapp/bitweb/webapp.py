@@ -57,6 +57,7 @@ SETTINGS = {
     "max_tokens": (True, 1, 1 << 30, False, None),
 }
 MAX_STOPS = 4                           # stop strings per request (as OpenAI's API)
+THINK_OPEN = "<think>\n"
 
 
 class OutOfMemory(GPUError):
@@ -194,17 +195,18 @@ def estimate_bytes(cfg, gf, n_ctx: int) -> int:
     return weights + kv + 4 * (64 * 4 * widest + 2 * cfg.n_vocab)
 
 
-def template_of(gf):
-    """The chat template of a file, when bitweb.chat can render it (a Jinja template from the
-    file, with its thinking switch), else None (the built-in BitNet format)."""
+def chat_format(eng):
+    """The file's chat format (bitweb.chat.ChatFormat: its Jinja template with the thinking
+    switch, or the built-in BitNet format), or None where bitweb.chat has no ChatFormat (then
+    chat_ids, the built-in format). A template that cannot be run makes the model unsupported."""
     from bitweb import chat
-    factory = getattr(chat, "template_for", None)
-    if factory is None:
+    cls = getattr(chat, "ChatFormat", None)
+    if cls is None:
         return None
     try:
-        return factory(gf.metadata)
-    except Exception:
-        return None
+        return cls.from_tokenizer(eng.tokenizer)
+    except Exception as e:
+        raise AppError("unsupported", f"the file's chat template cannot be used: {e}") from None
 
 
 class BlobSource:
@@ -244,7 +246,7 @@ async def parse_header(blob, limit: int | None = None) -> gguf.GGUFFile:
                 raise gguf.GGUFError(f"header parse needs {e.needed} bytes of a {size}-byte file") from None
             if e.needed > limit:
                 raise gguf.GGUFError(f"the header (metadata and tensor table) needs more than {e.needed} bytes; "
-                                     f"bitweb reads headers of at most {limit >> 20} MiB") from None
+                                     f"bitweb reads headers of at most {size_text(limit)}") from None
             prefix = None
             n = min(size, limit, max(e.needed, 2 * n))
             continue
@@ -255,8 +257,8 @@ async def parse_header(blob, limit: int | None = None) -> gguf.GGUFFile:
 class Slot:
     """One loaded engine and what the page knows about it."""
 
-    def __init__(self, eng, info: dict, template):
-        self.eng, self.info, self.template = eng, info, template
+    def __init__(self, eng, info: dict, fmt):
+        self.eng, self.info, self.fmt = eng, info, fmt
         self.busy = False
 
 
@@ -270,6 +272,8 @@ class WebApp:
         self.next_id = 1
         self.stops: set = set()          # request ids of generations asked to stop
         self.aborted: set = set()        # request ids of loads asked to abort
+        self.running: dict = {}          # request id of a generation -> [tokens so far]
+        self.stop_at: dict = {}          # request id -> tokens generated when the stop arrived
         self.loading: dict = {}          # asyncio task -> buffers it created (freed if the load fails)
         self.load_lock = asyncio.Lock()
         self._progress_at = {}
@@ -415,10 +419,11 @@ class WebApp:
                     raise self._no_room(f"{name} needs about {mib(need)} of GPU memory and "
                                         f"{mib(budget - held)} of {mib(budget)} is free")
                 self.unload_all()
-        template = template_of(gf)
         wasm0 = wasm_bytes()
         task = asyncio.current_task()
-        made = self.loading[task] = []
+        made = []
+        if task is not None:                  # (always in Pyodide: a call from JS runs as a Task)
+            self.loading[task] = made
         dev.device.pushErrorScope("out-of-memory")
         scoped = True
         try:
@@ -453,18 +458,27 @@ class WebApp:
             v = getattr(eng, k, None)
             if isinstance(v, int):
                 load[k] = v
-        info["thinking"] = bool(template is not None and getattr(template, "thinking", False))
-        self.engines[eid] = Slot(eng, info, template)
+        try:
+            fmt = chat_format(eng)
+        except Exception:
+            eng.close()
+            raise
+        info["thinking"] = bool(getattr(fmt, "has_thinking", False))
+        info["thinking_default"] = bool(getattr(fmt, "thinking_default", False))
+        self.engines[eid] = Slot(eng, info, fmt)
         return {"engine": eid, "info": info, "adapter": self.adapter_info(), "load": load}
 
     def abort(self, rid):
         """Abort a load (at its next progress step) or stop a generation (before its next token)."""
         self.aborted.add(rid)
         self.stops.add(rid)
+        if rid in self.running:
+            self.stop_at[rid] = self.running[rid][0]
 
     def forget(self, rid):
         self.aborted.discard(rid)
         self.stops.discard(rid)
+        self.stop_at.pop(rid, None)
 
     def unload(self, eid) -> str:
         s = self.engines.pop(int(eid), None)
@@ -473,8 +487,8 @@ class WebApp:
         return json.dumps({"unloaded": s is not None})
 
     def prompt_ids(self, s: Slot, messages, enable_thinking=None) -> list:
-        if s.template is not None:
-            return s.template.ids(s.eng.tokenizer, messages, enable_thinking=enable_thinking)
+        if s.fmt is not None:
+            return s.fmt.ids(messages, enable_thinking=enable_thinking)
         from bitweb.chat import chat_ids
         return chat_ids(s.eng.tokenizer, messages)
 
@@ -515,7 +529,8 @@ class WebApp:
                 raise AppError("busy", "this engine is generating another reply")
             s.busy = True
             try:
-                return json.dumps(await self._generate(rid, s, ids, params, max_tokens, stops))
+                return json.dumps(await self._generate(rid, s, ids, params, max_tokens, stops,
+                                                       req.get("enable_thinking")))
             finally:
                 s.busy = False
         except Exception as e:
@@ -523,7 +538,7 @@ class WebApp:
         finally:
             self.stops.discard(rid)
 
-    async def _generate(self, rid, s: Slot, ids, params, max_tokens: int, stops: list) -> dict:
+    async def _generate(self, rid, s: Slot, ids, params, max_tokens: int, stops: list, enable_thinking=None) -> dict:
         from bitweb.chat import common_prefix
         eng = s.eng
         cached = list(eng.cached_ids)
@@ -532,6 +547,7 @@ class WebApp:
         text = []                       # all decoded text
         sent = [0]                      # characters of it sent to the page
         hit = [None]                    # where a stop string starts
+        count = self.running[rid] = [0]
 
         def flush(upto: int):
             if upto > sent[0]:
@@ -539,6 +555,8 @@ class WebApp:
                 sent[0] = upto
 
         def on_token(tok_id, piece):     # tok_id None: the decoder's final flush, not a token
+            if tok_id is not None:
+                count[0] += 1
             if not first:
                 first.append(time.perf_counter())
             if not piece or hit[0] is not None:
@@ -556,8 +574,17 @@ class WebApp:
             hold = max(_overlap(full, st) for st in stops)   # a stop string may be starting
             flush(len(full) - hold)
 
-        res = await eng.generate(ids, params, max_tokens, on_token=on_token,
-                                 should_stop=lambda: hit[0] is not None or rid in self.stops)
+        kw = {}
+        if s.fmt is not None:
+            kw["stop_ids"] = s.fmt.stop_ids
+            if s.fmt.has_thinking and s.fmt.prompt_opens_thinking(enable_thinking):
+                text.append(THINK_OPEN)        # the template opened the think block in the prompt:
+                flush(len(THINK_OPEN))         # the reply carries it, as a reply that opens it would
+        try:
+            res = await eng.generate(ids, params, max_tokens, on_token=on_token,
+                                     should_stop=lambda: hit[0] is not None or rid in self.stops, **kw)
+        finally:
+            self.running.pop(rid, None)
         t1 = time.perf_counter()
         full = "".join(text)
         if hit[0] is not None:
@@ -575,6 +602,8 @@ class WebApp:
                   "decode_ms_per_token": res.decode_ms_per_token,
                   "dispatches_per_token": res.dispatches_per_token,
                   "host_calls_per_token": res.host_calls_per_token, "stop_reason": res.stop_reason}
+        if rid in self.stop_at:
+            timing["tokens_after_stop"] = n - self.stop_at[rid]
         if res.prefill_ms:
             timing["prefill_tok_s"] = round((len(ids) - keep) / (res.prefill_ms / 1000), 2)
         if first and n > 1 and t1 > first[0]:
@@ -606,6 +635,10 @@ def _overlap(text: str, stop: str) -> int:
         if text.endswith(stop[:k]):
             return k
     return 0
+
+
+def size_text(n: int) -> str:
+    return f"{n >> 20} MiB" if n % (1 << 20) == 0 else f"{n} bytes"
 
 
 def mib(n: int) -> str:

@@ -108,8 +108,8 @@ def measure(browser, server, models, served, size):
         with Peak(pids) as download:
             got = worker.evaluate("""async ([app, url]) => {
                 const m = await import(app + 'models.mjs');
-                const { file } = await m.fromUrl(url, 'big.gguf', () => {});
-                const n = file.size; await m.remove('big.gguf'); return n; }""", [server, base + "big.bin"])
+                const { file, pending } = await m.fromUrl(url, 'big.gguf', () => {});
+                const n = file.size; await pending.discard(); return n; }""", [server, base + "big.bin"])
         assert got == BIG
 
         page.fill("#url-input", base + "mid.gguf")           # download + load through the UI
@@ -123,7 +123,7 @@ def measure(browser, server, models, served, size):
     finally:
         ctx.close()
 
-    assert first["model"]["file_size"] == info["model"]["file_size"] == size
+    assert first["fileSize"] == info["fileSize"] == size
     load = info["load"]
     return {"model_bytes": size, "largest_tensor": 720928, "download_bytes": BIG,
             "download": {"renderer_peak_extra": download.extra["renderer"], "gpu_process_peak_extra": download.extra["gpu"]},
