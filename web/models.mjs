@@ -233,7 +233,7 @@ export async function fetchBlob(url, progress, signal) {
   const next = guarded(chunksOf(r.body, 1 << 20), url, total, signal, () => n);
   progress(0, total);
   for (let c = await next(); c; c = await next()) { parts.push(c.slice()); n += c.byteLength; progress(n, total); }
-  if (total && n !== total) throw fail('download', `the download of ${url} stopped at ${n} of ${total} bytes: try again`);
+  if (total && n !== total) throw fail('download', `the download of ${url} broke off after ${n} of ${total} bytes: the connection dropped; try again`);
   return new Blob(parts);
 }
 
@@ -260,6 +260,7 @@ export async function fromUrl(url, name, progress, signal) {
   }
   const r = await download(url, signal);
   const total = Number(r.headers.get('content-length') || 0);
+  progress(0, total);                      // the download has started (its label shows at once)
   let last = 0, got = 0;
   const next = guarded(chunksOf(r.body, 1 << 20), url, total, signal, () => got);
   const copy = await write(name, next, (n) => {
@@ -269,7 +270,7 @@ export async function fromUrl(url, name, progress, signal) {
   }, { source: url, lastModified: r.headers.get('last-modified') });
   if (total && copy.file.size !== total) {
     await copy.discard();
-    throw fail('download', `the download of ${url} stopped at ${copy.file.size} of ${total} bytes: the connection dropped; try again`);
+    throw fail('download', `the download of ${url} broke off after ${copy.file.size} of ${total} bytes: the connection dropped; try again`);
   }
   progress(copy.file.size, copy.file.size);
   return { file: copy.file, cached: false, pending: copy };

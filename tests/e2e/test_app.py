@@ -23,6 +23,7 @@ import pytest
 
 from bitweb import gguf
 from tests.conftest import ROOT
+from tests.e2e.conftest import new_page
 
 PROMPT = "Hello there, who are you?"
 XSS = '<img src=x onerror="window.__xss=1">'
@@ -151,7 +152,7 @@ class App:
         return info
 
     def info(self):
-        return self.page.evaluate("window.bitwebApp.state.engine && {...window.bitwebApp.state.engine.info}")
+        return self.page.evaluate("(() => { const e = window.bitwebApp?.state?.engine; return e ? {...e.info} : null; })()")
 
     def error_text(self):
         return self.page.evaluate("document.getElementById('error').hidden ? '' : document.getElementById('error').innerText")
@@ -214,11 +215,7 @@ class App:
 
 def new_app_context(browser, server, models, **kw):
     ctx = browser.new_context(viewport={"width": 1280, "height": 800}, **kw)
-    page = ctx.new_page()
-    page.errors = []
-    page.on("console", lambda m: page.errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: page.errors.append(str(e)))
-    a = App(page, server, models)
+    a = App(new_page(ctx), server, models)
     a.context = ctx
     a.serve_models(ctx)
     return a

@@ -18,6 +18,7 @@ import os
 import shutil
 
 from tests.conftest import ROOT
+from tests.e2e.conftest import new_page
 from tests.e2e.test_app import App
 
 MiB = 1 << 20
@@ -90,10 +91,7 @@ def measure(browser, server, models, served, size):
     base = server + "build/web/" + served.name + "/"
     ctx = browser.new_context()
     try:
-        page = ctx.new_page()
-        page.errors = []
-        page.on("pageerror", lambda e: page.errors.append(str(e)))
-        page.on("console", lambda m: page.errors.append(m.text) if m.type == "error" else None)
+        page = new_page(ctx)
         app = App(page, server, models)
         app.serve_models(ctx)
         app.open("?model=test-models/tiny.gguf")          # Python booted, a tiny model on the GPU

@@ -25,7 +25,8 @@ import threading
 import pytest
 
 from tests.conftest import ROOT
-from tests.e2e.test_app import PROMPT, READY_MS, REPLY_MS, cli, make_model, new_app_context, no_errors
+from tests.e2e.test_app import PROMPT, READY_MS, REPLY_MS, cli, make_model, no_errors
+from tests.e2e.test_app import app  # noqa: F401  (the app page fixture, over this module's models)
 
 MiB = 1 << 20
 
@@ -61,13 +62,6 @@ def models(tmp_path_factory):
 @pytest.fixture(scope="module")
 def oracle(models):
     return {"tiny": cli(models["tiny"]), "other": cli(models["other"])}
-
-
-@pytest.fixture(scope="module")
-def app(browser, server, models):
-    a = new_app_context(browser, server, models)
-    yield a
-    a.context.close()
 
 
 def stats(app):
@@ -221,6 +215,8 @@ def test_download_errors_say_what_happened(app, hostile_server, oracle):
 
 
 def test_a_stalled_download_does_not_block_chat_and_can_be_cancelled(app, hostile_server, oracle):
+    if app.info() is None or app.info()["name"] != "tiny.gguf":
+        app.open()
     load_url(app, hostile_server + "stall.gguf")
     app.page.wait_for_function("document.getElementById('progress-label').textContent === 'Downloading stall.gguf'",
                                timeout=READY_MS)
@@ -308,8 +304,8 @@ class WorkerHeap:
         self.page = page
         self.events = []
         self.cdp = page.context.new_cdp_session(page)
-        self.cdp.on("Target.attachedToTarget", self.events.append)
-        self.cdp.on("Target.receivedMessageFromTarget", self.events.append)
+        self.cdp.on("Target.attachedToTarget", lambda e: self.events.append(e))
+        self.cdp.on("Target.receivedMessageFromTarget", lambda e: self.events.append(e))
         self.cdp.send("Target.setAutoAttach", {"autoAttach": True, "waitForDebuggerOnStart": False, "flatten": False})
         for _ in range(100):
             sid = [e["sessionId"] for e in self.events if e.get("targetInfo", {}).get("type") == "worker"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import ROOT
+from tests.e2e.conftest import new_page
 from tests.e2e.test_app import cli
 
 MODEL = ROOT / "web" / "models" / "bitweb-chat-i2_s.gguf"
@@ -22,11 +23,7 @@ def want():
 @pytest.fixture(scope="module")
 def page(browser, server):
     ctx = browser.new_context()
-    pg = ctx.new_page()
-    pg.errors = []
-    pg.on("console", lambda m: pg.errors.append(m.text) if m.type == "error" else None)
-    pg.on("pageerror", lambda e: pg.errors.append(str(e)))
-    yield pg
+    yield new_page(ctx)
     ctx.close()
 
 
