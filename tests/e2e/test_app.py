@@ -28,6 +28,7 @@ from tests.e2e.conftest import new_page
 PROMPT = "Hello there, who are you?"
 XSS = '<img src=x onerror="window.__xss=1">'
 MARKDOWN = "- one\n- two\n\n```js\nlet x = 1;\n```\n\n"     # a list and a code block
+THINK = "<think>\nI add the ones.\n</think>\n\n"             # a reasoning block before the answer
 READY_MS = 240_000          # Pyodide boot + model load on SwiftShader (2 shared cores)
 REPLY_MS = 240_000
 FINISH = {"eos": "stop", "eot": "stop", "max_tokens": "length", "context": "length"}   # CLI -> API
@@ -67,15 +68,15 @@ def byte_level(text: str) -> str:
     return "".join(BYTE_TO_CHAR[b] for b in text.encode())
 
 
-def make_html_model(tmp: pathlib.Path) -> pathlib.Path:
-    """A model whose greedy reply to PROMPT starts with the text MARKDOWN + XSS.
+def make_first_token_model(path: pathlib.Path, text: str, seed: int = 3) -> pathlib.Path:
+    """A model whose greedy reply to PROMPT starts with `text`.
 
-    The vocabulary gets one more NORMAL token whose text is MARKDOWN + XSS. Its row of token_embd
-    (also the tied LM head, F16) is then set to exactly 2x the row of the token greedy decoding
-    picks first (found with the CLI), so that token's logit doubles: logit_new = 2 * logit_first,
-    the argmax whenever logit_first > 0 (scaling by 2 is exact in F16 and in every float sum). The
+    The vocabulary gets one more NORMAL token whose text is `text`. Its row of token_embd (also
+    the tied LM head, F16) is then set to exactly 2x the row of the token greedy decoding picks
+    first (found with the CLI), so that token's logit doubles: logit_new = 2 * logit_first, the
+    argmax whenever logit_first > 0 (scaling by 2 is exact in F16 and in every float sum). The
     prompt never contains the new token, so the prefill is unchanged. The CLI confirms the result."""
-    path = make_model(tmp / "html.gguf", seed=3, vocab_extra=[byte_level(MARKDOWN + XSS)])
+    path = make_model(path, seed=seed, vocab_extra=[byte_level(text)])
     gf = gguf.open_gguf(path)
     new_id = len(gf.metadata["tokenizer.ggml.tokens"]) - 1
     emb = gf.tensors["token_embd.weight"]
@@ -96,7 +97,8 @@ def make_html_model(tmp: pathlib.Path) -> pathlib.Path:
 def models(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("app-models")
     m = {"tiny": make_model(tmp / "tiny.gguf", seed=1), "other": make_model(tmp / "other.gguf", seed=2)}
-    m["html"] = make_html_model(tmp)
+    m["html"] = make_first_token_model(tmp / "html.gguf", MARKDOWN + XSS)
+    m["think"] = make_first_token_model(tmp / "think.gguf", THINK)
     bad = bytearray(m["tiny"].read_bytes()[:4096])
     bad[16:24] = (10 ** 9).to_bytes(8, "little")           # kv_count far too large for the file
     (tmp / "broken.gguf").write_bytes(bytes(bad))
@@ -108,6 +110,7 @@ def models(tmp_path_factory):
 def oracle(models):
     """CLI results, computed once."""
     return {"tiny": cli(models["tiny"]), "other": cli(models["other"]), "html": cli(models["html"], max_tokens=4),
+            "think": cli(models["think"], max_tokens=4),
             "tiny_hi": cli(models["tiny"], prompt="Hi!")}
 
 
@@ -420,6 +423,29 @@ def test_markdown_renders_and_raw_html_stays_text(app, models, oracle):
     assert XSS in msg.locator(".text").inner_text()                               # the HTML is shown as text
     assert app.page.locator("#chat img").count() == 0
     assert app.page.evaluate("window.__xss") is None
+    no_errors(app)
+
+
+def test_thinking_is_shown_collapsed_not_as_the_answer(app, models, oracle):
+    """A reply that opens with <think>...</think> shows that part folded away (a <details>), and
+    only the rest as the answer and in the screen-reader announcement."""
+    want = oracle["think"]["text"]
+    assert want.startswith(THINK), oracle["think"]
+    app.page.set_input_files("#file-input", str(models["think"]))
+    app.wait_ready("think.gguf")
+    assert app.page.is_hidden("#thinking-row")          # its template has no thinking switch
+    app.page.click("#new-chat")
+    app.set(max_tokens=4)
+    r = app.reply(app.say(PROMPT))
+    assert r["text"] == want
+    msg = app.page.locator(".msg.assistant").last
+    details = msg.locator("details.thinking")
+    assert details.count() == 1 and details.get_attribute("open") is None
+    assert details.locator("div").text_content() == "I add the ones."
+    answer = msg.locator(".answer").text_content()
+    assert "I add the ones." not in answer and "think>" not in answer
+    app.page.wait_for_function("document.getElementById('announce').textContent.startsWith('Reply')")
+    assert "I add the ones." not in app.page.text_content("#announce")
     no_errors(app)
 
 
