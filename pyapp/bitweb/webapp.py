@@ -539,7 +539,7 @@ class WebApp:
             self.stops.discard(rid)
 
     async def _generate(self, rid, s: Slot, ids, params, max_tokens: int, stops: list, enable_thinking=None) -> dict:
-        from bitweb.chat import common_prefix
+        from bitweb.generation import common_prefix
         eng = s.eng
         cached = list(eng.cached_ids)
         t0 = time.perf_counter()
