@@ -281,7 +281,7 @@ def test_stop_20_times_then_an_answer_equal_to_a_fresh_replay(app, models):
             app.page.fill("#input", f"Story {i}.")
             app.page.press("#input", "Enter")
         app.page.wait_for_timeout(rng.uniform(0, 600))
-        app.page.click("#stop") if app.page.is_visible("#stop") else None
+        app.page.evaluate("() => { const b = document.getElementById('stop'); if (!b.hidden) b.click(); }")   # (atomic)
         app.page.wait_for_function("document.body.dataset.state === 'ready'", timeout=REPLY_MS)
         finishes.append(app.last_reply()["finish_reason"] if app.last_reply() else None)
     assert finishes.count("abort") >= 10, finishes                  # most of them were real stops
