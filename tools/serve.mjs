@@ -1,5 +1,6 @@
 // Static server for the app: http://127.0.0.1:PORT (default 8080; PORT or --port to change).
-// Serves only files from the repo (web/, node_modules/pyodide/, build/web/, shaders/), no network.
+// Serves only files from the repo (web/, node_modules/pyodide/ and markdown-it's browser build, build/web/,
+// shaders/), no network.
 import http from 'node:http';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -13,6 +14,7 @@ const HOST = process.env.HOST || '127.0.0.1';
 // URL prefix -> directory under ROOT. Anything else is 404.
 const MOUNTS = [
   ['/node_modules/pyodide/', 'node_modules/pyodide/'],
+  ['/node_modules/markdown-it/dist/browser/', 'node_modules/markdown-it/dist/browser/'],
   ['/build/web/', 'build/web/'],
   ['/shaders/', 'shaders/'],
   ['/', 'web/'],
@@ -80,7 +82,7 @@ function serve(req, res) {
     'last-modified': st.mtime.toUTCString(),
     'accept-ranges': 'bytes',
     'cross-origin-opener-policy': 'same-origin',
-    'cross-origin-embedder-policy': 'require-corp',
+    'cross-origin-embedder-policy': 'credentialless',   // isolated, yet a no-cors probe of another origin works (CORS errors)
   };
   let start = 0, end = st.size - 1, status = 200;
   const range = /^bytes=(\d*)-(\d*)$/.exec(req.headers.range || '');

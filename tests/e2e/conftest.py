@@ -262,15 +262,20 @@ def pytest_sessionfinish(session):
         _BROWSER = None
 
 
-@pytest.fixture
-def page(browser):
-    """A fresh page; console errors and uncaught exceptions are collected in page.errors."""
-    ctx = browser.new_context()
+def new_page(ctx):
+    """A page of context ctx; console errors and uncaught exceptions are collected in page.errors."""
     pg = ctx.new_page()
     pg.errors = []
     pg.on("console", lambda m: pg.errors.append(m.text) if m.type == "error" else None)
     pg.on("pageerror", lambda e: pg.errors.append(str(e)))
-    yield pg
+    return pg
+
+
+@pytest.fixture
+def page(browser):
+    """A fresh page in a fresh context (see new_page)."""
+    ctx = browser.new_context()
+    yield new_page(ctx)
     ctx.close()
 
 
