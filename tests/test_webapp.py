@@ -70,8 +70,8 @@ def test_malformed_header_is_a_format_error(model):
 
 
 def test_header_larger_than_the_bound_is_refused_before_it_is_read(model, monkeypatch):
-    """A header that needs more than HEADER_MAX bytes is a format error that states the bound,
-    raised after reading no more than the first prefix."""
+    """A header that needs more than gguf.MAX_HEADER_BYTES is a format error that states the
+    bound, raised after reading no more than the bound (here lowered to 64 KiB)."""
     import struct
     big = 1 << 20
     # a valid start of a header whose first key is a string of `big` bytes (the file stays small:
@@ -80,10 +80,10 @@ def test_header_larger_than_the_bound_is_refused_before_it_is_read(model, monkey
     blob = FakeBlob(data + bytes(16))
     blob.size = big + 4096                       # as if the file went on
     monkeypatch.setattr(webapp, "HEADER_FIRST", 1024)
+    monkeypatch.setattr(gguf, "MAX_HEADER_BYTES", 64 << 10)
     with pytest.raises(gguf.GGUFError) as e:
-        drive(webapp.parse_header(blob, limit=64 << 10))
-    assert "bitweb reads headers of at most 65536 bytes" in str(e.value), e.value
-    assert webapp.size_text(webapp.HEADER_MAX) == "64 MiB"
+        drive(webapp.parse_header(blob))
+    assert "bitweb refuses GGUF headers over" in str(e.value) and "(65536 bytes)" in str(e.value), e.value
     assert webapp.classify(e.value)[0] == "format"
     assert max(b for _, b in blob.reads) <= 64 << 10
 
