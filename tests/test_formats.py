@@ -109,6 +109,23 @@ def test_registry_facts():
         F.names(kind="int")
 
 
+def test_every_list_of_formats_is_derived_from_the_registry():
+    """The model's role lists, the kernels' supported types and the CLI's choices come from TYPES."""
+    from bitweb import cli, makemodel, model
+    from bitweb.kernels import bitlinear, dense, lmhead, ops, requant
+    packed = F.names(kind=("ternary", "binary"))
+    assert model.LINEAR_TYPES == F.names("linear") and model.TERNARY_TYPES == packed
+    assert model.EMBD_TYPES == F.names("table") and model.NORM_TYPES == F.names("norm")
+    assert bitlinear.FORMATS == {n: F.by_name(n).define for n in packed}
+    assert bitlinear.BLOCK == {n: F.by_name(n).block_size for n in packed}
+    assert dense.WTYPES == F.names(kind="float")
+    assert ops.TABLE_TYPES == F.names("table") and tuple(lmhead.UNIT) == F.names("table")
+    assert set(requant.SRC_TYPES) == {f.name for f in F.TYPES.values() if f.kind == "float" and f.block_size == 1}
+    assert cli.FORMATS == [n.lower() for n in F.names("linear")]
+    assert makemodel.LINEAR_TYPE == {n.lower(): n for n in F.names("linear")}
+    assert set(makemodel.FILE_TYPE) == set(makemodel.LINEAR_TYPE)
+
+
 # ------------------------------------------------------------ hand-built layouts
 
 def hand_i2_s(t, scale):

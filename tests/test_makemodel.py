@@ -153,7 +153,7 @@ def test_llama3_vocab_is_written_as_converted(tmp_path):
 
 
 @pytest.mark.parametrize("arch", [A, "bitnet"])
-@pytest.mark.parametrize("fmt", ["tq2_0", "tq1_0", "q1_0", "f16", "bf16", "f32"])
+@pytest.mark.parametrize("fmt", ["tq2_0", "tq1_0", "q1_0", "f16", "bf16", "f32", "q8_0"])
 def test_every_non_i2s_format_reads_back_with_gguf_py(tmp_path, arch, fmt):
     p = make(tmp_path, arch=arch, format=fmt, seed=3)
     g = open_gguf(p)
@@ -173,7 +173,7 @@ def test_every_non_i2s_format_reads_back_with_gguf_py(tmp_path, arch, fmt):
     lin = formats.by_name(makemodel.LINEAR_TYPE[fmt]).name
     assert g.tensors["blk.1.ffn_down.weight"].type_name == lin
     assert g.metadata["general.file_type"] == {"tq2_0": 37, "tq1_0": 36, "q1_0": 40, "f16": 1,
-                                               "bf16": 32, "f32": 0}[fmt]
+                                               "bf16": 32, "f32": 0, "q8_0": 7}[fmt]
 
 
 @pytest.mark.parametrize("fmt", ["i2_s", "tq2_0", "tq1_0", "q1_0", "f16", "bf16", "f32"])

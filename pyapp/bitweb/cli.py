@@ -9,7 +9,9 @@ import argparse
 import importlib
 import sys
 
-FORMATS = ["i2_s", "tq2_0", "tq1_0", "q1_0", "f16", "bf16", "f32"]
+from bitweb import formats
+
+FORMATS = [n.lower() for n in formats.names("linear")]      # make-model --format: the block linear types
 
 
 def _gen_args(p: argparse.ArgumentParser) -> None:

@@ -43,7 +43,7 @@ so a tensor does not depend on the preset's other tensors or on --layers):
     outgrows the input embedding, else the tied head keeps predicting the input token and
     greedy decoding repeats it). I2_S stores s once;
     TQ2_0/TQ1_0 one d per 256 and Q1_0 one d per 128, each s times uniform [0.9, 1.1];
-    f32/f16/bf16 store the dequantized values s * t.
+    f32/f16/bf16/q8_0 store the dequantized values s * t (q8_0: quantized again).
   - norms: 1 + 0.05 * N(0, 1);  token_embd: N(0, (3 / sqrt(n_embd))^2), so tied logits have
     std ~ 3 (varied, not degenerate, sampling).
 Tensors are generated and written one at a time (the 657 MB embedding in row chunks), so
@@ -70,11 +70,10 @@ PRESETS = {
 ROPE_FREQ_BASE = 500000.0
 RMS_EPS = 1e-5
 
-LINEAR_TYPE = {"i2_s": "I2_S", "tq2_0": "TQ2_0", "tq1_0": "TQ1_0", "q1_0": "Q1_0",
-               "f16": "F16", "bf16": "BF16", "f32": "F32"}
+LINEAR_TYPE = {n.lower(): n for n in formats.names("linear")}     # --format -> GGML type
 # general.file_type (llama_ftype): 40 = LLAMA_FTYPE_MOSTLY_I2_S in bitnet.cpp (the published
-# value); upstream llama.cpp uses 36/37 for TQ1_0/TQ2_0 and 40 for Q1_0.
-FILE_TYPE = {"i2_s": 40, "f32": 0, "f16": 1, "bf16": 32, "tq1_0": 36, "tq2_0": 37, "q1_0": 40}
+# value); upstream llama.cpp uses 7 for Q8_0, 36/37 for TQ1_0/TQ2_0 and 40 for Q1_0.
+FILE_TYPE = {"i2_s": 40, "f32": 0, "f16": 1, "bf16": 32, "q8_0": 7, "tq1_0": 36, "tq2_0": 37, "q1_0": 40}
 
 BLOCK_TENSORS = ["attn_norm", "attn_q", "attn_k", "attn_v", "attn_sub_norm", "attn_output",
                  "ffn_norm", "ffn_gate", "ffn_up", "ffn_sub_norm", "ffn_down"]
@@ -343,7 +342,7 @@ def linear_bytes(spec: ModelSpec, tp: TensorPlan, rng) -> bytes:
     if fmt.name in ("TQ2_0", "TQ1_0", "Q1_0"):
         d = s * rng.uniform(0.9, 1.1, size=t.size // fmt.block_size)
         return fmt.pack_signs(t, d) if binary else fmt.pack_ternary(t, d)
-    return fmt.quantize(t.astype(np.float32) * np.float32(s))   # F32 / F16 / BF16: s * t as floats
+    return fmt.quantize(t.astype(np.float32) * np.float32(s))   # float formats: s * t as floats
 
 
 # ------------------------------------------------------------------ write

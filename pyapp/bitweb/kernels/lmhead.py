@@ -3,7 +3,8 @@
     y = W rmsnorm(x) for one token, W = the head (token_embd when tied, else output) in shards of
     whole rows (dense.shard_rows), each shard one Step writing y[r0 .. r1).
 
-    supported(wtype, n_in) -> bool          F32 / F16 / BF16 (n_in % 8 == 0; F32 % 4) or Q8_0
+    supported(wtype, n_in) -> bool          the table formats of bitweb.formats with a unit here:
+                                            F32 / F16 / BF16 (n_in % 8 == 0; F32 % 4) or Q8_0
                                             (n_in % 64 == 0), n_in <= 4096 (m lives in workgroup memory)
     choose(dev) -> Tune                     CPU adapters: 128 rows per workgroup; GPUs: 16
     gemv(wtype, n_in, n_out, *, shards=None, eps=1e-5, last_row=False, dev=None, **tune) -> [Step]
@@ -20,10 +21,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from bitweb import formats
 from bitweb.kernels import Step
 from bitweb.kernels.dense import workgroups_1d
 
-UNIT = {"F32": 4, "F16": 8, "BF16": 8, "Q8_0": 64}
+UNIT = {"F32": 4, "F16": 8, "BF16": 8, "Q8_0": 64}      # values a lane reads at once (shaders/lmhead.wgsl)
 MAX_K = 4096
 
 
@@ -69,7 +71,7 @@ def gemv(wtype: str, n_in: int, n_out: int, *, shards=None, eps: float = 1e-5, l
     shards = [(0, n_out)] if shards is None else [tuple(s) for s in shards]
     if shards[0][0] != 0 or shards[-1][1] != n_out or any(a[1] != b[0] for a, b in zip(shards, shards[1:])):
         raise LMHeadError(f"lmhead: shards {shards} do not cover rows 0..{n_out} in order")
-    defines = {"FMT_" + wtype: True}
+    defines = {formats.by_name(wtype).define: True}
     if t.subgroups is not None:
         defines["SUBGROUPS"] = bool(t.subgroups)
     extra = ()
@@ -85,6 +87,6 @@ def gemv(wtype: str, n_in: int, n_out: int, *, shards=None, eps: float = 1e-5, l
 def variant(step: Step, dev=None) -> str:
     d, c = step.defines, step.constants
     sg = d.get("SUBGROUPS", bool(dev is not None and dev.caps.subgroups))
-    fmt = next(k[4:] for k in d if k.startswith("FMT_"))
+    fmt = next(f for f in UNIT if d.get(formats.by_name(f).define))
     red = "subgroup" if sg else f"shared(lanes {c['LANES']})"
     return f"lmhead {fmt} {red} WG{c['WG']} RPW{c['RPW']} RB{c['RB']}"
