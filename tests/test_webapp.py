@@ -72,6 +72,14 @@ def test_malformed_header_is_a_format_error(model):
     assert "kv_count" in str(e.value)
 
 
+def test_advice_names_every_format_from_the_registry():
+    from bitweb import formats
+    for kind in ("format", "unsupported"):
+        (line,) = webapp.advice(kind)
+        assert all(n in line for n in formats.names("linear") + formats.names("table")), line
+    assert webapp.advice("context") == []
+
+
 def test_error_kinds():
     assert webapp.classify(NoAdapterError("x"))[0] == "no-webgpu"
     assert webapp.classify(LimitsError("binding too big"))[0] == "limits"

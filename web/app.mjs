@@ -163,7 +163,7 @@ const ADVICE = {
     'Firefox Nightly and Safari Technology Preview: enable WebGPU in their settings or feature flags.',
     'Open the page from http://localhost, http://127.0.0.1 or https (WebGPU needs a secure context).']],
   limits: ['This GPU\'s limits are too small for this model', ['Try a smaller model, or another browser or GPU with larger limits.']],
-  format: ['This file is not a model bitweb can read', ['bitweb reads GGUF files (versions 2 and 3) with BitNet b1.58 weights (I2_S, TQ1_0, TQ2_0, Q1_0, F16).']],
+  format: ['This file is not a model bitweb can read', ['bitweb reads GGUF files (versions 2 and 3) with BitNet b1.58 weights.']],
   context: ['The conversation no longer fits the model\'s context', ['Start a new chat (or use a model with a longer context).']],
   unsupported: ['This model is not supported', ['bitweb runs the BitNet architectures bitnet-b1.58 (2B4T) and bitnet (1bitLLM).']],
   'device-lost': ['The GPU device was lost', ['This happens when the GPU driver resets, the GPU runs out of memory, or the tab was in the background for long. Reload the model to continue.']],
@@ -185,7 +185,7 @@ function workerError(m) {
     state.reply.foot.textContent = 'error';
     state.reply = null;
   }
-  showError(m.kind, m.message);
+  showError(m.kind, m.message, m.advice);
   if (m.kind === 'device-lost') { state.model = null; setPhase('failed'); return; }
   if (state.phase === 'loading' && m.loaded && state.prevModel) {   // the old model is still there
     state.model = state.prevModel;
@@ -201,8 +201,9 @@ function workerError(m) {
   if (state.phase === 'generating') setPhase('ready');
 }
 
-function showError(kind, message) {
-  const [title, advice] = ADVICE[kind] || ADVICE.internal;
+function showError(kind, message, extra = []) {       // extra: the worker's advice lines (e.g. the formats)
+  const [title, ownAdvice] = ADVICE[kind] || ADVICE.internal;
+  const advice = [...ownAdvice, ...extra];
   $('error').hidden = false;
   $('error').dataset.kind = kind;
   $('error-title').textContent = title;

@@ -27,9 +27,10 @@
 //   {type: 'token', text}                     one piece of the reply, as soon as it is decoded
 //   {type: 'done', text, stop_reason, stats}  stop_reason: eos | eot | max_tokens | context | stopped;
 //                                             stats: tokens, ttft_ms, prefill_tok_s, decode_tok_s ...
-//   {type: 'error', kind, message, during?}   kind: no-webgpu | limits | format | unsupported |
+//   {type: 'error', kind, message, advice?, during?}   kind: no-webgpu | limits | format | unsupported |
 //                                             context | device-lost | oom | network | storage | settings |
-//                                             no-model | gpu | internal
+//                                             no-model | gpu | internal; advice: lines the page adds (the
+//                                             weight formats bitweb runs, for format / unsupported)
 //   {type: 'cache', models: [{name, size, source, saved}], usage, quota}
 //   {type: 'idle'}                            the request queue is empty
 //

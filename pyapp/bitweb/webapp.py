@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import time
 
-from bitweb import gguf
+from bitweb import formats, gguf
 from bitweb.gpu import DeviceLostError, GPUError, LimitsError, NoAdapterError
 
 try:                                    # Pyodide; the module still imports in CPython (tests)
@@ -78,6 +78,15 @@ def classify(e: BaseException) -> tuple[str, str]:
     if isinstance(e, GPUError):
         return "gpu", msg
     return "internal", f"{name}: {msg}"
+
+
+def advice(kind: str) -> list:
+    """Lines the page adds to its own advice for an error kind: the weight formats (bitweb.formats)
+    for a file it cannot read or run."""
+    if kind not in ("format", "unsupported"):
+        return []
+    return [f"Weight formats bitweb runs: block linears {', '.join(formats.names('linear'))}; "
+            f"token embedding and LM head {', '.join(formats.names('table'))}."]
 
 
 def params_from(settings: dict):
@@ -178,7 +187,7 @@ class WebApp:
             print(traceback.format_exc())
         if self.dev is not None and self.dev.lost is not None and kind in ("gpu", "internal"):
             kind, msg = "device-lost", f"the GPU device was lost ({self.dev.lost}); reload the model to continue"
-        self.send("error", kind=kind, message=msg, loaded=self.eng is not None, during=during)
+        self.send("error", kind=kind, message=msg, advice=advice(kind), loaded=self.eng is not None, during=during)
         return False
 
     def progress(self, stage: str, done: int, total: int, **extra):

@@ -19,7 +19,7 @@ from urllib.parse import urlparse
 import numpy as np
 import pytest
 
-from bitweb import gguf
+from bitweb import gguf, webapp
 from tests.conftest import ROOT
 
 PROMPT = "Hello there, who are you?"
@@ -330,6 +330,7 @@ def test_malformed_file_shows_parser_error(app, models):
     app.page.set_input_files("#file-input", str(models["broken"]))
     app.page.wait_for_selector("#error[data-kind=format]", timeout=READY_MS)
     assert str(want.value) in app.page.inner_text("#error-text")
+    assert webapp.advice("format")[0] in app.page.inner_text("#error-advice")     # the formats, from the worker
     assert app.page.is_hidden("#progress")
     app.page.wait_for_function("document.body.dataset.state === 'ready'")     # the model before it stays
     assert app.page.is_enabled("#send")
