@@ -111,7 +111,8 @@ def test_registry_facts():
 
 def test_every_list_of_formats_is_derived_from_the_registry():
     """The model's role lists, the kernels' supported types and the CLI's choices come from TYPES."""
-    from bitweb import cli, makemodel, model
+    from bitweb import commands as cli, model
+    from bitweb.authoring import makemodel
     from bitweb.kernels import bitlinear, dense, lmhead, ops, requant
     packed = F.names(kind=("ternary", "binary"))
     assert model.LINEAR_TYPES == F.names("linear") and model.TERNARY_TYPES == packed

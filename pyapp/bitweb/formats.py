@@ -444,21 +444,3 @@ def unpack_ternary(fmt, data, n: int):
     if not isinstance(f, _Ternary):
         raise FormatError(f"{f.name} is not a ternary/binary format")
     return f.unpack_ternary(data, n)
-
-
-def dequant_main(args) -> int:
-    """`bitweb dequant MODEL TENSOR --out X.npy`: float32, numpy shape = GGUF dims reversed."""
-    np = _np()
-    from bitweb.gguf import open_gguf
-    gf = open_gguf(args.model)
-    try:
-        ti = gf.tensors.get(args.tensor)
-        if ti is None:
-            names = list(gf.tensors)
-            raise KeyError(f"no tensor {args.tensor!r} in {args.model} ({len(names)} tensors: "
-                           f"{', '.join(names[:8])}{' ...' if len(names) > 8 else ''})")
-        x = TYPES[ti.type_id].dequantize(gf.tensor_data(ti.name), ti.n_elements)
-    finally:
-        gf.close()
-    np.save(args.out, x.reshape(ti.np_shape))
-    return 0
