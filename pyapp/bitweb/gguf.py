@@ -148,6 +148,8 @@ class TensorInfo:
     nbytes: int
     n_elements: int
     info_offset: int        # byte offset of this tensor's record in the tensor table
+    stored_type_id: int | None = None   # the type id in the file when it differs from type_id (a type-42
+                                        # tensor in 128-value blocks reads as Q2_0_G128, see read_gguf)
 
     @property
     def format(self) -> formats.Format:
@@ -418,18 +420,44 @@ def read_gguf(source) -> GGUFFile:
         infos.append((name, shape, fmt, offset, n, rec_at, off_at))
 
     data_offset = -(-p.pos // alignment) * alignment
+    ends = sorted({offset for _, _, _, offset, *_ in infos} | {max(0, p.size - data_offset)})
     tensors = {}
     for name, shape, fmt, offset, n, rec_at, off_at in infos:
         if name in tensors:
             p.fail(f"duplicate tensor name {name!r} (first record at byte {tensors[name].info_offset})",
                    "tensor_info.name", rec_at)
+        stored = None
+        if fmt.type_id == Q2_0_TYPE:
+            span = next((e for e in ends if e > offset), offset) - offset
+            fmt = _q2_0_layout(p, name, shape, n, span, alignment, off_at)
+            stored = Q2_0_TYPE if fmt.type_id != Q2_0_TYPE else None
         nbytes = fmt.nbytes(n)
         start = data_offset + offset
         if start + nbytes > p.size:
             p.fail(f"tensor {name!r}: data range {start}..{start + nbytes} past end of file (size {p.size})",
                    "tensor_info.offset", off_at)
-        tensors[name] = TensorInfo(name, tuple(shape), fmt.type_id, fmt.name, offset, start, nbytes, n, rec_at)
+        tensors[name] = TensorInfo(name, tuple(shape), fmt.type_id, fmt.name, offset, start, nbytes, n, rec_at,
+                                   stored)
     return GGUFFile(source, version, alignment, data_offset, metadata, types, tensors)
+
+
+Q2_0_TYPE = 42          # upstream Q2_0 (64-value blocks); PrismML's first files used it for 128-value blocks
+
+
+def _q2_0_layout(p, name, shape, n, span, alignment, at):
+    """The layout of a type-42 tensor from its byte span (to the next tensor's data, or the end of
+    the file): upstream Q2_0 (18 bytes per 64 values) or PrismML's 34 bytes per 128 values (read as
+    Q2_0_G128). A layout fits when its size padded to the alignment is the span; GGUF stores no
+    tensor sizes, so a span both fit (a tensor under 64 * alignment values) or neither fits is an error."""
+    fits = [f for f in (formats.TYPES[Q2_0_TYPE], formats.TYPES[142])
+            if n % f.block_size == 0 and shape[0] % f.block_size == 0 and 0 <= span - f.nbytes(n) < alignment]
+    if len(fits) != 1:
+        sizes = ", ".join(f"{f.name} {f.nbytes(n)}" for f in (formats.TYPES[Q2_0_TYPE], formats.TYPES[142])
+                          if n % f.block_size == 0)
+        p.fail(f"tensor {name!r}: type 42 (Q2_0) with {n} values spans {span} bytes to the next tensor "
+               f"(alignment {alignment}); the 64-value and 128-value layouts need {sizes} bytes: "
+               + ("both fit, the layout is ambiguous" if fits else "neither fits"), "tensor_info.offset", at)
+    return fits[0]
 
 
 def open_gguf(path) -> GGUFFile:
@@ -457,5 +485,6 @@ def to_json_dict(gf: GGUFFile) -> dict:
         "data_offset": gf.data_offset,
         "metadata": gf.metadata,
         "tensors": [{"name": t.name, "type": t.type_name, "shape": list(t.shape), "offset": t.offset,
-                     "nbytes": t.nbytes} for t in gf.tensors.values()],
+                     "nbytes": t.nbytes, **({"stored_type_id": t.stored_type_id} if t.stored_type_id is not None else {})}
+                    for t in gf.tensors.values()],
     }

@@ -38,9 +38,10 @@ class DenseSpecError(ValueError):
 
 
 def row_bytes(wtype: str, n_in: int) -> int:
-    """Bytes of one row of n_in elements (a whole number of the format's blocks: Q8_0 n_in % 32 == 0)."""
-    if wtype not in WTYPES:
-        raise DenseSpecError(f"weight type {wtype!r} not supported (one of {sorted(WTYPES)})")
+    """Bytes of one row of n_in elements (a whole number of the format's blocks: Q8_0 n_in % 32 == 0)
+    of a float format or a table format (the packed LM heads and embeddings are sharded alike)."""
+    if wtype not in WTYPES + formats.names("table"):
+        raise DenseSpecError(f"weight type {wtype!r} not supported (one of {', '.join(dict.fromkeys(WTYPES + formats.names('table')))})")
     blk = formats.by_name(wtype).block_size
     if n_in <= 0 or n_in % blk:
         raise DenseSpecError(f"row of {n_in} elements: must be positive"
