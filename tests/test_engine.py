@@ -24,13 +24,13 @@ def models(tmp_path_factory):
     d = tmp_path_factory.mktemp("engine")
     out = {}
 
-    def get(arch="bitnet-b1.58", fmt="i2_s", seed=1, scale=None):
-        key = (arch, fmt, seed, scale)
+    def get(arch="bitnet-b1.58", fmt="i2_s", seed=1, scale=None, embd="f16"):
+        key = (arch, fmt, seed, scale, embd)
         if key not in out:
-            path = d / f"{arch}-{fmt}-{seed}-{scale}.gguf"
+            path = d / f"{arch}-{fmt}-{seed}-{scale}-{embd}.gguf"
             sc = scale if scale is not None else (arch == "bitnet" and fmt in ("tq1_0", "tq2_0"))
-            write_model(ModelSpec(arch=arch, fmt=fmt, preset="tiny", seed=seed, scale_tensors=sc, **PRESETS["tiny"]),
-                        load_vocab("bytes"), path)
+            write_model(ModelSpec(arch=arch, fmt=fmt, preset="tiny", seed=seed, scale_tensors=sc, embd_fmt=embd,
+                                  **PRESETS["tiny"]), load_vocab("bytes"), path)
             out[key] = str(path)
         return out[key]
     return get
@@ -98,6 +98,22 @@ def test_greedy_equals_numpy(gpu, models, arch, fmt, act):
     assert_same_greedy(eng, ref, eng.tokenizer.encode(PROMPT), act)
     if arch == "bitnet" and fmt == "tq2_0":
         assert any(k.startswith("mult.") for k in eng.buf)          # .scale tensors were bound
+    eng.close()
+
+
+# Packed linears and packed tables (token_embd = the tied LM head): Bonsai's Q1_0 everywhere,
+# Ternary Bonsai's Q2_0 (both block sizes). The packed head runs lmhead.wgsl PACKED in the
+# engine's activation mode, the numpy model's head a block linear.
+@pytest.mark.parametrize("act", ["a8", "f32"])
+@pytest.mark.parametrize("arch,fmt,embd", [("bitnet-b1.58", "q1_0", "q1_0"), ("bitnet-b1.58", "q2_0", "q2_0"),
+                                           ("bitnet", "q2_0_g128", "q1_0")])
+def test_packed_tables_greedy_equals_numpy(gpu, models, arch, fmt, embd, act):
+    path = models(arch, fmt, embd=embd)
+    eng = load(gpu, path, act)
+    assert eng.table_type(eng.model.token_embd) == embd.upper()
+    ref = NumpyModel.from_gguf(open_gguf(path), act)
+    assert ref.head is not None
+    assert_same_greedy(eng, ref, eng.tokenizer.encode(PROMPT), act)
     eng.close()
 
 
