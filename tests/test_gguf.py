@@ -317,10 +317,23 @@ def test_type_42_layout_told_from_the_byte_span():
         assert np.array_equal(a.format.unpack_ternary(gf.tensor_data("a"), a.n_elements)[0], t64.reshape(-1))
 
 
+def test_small_type_42_tensor_takes_the_layout_the_file_shows():
+    """A tensor too small to tell (both layouts pad to its span) takes the layout of the file's
+    other type-42 tensors."""
+    rng = np.random.default_rng(44)
+    for fmt in ("Q2_0", "Q2_0_G128"):
+        small, ts = _ternary(rng, fmt, 2, 256)
+        big, _ = _ternary(rng, fmt, 16, 256)
+        gf = read_gguf(BytesSource(_q2_file([("small", 2, 256, small, 42), ("big", 16, 256, big, 42)])))
+        ti = gf.tensors["small"]
+        assert ti.type_name == gf.tensors["big"].type_name == fmt and gf.tensor_data("small") == small
+        assert np.array_equal(ti.format.unpack_ternary(gf.tensor_data("small"), ti.n_elements)[0], ts.reshape(-1))
+
+
 def test_type_42_ambiguous_or_unmatched_size_is_an_error():
     rng = np.random.default_rng(43)
     small, _ = _ternary(rng, "Q2_0", 2, 256)              # 512 values: 144 vs 136 bytes, both pad to 160
-    with pytest.raises(GGUFError, match=r"tensor 'w'.*type 42.*both fit, the layout is ambiguous"):
+    with pytest.raises(GGUFError, match=r"tensor 'w'.*type 42.*both fit and no other type-42 tensor decides"):
         read_gguf(BytesSource(_q2_file([("w", 2, 256, small, 42), ("x", 2, 256, small, 42)])))
     f16 = formats.by_name("F16").quantize(np.ones((16, 256), np.float32))          # 8192 bytes
     with pytest.raises(GGUFError, match=r"tensor 'w'.*spans 8192 bytes.*Q2_0 1152, Q2_0_G128 1088.*neither fits"):
