@@ -137,8 +137,21 @@ fn part_rows(t: u32) -> u32 {
 
 #include common_act
 #include common_reduce
+#if !FMT_I2S
+#include common_packed
+#endif
 
 // ---- activations ---------------------------------------------------------------------------------
+#if !FMT_I2S
+fn act4(i: u32) -> PV {                   // activation word i (common_packed)
+#if A8
+    return qa[i];
+#else
+    return m4(i);
+#endif
+}
+#endif
+
 fn m4(i: u32) -> vec4<f32> {
 #if XSHARED
     return xs[i];
@@ -274,20 +287,16 @@ alias AV = vec4<f32>;      // [4c + g]: word c, plane g
 const NA: u32 = 16u;
 #endif
 #else
-#if A8
-alias AV = u32;            // [g]: group g of the code word
-#else
-alias AV = vec4<f32>;
-#endif
+alias AV = PV;             // [g]: group g of the code word (common_packed)
 const NA: u32 = QG;
 #endif
 alias Acts = array<AV, NA>;
 
 fn acts(u: u32) -> Acts {
+#if FMT_I2S
     var a: Acts;
     let blk = u / UPB;
     let k = u % UPB;
-#if FMT_I2S
     // unit u: words 4k + c of block blk; their group g is activation word fmt_pos(4k, g) + c
 #if A8
     for (var g = 0u; g < 4u; g++) { a[g] = qa4[(blk * (BLK / 4u) + fmt_pos(4u * k, g)) / 4u]; }
@@ -296,18 +305,10 @@ fn acts(u: u32) -> Acts {
         for (var g = 0u; g < 4u; g++) { a[4u * c + g] = m4(blk * (BLK / 4u) + fmt_pos(4u * k + c, g)); }
     }
 #endif
-#else
-    // code word k of block blk: group g is activation word fmt_pos(k, g) of the block
-    for (var g = 0u; g < QG; g++) {
-        let i = blk * (BLK / 4u) + fmt_pos(k, g);
-#if A8
-        a[g] = select(0u, qa[i], fmt_has(k, g));
-#else
-        a[g] = select(vec4<f32>(0.0), m4(i), fmt_has(k, g));
-#endif
-    }
-#endif
     return a;
+#else
+    return unit_acts(u);                      // code word u % QW of block u / QW (common_packed)
+#endif
 }
 
 // sum over unit u of row lr of tensor t of d * w * act.
@@ -326,18 +327,7 @@ fn one(t: u32, lr: u32, u: u32, a: Acts) -> SC {
     return s;
 #endif
 #else
-    let bi = lr * (N_IN / BLK) + u / UPB;
-    let cs = fmt_codes(fmt_word(t, bi, u % UPB));
-    let d = fmt_d(t, bi);
-#if A8
-    var s = 0;
-    for (var g = 0u; g < QG; g++) { s += dot4(tern8(cs[g]), a[g]); }
-    return f32(s) * d;
-#else
-    var s = 0.0;
-    for (var g = 0u; g < QG; g++) { s += dot(tern4(cs[g]), a[g]); }
-    return d * s;
-#endif
+    return unit_dot(t, lr * (N_IN / BLK) + u / UPB, u % UPB, a);
 #endif
 }
 

@@ -4,6 +4,7 @@
 //
 //   ldb(t, b)   the u32 at 2-byte aligned byte offset b of tensor t (little endian)
 //   ldh(t, b)   the f16 at 2-byte aligned byte offset b of tensor t, as f32 (a block scale d)
+//   ld8(t, b)   the byte at byte offset b of tensor t
 // Needs from the including shader: fn wl(t: u32, i: u32) -> u32, u32 word i of tensor t.
 
 fn ldb(t: u32, b: u32) -> u32 {
@@ -14,4 +15,8 @@ fn ldb(t: u32, b: u32) -> u32 {
 
 fn ldh(t: u32, b: u32) -> f32 {
     return unpack2x16float(wl(t, b >> 2u) >> ((b & 2u) * 8u)).x;
+}
+
+fn ld8(t: u32, b: u32) -> u32 {
+    return (wl(t, b >> 2u) >> ((b & 3u) * 8u)) & 0xFFu;
 }

@@ -4,6 +4,7 @@
 // 128 values per 18-byte block: f16 d, then 16 bytes of signs: bit j % 8 of byte j / 8 set -> +d,
 // clear -> -d (w = 2b - 1, i.e. code c = 2b and w = c - 1). Code word k (sign bytes 4k .. 4k + 3)
 // holds in nibble g the values 32k + 4g .. + 3 (bit i: value 32k + 4g + i).
+// A table format too: fmt_value(t, e), value e of the tensor (embedding.wgsl).
 
 #include common_bytes
 #include common_ternary
@@ -28,3 +29,10 @@ fn fmt_has(k: u32, g: u32) -> bool { return true; }
 fn fmt_cword(h: u32, i: u32) -> u32 { return i; }
 fn fmt_d(t: u32, bi: u32) -> f32 { return ldh(t, bi * BBYTES); }
 fn fmt_ws(t: u32, nb: u32) -> f32 { return 1.0; }
+
+fn fmt_value(t: u32, e: u32) -> f32 {
+    let bb = (e / BLK) * BBYTES;
+    let j = e % BLK;
+    let d = ldh(t, bb);
+    return select(-d, d, ((ld8(t, bb + 2u + j / 8u) >> (j % 8u)) & 1u) == 1u);
+}

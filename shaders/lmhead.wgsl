@@ -1,9 +1,16 @@
-// lmhead.wgsl: the LM head GEMV, y = W rmsnorm(x) for one token (M = 1), float or Q8_0 rows
-// (launch spec: pyapp/bitweb/kernels/lmhead.py; numpy mirror: bitweb/ref/lmhead.py).
+// lmhead.wgsl: the LM head GEMV, y = W rmsnorm(x) for one token (M = 1), float, Q8_0 or packed
+// (Q1_0, Q2_0 ...) rows (launch spec: pyapp/bitweb/kernels/lmhead.py; numpy mirror: bitweb/ref/lmhead.py).
 //
 // Maths (one shard = rows [ROW0, ROW0 + N_ROWS) of the head, in its own buffer):
 //   m[k] = x[k] * g[k],  inv = 1 / sqrt(sum_k x[k]^2 / K + EPS)           (output_norm fused)
 //   y[ROW0 + r] = inv * sum_k W[r, k] m[k]                                  f32 accumulation
+// PACKED (a ternary / binary table format) follows shaders/bitlinear.wgsl gemv NORM instead, so a
+// packed head computes what a block linear does (numpy mirror: bitweb.ref.bitlinear.gemv):
+//   rinv = inverseSqrt(sum_k x[k]^2 / K + EPS)
+//   f32:  y = S * rinv,   S = sum_b d[b] sum_{k in b} w[r, k] m[k]
+//   A8:   amax = max|m|, a = amax * rinv, sq = 127 / amax (a >= 1e-5, else 127e5 * rinv),
+//         q = clamp(round(m * sq), -128, 127) (packed int8 in workgroup memory, in place of m),
+//         y = S * inv_s,  S = sum_b d[b] I_b (exact int32 I_b),  inv_s = max(a, 1e-5) / 127
 // Same maths as shaders/dense.wgsl `gemv` with NORM; the thread mapping is what differs: dense
 // gives a workgroup 4 rows, so on CPU rasterisers (lavapipe, SwiftShader) the per-workgroup work
 // (norm, reduction, barriers) costs more than the rows. Here a workgroup computes RPW rows:
@@ -23,6 +30,8 @@
 //   FMT_BF16 upper 16 bits of an f32 (element 2j = low half of word j);
 //   FMT_Q8_0 blocks of 34 bytes (f16 d, int8 q[32]), w = d q; a pair of blocks is 17 whole words:
 //            word 0 = d0 | q0[0..1], words 1..7 = q0[2..29], word 8 = q0[30..31] | d1, 9..16 = q1.
+//   PACKED   the packed-format interface (common_ternary.wgsl); a unit is one code word (4 QG
+//            values), read through common_packed.wgsl as bitlinear.wgsl does.
 // LASTROW: x is f32[m][K] and row params.m - 1 is used (the last prompt row of a prefill), with
 // params the 32-byte block of bitweb.kernels.ops (only m is read).
 // Bindings: 0 w (shard), 1 x f32[K] (LASTROW: [m][K]), 2 y f32[>= ROW0 + N_ROWS], 3 g f32[K]
@@ -40,7 +49,11 @@ override EPS: f32 = 1e-5;
 const XS4: u32 = 1024u;          // vec4s of m in workgroup memory: K <= 4096
 
 #include format
-#if FMT_Q8_0
+#if PACKED
+@group(0) @binding(0) var<storage, read> w: array<u32>;
+fn wl(t: u32, i: u32) -> u32 { return w[i]; }
+const UNIT: u32 = 4u * QG;       // values per unit: one code word
+#elif FMT_Q8_0
 @group(0) @binding(0) var<storage, read> w: array<u32>;
 fn wl(t: u32, i: u32) -> u32 { return w[i]; }
 const UNIT: u32 = 64u;           // values per unit
@@ -62,7 +75,12 @@ const UNIT: u32 = 8u;
 @group(0) @binding(4) var<storage, read> params: Params;
 #endif
 
+#if A8
+var<workgroup> qa: array<u32, XS4>;                  // q as packed int8 (PACKED A8): value 4k + i in byte i of qa[k]
+var<workgroup> pmax: array<f32, WG>;                 // max |m| partials
+#else
 var<workgroup> xs: array<vec4<f32>, XS4>;
+#endif
 var<workgroup> part: array<f32, WG>;                 // sum of squares partials; !SUBGROUPS: row sums
 #if !SUBGROUPS
 var<workgroup> red: array<f32, WG * 4u>;
@@ -70,9 +88,22 @@ var<workgroup> red: array<f32, WG * 4u>;
 #endif
 
 
+#if PACKED
+#include common_packed
+fn act4(i: u32) -> PV {                   // activation word i (common_packed)
+#if A8
+    return qa[i];
+#else
+    return xs[i];
+#endif
+}
+#endif
+
 // sum over the UNIT values of unit u of row r of W[r, k] m[k]
 fn unit(r: u32, u: u32) -> f32 {
-#if FMT_Q8_0
+#if PACKED
+    return unit_dot(0u, r * (K / BLK) + u / QW, u % QW, unit_acts(u));
+#elif FMT_Q8_0
     let o = (r * (K / 64u) + u) * 17u;
     let j = u * 16u;                          // first vec4 of m under this pair
     let w0 = w[o];
@@ -105,16 +136,46 @@ fn body(lid: u32, wg_index: u32, lane: u32, ln: u32) {
     let xb = 0u;
 #endif
     var sq = 0.0;
+#if A8
+    var am = 0.0;
+#endif
     for (var k = lid; k < k4n; k += WG) {
         let xv = x[xb + k];
         sq += dot(xv, xv);
+#if A8
+        let a = abs(xv * g[k]);
+        am = max(am, max(max(a.x, a.y), max(a.z, a.w)));
+#else
         xs[k] = xv * g[k];
+#endif
     }
     part[lid] = sq;
+#if A8
+    pmax[lid] = am;
+#endif
     workgroupBarrier();
     var tot = 0.0;
     for (var i = 0u; i < WG; i++) { tot += part[i]; }      // same order in every thread
+#if PACKED
+    let rinv = inverseSqrt(tot / f32(K) + EPS);
+#if A8
+    // 1b. q = round(m * sq) as packed int8 (bitlinear.wgsl's A8 prologue)
+    var amax = 0.0;
+    for (var i = 0u; i < WG; i++) { amax = max(amax, pmax[i]); }
+    let av = amax * rinv;
+    let sqs = select(127e5 * rinv, 127.0 / amax, av >= 1e-5);
+    for (var k = lid; k < k4n; k += WG) {
+        let q = vec4<i32>(clamp(round(x[xb + k] * g[k] * sqs), vec4<f32>(-128.0), vec4<f32>(127.0)));
+        qa[k] = (u32(q.x) & 0xFFu) | ((u32(q.y) & 0xFFu) << 8u) | ((u32(q.z) & 0xFFu) << 16u) | (u32(q.w) << 24u);
+    }
+    workgroupBarrier();
+    let inv = max(av, 1e-5) * (1.0 / 127.0);
+#else
+    let inv = rinv;
+#endif
+#else
     let inv = 1.0 / sqrt(tot / f32(K) + EPS);
+#endif
 
     // 2. rows
     let ng = WG / ln;

@@ -20,8 +20,9 @@ PROMPT = "The engine and the reference agree"
 
 @pytest.fixture(scope="module")
 def models(tiny_model):
-    def get(arch="bitnet-b1.58", fmt="i2_s", seed=1, scale=None):
-        return tiny_model(arch=arch, fmt=fmt, seed=seed, scale_tensors=scale)
+    def get(arch="bitnet-b1.58", fmt="i2_s", seed=1, scale=None, embd="f16"):
+        extra = {} if embd == "f16" else {"embd_fmt": embd}          # token_embd's type (make-model --embd-format)
+        return tiny_model(arch=arch, fmt=fmt, seed=seed, scale_tensors=scale, **extra)
     return get
 
 
@@ -87,6 +88,22 @@ def test_greedy_equals_numpy(gpu, models, arch, fmt, act):
     assert_same_greedy(eng, ref, eng.tokenizer.encode(PROMPT), act)
     if arch == "bitnet" and fmt == "tq2_0":
         assert any(k.startswith("mult.") for k in eng.buf)          # .scale tensors were bound
+    eng.close()
+
+
+# Packed linears and packed tables (token_embd = the tied LM head): Bonsai's Q1_0 everywhere,
+# Ternary Bonsai's Q2_0 (both block sizes). The packed head runs lmhead.wgsl PACKED in the
+# engine's activation mode, the numpy model's head a block linear.
+@pytest.mark.parametrize("act", ["a8", "f32"])
+@pytest.mark.parametrize("arch,fmt,embd", [("bitnet-b1.58", "q1_0", "q1_0"), ("bitnet-b1.58", "q2_0", "q2_0"),
+                                           ("bitnet", "q2_0_g128", "q1_0")])
+def test_packed_tables_greedy_equals_numpy(gpu, models, arch, fmt, embd, act):
+    path = models(arch, fmt, embd=embd)
+    eng = load(gpu, path, act)
+    assert eng.table_type(eng.model.token_embd) == embd.upper()
+    ref = NumpyModel.from_gguf(open_gguf(path), act)
+    assert ref.head is not None
+    assert_same_greedy(eng, ref, eng.tokenizer.encode(PROMPT), act)
     eng.close()
 
 

@@ -88,7 +88,8 @@ def test_i2_s_size_and_registry():
 
 def test_registry_is_exactly_the_supported_types():
     assert {i: f.name for i, f in F.TYPES.items()} == {
-        0: "F32", 1: "F16", 30: "BF16", 8: "Q8_0", 34: "TQ1_0", 35: "TQ2_0", 36: "I2_S", 41: "Q1_0"}
+        0: "F32", 1: "F16", 30: "BF16", 8: "Q8_0", 34: "TQ1_0", 35: "TQ2_0", 36: "I2_S", 41: "Q1_0",
+        42: "Q2_0", 142: "Q2_0_G128"}
     with pytest.raises(F.FormatError, match="Q4_K"):
         F.by_name("Q4_K")
 
@@ -101,12 +102,32 @@ def test_registry_facts():
     assert len({f.define for f in F.TYPES.values()}) == len(F.TYPES)
     assert F.names("norm") == ("F32",)
     assert F.names(kind="float") == ("F32", "F16", "BF16", "Q8_0")
-    assert F.names("linear", ("ternary", "binary")) == ("I2_S", "TQ2_0", "TQ1_0", "Q1_0")
-    assert [f.kind for f in F.TYPES.values() if f.kind != "float"] == ["ternary", "ternary", "ternary", "binary"]
+    assert F.names("linear", ("ternary", "binary")) == ("I2_S", "TQ2_0", "TQ1_0", "Q1_0", "Q2_0", "Q2_0_G128")
+    assert F.names("table", ("ternary", "binary")) == ("Q1_0", "Q2_0", "Q2_0_G128")
+    assert [f.kind for f in F.TYPES.values() if f.kind != "float"] == ["ternary"] * 3 + ["binary"] + ["ternary"] * 2
     with pytest.raises(F.FormatError, match="role"):
         F.names("lm_head")
     with pytest.raises(F.FormatError, match="kind"):
         F.names(kind="int")
+
+
+def test_every_list_of_formats_is_derived_from_the_registry():
+    """The model's role lists, the kernels' supported types and the CLI's choices come from TYPES."""
+    from bitweb import commands as cli, model
+    from bitweb.authoring import makemodel
+    from bitweb.kernels import bitlinear, dense, lmhead, ops, requant
+    packed = F.names(kind=("ternary", "binary"))
+    assert model.LINEAR_TYPES == F.names("linear") and model.TERNARY_TYPES == packed
+    assert model.EMBD_TYPES == F.names("table") and model.NORM_TYPES == F.names("norm")
+    assert bitlinear.FORMATS == {n: F.by_name(n).define for n in packed}
+    assert bitlinear.BLOCK == {n: F.by_name(n).block_size for n in packed}
+    assert dense.WTYPES == F.names(kind="float")
+    assert ops.TABLE_TYPES == F.names("table") and lmhead.TYPES == F.names("table")
+    assert tuple(lmhead.UNIT) == F.names("table", "float") and all(lmhead.supported(n, 4096) for n in F.names("table"))
+    assert set(requant.SRC_TYPES) == {f.name for f in F.TYPES.values() if f.kind == "float" and f.block_size == 1}
+    assert cli.FORMATS == [n.lower() for n in F.names("linear")]
+    assert makemodel.LINEAR_TYPE == {n.lower(): n for n in F.names("linear")}
+    assert set(makemodel.FILE_TYPE) == set(makemodel.LINEAR_TYPE)
 
 
 # ------------------------------------------------------------ hand-built layouts
@@ -152,6 +173,89 @@ def hand_tq2_0(t, ds):
                     qs[j + m] |= (t[blk * 256 + j * 4 + l * 32 + m] + 1) << (2 * l)
         out += bytes(qs) + struct.pack("<e", d)
     return bytes(out)
+
+
+def hand_q2_0(t, ds, block):
+    """ggml block_q2_0 (block 64 upstream, 128 for PrismML's G128): f16 d, then block / 4 bytes;
+    value j of a block is code t + 1 at bits 2 (j % 4) of byte j / 4."""
+    t = [int(v) for v in np.asarray(t).reshape(-1)]
+    out = bytearray()
+    for blk, d in enumerate(ds):
+        out += struct.pack("<e", d)
+        for byte_i in range(block // 4):
+            out.append(sum((t[blk * block + 4 * byte_i + i] + 1) << (2 * i) for i in range(4)))
+    return bytes(out)
+
+
+def ggml_dequantize_q2_0(data, block):
+    """ggml dequantize_row_q2_0, value by value: d = fp16 -> f32, y = ((int) q - 1) * d in float."""
+    out = []
+    bb = 2 + block // 4
+    for blk in range(len(data) // bb):
+        d = np.float32(np.frombuffer(data[blk * bb:blk * bb + 2], "<f2")[0])
+        for j in range(block):
+            q = (data[blk * bb + 2 + j // 4] >> ((j % 4) * 2)) & 3
+            out.append(np.float32(np.float32(q - 1) * d))
+    return np.array(out, np.float32)
+
+
+def ggml_quantize_q2_0(x, block):
+    """ggml quantize_row_q2_0_ref, value by value: d = max|x| (f32), id = 1 / d (0 when d = 0),
+    q = clamp(roundf(x * id) + 1, 0, 3) with roundf half away from zero; d stored as f16."""
+    out = bytearray()
+    for blk in range(x.size // block):
+        v = x[blk * block:(blk + 1) * block]
+        amax = np.float32(0)
+        for a in v:
+            amax = max(amax, np.float32(abs(a)))
+        inv = np.float32(1) / amax if amax > 0 else np.float32(0)
+        qs = [0] * (block // 4)
+        for j, a in enumerate(v):
+            p = float(np.float32(a * inv))
+            r = int(np.floor(abs(p) + 0.5)) * (1 if p >= 0 else -1)
+            qs[j // 4] |= min(3, max(0, r + 1)) << (2 * (j % 4))
+        out += struct.pack("<e", amax) + bytes(qs)
+    return bytes(out)
+
+
+@pytest.mark.parametrize("name,block", [("Q2_0", 64), ("Q2_0_G128", 128)])
+def test_q2_0_literal_block(name, block):
+    # codes: value 0 -> -1 (00), value 5 -> +1 (10), value block-1 -> 0 (01), everything else 0
+    t = np.zeros(block, np.int8)
+    t[0], t[5] = -1, 1
+    expect = struct.pack("<e", 0.25) + bytes([0b01_01_01_00, 0b01_01_10_01]) + bytes([0x55] * (block // 4 - 2))
+    f = F.by_name(name)
+    assert f.pack_ternary(t, 0.25) == expect and (f.block_size, f.type_size) == (block, 2 + block // 4)
+    y = f.dequantize(expect, block)
+    assert y[0] == -0.25 and y[5] == 0.25 and np.count_nonzero(y) == 2
+    # code 3 (never written) decodes to +2 d, as ggml's (q - 1) * d
+    assert f.dequantize(struct.pack("<e", 0.5) + bytes([0xFF] * (block // 4)), block).tolist() == [1.0] * block
+
+
+@pytest.mark.parametrize("name,block", [("Q2_0", 64), ("Q2_0_G128", 128)])
+def test_q2_0_against_ggml_reference(name, block):
+    rng = np.random.default_rng(block)
+    f = F.by_name(name)
+    t = rng.integers(-1, 2, (3, 4 * block), dtype=np.int8)
+    ds = rng.random(t.size // block).astype(np.float16).astype(np.float32)
+    packed = f.pack_ternary(t, ds)
+    assert packed == hand_q2_0(t, ds, block)
+    codes, scales = f.unpack_ternary(packed, t.size)
+    assert np.array_equal(codes, t.reshape(-1)) and np.array_equal(scales, ds)
+    # arbitrary bytes (code 3, inf / NaN / subnormal scales) decode bit for bit as ggml does
+    raw = bytearray(rng.integers(0, 256, f.nbytes(8 * block), dtype=np.uint8).tobytes())
+    raw[0:2] = struct.pack("<e", float("inf"))
+    raw[f.type_size:f.type_size + 2] = b"\x01\x00"                              # a subnormal d
+    with np.errstate(invalid="ignore"):
+        assert bits_equal(f.dequantize(bytes(raw), 8 * block), ggml_dequantize_q2_0(bytes(raw), block))
+    # quantize: ggml's reference on data with an all-zero block, exact .5 ties and +-amax
+    x = rng.standard_normal(6 * block).astype(np.float32)
+    x[:block] = 0.0
+    x[block:block + 4] = [2.0, 1.0, -1.0, 3.0]                   # amax 3: 2/3 rounds to 1, 1/3 to 0 ...
+    x[2 * block:2 * block + 3] = [4.0, 2.0, -2.0]                # x / d = +-0.5: ties away from zero
+    x[2 * block + 3:3 * block] = 0.0
+    assert f.quantize(x) == ggml_quantize_q2_0(x, block)
+    assert f.quantize(x)[2 * f.type_size + 2] == 0b01_00_10_10     # 4, 2, -2, 0 over d = 4: codes 2, 2, 0, 1
 
 
 def test_i2_s_literal_block():
@@ -255,7 +359,7 @@ def test_scalar_scale_broadcasts():
     assert F.pack_ternary("TQ2_0", t, 0.5) == F.pack_ternary("TQ2_0", t, [0.5, 0.5])
 
 
-@pytest.mark.parametrize("name", ["I2_S", "TQ1_0", "TQ2_0"])
+@pytest.mark.parametrize("name", ["I2_S", "TQ1_0", "TQ2_0", "Q2_0", "Q2_0_G128"])
 def test_pack_rejects_bad_input(name):
     f = F.by_name(name)
     with pytest.raises(F.FormatError, match="-1, 0, 1"):

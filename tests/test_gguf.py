@@ -281,3 +281,63 @@ def test_reader_runs_without_numpy(model):
             " len(gf.tensor_data('blk.0.tq1_0.weight'))]))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert json.loads(out) == [len(KVS) + 2, 7, [[[1, 2], [3]], [[4]]], formats.nbytes("TQ1_0", 3 * 2 * 512)]
+
+
+def _q2_file(tensors, alignment=32):
+    """A GGUF file of (name, n_out, n_in, data, stored type id) tensors, built byte by byte."""
+    u32, u64 = (lambda v: v.to_bytes(4, "little")), (lambda v: v.to_bytes(8, "little"))
+    table, blob = b"", b""
+    for name, n_out, n_in, data, type_id in tensors:
+        table += u64(len(name)) + name.encode() + u32(2) + u64(n_in) + u64(n_out) + u32(type_id) + u64(len(blob))
+        blob += data + bytes(-len(data) % alignment)
+    header = b"GGUF" + u32(3) + u64(len(tensors)) + u64(0) + table
+    return header + bytes(-len(header) % alignment) + blob
+
+
+def _ternary(rng, fmt, n_out, n_in):
+    f = formats.by_name(fmt)
+    t = rng.integers(-1, 2, (n_out, n_in), dtype=np.int8)
+    return f.pack_ternary(t, rng.integers(1, 32, t.size // f.block_size) / 64.0), t
+
+
+def test_type_42_layout_told_from_the_byte_span():
+    """Type 42 in 64-value blocks (upstream Q2_0) and in PrismML's 128-value blocks (read as
+    Q2_0_G128), each before another tensor and as the last tensor; type 142 is Q2_0_G128."""
+    rng = np.random.default_rng(42)
+    q64, t64 = _ternary(rng, "Q2_0", 16, 256)             # 4096 values: 1152 vs 1088 bytes
+    q128, t128 = _ternary(rng, "Q2_0_G128", 16, 256)
+    for order in ((("a", q64, 42), ("b", q128, 42), ("c", q128, 142)), (("c", q128, 142), ("b", q128, 42), ("a", q64, 42))):
+        gf = read_gguf(BytesSource(_q2_file([(n, 16, 256, d, i) for n, d, i in order])))
+        a, b, c = gf.tensors["a"], gf.tensors["b"], gf.tensors["c"]
+        assert (a.type_name, a.type_id, a.nbytes, a.stored_type_id) == ("Q2_0", 42, 1152, None)
+        assert (b.type_name, b.type_id, b.nbytes, b.stored_type_id) == ("Q2_0_G128", 142, 1088, 42)
+        assert (c.type_name, c.type_id, c.nbytes, c.stored_type_id) == ("Q2_0_G128", 142, 1088, None)
+        assert gf.tensor_data("a") == q64 and gf.tensor_data("b") == q128
+        assert np.array_equal(b.format.unpack_ternary(gf.tensor_data("b"), b.n_elements)[0], t128.reshape(-1))
+        assert np.array_equal(a.format.unpack_ternary(gf.tensor_data("a"), a.n_elements)[0], t64.reshape(-1))
+
+
+def test_small_type_42_tensor_takes_the_layout_the_file_shows():
+    """A tensor too small to tell (both layouts pad to its span) takes the layout of the file's
+    other type-42 tensors."""
+    rng = np.random.default_rng(44)
+    for fmt in ("Q2_0", "Q2_0_G128"):
+        small, ts = _ternary(rng, fmt, 2, 256)
+        big, _ = _ternary(rng, fmt, 16, 256)
+        gf = read_gguf(BytesSource(_q2_file([("small", 2, 256, small, 42), ("big", 16, 256, big, 42)])))
+        ti = gf.tensors["small"]
+        assert ti.type_name == gf.tensors["big"].type_name == fmt and gf.tensor_data("small") == small
+        assert np.array_equal(ti.format.unpack_ternary(gf.tensor_data("small"), ti.n_elements)[0], ts.reshape(-1))
+
+
+def test_type_42_ambiguous_or_unmatched_size_is_an_error():
+    rng = np.random.default_rng(43)
+    small, _ = _ternary(rng, "Q2_0", 2, 256)              # 512 values: 144 vs 136 bytes, both pad to 160
+    with pytest.raises(GGUFError, match=r"tensor 'w'.*type 42.*both fit and no other type-42 tensor decides"):
+        read_gguf(BytesSource(_q2_file([("w", 2, 256, small, 42), ("x", 2, 256, small, 42)])))
+    f16 = formats.by_name("F16").quantize(np.ones((16, 256), np.float32))          # 8192 bytes
+    with pytest.raises(GGUFError, match=r"tensor 'w'.*spans 8192 bytes.*Q2_0 1152, Q2_0_G128 1088.*neither fits"):
+        read_gguf(BytesSource(_q2_file([("w", 16, 256, f16, 42)])))
+    g128, _ = _ternary(rng, "Q2_0_G128", 16, 192)          # ne0 192: only the 64-value layout divides the rows
+    with pytest.raises(GGUFError, match=r"tensor 'w'.*neither fits"):
+        read_gguf(BytesSource(_q2_file([("w", 16, 128 + 64, g128[:-2], 42)])))

@@ -163,7 +163,7 @@ def test_identical_bytes_to_gguf_py_writer(tmp_path):
 SHAPES = [(256,), (256, 3), (256, 2, 2), (256, 1, 2, 1)]
 
 
-@pytest.mark.parametrize("type_name", ["F32", "F16", "BF16", "Q8_0", "TQ1_0", "TQ2_0", "Q1_0", "I2_S"])
+@pytest.mark.parametrize("type_name", ["F32", "F16", "BF16", "Q8_0", "TQ1_0", "TQ2_0", "Q1_0", "I2_S", "Q2_0_G128"])
 @pytest.mark.parametrize("alignment", [None, 64, 256])
 def test_tensors_of_every_type(tmp_path, type_name, alignment):
     fmt = formats.by_name(type_name)
@@ -193,7 +193,7 @@ def test_tensors_of_every_type(tmp_path, type_name, alignment):
     if alignment not in (None, 32):
         assert g.metadata_types["general.alignment"] == (gw.UINT32, None)
 
-    if type_name == "I2_S":                            # gguf-py does not know type id 36
+    if type_name in ("I2_S", "Q2_0_G128"):             # gguf-py does not know type ids 36 and 142
         with pytest.raises(ValueError):
             ggufpy.GGUFReader(p)
         return
@@ -276,6 +276,21 @@ def test_error_inside_with_removes_partial_file(tmp_path):
             w.write_tensor("a", np.zeros(2, dtype="<f4"))
             raise RuntimeError("boom")
     assert not p.exists() and not (tmp_path / "e.gguf.partial").exists()
+
+
+def test_stored_type_id_writes_prismml_legacy_q2_0(tmp_path):
+    """Q2_0_G128 data labelled type 42 (PrismML's first Ternary Bonsai files): the reader tells the
+    layout from the span and reports the stored id."""
+    p = tmp_path / "legacy.gguf"
+    f = formats.by_name("Q2_0_G128")
+    data = f.quantize(np.random.default_rng(5).standard_normal(256 * 16, dtype=np.float32))
+    with gw.GGUFWriter(p) as w:
+        w.add_tensor("w", (256, 16), "Q2_0_G128", stored_type_id=42)
+        w.write_tensor("w", data)
+    raw = p.read_bytes()
+    t = open_gguf(p).tensors["w"]
+    assert (t.type_name, t.type_id, t.stored_type_id, t.nbytes) == ("Q2_0_G128", 142, 42, len(data))
+    assert int.from_bytes(raw[t.info_offset + 8 + 1 + 4 + 16:][:4], "little") == 42     # the record says 42
 
 
 def test_unknown_type_id_with_explicit_nbytes(tmp_path):

@@ -154,7 +154,7 @@ def test_llama3_vocab_is_written_as_converted(tmp_path):
 
 
 @pytest.mark.parametrize("arch", [A, "bitnet"])
-@pytest.mark.parametrize("fmt", ["tq2_0", "tq1_0", "q1_0", "f16", "bf16", "f32"])
+@pytest.mark.parametrize("fmt", ["tq2_0", "tq1_0", "q1_0", "f16", "bf16", "f32", "q8_0"])
 def test_every_non_i2s_format_reads_back_with_gguf_py(tmp_path, arch, fmt):
     p = make(tmp_path, arch=arch, format=fmt, seed=3)
     g = open_gguf(p)
@@ -174,10 +174,10 @@ def test_every_non_i2s_format_reads_back_with_gguf_py(tmp_path, arch, fmt):
     lin = formats.by_name(makemodel.LINEAR_TYPE[fmt]).name
     assert g.tensors["blk.1.ffn_down.weight"].type_name == lin
     assert g.metadata["general.file_type"] == {"tq2_0": 37, "tq1_0": 36, "q1_0": 40, "f16": 1,
-                                               "bf16": 32, "f32": 0}[fmt]
+                                               "bf16": 32, "f32": 0, "q8_0": 7}[fmt]
 
 
-@pytest.mark.parametrize("fmt", ["i2_s", "tq2_0", "tq1_0", "q1_0", "f16", "bf16", "f32"])
+@pytest.mark.parametrize("fmt", ["i2_s", "tq2_0", "tq1_0", "q1_0", "q2_0", "q2_0_g128", "f16", "bf16", "f32"])
 def test_weights_are_ternary_and_scaled_to_keep_activations_order_one(tmp_path, fmt):
     p = make(tmp_path, format=fmt, seed=5)
     g = open_gguf(p)
@@ -188,7 +188,7 @@ def test_weights_are_ternary_and_scaled_to_keep_activations_order_one(tmp_path, 
             name = f"blk.{i}.{lin}.weight"
             t = g.tensors[name]
             w = dequant(g, name)
-            block = formats.TYPES[t.type_id].block_size if fmt in ("tq2_0", "tq1_0", "q1_0") else w.size
+            block = formats.TYPES[t.type_id].block_size if fmt in ("tq2_0", "tq1_0", "q1_0", "q2_0", "q2_0_g128") else w.size
             blocks = w.reshape(-1, block)
             d = np.abs(blocks).max(axis=1, keepdims=True)
             unit = blocks / d                          # one scale per block (per tensor for I2_S / floats)
@@ -206,6 +206,47 @@ def test_weights_are_ternary_and_scaled_to_keep_activations_order_one(tmp_path, 
     e = dequant(g, "token_embd.weight")
     assert e.shape == (len(g.metadata["tokenizer.ggml.tokens"]), n_embd)
     assert abs(e.std() * math.sqrt(n_embd) - 3) < 0.15      # tied logits of an rms-1 state: std ~ 3
+
+
+@pytest.mark.parametrize("fmt,ftype", [("q2_0", 41), ("q2_0_g128", 141)])
+def test_q2_0_files(tmp_path, fmt, ftype):
+    """Q2_0 (type 42) and PrismML's Q2_0_G128 (type 142) linears; gguf-py reads the file's
+    metadata (it knows neither type, so its tensor table is checked by bitweb.gguf only)."""
+    p = make(tmp_path, format=fmt, seed=4)
+    g = open_gguf(p)
+    want = makemodel.LINEAR_TYPE[fmt]
+    ti = g.tensors["blk.0.ffn_down.weight"]
+    assert ti.type_name == want and ti.type_id == formats.by_name(want).type_id and ti.stored_type_id is None
+    assert g.metadata["general.file_type"] == ftype
+    assert ti.nbytes == formats.nbytes(want, ti.n_elements)
+
+
+@pytest.mark.parametrize("embd", ["f32", "q8_0", "q1_0", "q2_0"])
+def test_embd_format(tmp_path, embd):
+    """--embd-format: token_embd stored as that type, the values the F16 file's rows quantized
+    as ggml does (same generator rows); gguf-py reads it back where it knows the type."""
+    ref = open_gguf(make(tmp_path, "f16.gguf", seed=2, format="tq2_0"))        # linears gguf-py reads
+    g = open_gguf(make(tmp_path, embd + ".gguf", seed=2, format="tq2_0", embd_format=embd))
+    ti = g.tensors["token_embd.weight"]
+    f = formats.by_name(makemodel.EMBD_TYPE[embd])
+    assert ti.type_name == f.name and ti.shape == ref.tensors["token_embd.weight"].shape
+    n_embd, n_vocab = ti.shape
+    spec = makemodel.spec_from_args(cli.build_parser().parse_args(
+        ["make-model", "--out", "x", "--seed", "2", "--format", "tq2_0", "--embd-format", embd]))
+    plan = makemodel.TensorPlan("token_embd.weight", ti.shape, "F32", "embd")       # the generator's f32 rows
+    rows32 = np.frombuffer(b"".join(bytes(c) for c in makemodel.tensor_chunks(spec, plan)), "<f4")
+    assert ref.tensor_data("token_embd.weight") == rows32.astype("<f2").tobytes()     # the F16 file: the same rows
+    rows = f.quantize(rows32)
+    assert g.tensor_data("token_embd.weight") == rows
+    x = dequant(g, "token_embd.weight")
+    assert x.shape == (n_vocab, n_embd) and np.isfinite(x).all()
+    if embd != "q2_0":                                         # gguf-py knows the other types
+        r = ggufpy.GGUFReader(str(tmp_path / (embd + ".gguf")))
+        t = next(t for t in r.tensors if t.name == "token_embd.weight")
+        assert t.tensor_type.name == f.name and t.data.tobytes() == rows
+    for name, t in ref.tensors.items():                        # everything else is the same file
+        if name != "token_embd.weight":
+            assert g.tensor_data(name) == ref.tensor_data(name), name
 
 
 def test_seed_determinism_and_layer_prefix(tmp_path):

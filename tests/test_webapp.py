@@ -88,6 +88,17 @@ def test_header_larger_than_the_bound_is_refused_before_it_is_read(model, monkey
     assert max(b for _, b in blob.reads) <= 64 << 10
 
 
+def test_advice_names_every_format_from_the_registry():
+    from bitweb import formats
+    for kind in ("format", "unsupported"):
+        (line,) = webapp.advice(kind)
+        assert all(n in line for n in formats.names("linear") + formats.names("table")), line
+    assert webapp.advice("context") == []
+    err = json.loads(webapp.error_json(gguf.GGUFError("bad magic")))["error"]    # what the worker sends
+    assert err["kind"] == "format" and err["advice"] == webapp.advice("format")
+    assert "advice" not in json.loads(webapp.error_json(webapp.AppError("context", "too long")))["error"]
+
+
 def test_error_kinds():
     assert webapp.classify(NoAdapterError("x"))[0] == "no-webgpu"
     assert webapp.classify(LimitsError("binding too big"))[0] == "limits"

@@ -216,7 +216,7 @@ const ADVICE = {
     'Firefox Nightly and Safari Technology Preview: enable WebGPU in their settings or feature flags.',
     'Open the page from http://localhost, http://127.0.0.1 or https (WebGPU needs a secure context).']],
   limits: ['This GPU\'s limits are too small for this model', ['Try a smaller model or a smaller context, or another browser or GPU with larger limits. The model you had still works.']],
-  format: ['This file is not a model bitweb can read', ['bitweb reads GGUF files (versions 2 and 3) with BitNet b1.58 weights (I2_S, TQ1_0, TQ2_0, Q1_0, F16, BF16, F32, Q8_0).']],
+  format: ['This file is not a model bitweb can read', ['bitweb reads GGUF files (versions 2 and 3) with BitNet b1.58 weights.']],
   unsupported: ['This model is not supported', ['bitweb runs the BitNet architectures bitnet-b1.58 (2B4T) and bitnet (1bitLLM).']],
   download: ['Download failed', ['Check the address and your connection, then try again. A model downloaded once stays in the browser cache and loads offline.']],
   cors: ['The model\'s server does not allow this page to download it', ['Download the file yourself and open it with "Open file…", or serve it with an Access-Control-Allow-Origin header for this page.']],
@@ -234,9 +234,10 @@ const ADVICE = {
   import: ['This file is not a conversation', ['Import a JSON file written by "Export chat": {"messages": [{"role": "user", "content": "…"}, …]}.']],
 };
 
-function showError(e) {
+function showError(e) {           // e: a BitwebError or {kind, message, advice?}
   const kind = e.kind || 'internal';
-  const [title, advice] = ADVICE[kind] || ADVICE.internal;
+  const [title, ownAdvice] = ADVICE[kind] || ADVICE.internal;
+  const advice = [...ownAdvice, ...(Array.isArray(e.advice) ? e.advice : [])];   // the worker's lines (the formats)
   $('error').hidden = false;
   $('error').dataset.kind = kind;
   $('error-title').textContent = title;

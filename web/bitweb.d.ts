@@ -14,6 +14,8 @@ export declare class BitwebError extends Error {
   /** context errors: the prompt's tokens and the context size */
   prompt_tokens?: number;
   context?: number;
+  /** format / unsupported errors: lines of advice from the engine (the weight formats bitweb runs) */
+  advice?: string[];
   constructor(kind: ErrorKind, message: string, extra?: object);
 }
 /** One subclass per kind: `e instanceof bitweb.errors.context`. */

@@ -29,7 +29,8 @@
 //   {id, type: 'progress', stage, done, total, label, bytesPerSecond?, etaSeconds?}
 //        stage: boot | download | cache | header | upload | compile
 //   {type: 'device-lost', engines: [ids], message}      every engine on the device is gone
-//   error: {kind, message, field?, ...}   kinds: see README "Errors" (webapp.classify + models.mjs)
+//   error: {kind, message, field?, advice?, ...}   kinds: see README "Errors" (webapp.classify + models.mjs);
+//        advice: lines the page adds to its own (for format / unsupported: the weight formats bitweb runs)
 //
 // Nothing is queued behind a download: downloads run alongside everything else. Loads run one
 // at a time in Python (after their download); generations run one at a time per engine.

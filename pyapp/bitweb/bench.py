@@ -54,12 +54,13 @@ import struct
 import sys
 import time
 
+from bitweb import formats
 from bitweb.kernels import bitlinear, dense, lmhead
 from bitweb.tokenizer import Tokenizer
 
 SHAPES = ((2560, 2560), (2560, 640), (2560, 6912), (6912, 2560), (2560, 16384))
 QUICK_SHAPES = ((256, 256), (512, 128))
-TERNARY = ("I2_S", "TQ2_0", "TQ1_0", "Q1_0")
+TERNARY = tuple(bitlinear.FORMATS)             # every packed format (bitweb.formats)
 DENSE = ("F16", "F32", "Q8_0")
 LMHEAD = ("F16", "Q8_0")                      # shaders/lmhead.wgsl: the LM head (n_in <= 4096)
 STREAM_WG = 256
@@ -96,6 +97,8 @@ def _block(fmt: str, rng: random.Random) -> bytes:
         return pick(_CODES2, 32)
     if fmt == "Q1_0":
         return d + rng.randbytes(16)
+    if fmt in ("Q2_0", "Q2_0_G128"):
+        return d + pick(_CODES2, formats.by_name(fmt).block_size // 4)
     raise BenchError(f"no weight generator for {fmt!r}")
 
 
@@ -112,7 +115,6 @@ def pattern(fmt: str, seed: int = 0, target: int = 1 << 16) -> bytes:
 def tensor_bytes(fmt: str, n_in: int, rows: int) -> int:
     if fmt in dense.WTYPES:
         return rows * dense.row_bytes(fmt, n_in)
-    from bitweb import formats
     return formats.by_name(fmt).nbytes(n_in * rows)
 
 

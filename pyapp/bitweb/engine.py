@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import struct
 
-from bitweb import gpu
+from bitweb import formats, gpu
 from bitweb.generation import ContextError, GenerateResult, GenerationRun, check_prompt, common_prefix, now_ms
 from bitweb.kernels import bitlinear, bitlinear_tiled, dense, glue, lmhead, ops, requant
 from bitweb.model import LINEARS, TERNARY_TYPES, Model
@@ -311,9 +311,14 @@ class Engine:
             if scaled:
                 raise EngineError(f"tensor {scaled[0]!r}: .scale tensors with float ({self.cfg.linear_type}) "
                                   f"linears are not supported by the GPU engine")
-        if m.token_embd.type_name not in dense.WTYPES or m.lm_head.type_name not in dense.WTYPES:
-            raise EngineError(f"token_embd / output type {m.lm_head.type_name}: the GPU engine runs "
-                              f"{', '.join(dense.WTYPES)}")
+        for ti in (m.token_embd, m.lm_head):
+            if ti.type_name not in ops.TABLE_TYPES:
+                raise EngineError(f"tensor {ti.name!r} type {ti.type_name}: the GPU engine runs tables of "
+                                  f"{', '.join(ops.TABLE_TYPES)}")
+        head = m.lm_head.type_name
+        if not lmhead.supported(head, cfg.n_embd) and head not in dense.WTYPES:
+            raise EngineError(f"LM head {m.lm_head.name!r} ({head}, rows of {cfg.n_embd}): a packed head runs in "
+                              f"kernels/lmhead.py, rows of at most {lmhead.MAX_K} values")
 
     def _table_shards(self, ti):
         rb = dense.row_bytes(ti.type_name, ti.shape[0])
@@ -478,14 +483,21 @@ class Engine:
         bufs.update({f"w{i}": b for i, (_, _, b) in enumerate(shards)})
         return [(s, bufs) for s in steps]
 
+    def _head_gemv(self, wtype, rows, last_row=False):
+        """LM head steps: kernels/lmhead.py (many rows per workgroup; a packed head, Q1_0 / Q2_0, in the
+        engine's activation mode as the block linears), else dense.gemv (float rows over 4096)."""
+        cfg = self.cfg
+        if lmhead.supported(wtype, cfg.n_embd):
+            a8 = self.a8 and formats.by_name(wtype).kind != "float"
+            return lmhead.gemv(wtype, cfg.n_embd, cfg.n_vocab, a8=a8, shards=rows, eps=cfg.eps, last_row=last_row,
+                               dev=self.dev)
+        return dense.gemv(wtype, cfg.n_embd, cfg.n_vocab, shards=rows, norm=True, eps=cfg.eps, last_row=last_row)
+
     def _head_steps(self):
         cfg, ti = self.cfg, self.model.lm_head
         shards = self.shards[ti.name]
         wtype, rows = self.table_type(ti), [(a, b) for a, b, _ in shards]
-        if lmhead.supported(wtype, cfg.n_embd):      # many rows per workgroup (kernels/lmhead.py)
-            steps = lmhead.gemv(wtype, cfg.n_embd, cfg.n_vocab, shards=rows, eps=cfg.eps, dev=self.dev)
-        else:
-            steps = dense.gemv(wtype, cfg.n_embd, cfg.n_vocab, shards=rows, norm=True, eps=cfg.eps)
+        steps = self._head_gemv(wtype, rows)
         bufs = {"x": self.buf["x"], "y": self.buf["logits"], "norm": self.w[self.model.output_norm.name]}
         bufs.update({f"w{i}": b for i, (_, _, b) in enumerate(shards)})
         return [(s, bufs) for s in steps]
@@ -558,11 +570,7 @@ class Engine:
                 hb = {"x": B["p.x"], "y": B["logits"], "norm": self.w[self.model.output_norm.name], "params": B["params"]}
                 hb.update({f"w{j}": b for j, (_, _, b) in enumerate(hs)})
                 wtype, rows = self.table_type(head), [(a, b) for a, b, _ in hs]
-                if lmhead.supported(wtype, cfg.n_embd):
-                    hsteps = lmhead.gemv(wtype, cfg.n_embd, cfg.n_vocab, shards=rows, eps=cfg.eps, last_row=True,
-                                         dev=self.dev)
-                else:
-                    hsteps = dense.gemv(wtype, cfg.n_embd, cfg.n_vocab, norm=True, eps=cfg.eps, last_row=True, shards=rows)
+                hsteps = self._head_gemv(wtype, rows, last_row=True)
                 steps += [(s, hb) for s in hsteps]
             items = [await st.instantiate(self.dev, bufs) for st, bufs in steps]
             if k is not None:

@@ -28,9 +28,14 @@ Layouts (little endian; ARCHITECTURE.md, "Weight formats", has the table and why
          (n/4 + 32 bytes in all);                             y = scale * (code - 1)
   Q1_0   128 values in 18 bytes: f16 d, then 16 bytes of signs: bit (j % 8) of
          byte j / 8 set -> +d, clear -> -d.
+  Q2_0   64 values in 18 bytes: f16 d, then 16 bytes of 2-bit codes: value j has
+         code (qs[j / 4] >> 2 (j % 4)) & 3;                    y = d * (code - 1)
+  Q2_0_G128  (PrismML's fork, type 142) the same codes in 128-value blocks of 34
+         bytes. PrismML's first Ternary Bonsai files store this layout under type
+         42: bitweb.gguf tells the two apart by the tensor's byte span.
 
-Codes 3 (I2_S, TQ2_0) are never written by the packers; on decode they give +2,
-as ggml / bitnet.cpp arithmetic (code - 1) does.
+Codes 3 (I2_S, TQ2_0, Q2_0) are never written by the packers; on decode they give
++2, as ggml / bitnet.cpp arithmetic (code - 1) does.
 """
 from __future__ import annotations
 
@@ -342,7 +347,7 @@ class I2_S(_Ternary):
 
 class Q1_0(_Ternary):
     name, type_id, block_size, type_size = "Q1_0", 41, 128, 18
-    kind, roles, define, include = "binary", ("linear",), "FMT_Q1", "fmt_q1_0"
+    kind, roles, define, include = "binary", ("linear", "table"), "FMT_Q1", "fmt_q1_0"
 
     def unpack_ternary(self, data, n):
         """-> (int8 signs in {-1, +1}, float32 per-block scales)."""
@@ -378,7 +383,54 @@ class Q1_0(_Ternary):
 
 
 # Registry order is the order of every derived list (packed formats first, then floats).
-TYPES: dict[int, Format] = {f.type_id: f for f in (I2_S(), TQ2_0(), TQ1_0(), Q1_0(), F32(), F16(), BF16(), Q8_0())}
+class _Q2(_Ternary):
+    """ggml's Q2_0 layout: f16 d, then 2-bit codes (t + 1), value j of a block at bits 2 (j % 4)
+    of byte j / 4 of the codes."""
+
+    def _pack(self, codes, d):
+        np = _np()
+        nb = codes.size // self.block_size
+        c = codes.reshape(nb, -1, 4) << np.array([0, 2, 4, 6], dtype=np.uint8)
+        qs = c[..., 0] | c[..., 1] | c[..., 2] | c[..., 3]
+        return np.concatenate([_block_f16(d, nb, self.name), qs], axis=1).tobytes()
+
+    def unpack_ternary(self, data, n):
+        """-> (int8 values code - 1 (2 for a stray code 3), float32 per-block scales)."""
+        np = _np()
+        b = self._blocks(data, n)
+        d = b[:, :2].copy().view("<f2").astype(np.float32).reshape(-1)
+        codes = (b[:, 2:, None] >> np.array([0, 2, 4, 6], dtype=np.uint8)) & 3
+        return (codes.astype(np.int8) - 1).reshape(-1), d
+
+    def pack_ternary(self, t, d):
+        """t: ternary ints (n a multiple of the block); d: one scale per block (stored as f16)."""
+        codes = _ternary_codes(t)
+        self.check_length(codes.size)
+        return self._pack(codes, d)
+
+    def quantize(self, x):
+        """As ggml quantize_row_q2_0_ref: d = max|x| per block, code = clamp(roundf(x / d) + 1, 0, 3)."""
+        np = _np()
+        blocks = self._flat(x).reshape(-1, self.block_size)
+        d = np.abs(blocks).max(axis=1, keepdims=True)
+        with np.errstate(divide="ignore"):
+            inv = np.where(d > 0, np.float32(1) / d, np.float32(0)).astype(np.float32)
+        codes = np.clip(_round_away(blocks * inv) + 1, 0, 3).astype(np.uint8)
+        return self._pack(codes, d)
+
+
+class Q2_0(_Q2):
+    name, type_id, block_size, type_size = "Q2_0", 42, 64, 18
+    kind, roles, define, include = "ternary", ("linear", "table"), "FMT_Q2", "fmt_q2_0"
+
+
+class Q2_0_G128(_Q2):
+    name, type_id, block_size, type_size = "Q2_0_G128", 142, 128, 34
+    kind, roles, define, include = "ternary", ("linear", "table"), "FMT_Q2G128", "fmt_q2_0"
+
+
+TYPES: dict[int, Format] = {f.type_id: f for f in (I2_S(), TQ2_0(), TQ1_0(), Q1_0(), Q2_0(), Q2_0_G128(),
+                                                    F32(), F16(), BF16(), Q8_0())}
 _BY_NAME = {f.name: f for f in TYPES.values()}
 
 

@@ -159,6 +159,8 @@ class TensorInfo:
     nbytes: int
     n_elements: int
     info_offset: int        # byte offset of this tensor's record in the tensor table
+    stored_type_id: int | None = None   # the type id in the file when it differs from type_id (a type-42
+                                        # tensor in 128-value blocks reads as Q2_0_G128, see read_gguf)
 
     @property
     def format(self) -> formats.Format:
@@ -450,18 +452,58 @@ def read_gguf(source) -> GGUFFile:
         infos.append((name, shape, fmt, offset, n, rec_at, off_at))
 
     data_offset = -(-p.pos // alignment) * alignment
+    q2 = _q2_0_layouts(p, infos, alignment, data_offset)
     tensors = {}
     for name, shape, fmt, offset, n, rec_at, off_at in infos:
         if name in tensors:
             p.fail(f"duplicate tensor name {name!r} (first record at byte {tensors[name].info_offset})",
                    "tensor_info.name", rec_at)
+        stored = None
+        if fmt.type_id == Q2_0_TYPE:
+            fmt = q2[name]
+            stored = Q2_0_TYPE if fmt.type_id != Q2_0_TYPE else None
         nbytes = fmt.nbytes(n)
         start = data_offset + offset
         if start + nbytes > p.size:
             p.fail(f"tensor {name!r}: data range {start}..{start + nbytes} past end of file (size {p.size})",
                    "tensor_info.offset", off_at)
-        tensors[name] = TensorInfo(name, tuple(shape), fmt.type_id, fmt.name, offset, start, nbytes, n, rec_at)
+        tensors[name] = TensorInfo(name, tuple(shape), fmt.type_id, fmt.name, offset, start, nbytes, n, rec_at,
+                                   stored)
     return GGUFFile(source, version, alignment, data_offset, metadata, types, tensors)
+
+
+Q2_0_TYPE = 42          # upstream Q2_0 (64-value blocks); PrismML's first files used it for 128-value blocks
+
+
+def _q2_0_layouts(p, infos, alignment, data_offset) -> dict:
+    """name -> Format of every type-42 tensor: upstream Q2_0 (18 bytes per 64 values) or PrismML's
+    34 bytes per 128 values (read as Q2_0_G128). GGUF stores no tensor sizes, so the layout comes
+    from the tensor's byte span (to the next tensor's data, or the end of the file): a layout fits
+    when its size padded to the alignment is the span. A tensor both fit (under 64 x alignment
+    values) takes the layout the file's other type-42 tensors show, when they all show one; a
+    tensor neither fits, or both fit with nothing to decide, is an error naming it."""
+    layouts = (formats.TYPES[Q2_0_TYPE], formats.TYPES[142])
+    ends = sorted({offset for _, _, _, offset, *_ in infos} | {max(0, p.size - data_offset)})
+    fits = {}
+    for name, shape, fmt, offset, n, rec_at, off_at in infos:
+        if fmt.type_id != Q2_0_TYPE:
+            continue
+        span = next((e for e in ends if e > offset), offset) - offset
+        fits[name] = [f for f in layouts if n % f.block_size == 0 and shape[0] % f.block_size == 0
+                      and 0 <= span - f.nbytes(n) < alignment], span, n, off_at
+    shown = {ok[0].type_id for ok, *_ in fits.values() if len(ok) == 1}
+    out = {}
+    for name, (ok, span, n, at) in fits.items():
+        if len(ok) == 2 and len(shown) == 1:
+            ok = [f for f in ok if f.type_id in shown]
+        if len(ok) != 1:
+            sizes = ", ".join(f"{f.name} {f.nbytes(n)}" for f in layouts if n % f.block_size == 0)
+            p.fail(f"tensor {name!r}: type 42 (Q2_0) with {n} values spans {span} bytes to the next tensor "
+                   f"(alignment {alignment}); the 64-value and 128-value layouts need {sizes} bytes: "
+                   + ("both fit and no other type-42 tensor decides, the layout is ambiguous" if ok
+                      else "neither fits"), "tensor_info.offset", at)
+        out[name] = ok[0]
+    return out
 
 
 def open_gguf(path) -> GGUFFile:
@@ -489,5 +531,6 @@ def to_json_dict(gf: GGUFFile) -> dict:
         "data_offset": gf.data_offset,
         "metadata": gf.metadata,
         "tensors": [{"name": t.name, "type": t.type_name, "shape": list(t.shape), "offset": t.offset,
-                     "nbytes": t.nbytes} for t in gf.tensors.values()],
+                     "nbytes": t.nbytes, **({"stored_type_id": t.stored_type_id} if t.stored_type_id is not None else {})}
+                    for t in gf.tensors.values()],
     }

@@ -34,6 +34,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from bitweb import formats
+
 
 @dataclass(frozen=True)
 class Arch:
@@ -55,11 +57,12 @@ ARCHS = {
 NORMS = ("attn_norm", "attn_sub_norm", "ffn_norm", "ffn_sub_norm", "attn_q_norm", "attn_k_norm")
 LINEARS = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
 
-# Tensor types each role may have (what the GPU kernels and the reference both implement).
-LINEAR_TYPES = ("I2_S", "TQ2_0", "TQ1_0", "Q1_0", "F32", "F16", "BF16", "Q8_0")
-TERNARY_TYPES = ("I2_S", "TQ2_0", "TQ1_0", "Q1_0")
-EMBD_TYPES = ("F32", "F16", "BF16", "Q8_0")
-NORM_TYPES = ("F32",)
+# Tensor types each role may have (what the GPU kernels and the reference both implement): the
+# roles and kinds of bitweb.formats. TERNARY_TYPES (ternary and binary) run in the bitlinear kernels.
+LINEAR_TYPES = formats.names("linear")
+TERNARY_TYPES = formats.names("linear", kind=("ternary", "binary"))
+EMBD_TYPES = formats.names("table")
+NORM_TYPES = formats.names("norm")
 
 
 class ModelError(ValueError):

@@ -16,13 +16,14 @@ Activation modes (`activations=`):
              y[o] = S[o] * (ws * inv_s * scale),  S[o] = sum_blocks d_block * (q . t[o, block]),
              inv_s = max(max|n|, 1e-5) / 127
          (one block = the whole row for I2_S, d = 1 and ws its tensor scale; 256 values for
-         TQ2_0/TQ1_0, 128 for Q1_0, ws = 1; scale: the `.scale` tensor or 1), with the scalar
-         factor in the kernels' order ((ws * inv_s) * scale), bitweb.ref.bitlinear.part_products.
+         TQ2_0/TQ1_0, 128 for Q1_0 / Q2_0_G128, 64 for Q2_0, ws = 1; scale: the `.scale`
+         tensor or 1), with the scalar factor in the kernels' order ((ws * inv_s) * scale), bitweb.ref.bitlinear.part_products.
          Quantizing m rather than n makes exact .5 ties (they occur: embeddings are f16) round
          the same way here and on the GPU.
          Only ternary/binary weights take int8 activations: float weights (F16/BF16/F32/Q8_0
-         linears, the LM head) always compute y = W x in f32, as llama.cpp does for float
-         tensors, and as the GPU engine's dense kernel does.
+         linears, a float LM head) always compute y = W x in f32, as llama.cpp does for float
+         tensors, and as the GPU engine's dense kernel does. A packed LM head (Q1_0 / Q2_0
+         tables) is a block linear here, as in lmhead.wgsl.
 `bitnet` models with `.scale` tensors multiply each linear's output by that scale.
 """
 from __future__ import annotations
@@ -131,6 +132,9 @@ class NumpyModel:
 
         self.token_embd = mat(model.token_embd)                  # (V, e)
         self.lm_head = self.token_embd if model.output is None else mat(model.output)   # (V, e)
+        # a packed head (Q1_0 / Q2_0) computes what a block linear does (lmhead.wgsl PACKED), a8 included
+        packed = formats.TYPES[model.lm_head.type_id].kind != "float"
+        self.head = Linear(gf, model.lm_head) if packed else None
         self.output_norm = vec(model.output_norm)
         self.blk = []
         for b in model.blk:                       # a tensor the architecture lacks stays None
@@ -173,7 +177,10 @@ class NumpyModel:
             g = self.ffn(L, x, "ffn_norm")
             # x += Wd . rmsnorm(g, ffn_sub_norm)                                       (n, e)
             x = x + self.linear(L, "ffn_down", g, "ffn_sub_norm")
-        return rmsnorm(x, self.output_norm, c.eps) @ self.lm_head.T                    # (n, V) logits
+        # logits = head . rmsnorm(x, output_norm); a packed head as a block linear     (n, V)
+        if self.head is not None:
+            return self.head(x, self.output_norm, c.eps, self.activations == "a8")
+        return rmsnorm(x, self.output_norm, c.eps) @ self.lm_head.T
 
     # the block's vocabulary (as bitweb.engine.block's): each honours the Config flags it meets
     def linear(self, L, w, x, norm):

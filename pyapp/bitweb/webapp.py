@@ -33,7 +33,7 @@ import json
 import math
 import time
 
-from bitweb import gguf
+from bitweb import formats, gguf
 from bitweb.gpu import DeviceLostError, GPUError, LimitsError, NoAdapterError
 
 try:                                    # Pyodide; the module still imports in CPython (tests)
@@ -113,8 +113,19 @@ def error_json(e: BaseException) -> str:
         import traceback
         print(traceback.format_exc())
     err = {"kind": kind, "message": msg}
+    if advice(kind):
+        err["advice"] = advice(kind)
     err.update(getattr(e, "extra", None) or {})
     return json.dumps({"error": err})
+
+
+def advice(kind: str) -> list:
+    """Lines the page adds to its own advice for an error kind: the weight formats (bitweb.formats)
+    for a file it cannot read or run."""
+    if kind not in ("format", "unsupported"):
+        return []
+    return [f"Weight formats bitweb runs: block linears {', '.join(formats.names('linear'))}; "
+            f"token embedding and LM head {', '.join(formats.names('table'))}."]
 
 
 def checked_setting(name: str, value):

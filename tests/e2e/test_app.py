@@ -21,7 +21,7 @@ from urllib.parse import urlparse
 import numpy as np
 import pytest
 
-from bitweb import gguf
+from bitweb import gguf, webapp
 from tests.conftest import ROOT
 from tests.e2e.conftest import new_page
 
@@ -385,6 +385,7 @@ def test_malformed_file_shows_parser_error_and_keeps_the_chat(app, models, oracl
     app.page.wait_for_selector("#error[data-kind=format]", timeout=READY_MS)
     assert str(want.value) in app.page.inner_text("#error-text")
     assert "kv_count" in str(want.value)
+    assert webapp.advice("format")[0] in app.page.inner_text("#error-advice")     # the formats, from the worker
     assert app.page.is_hidden("#progress")
     app.page.wait_for_function("document.body.dataset.state === 'ready'")     # the model before it stays
     assert app.info()["name"] == "dropped.gguf"

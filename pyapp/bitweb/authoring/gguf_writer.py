@@ -283,11 +283,13 @@ class GGUFWriter:
             self.add(k, v)
 
     # -- tensors --------------------------------------------------------------
-    def add_tensor(self, name: str, shape, ttype, nbytes: int | None = None) -> None:
+    def add_tensor(self, name: str, shape, ttype, nbytes: int | None = None, stored_type_id: int | None = None) -> None:
         """Declare a tensor: GGUF shape (ne0 first), type (Format, id or name, e.g. "I2_S").
 
         nbytes defaults to formats' size for the type (I2_S: n/4 + 32). A type id that formats
-        does not know can be written only with an explicit nbytes."""
+        does not know can be written only with an explicit nbytes. stored_type_id labels the data
+        with another type id in the file (PrismML's first Ternary Bonsai files: Q2_0_G128 data as
+        type 42, which bitweb.gguf tells apart by size)."""
         self._check_open_header("declare a tensor")
         if not isinstance(name, str) or not name:
             raise GGUFWriteError(f"tensor name must be a non-empty string, got {name!r}")
@@ -325,6 +327,8 @@ class GGUFWriter:
             nbytes = want
         if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
             raise GGUFWriteError(f"tensor {name!r}: nbytes must be an integer >= 0, got {nbytes!r}")
+        if stored_type_id is not None:
+            type_id = stored_type_id
         e = TensorEntry(name, shape, fmt, type_id, nbytes)
         self._tensors[name] = e
         self._order.append(e)

@@ -4,7 +4,7 @@ Architecture `bitnet-b1.58` (default) reproduces microsoft/bitnet-b1.58-2B-4T-gg
 `ggml-model-i2_s.gguf` (GGUF v3): the same 24 metadata keys in the same order and with the
 same value types (see PUBLISHED_KEYS), the same tensor names, types and GGUF shapes:
 
-    token_embd.weight            F16  [n_embd, n_vocab]      (tied LM head: no output.weight)
+    token_embd.weight            EMB  [n_embd, n_vocab]      (tied LM head: no output.weight)
     blk.N.attn_norm.weight       F32  [n_embd]
     blk.N.attn_q.weight          LIN  [n_embd, n_head * head_dim]
     blk.N.attn_k.weight          LIN  [n_embd, n_head_kv * head_dim]
@@ -19,7 +19,7 @@ same value types (see PUBLISHED_KEYS), the same tensor names, types and GGUF sha
     output_norm.weight           F32  [n_embd]
 
 LIN is the --format type (published: I2_S, whose data is n/4 packed bytes + f32 scale + 28
-zero bytes). The published tensor *order* could not be checked (no dump found); this file
+zero bytes), EMB the --embd-format type (published: F16; Bonsai: Q1_0). The published tensor *order* could not be checked (no dump found); this file
 uses token_embd, then the blocks in data-flow order, then output_norm.
 
 Architecture `bitnet` is llama.cpp's (1bitLLM b1.58 models, SiLU-gated FFN): same tensors,
@@ -42,10 +42,11 @@ so a tensor does not depend on the preset's other tensors or on --layers):
     1.5 for attn_q/k (sharper attention) and 3 for attn_output/ffn_down (the residual stream
     outgrows the input embedding, else the tied head keeps predicting the input token and
     greedy decoding repeats it). I2_S stores s once;
-    TQ2_0/TQ1_0 one d per 256 and Q1_0 one d per 128, each s times uniform [0.9, 1.1];
-    f32/f16/bf16 store the dequantized values s * t.
+    TQ2_0/TQ1_0 one d per 256, Q1_0 / Q2_0_G128 one d per 128 and Q2_0 per 64, each s times
+    uniform [0.9, 1.1];
+    f32/f16/bf16/q8_0 store the dequantized values s * t (q8_0: quantized again).
   - norms: 1 + 0.05 * N(0, 1);  token_embd: N(0, (3 / sqrt(n_embd))^2), so tied logits have
-    std ~ 3 (varied, not degenerate, sampling).
+    std ~ 3 (varied, not degenerate, sampling), stored as --embd-format (quantized as ggml does).
 Tensors are generated and written one at a time (the 657 MB embedding in row chunks), so
 peak memory is one linear weight, not the model.
 """
@@ -67,11 +68,13 @@ PRESETS = {
 ROPE_FREQ_BASE = 500000.0
 RMS_EPS = 1e-5
 
-LINEAR_TYPE = {"i2_s": "I2_S", "tq2_0": "TQ2_0", "tq1_0": "TQ1_0", "q1_0": "Q1_0",
-               "f16": "F16", "bf16": "BF16", "f32": "F32"}
+LINEAR_TYPE = {n.lower(): n for n in formats.names("linear")}     # --format -> GGML type
 # general.file_type (llama_ftype): 40 = LLAMA_FTYPE_MOSTLY_I2_S in bitnet.cpp (the published
-# value); upstream llama.cpp uses 36/37 for TQ1_0/TQ2_0 and 40 for Q1_0.
-FILE_TYPE = {"i2_s": 40, "f32": 0, "f16": 1, "bf16": 32, "tq1_0": 36, "tq2_0": 37, "q1_0": 40}
+# value); upstream llama.cpp uses 7 for Q8_0, 36/37 for TQ1_0/TQ2_0, 40 for Q1_0, 41 for Q2_0;
+# PrismML's fork 141 for its 128-value Q2_0 (LLAMA_FTYPE_MOSTLY_PQ2_0, tensor type 142).
+FILE_TYPE = {"i2_s": 40, "f32": 0, "f16": 1, "bf16": 32, "q8_0": 7, "tq1_0": 36, "tq2_0": 37, "q1_0": 40,
+             "q2_0": 41, "q2_0_g128": 141}
+EMBD_TYPE = {n.lower(): n for n in formats.names("table")}     # --embd-format -> GGML type
 
 BLOCK_TENSORS = ["attn_norm", "attn_q", "attn_k", "attn_v", "attn_sub_norm", "attn_output",
                  "ffn_norm", "ffn_gate", "ffn_up", "ffn_sub_norm", "ffn_down"]
@@ -135,6 +138,7 @@ class ModelSpec:
     n_ctx: int
     seed: int
     scale_tensors: bool   # write blk.N.<linear>.scale tensors (arch bitnet only)
+    embd_fmt: str = "f16"  # --embd-format value: token_embd's type
 
     @property
     def head_dim(self) -> int:
@@ -150,6 +154,9 @@ def spec_from_args(args) -> ModelSpec:
         raise MakeModelError(f"--preset {args.preset!r}: known presets are {', '.join(PRESETS)}")
     if args.format not in LINEAR_TYPE:
         raise MakeModelError(f"--format {args.format!r}: known formats are {', '.join(LINEAR_TYPE)}")
+    embd = getattr(args, "embd_format", None) or "f16"
+    if embd not in EMBD_TYPE:
+        raise MakeModelError(f"--embd-format {embd!r}: known formats are {', '.join(EMBD_TYPE)}")
     if args.arch not in ("bitnet-b1.58", "bitnet"):
         raise MakeModelError(f"--arch {args.arch!r}: must be bitnet-b1.58 or bitnet")
     p = dict(PRESETS[args.preset])
@@ -168,8 +175,11 @@ def spec_from_args(args) -> ModelSpec:
             raise MakeModelError("--scale-tensors on: .scale tensors exist only in --arch bitnet")
     else:
         raise MakeModelError(f"--scale-tensors {mode!r}: must be auto, on or off")
+    blk = formats.by_name(EMBD_TYPE[embd]).block_size
+    if p["n_embd"] % blk:
+        raise MakeModelError(f"--embd-format {embd}: n_embd {p['n_embd']} is not a multiple of its block ({blk})")
     return ModelSpec(arch=args.arch, fmt=args.format, preset=args.preset, seed=args.seed,
-                     scale_tensors=scale, **p)
+                     scale_tensors=scale, embd_fmt=embd, **p)
 
 
 # ------------------------------------------------------------------ vocabulary + metadata
@@ -273,7 +283,7 @@ def plan_tensors(spec: ModelSpec, n_vocab: int) -> list[TensorPlan]:
     shapes = {"attn_norm": (e,), "attn_q": (e, qd), "attn_k": (e, kvd), "attn_v": (e, kvd),
               "attn_sub_norm": (qd,), "attn_output": (qd, e), "ffn_norm": (e,), "ffn_gate": (e, ff),
               "ffn_up": (e, ff), "ffn_sub_norm": (ff,), "ffn_down": (ff, e)}
-    out = [TensorPlan("token_embd.weight", (e, n_vocab), "F16", "embd")]
+    out = [TensorPlan("token_embd.weight", (e, n_vocab), EMBD_TYPE[spec.embd_fmt], "embd")]
     for i in range(spec.n_layer):
         for t in BLOCK_TENSORS:
             name = f"blk.{i}.{t}.weight"
@@ -313,7 +323,8 @@ def tensor_chunks(spec: ModelSpec, tp: TensorPlan):
         rows = max(1, EMBD_CHUNK_VALUES // n_embd)
         for r0 in range(0, n_vocab, rows):
             r = min(rows, n_vocab - r0)
-            yield (rng.standard_normal((r, n_embd), dtype=np.float32) * np.float32(sigma)).astype("<f2")
+            rows_f32 = rng.standard_normal((r, n_embd), dtype=np.float32) * np.float32(sigma)
+            yield rows_f32.astype("<f2") if tp.type_name == "F16" else formats.by_name(tp.type_name).quantize(rows_f32)
     elif tp.kind == "norm":
         yield (1.0 + 0.05 * rng.standard_normal(tp.shape[0], dtype=np.float32)).astype("<f4")
     elif tp.kind == "scale":
@@ -327,7 +338,7 @@ def linear_bytes(spec: ModelSpec, tp: TensorPlan, rng) -> bytes:
     import numpy as np
     n_in, n_out = tp.shape
     fmt = formats.by_name(tp.type_name)
-    binary = fmt.name == "Q1_0"
+    binary = fmt.kind == "binary"
     if binary:
         t = (rng.integers(0, 2, size=(n_out, n_in), dtype=np.int8) * np.int8(2) - np.int8(1))
     else:
@@ -337,10 +348,10 @@ def linear_bytes(spec: ModelSpec, tp: TensorPlan, rng) -> bytes:
     s = gain * rng.uniform(0.8, 1.25) / math.sqrt(p * n_in) / _scale_factor(spec, tp.name)
     if fmt.name == "I2_S":
         return fmt.pack_ternary(t, np.float32(s))
-    if fmt.name in ("TQ2_0", "TQ1_0", "Q1_0"):
+    if fmt.kind != "float":                                      # one d per block
         d = s * rng.uniform(0.9, 1.1, size=t.size // fmt.block_size)
         return fmt.pack_signs(t, d) if binary else fmt.pack_ternary(t, d)
-    return fmt.quantize(t.astype(np.float32) * np.float32(s))   # F32 / F16 / BF16: s * t as floats
+    return fmt.quantize(t.astype(np.float32) * np.float32(s))   # float formats: s * t as floats
 
 
 # ------------------------------------------------------------------ write

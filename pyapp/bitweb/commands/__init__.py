@@ -9,7 +9,10 @@ import argparse
 import importlib
 import sys
 
-FORMATS = ["i2_s", "tq2_0", "tq1_0", "q1_0", "f16", "bf16", "f32"]
+from bitweb import formats
+
+FORMATS = [n.lower() for n in formats.names("linear")]      # make-model --format: the block linear types
+EMBD_FORMATS = [n.lower() for n in formats.names("table")]  # make-model --embd-format: token_embd's type
 
 
 def _gen_args(p: argparse.ArgumentParser) -> None:
@@ -40,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = cmd("make-model", "bitweb.commands.make_model:main", "write a BitNet GGUF file with random ternary weights")
     p.add_argument("--arch", choices=["bitnet-b1.58", "bitnet"], default="bitnet-b1.58")
     p.add_argument("--format", choices=FORMATS, default="i2_s", help="type of the linear weights")
+    p.add_argument("--embd-format", choices=EMBD_FORMATS, default="f16", help="type of token_embd (the tied LM head)")
     p.add_argument("--preset", choices=["tiny", "small", "2b4t"], default="tiny")
     p.add_argument("--layers", type=int, default=None, help="override the preset's block count")
     p.add_argument("--vocab", choices=["llama3", "bytes"], default="bytes")

@@ -16,7 +16,8 @@ API
         bind: ("x", ["norm"], "mult", "y", "gate", "up")
     choose(dev=None, n_in=0, a8=True, rows=0) -> Tune   the tuning used when none is given
     variant(step, dev) -> str     which variant runs, e.g. "gemv I2_S A8 dot4 subgroup WG64 RPW320 RB4"
-    FORMATS                                         GGUF type name -> define
+    FORMATS                                         GGUF type name -> define (bitweb.formats, packed kinds)
+    BLOCK                                           GGUF type name -> values per block
 
 Buffers (all storage; binding i = bind[i]):
     x     f32[n_in]        input; read only. Must not alias y.
@@ -36,7 +37,7 @@ staged in workgroup memory (xshared) when n_in * 4 bytes fit. Every combination 
 tune (keyword overrides, see Tune): wg, rpw, rb, lanes, subgroups (None: the device decides; False:
 shared-memory reduction forced), xshared (f32 activations staged in workgroup memory), dot4 (None:
 the device decides; False: plain-integer A8 dot products forced).
-Formats: I2_S, TQ2_0, TQ1_0, Q1_0 (n_in a multiple of 128 / 256 / 256 / 128).
+Formats: the ternary and binary formats of bitweb.formats (n_in a multiple of their block).
 Activations: a8=True is W1.58A8 (per-token absmax int8, dot4I8Packed where the device has it, else
 plain integer maths); a8=False keeps f32 activations. The maths is in the shader header.
 """
@@ -44,10 +45,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from bitweb import formats
 from bitweb.kernels import Step
 
-FORMATS = {"I2_S": "FMT_I2S", "TQ2_0": "FMT_TQ2", "TQ1_0": "FMT_TQ1", "Q1_0": "FMT_Q1"}
-BLOCK = {"I2_S": 128, "TQ2_0": 256, "TQ1_0": 256, "Q1_0": 128}
+FORMATS = {n: formats.by_name(n).define for n in formats.names(kind=("ternary", "binary"))}
+BLOCK = {n: formats.by_name(n).block_size for n in FORMATS}
 MIN_WG_STORAGE = 16384          # WebGPU's guaranteed maxComputeWorkgroupStorageSize
 
 

@@ -24,7 +24,7 @@ Buffers
     mult    f32[1] (gate_up: f32[2])   output multiplier(s); 1.0 when the model has none
     y       f32[M][n_out]    output; residual=True: holds the residual on entry, y += P
     w, gate, up              raw GGUF tensor bytes (zero-padded to a multiple of 4)
-Formats: I2_S, TQ2_0, TQ1_0, Q1_0 (n_in a multiple of 128 / 256 / 256 / 128).
+Formats: those of bitlinear.FORMATS (n_in a multiple of their block).
 """
 from __future__ import annotations
 

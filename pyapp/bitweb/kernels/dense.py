@@ -26,9 +26,10 @@ shard_rows (default: one shard of all rows). n_in % 4 == 0 (Q8_0: n_in % 32 == 0
 """
 from __future__ import annotations
 
+from bitweb import formats
 from bitweb.kernels import Step
 
-WTYPES = {"F32": 4, "F16": 2, "BF16": 2, "Q8_0": None}
+WTYPES = formats.names(kind="float")       # the float formats (bitweb.formats); their decode: shaders/fmt_*.wgsl
 MAX_WORKGROUPS = 65535
 
 
@@ -37,12 +38,15 @@ class DenseSpecError(ValueError):
 
 
 def row_bytes(wtype: str, n_in: int) -> int:
-    """Bytes of one row of n_in elements (Q8_0: n_in % 32 == 0)."""
-    if wtype not in WTYPES:
-        raise DenseSpecError(f"weight type {wtype!r} not supported (one of {sorted(WTYPES)})")
-    if n_in <= 0 or (wtype == "Q8_0" and n_in % 32):
-        raise DenseSpecError(f"row of {n_in} elements: must be positive (a multiple of 32 for Q8_0)")
-    return n_in // 32 * 34 if wtype == "Q8_0" else n_in * WTYPES[wtype]
+    """Bytes of one row of n_in elements (a whole number of the format's blocks: Q8_0 n_in % 32 == 0)
+    of a float format or a table format (the packed LM heads and embeddings are sharded alike)."""
+    if wtype not in WTYPES + formats.names("table"):
+        raise DenseSpecError(f"weight type {wtype!r} not supported (one of {', '.join(dict.fromkeys(WTYPES + formats.names('table')))})")
+    blk = formats.by_name(wtype).block_size
+    if n_in <= 0 or n_in % blk:
+        raise DenseSpecError(f"row of {n_in} elements: must be positive"
+                             + (f" (a multiple of {blk} for {wtype})" if blk > 1 else ""))
+    return formats.nbytes(wtype, n_in)
 
 
 def shard_rows(n_rows: int, row_bytes: int, max_binding: int) -> list:
@@ -58,13 +62,13 @@ def shard_rows(n_rows: int, row_bytes: int, max_binding: int) -> list:
 def _check(wtype, n_in):
     if wtype not in WTYPES:
         raise DenseSpecError(f"dense kernel: weight type {wtype!r} not supported (one of {sorted(WTYPES)})")
-    q = 32 if wtype == "Q8_0" else 4
+    q = max(4, formats.by_name(wtype).block_size)
     if n_in <= 0 or n_in % q:
         raise DenseSpecError(f"dense kernel: n_in = {n_in} must be a positive multiple of {q} for {wtype}")
 
 
 def _defines(wtype, subgroups, f16):
-    d = {"FMT_" + wtype: True}
+    d = {formats.by_name(wtype).define: True}
     if subgroups is not None:
         d["SUBGROUPS"] = bool(subgroups)
     if f16 is not None:

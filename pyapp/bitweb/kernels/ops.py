@@ -75,8 +75,11 @@ from __future__ import annotations
 
 import struct
 
+from bitweb import formats
 from bitweb.kernels import Step
-from bitweb.kernels.dense import WTYPES, workgroups_1d
+from bitweb.kernels.dense import workgroups_1d
+
+TABLE_TYPES = formats.names("table")       # token_embd types (bitweb.formats); decode: fmt_value of their include
 
 PARAMS_BYTES = 32
 
@@ -169,10 +172,12 @@ def attention_prefill(n_head: int, n_kv_head: int, head_dim: int, max_ctx: int, 
 
 def embedding(wtype: str, n_embd: int, n_vocab: int, rows: int = 1, *, shards=None,
               max_shard_bindings: int = 8, wg: int = 64) -> list:
-    if wtype not in WTYPES:
-        raise OpsSpecError(f"embedding: table type {wtype!r} not supported (one of {sorted(WTYPES)})")
-    if n_embd <= 0 or (wtype == "Q8_0" and n_embd % 32):
-        raise OpsSpecError(f"embedding: n_embd = {n_embd} must be positive (a multiple of 32 for Q8_0)")
+    if wtype not in TABLE_TYPES:
+        raise OpsSpecError(f"embedding: table type {wtype!r} not supported (one of {', '.join(TABLE_TYPES)})")
+    blk = formats.by_name(wtype).block_size
+    if n_embd <= 0 or n_embd % blk:
+        raise OpsSpecError(f"embedding: n_embd = {n_embd} must be positive"
+                           + (f" (a multiple of {blk} for {wtype})" if blk > 1 else ""))
     shards = [(0, n_vocab)] if shards is None else [tuple(s) for s in shards]
     rps = shards[0][1] - shards[0][0]
     if shards[0][0] != 0 or shards[-1][1] != n_vocab or any(
@@ -184,7 +189,7 @@ def embedding(wtype: str, n_embd: int, n_vocab: int, rows: int = 1, *, shards=No
     steps = []
     for first in range(0, len(shards), max_shard_bindings):
         nsb = min(max_shard_bindings, len(shards) - first)
-        defines = {"FMT_" + wtype: True}
+        defines = {formats.by_name(wtype).define: True}
         defines.update({f"NS{i}": True for i in range(1, nsb)})
         steps.append(Step("embedding", "embed", ("ids", "x") + tuple(f"w{first + i}" for i in range(nsb)),
                           workgroups_1d(rows),

@@ -11,10 +11,12 @@ the shader header for the rounding).
 """
 from __future__ import annotations
 
+from bitweb import formats
 from bitweb.kernels import Step
 from bitweb.kernels.dense import workgroups_1d
 
-SRC_TYPES = ("F16", "BF16", "F32")
+# float formats of one value per element (bitweb.formats): fmt_value of their include decodes them
+SRC_TYPES = tuple(n for n in formats.names(kind="float") if formats.by_name(n).block_size == 1)
 
 
 class RequantError(ValueError):
@@ -37,4 +39,4 @@ def q8_0(wtype: str, n_in: int, rows: int, *, wg: int = 64) -> Step:
         raise RequantError(f"requant: wg = {wg} must be a power of two <= 256")
     pairs = -(-(rows * n_in // 32) // 2)
     return Step("requant", "q8_0", ("src", "dst"), workgroups_1d(-(-pairs // wg)),
-                {"K": n_in, "N_ROWS": rows, "WG": wg}, {"FMT_" + wtype: True})
+                {"K": n_in, "N_ROWS": rows, "WG": wg}, {formats.by_name(wtype).define: True})

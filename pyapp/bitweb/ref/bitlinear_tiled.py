@@ -20,7 +20,7 @@ import numpy as np
 
 from bitweb.kernels import bitlinear_tiled as spec
 from bitweb.kernels.bitlinear import BLOCK, FORMATS
-from bitweb.ref.bitlinear import F32, U, add_case, exact_terms, f32b, lsb, rand_tensor, rand_x, unpack
+from bitweb.ref.bitlinear import F32, U, add_case, browser_formats, exact_terms, f32b, lsb, rand_tensor, rand_x, unpack
 
 
 UNTOUCHED = F32(-777.0)
@@ -136,7 +136,7 @@ def cases(builder, scope: str = "full"):
     rng = np.random.default_rng(4321)
     fmts = list(FORMATS)
     if scope == "browser":
-        for i, fmt in enumerate(fmts):
+        for i, fmt in enumerate(browser_formats()):
             n = BLOCK[fmt] * 2
             matmul_case(builder, rng, fmt, n, 37, 5, 8, a8=i % 2 == 0, residual=True, tm=4)
         gate_up_case(builder, rng, "I2_S", 256, 19, 3, 4, a8=True, act="relu2", tm=4)
@@ -149,7 +149,7 @@ def cases(builder, scope: str = "full"):
             gate_up_case(builder, rng, fmt, n, 45, 9, 12, a8=a8, act="relu2", mult=(0.5, 2.0), tm=16, wg=32)
             gate_up_case(builder, rng, fmt, n, 20, 2, 2, a8=a8, act="silu", mult=(0.125, 1.0), tm=2)
     for i, fmt in enumerate(fmts):                 # 2B4T-sized rows, a few tokens
-        n_in, n_out = ((2560, 640), (6912, 2560), (2560, 2560), (2560, 6912))[i]
+        n_in, n_out = ((2560, 640), (6912, 2560), (2560, 2560), (2560, 6912))[i % 4]
         matmul_case(builder, rng, fmt, n_in, n_out, 7, 8, a8=i % 2 == 0, residual=i % 2 == 1)
         matmul_case(builder, rng, fmt, BLOCK[fmt], 9, 4, 4, a8=True, dot4=False, tm=4)
         matmul_case(builder, rng, fmt, BLOCK[fmt], 1, 1, 2, a8=False, tm=2, wg=4)

@@ -1,5 +1,9 @@
 """numpy mirror of shaders/lmhead.wgsl (the LM head GEMV, output norm fused) and its cases.
 
+Packed formats (Q1_0, Q2_0 ...) compute bitlinear.wgsl's gemv NORM maths (f32 or A8), so their
+mirror, case data (dyadic x, norm and block scales: every f32 sum exact) and tolerance are
+bitweb.ref.bitlinear's (packed_case below). The float formats:
+
 The maths is dense.wgsl's gemv with NORM, so the reference is bitweb.ref.dense.gemv (weights
 dequantized exactly, float64 dots). Tolerance, by the same argument as bitweb/ref/dense.py: a lane
 adds ceil(units / 4) unit sums (lane groups have >= 4 lanes: WebGPU's minimum subgroup size; the
@@ -14,9 +18,11 @@ import math
 
 import numpy as np
 
+from bitweb import formats
 from bitweb.kernels import dense as dense_spec
 from bitweb.kernels import lmhead as spec
 from bitweb.kernels import ops as ops_spec
+from bitweb.ref import bitlinear as bl
 from bitweb.ref.dense import U, add_case, encode, f32b, gemv, shard_buffers
 
 DEPTH = {"F32": 4, "F16": 9, "BF16": 9, "Q8_0": 43}
@@ -46,7 +52,55 @@ def case(b, rng, name, wtype, n_in, n_out, *, max_binding=None, last_row=0, **tu
     add_case(b, name, steps, bufs)
 
 
+def packed_case(b, rng, name, wtype, n_in, n_out, *, a8, max_binding=None, last_row=0, **tune):
+    """A packed head: bitlinear's maths on bitlinear's exact case data (see bitweb.ref.bitlinear)."""
+    data = bl.rand_tensor(rng, wtype, n_out, n_in)
+    rb = formats.nbytes(wtype, n_in)
+    shards = dense_spec.shard_rows(n_out, rb, max_binding) if max_binding else None
+    g = bl.rand_norm(rng, n_in)
+    xs = np.stack([bl.rand_x(rng, n_in) for _ in range(max(1, last_row))])
+    if a8:
+        xs[-1] = bl.untie(xs[-1], g)
+    y, p = bl.gemv(wtype, [(data, n_out)], n_in, xs[-1], a8=a8, nw=g)
+    atol, rtol = bl.tolerance(p, y, norm=True)
+    if tune.get("subgroups") is False:
+        tune.setdefault("lanes", 4)
+    steps = spec.gemv(wtype, n_in, n_out, a8=a8, shards=shards, last_row=bool(last_row), **tune)
+    bufs = shard_buffers(data[:n_out * rb], rb, shards or [(0, n_out)])
+    bufs += [{"name": "x", "data": f32b(xs)}, {"name": "norm", "data": f32b(g)},
+             {"name": "y", "size": 4 * n_out, "expect": f32b(y), "atol": atol, "rtol": rtol}]
+    if last_row:
+        bufs.append({"name": "params", "data": ops_spec.params(m=last_row)})
+    add_case(b, name, steps, bufs)
+
+
+def packed_cases(b, scope: str):
+    """Every packed table format, both activation modes; a 151,936-row head's shape sharded."""
+    rng = np.random.default_rng(4343)
+    packed = formats.names("table", ("ternary", "binary"))
+    if scope == "browser":
+        packed_case(b, rng, "lmhead.Q1_0.a8", "Q1_0", 256, 77, a8=True)
+        packed_case(b, rng, "lmhead.Q2_0.f32.shared.sharded.lastrow", "Q2_0", 192, 45, a8=False,
+                    subgroups=False, rpw=8, rb=3, max_binding=18 * 3 * 10, last_row=3)
+        return
+    for wtype in packed:
+        blk = formats.by_name(wtype).block_size
+        for a8 in (True, False):
+            mode = "a8" if a8 else "f32"
+            for sg in (True, False):
+                packed_case(b, rng, f"lmhead.{wtype}.{mode}.{'subgroup' if sg else 'shared'}", wtype, 3 * blk, 67,
+                            a8=a8, subgroups=sg)
+            rb = formats.nbytes(wtype, 2 * blk)
+            packed_case(b, rng, f"lmhead.{wtype}.{mode}.sharded.lastrow.rb3", wtype, 2 * blk, 301, a8=a8, rb=3,
+                        rpw=10, max_binding=rb * 40, last_row=4)
+        packed_case(b, rng, f"lmhead.{wtype}.a8.one_block.wg32", wtype, blk, 9, a8=True, rpw=4, rb=1, wg=32)
+    # the Bonsai-1.7B head row (2048 values) and one of its 128 MiB shards' row counts, cut to 4096 rows
+    packed_case(b, rng, "lmhead.Q1_0.a8.bonsai_rows", "Q1_0", 2048, 4096, a8=True, rpw=128, rb=4)
+    packed_case(b, rng, "lmhead.Q1_0.f32.bonsai8b_rows", "Q1_0", 4096, 1000, a8=False, max_binding=576 * 300)
+
+
 def cases(b, scope: str = "full"):
+    packed_cases(b, scope)
     rng = np.random.default_rng(4242)
     if scope == "browser":
         case(b, rng, "lmhead.F16", "F16", 256, 77)

@@ -299,6 +299,15 @@ def embedding_cases(b, rng, scope):
     shapes = [("F16", 64, 100, 30, 8)] if scope == "browser" else \
         [("F32", 60, 50, None, 8), ("F16", 64, 37, None, 8), ("BF16", 66, 41, None, 8), ("Q8_0", 96, 33, None, 8),
          ("F16", 2560, 300, None, 8), ("F16", 64, 1000, 100, 8), ("Q8_0", 64, 1000, 99, 3), ("BF16", 32, 64, 8, 8)]
+    embedding_shape_cases(b, rng, shapes)
+    # the packed table formats (Q1_0, Q2_0 ...: Bonsai's embeddings), with their own generator
+    packed = [("Q1_0", 128, 100, 30, 8)] if scope == "browser" else \
+        [("Q1_0", 256, 37, None, 8), ("Q2_0", 128, 41, None, 8), ("Q2_0_G128", 256, 300, 40, 3),
+         ("Q1_0", 128, 1000, 99, 3)]
+    embedding_shape_cases(b, np.random.default_rng(2121), packed)
+
+
+def embedding_shape_cases(b, rng, shapes):
     for wtype, n, nv, rps, msb in shapes:
         data, table = encode(wtype, rng.uniform(-2, 2, size=(nv, n)).astype(np.float32))
         rb = dense_spec.row_bytes(wtype, n)

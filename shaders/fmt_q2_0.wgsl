@@ -1,0 +1,44 @@
+// fmt_q2_0.wgsl (#include format with FMT_Q2 or FMT_Q2G128): ggml's Q2_0 (64-value blocks) and
+// PrismML's Q2_0_G128 (the same codes in 128-value blocks), in the packed-format interface of
+// common_ternary.wgsl, and fmt_value(t, e) (value e of the tensor: the table role, embedding.wgsl).
+//
+// A block: f16 d, then BLK / 4 bytes of 2-bit codes; value j has code (qs[j / 4] >> 2 (j % 4)) & 3,
+// w = (code - 1) d (0 -> -1, 1 -> 0, 2 -> +1; 3, never written, -> +2). Q2_0 18 bytes per 64
+// values, Q2_0_G128 34 bytes per 128. Code word k (code bytes 4k .. 4k + 3) holds in byte g the
+// values 16k + 4g .. + 3 (crumb i: value 16k + 4g + i); a group's codes are its byte's 4 crumbs
+// spread one per byte.
+
+#include common_bytes
+#include common_ternary
+
+#if FMT_Q2G128
+const BLK: u32 = 128u;
+const BBYTES: u32 = 34u;
+#else
+const BLK: u32 = 64u;
+const BBYTES: u32 = 18u;
+#endif
+const QW: u32 = BLK / 16u;
+const QG: u32 = 4u;
+const CW: u32 = QW;
+
+fn fmt_word(t: u32, bi: u32, k: u32) -> u32 { return ldb(t, bi * BBYTES + 2u + 4u * k); }
+fn fmt_codes(w: u32) -> array<u32, QG> {
+    var c: array<u32, QG>;
+    for (var g = 0u; g < QG; g++) {
+        let b = (w >> (8u * g)) & 0xFFu;
+        c[g] = (b | (b << 6u) | (b << 12u) | (b << 18u)) & M3;       // crumb i -> byte i
+    }
+    return c;
+}
+fn fmt_pos(k: u32, g: u32) -> u32 { return 4u * k + g; }
+fn fmt_has(k: u32, g: u32) -> bool { return true; }
+fn fmt_cword(h: u32, i: u32) -> u32 { return i; }
+fn fmt_d(t: u32, bi: u32) -> f32 { return ldh(t, bi * BBYTES); }
+fn fmt_ws(t: u32, nb: u32) -> f32 { return 1.0; }
+
+fn fmt_value(t: u32, e: u32) -> f32 {
+    let bb = (e / BLK) * BBYTES;
+    let j = e % BLK;
+    return (f32((ld8(t, bb + 2u + j / 4u) >> (2u * (j % 4u))) & 3u) - 1.0) * ldh(t, bb);
+}
