@@ -45,7 +45,7 @@ load     `bench_load(dev, path)`: Engine.load time (upload and compile), file by
     memory: tracemalloc peak of the Python heap during the load, and the growth of the process's
     peak resident set (ru_maxrss, CPython on Linux/macOS). On CPU adapters (lavapipe) GPU buffers
     live in process memory, so the RSS growth includes the model itself.
-tokenizer  bitweb.tokenizer.bench_encode() (pure-Python BPE speed).
+tokenizer  bitweb.tokenizer.bench_tokenizer() (pure-Python BPE speed: llama-bpe, and qwen2 on the same vocabulary).
 """
 from __future__ import annotations
 
@@ -524,8 +524,8 @@ def row_text(x: dict) -> str:
 def main(args) -> int:
     import asyncio
     if args.what == "tokenizer":
-        from bitweb.tokenizer import bench_encode
-        r = bench_encode()
+        from bitweb.tokenizer import bench_tokenizer
+        r = bench_tokenizer()
         print(json.dumps(r) if args.json else "\n".join(f"{k}: {v}" for k, v in r.items()))
         return 0
     if args.what in ("decode", "load") and not args.model:
