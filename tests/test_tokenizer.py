@@ -557,6 +557,15 @@ def test_bad_metadata_more():
         Tokenizer.from_metadata({**md, "tokenizer.ggml.merges": ["x y"]}).encode("xy", add_bos=False)
 
 
+def test_bench_tokenizer_compares_qwen2(tok):
+    from bitweb.tokenizer import bench_tokenizer
+    text = "Year 2024: 12345 apples, naïve café. " * 20
+    r = bench_tokenizer(text, repeats=1)
+    q = Tokenizer.from_metadata({**vocab.llama3_vocab(), "tokenizer.ggml.pre": "qwen2"})
+    assert r["tokens"] == len(tok.encode(text, add_bos=False)) < r["qwen2_tokens"] == len(q.encode(text, add_bos=False))
+    assert r["qwen2_vs_llama_bpe_cold"] > 0 and r["qwen2_vs_llama_bpe_warm"] > 0 and r["qwen2_warm_tokens_per_s"] > 0
+
+
 def test_bench_encode_reports(tok):
     r = bench_encode(vocab.bytes_vocab(), text="hello world, " * 50, repeats=1)
     assert r["tokens"] == len(Tokenizer.from_metadata(vocab.bytes_vocab()).encode("hello world, " * 50,
