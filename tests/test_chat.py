@@ -403,3 +403,20 @@ def test_generate_cli_thinking_needs_a_switch(tmp_path, capsys):
                           **PRESETS["tiny"]), vocab.bytes_vocab(), path)
     rc = cli.main(["generate", str(path), "--backend", "numpy", "--prompt", "Hi", "--thinking", "on"])
     assert rc == 1 and "no thinking switch" in capsys.readouterr().err
+
+
+def test_probes_survive_picky_templates(qtok):
+    """Format facts come from probe renders; a template that insists on a system message
+    first still gets them, one that always raises builds but fails (clearly) on use."""
+    picky = ("{% if messages[0].role != 'system' %}{{ raise_exception('system first') }}{% endif %}"
+             "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+             "{% if add_generation_prompt %}<|im_start|>assistant\n"
+             "{% if enable_thinking is defined and not enable_thinking %}<think>\n\n</think>\n\n{% endif %}{% endif %}")
+    f = ChatFormat(qtok, picky)
+    assert f.has_thinking and f.thinking_default and f.end_of_turn_id == qtok.token_to_id["<|im_end|>"]
+    with pytest.raises(ChatError, match="system first"):
+        f.ids([{"role": "user", "content": "hi"}])
+    g = ChatFormat(qtok, "{{ raise_exception('never') }}{{ enable_thinking }}")
+    assert not g.has_thinking and g.end_of_turn_id is None and g.stop_ids == qtok.stop_ids
+    with pytest.raises(ChatError, match="never"):
+        g.ids([{"role": "user", "content": "hi"}])

@@ -383,9 +383,8 @@ class ChatFormat:
                                 ("pad_token", tok.pad_id), ("unk_token", tok.unk_id)) if i is not None}
             self.end_of_turn_id = self._find_end_of_turn()
             if "enable_thinking" in template:
-                probe = [{"role": "user", "content": "Hi"}]
-                on, off, unset = (self.render(probe, True, flag) for flag in (True, False, None))
-                self.has_thinking = on != off
+                on, off, unset = (self._probe_prompt(flag) for flag in (True, False, None))
+                self.has_thinking = on is not None and off is not None and on != off
                 self.thinking_default = self.has_thinking and unset == on
         extra = {self.end_of_turn_id} if self.end_of_turn_id is not None else set()
         self.stop_ids = frozenset(tok.stop_ids | extra)
@@ -400,6 +399,19 @@ class ChatFormat:
         """The format for GGUF metadata (builds the Tokenizer)."""
         from bitweb.tokenizer import Tokenizer
         return cls.from_tokenizer(Tokenizer.from_metadata(md))
+
+    _PROBES = ([{"role": "user", "content": "Hi"}],
+               [{"role": "system", "content": "S"}, {"role": "user", "content": "Hi"}])
+
+    def _probe_prompt(self, enable_thinking):
+        """A generation prompt for a one-question conversation (None if the template refuses both
+        probes, e.g. one that raises unless some other message shape comes first)."""
+        for probe in self._PROBES:
+            try:
+                return self.render(probe, True, enable_thinking)
+            except ChatError:
+                continue
+        return None
 
     def _find_end_of_turn(self):
         """The first CONTROL token the template writes after an assistant message's text."""
@@ -464,7 +476,7 @@ class ChatFormat:
             return False
         key = None if enable_thinking is None else bool(enable_thinking)
         if key not in self._opened:
-            text = self.render([{"role": "user", "content": "Hi"}], True, key)
+            text = self._probe_prompt(key) or ""
             self._opened[key] = text.rfind(THINK_OPEN) > text.rfind(THINK_CLOSE)
         return self._opened[key]
 
