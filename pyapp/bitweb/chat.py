@@ -5,7 +5,7 @@
 * **built-in 2B4T format** (stdlib only) for files without `tokenizer.chat_template`,
   with the 2B4T template, or with the placeholder the published 2B4T GGUF embeds
   (see below). The model's template (microsoft/bitnet-b1.58-2B-4T
-  tokenizer_config.json, `bitweb.vocab.TEMPLATE_2B4T`) renders each message as
+  tokenizer_config.json, `bitweb.authoring.vocab.TEMPLATE_2B4T`) renders each message as
 
       Role: content<|eot_id|>          Role = role.capitalize(), content = content.strip()
 
@@ -59,7 +59,7 @@ reply's <think>...</think> block from its answer.
 Multi-turn: the ids of a conversation are a prefix of the ids of the same
 conversation with more messages for the 2B4T format; templates may re-render
 earlier turns (Qwen3 drops old <think> blocks), so an engine reusing a KV cache
-keeps `common_prefix(cached_ids, new_ids)` tokens.
+keeps `bitweb.generation.common_prefix(cached_ids, new_ids)` tokens.
 """
 from __future__ import annotations
 
@@ -141,15 +141,6 @@ def detect_template(template) -> str:
     if "BITNETAssistant" in t:
         return "bitnet"
     return "template"
-
-
-def common_prefix(a, b) -> int:
-    """Length of the common prefix of two id lists (the KV-cache entries to keep)."""
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
 
 
 def split_thinking(text: str, opened: bool = False) -> tuple:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from bitweb.chat import ChatFormat
-from bitweb.qwen_vocab import qwen_vocab
+from bitweb.authoring.qwen_vocab import qwen_vocab
 
 CONVERSATIONS = [
     ([{"role": "user", "content": "Hi there! What is 12 * 34?"}], None),

@@ -181,7 +181,7 @@ def train_qwen_bpe(vocab_size: int = 1024, text: str = TRAIN_TEXT):
 
 def qwen_vocab(vocab_size: int = 1024) -> dict:
     """GGUF tokenizer metadata of the trained Qwen-style vocabulary (see the module docstring)."""
-    from bitweb.vocab import vocab_from_tokenizer_json
+    from bitweb.authoring.vocab import vocab_from_tokenizer_json
     tok = train_qwen_bpe(vocab_size)
     with tempfile.TemporaryDirectory() as d:
         path = pathlib.Path(d) / "tokenizer.json"
