@@ -1,6 +1,6 @@
 """bitweb.webapp's plain-Python parts in CPython: error kinds, settings, header parsing from a
 Blob-like object in growing prefixes (the browser path, with a fake Blob)."""
-import argparse
+import pathlib
 
 import pytest
 
@@ -38,13 +38,8 @@ class FakeBlob:
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory):
-    from bitweb.authoring import makemodel
-    out = tmp_path_factory.mktemp("webapp") / "tiny.gguf"
-    args = argparse.Namespace(arch="bitnet-b1.58", format="i2_s", preset="tiny", layers=None,
-                              vocab="bytes", seed=0, scale_tensors="auto")
-    makemodel.write_model(makemodel.spec_from_args(args), makemodel.load_vocab("bytes"), out)
-    return out.read_bytes()
+def model(tiny_model):
+    return pathlib.Path(tiny_model(seed=0)).read_bytes()
 
 
 def test_header_parsed_from_growing_prefixes(model, monkeypatch):
