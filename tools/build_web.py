@@ -1,18 +1,28 @@
 """Build the archive the browser's Pyodide loads: build/web/bitweb.zip.
 
-It holds exactly the browser-safe modules (bitweb.BROWSER_MODULES, stdlib only) and the WGSL
-sources (shaders/ -> bitweb/shaders/), so the worker can `unpackArchive` it into site-packages.
-Deterministic (fixed timestamps), stdlib only. Then the browser kernel vectors (needs numpy).
+It holds exactly the browser-safe modules (bitweb.BROWSER_MODULES, stdlib only), the WGSL
+sources (shaders/ -> bitweb/shaders/) and the pure-Python jinja2 and markupsafe packages (for
+models with their own chat template; Pyodide's npm package ships no wheels), so the worker can
+`unpackArchive` it onto sys.path. jinja2 / markupsafe come from PyPI once, at set-up time: `pip
+download` of the pinned, hash-checked files in tools/web-requirements.txt into build/pydeps/
+(kept; later runs are offline). Deterministic (fixed timestamps), stdlib only. Then the browser
+kernel vectors (needs numpy).
 """
 from __future__ import annotations
 
+import hashlib
 import pathlib
+import re
+import subprocess
 import sys
+import tarfile
 import zipfile
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PKG = ROOT / "pyapp" / "bitweb"
 OUT = ROOT / "build" / "web" / "bitweb.zip"
+WEB_REQUIREMENTS = ROOT / "tools" / "web-requirements.txt"
+PYDEPS = ROOT / "build" / "pydeps"
 sys.path.insert(0, str(PKG.parent))
 
 
@@ -48,14 +58,77 @@ def files():
         yield p, "bitweb/shaders/" + p.name
 
 
+def web_requirements() -> list[tuple[str, str, str]]:
+    """(name, version, sha256) of each line of tools/web-requirements.txt."""
+    out = []
+    for line in WEB_REQUIREMENTS.read_text(encoding="utf-8").splitlines():
+        m = re.match(r"([A-Za-z0-9_.-]+)==(\S+)\s+--hash=sha256:([0-9a-f]{64})\s*$", line)
+        if m:
+            out.append(m.groups())
+        elif line.strip() and not line.startswith("#"):
+            raise SystemExit(f"[setup] {WEB_REQUIREMENTS.name}: cannot read line {line!r}")
+    return out
+
+
+def _dist_file(name: str, version: str, sha: str) -> pathlib.Path | None:
+    """The file in build/pydeps/ whose sha256 is `sha` (name==version's pinned download), or None."""
+    for p in sorted(PYDEPS.glob("*")) if PYDEPS.is_dir() else []:
+        if p.is_file() and hashlib.sha256(p.read_bytes()).hexdigest() == sha:
+            return p
+    return None
+
+
+def fetch_web_deps() -> list[pathlib.Path]:
+    """The pinned distributions, downloaded with pip (hash-checked) when not in build/pydeps."""
+    reqs = web_requirements()
+    if any(_dist_file(*r) is None for r in reqs):
+        PYDEPS.mkdir(parents=True, exist_ok=True)
+        print(f"[setup] pip download {', '.join(f'{n}=={v}' for n, v, _ in reqs)} -> build/pydeps")
+        cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--no-deps",
+               "--require-hashes", "--no-binary", "markupsafe", "--only-binary", "jinja2",
+               "-r", str(WEB_REQUIREMENTS), "-d", str(PYDEPS)]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise SystemExit(f"[setup] could not download the browser's jinja2 / markupsafe from PyPI:\n"
+                             f"{r.stderr.strip()}")
+    missing = [f"{n}=={v}" for n, v, s in reqs if _dist_file(n, v, s) is None]
+    if missing:
+        raise SystemExit(f"[setup] build/pydeps lacks {', '.join(missing)} with the pinned hash")
+    return [_dist_file(*r) for r in reqs]
+
+
+def web_deps():
+    """(bytes, archive name) of the pure-Python files of jinja2 and markupsafe (+ licences)."""
+    for dist in fetch_web_deps():
+        if dist.name.endswith(".whl"):
+            with zipfile.ZipFile(dist) as w:
+                for n in sorted(w.namelist()):
+                    if n.startswith("jinja2/") and n.endswith(".py"):
+                        yield w.read(n), n
+                    elif n.endswith("licenses/LICENSE.txt"):
+                        yield w.read(n), "jinja2/LICENSE.txt"
+        else:
+            with tarfile.open(dist) as t:
+                for m in sorted(t.getmembers(), key=lambda m: m.name):
+                    parts = m.name.split("/")
+                    if parts[1:3] == ["src", "markupsafe"] and m.name.endswith(".py"):
+                        yield t.extractfile(m).read(), "markupsafe/" + parts[-1]
+                    elif parts[1:] == ["LICENSE.txt"]:
+                        yield t.extractfile(m).read(), "markupsafe/LICENSE.txt"
+
+
 def write_archive() -> None:
     OUT.parent.mkdir(parents=True, exist_ok=True)
     tmp = OUT.with_suffix(".tmp")
     with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
-        for src, name in files():
+        def add(data, name):
             info = zipfile.ZipInfo(name, date_time=(2024, 1, 1, 0, 0, 0))
             info.compress_type = zipfile.ZIP_DEFLATED
-            z.writestr(info, src.read_bytes())
+            z.writestr(info, data)
+        for src, name in files():
+            add(src.read_bytes(), name)
+        for data, name in web_deps():
+            add(data, name)
     tmp.replace(OUT)
 
 

@@ -53,5 +53,7 @@ if [ ! -f "$stamp$extras" ] || [ pyapp/pyproject.toml -nt "$stamp$extras" ]; the
   touch "$stamp$extras"
 fi
 
-# 4. The Python archive the browser loads (pure-Python bitweb + shaders), rebuilt every run.
+# 4. The Python archive the browser loads (pure-Python bitweb + shaders + jinja2 / markupsafe),
+#    rebuilt every run. jinja2 / markupsafe: pinned, hash-checked `pip download` from PyPI into
+#    build/pydeps on the first run (tools/web-requirements.txt); later runs need no network.
 .venv/bin/python tools/build_web.py >&2

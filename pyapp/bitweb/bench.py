@@ -45,7 +45,8 @@ load     `bench_load(dev, path)`: Engine.load time (upload and compile), file by
     memory: tracemalloc peak of the Python heap during the load, and the growth of the process's
     peak resident set (ru_maxrss, CPython on Linux/macOS). On CPU adapters (lavapipe) GPU buffers
     live in process memory, so the RSS growth includes the model itself.
-tokenizer  `bench_encode(md)`: pure-Python BPE speed (load, cold / warm encode, decode tokens/s).
+tokenizer  `bench_tokenizer(md)`: pure-Python BPE speed (`bench_encode`: load, cold / warm encode, decode
+    tokens/s), and the same vocabulary under the qwen2 pre-tokenizer against llama-bpe.
 """
 from __future__ import annotations
 
@@ -572,3 +573,29 @@ def bench_encode(md: dict, text: str | None = None, repeats: int = 3) -> dict:
     return {"n_vocab": tok.n_vocab, "load_s": round(load_s, 4), "chars": len(text), "tokens": len(ids),
             "cold_tokens_per_s": round(len(ids) / cold_s), "warm_tokens_per_s": round(len(ids) / warm_s),
             "decode_tokens_per_s": round(len(ids) / dec_s)}
+
+
+def bench_tokenizer(md: dict, text: str | None = None, repeats: int = 10) -> dict:
+    """`bench tokenizer`: bench_encode(md) (the Llama 3 vocabulary as the 2B4T file has it), then
+    md under the qwen2 pre-tokenizer (single digits, NFC, no ignore_merges) against llama-bpe:
+    both encoded in alternation `repeats` times, cold (empty BPE cache) and warm, best CPU time
+    (process_time: steadier than wall time on a busy machine) of each, and the qwen2 / llama-bpe
+    speed ratios."""
+    text = bench_text() if text is None else text
+    out = bench_encode(md, text, 1)
+    toks = {pre: Tokenizer.from_metadata({**md, "tokenizer.ggml.pre": pre}) for pre in ("llama-bpe", "qwen2")}
+    best = {(pre, kind): float("inf") for pre in toks for kind in ("cold", "warm")}
+    n = {}
+    for _ in range(max(1, repeats)):
+        for pre, tok in toks.items():
+            tok._cache.clear()
+            for kind in ("cold", "warm"):
+                t0 = time.process_time()
+                n[pre] = len(tok.encode(text, add_bos=False))
+                best[pre, kind] = min(best[pre, kind], time.process_time() - t0)
+    for kind in ("cold", "warm"):
+        rate = {pre: n[pre] / best[pre, kind] for pre in toks}
+        out[f"qwen2_{kind}_tokens_per_s"] = round(rate["qwen2"])
+        out[f"qwen2_vs_llama_bpe_{kind}"] = round(rate["qwen2"] / rate["llama-bpe"], 3)
+    out["qwen2_tokens"] = n["qwen2"]
+    return out

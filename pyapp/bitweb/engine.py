@@ -652,15 +652,17 @@ class Engine:
         return await self._finish(params, sampler)
 
     async def generate(self, prompt_ids, params: SamplingParams | None = None, max_tokens: int = 128,
-                       on_token=None, should_stop=None, ignore_eos: bool = False) -> GenerateResult:
+                       on_token=None, should_stop=None, ignore_eos: bool = False, stop_ids=None) -> GenerateResult:
         """Generate after prompt_ids (see GenerateResult). Reuses the KV cache for the longest
-        common prefix with the tokens already in it (ChatSession relies on this)."""
+        common prefix with the tokens already in it (ChatSession relies on this). stop_ids:
+        the tokens that end generation (default the tokenizer's; ChatFormat.stop_ids)."""
         params = params or SamplingParams()
         if params.repeat_last_n > MAX_PENALTY_IDS:
             raise SamplingError(f"repeat_last_n = {params.repeat_last_n}: the GPU engine supports at most {MAX_PENALTY_IDS}")
         prompt = check_prompt(prompt_ids, self.n_ctx, self.cfg.n_vocab)
         self.dev.check_alive()
-        run = GenerationRun(self.tokenizer, self.n_ctx, prompt, max_tokens, on_token, should_stop, ignore_eos)
+        run = GenerationRun(self.tokenizer, self.n_ctx, prompt, max_tokens, on_token, should_stop, ignore_eos,
+                            stop_ids)
         if max_tokens <= 0:
             return run.result()
         sampler = Sampler(params)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from bitweb.chat import chat_ids
+from bitweb.chat import ChatFormat
 from bitweb.sampling import SamplingParams
 
 
@@ -67,9 +67,10 @@ class GenerationRun:
     text, timing. The caller computes tokens; accept(tok) says whether to go on."""
 
     def __init__(self, tokenizer, n_ctx, prompt_ids, max_tokens, on_token=None, should_stop=None,
-                 ignore_eos=False):
+                 ignore_eos=False, stop_ids=None):
         self.tok = tokenizer
         self.ignore_eos = ignore_eos
+        self.stop_ids = tokenizer.stop_ids if stop_ids is None else frozenset(stop_ids)
         self.n_ctx = n_ctx
         self.prompt_ids = list(prompt_ids)
         self.max_tokens = int(max_tokens)
@@ -86,7 +87,7 @@ class GenerationRun:
         self.t_prefill = now_ms()
 
     def is_stop_token(self, t: int) -> bool:
-        return not self.ignore_eos and self.tok.is_stop(t)
+        return not self.ignore_eos and t in self.stop_ids
 
     def accept(self, t: int) -> bool:
         """Take one sampled token; False when generation ends (stop_reason set)."""
@@ -136,20 +137,26 @@ def common_prefix(a, b) -> int:
 
 
 class ChatSession:
-    """Multi-turn chat over an Engine (or a numpy NumpyModel): the conversation is
-    re-rendered with bitweb.chat each turn and generate() keeps the KV cache for the common
-    token prefix, so only the new user turn (and the re-tokenized reply, when it differs)
-    is prefilled. A conversation that no longer fits the context raises ContextError."""
+    """Multi-turn chat over an Engine (or a NumpyModel): the conversation is re-rendered with
+    the file's chat format (bitweb.chat.ChatFormat) each turn and generate() keeps the KV cache
+    for the common token prefix, so only the new user turn (and the re-tokenized reply, when it
+    differs) is prefilled; generation stops on the format's stop_ids. A conversation that no
+    longer fits the context raises ContextError. enable_thinking (True / False / None = the
+    template's default) goes to templates with a thinking switch (format.has_thinking);
+    replies are kept whole, <think> block included."""
 
-    def __init__(self, eng, system: str | None = None):
+    def __init__(self, eng, system: str | None = None, enable_thinking: bool | None = None):
         self.eng = eng
+        self.format = ChatFormat.from_tokenizer(eng.tokenizer)
+        self.enable_thinking = enable_thinking
         self.messages = [{"role": "system", "content": system}] if system else []
 
     async def send(self, user_text: str, params: SamplingParams | None = None, max_tokens: int = 256,
                    on_token=None, should_stop=None) -> GenerateResult:
         msgs = self.messages + [{"role": "user", "content": user_text}]
-        ids = chat_ids(self.eng.tokenizer, msgs)
-        res = self.eng.generate(ids, params, max_tokens, on_token=on_token, should_stop=should_stop)
+        ids = self.format.ids(msgs, enable_thinking=self.enable_thinking)
+        res = self.eng.generate(ids, params, max_tokens, on_token=on_token, should_stop=should_stop,
+                                stop_ids=self.format.stop_ids)
         if hasattr(res, "__await__"):
             res = await res
         self.messages = msgs + [{"role": "assistant", "content": res.text}]

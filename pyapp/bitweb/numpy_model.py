@@ -217,12 +217,13 @@ class NumpyModel:
         return sampler.sample(top_candidates(lg, len(lg)))
 
     def generate(self, prompt_ids, params: SamplingParams | None = None, max_tokens: int = 128,
-                 on_token=None, should_stop=None, ignore_eos: bool = False):
+                 on_token=None, should_stop=None, ignore_eos: bool = False, stop_ids=None):
         """Same contract as engine.Engine.generate (synchronous). Reuses the KV cache for the
         longest common prefix with the tokens already in it."""
         params = params or SamplingParams()
         prompt = check_prompt(prompt_ids, self.n_ctx, self.cfg.n_vocab)
-        run = GenerationRun(self.tokenizer, self.n_ctx, prompt, max_tokens, on_token, should_stop, ignore_eos)
+        run = GenerationRun(self.tokenizer, self.n_ctx, prompt, max_tokens, on_token, should_stop, ignore_eos,
+                            stop_ids)
         if max_tokens <= 0:
             return run.result()
         sampler = Sampler(params)

@@ -2,17 +2,30 @@
 
 Two vocabulary kinds, chosen by `tokenizer.ggml.model`:
 
-* `gpt2`: byte-level BPE with the Llama 3 pre-tokenizer (llama.cpp pre-type
-  `llama-bpe`). Text -> pieces by the Llama 3 split regex
+* `gpt2`: byte-level BPE. Text -> pieces by the pre-tokenizer that
+  `tokenizer.ggml.pre` names -> each piece's UTF-8 bytes mapped to printable
+  characters (GPT-2's bytes_to_unicode table) -> BPE: start from single bytes
+  and repeatedly merge the adjacent pair with the lowest merge rank (leftmost
+  on ties) until no pair is in `tokenizer.ggml.merges`. Pre-tokenizers (the
+  names llama.cpp's llama-vocab.cpp gives them):
 
-      (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}
-      | ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+
+  - `llama-bpe` (also `llama3`, `llama-v3`, `falcon3`; a missing key means
+    this one, as in the published BitNet 2B4T file): the Llama 3 split regex
 
-  -> each piece's UTF-8 bytes mapped to printable characters (GPT-2's
-  bytes_to_unicode table) -> BPE: a piece that is itself a token is that token
-  (`ignore_merges`, as HF and llama.cpp do for Llama 3); otherwise start from
-  single bytes and repeatedly merge the adjacent pair with the lowest merge
-  rank (leftmost on ties) until no pair is in `tokenizer.ggml.merges`.
+        (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}
+        | ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+
+
+    with `ignore_merges` (a piece that is itself a token is that token, as HF
+    and llama.cpp do for Llama 3); add_bos_token defaults to true.
+    Falcon3's files say `falcon3`, which llama.cpp runs as this same split.
+  - `qwen2` (Qwen2 / Qwen3 files, so Bonsai and Ternary Bonsai): the same
+    regex except digits one at a time (`\\p{N}` for `\\p{N}{1,3}`), text
+    NFC-normalized first (HF's Qwen2Tokenizer has an NFC normalizer; llama.cpp
+    skips it, so the two differ on text that is not NFC), no ignore_merges;
+    add_bos_token defaults to false.
+
+  Any other `tokenizer.ggml.pre` is refused with an error naming it (llama.cpp
+  knows dozens, each its own regex; `default` too is a different split).
 
   Python's `re` has no \\p{L} / \\p{N}, so the split runs in two steps: every
   character is first mapped to a one-character class code (a letter, digit,
@@ -37,6 +50,8 @@ Special tokens: tokens of type CONTROL (3) are matched in the text only with
 `parse_special=True`; USER_DEFINED (4) tokens always (as llama.cpp does).
 Longest match wins. Decoding maps tokens back to bytes and decodes UTF-8
 (invalid bytes -> U+FFFD); `StreamDecoder` emits only complete characters.
+Generation stops on `stop_ids`: the file's EOS, EOT and EOM ids (EOT / EOM
+found by name when the keys are absent, as llama.cpp does).
 """
 from __future__ import annotations
 
@@ -51,7 +66,7 @@ NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
 SPM_SPACE = "\u2581"          # "▁"
 _CACHE_LIMIT = 200_000        # BPE results memoized per piece, cleared when full
 _EOT_NAMES = ("<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<EOT>")
-_LLAMA3_PRE = ("llama-bpe", "llama3", "llama-v3")
+_EOM_NAMES = ("<|eom_id|>",)
 
 
 class TokenizerError(ValueError):
@@ -155,13 +170,48 @@ _LLAMA3_SPLIT = re.compile(
     r"|[ \t\r\n]+")
 
 
-def split_llama3(text: str) -> list[str]:
-    """Pieces of `text` exactly as the Llama 3 pre-tokenizer regex splits it."""
+# The Qwen2 regex: the Llama 3 one with single digits (\\p{N} for \\p{N}{1,3}).
+_QWEN2_SPLIT = re.compile(
+    r"'(?:s|t|re|ve|m|ll|d)"
+    r"|[^\r\na-z0]?[a-z]+"
+    r"|0"
+    r"| ?[!']+[\r\n]*"
+    r"|[ \t\r\n]*[\r\n]+"
+    r"|[ \t\r\n]+(?![^ \t\r\n])"
+    r"|[ \t\r\n]+")
+
+
+def _split(text: str, regex) -> list[str]:
     codes = text.translate(_CLASSES)
-    pieces = [text[m.start():m.end()] for m in _LLAMA3_SPLIT.finditer(codes)]
+    pieces = [text[m.start():m.end()] for m in regex.finditer(codes)]
     if sum(map(len, pieces)) != len(text):     # every character is in some class
         raise TokenizerError("internal: pre-tokenizer did not cover the text")
     return pieces
+
+
+def split_llama3(text: str) -> list[str]:
+    """Pieces of `text` exactly as the Llama 3 pre-tokenizer regex splits it."""
+    return _split(text, _LLAMA3_SPLIT)
+
+
+def split_qwen2(text: str) -> list[str]:
+    """Pieces of `text` exactly as the Qwen2 pre-tokenizer regex splits it (no NFC here)."""
+    return _split(text, _QWEN2_SPLIT)
+
+
+class PreTokenizer:
+    """One `tokenizer.ggml.pre` behaviour: split regex (over class codes), whether a piece
+    that is a token skips the merges, the add_bos_token default, NFC before the split."""
+
+    def __init__(self, name, split, ignore_merges, add_bos, nfc):
+        self.name, self.split, self.ignore_merges, self.add_bos, self.nfc = name, split, ignore_merges, add_bos, nfc
+
+
+_LLAMA3 = PreTokenizer("llama-bpe", _LLAMA3_SPLIT, ignore_merges=True, add_bos=True, nfc=False)
+_QWEN2 = PreTokenizer("qwen2", _QWEN2_SPLIT, ignore_merges=False, add_bos=False, nfc=True)
+# tokenizer.ggml.pre value -> behaviour (names as llama.cpp's llama-vocab.cpp maps them)
+PRE_TOKENIZERS = {"llama-bpe": _LLAMA3, "llama3": _LLAMA3, "llama-v3": _LLAMA3, "falcon3": _LLAMA3,
+                  "qwen2": _QWEN2}
 
 
 # ------------------------------------------------------------------ the model
@@ -189,12 +239,12 @@ class Tokenizer:
     """encode / decode for one GGUF vocabulary (see the module docstring).
 
     Attributes: model ("gpt2" | "llama"), pre, tokens, token_types, n_vocab,
-    bos_id, eos_id, eot_id, pad_id, unk_id (None when absent), add_bos,
+    bos_id, eos_id, eot_id, eom_id, pad_id, unk_id (None when absent), add_bos,
     add_space_prefix (llama), chat_template (str or None), stop_ids.
     """
 
     def __init__(self, *, model: str, tokens: list, token_types=None, merges=None, scores=None,
-                 pre=None, bos_id=None, eos_id=None, eot_id=None, pad_id=None, unk_id=None,
+                 pre=None, bos_id=None, eos_id=None, eot_id=None, eom_id=None, pad_id=None, unk_id=None,
                  add_bos=None, add_space_prefix=None, chat_template=None):
         if model not in ("gpt2", "llama"):
             raise TokenizerError(f"tokenizer.ggml.model {model!r} is not supported (supported: gpt2, llama)")
@@ -229,8 +279,12 @@ class Tokenizer:
         self.eot_id = tok_id(eot_id, "tokenizer.ggml.eot_token_id")
         if self.eot_id is None:                        # llama.cpp finds it by name
             self.eot_id = next((self.token_to_id[s] for s in _EOT_NAMES if s in self.token_to_id), None)
-        self.stop_ids = frozenset(i for i in (self.eos_id, self.eot_id) if i is not None)
-        self.add_bos = bool(True if add_bos is None else add_bos)
+        self.eom_id = tok_id(eom_id, "tokenizer.ggml.eom_token_id")
+        if self.eom_id is None:
+            self.eom_id = next((self.token_to_id[s] for s in _EOM_NAMES if s in self.token_to_id), None)
+        self.stop_ids = frozenset(i for i in (self.eos_id, self.eot_id, self.eom_id) if i is not None)
+        if chat_template is not None:
+            chat_template = _as_str(chat_template, "tokenizer.chat_template")
         self.chat_template = chat_template
         self.pre = pre
         self._bytes = [None] * n                       # token id -> bytes, filled lazily
@@ -244,11 +298,17 @@ class Tokenizer:
 
         self._special_re = alternation((CONTROL, USER_DEFINED))
         self._user_re = alternation((USER_DEFINED,))
+        self.control_re = alternation((CONTROL,))     # what parse_special=True adds (bitweb.chat)
 
+        add_bos_default = True
         if model == "gpt2":
-            if pre not in (None, "default", *_LLAMA3_PRE):
-                raise TokenizerError(f"tokenizer.ggml.pre {pre!r} is not supported for gpt2 "
-                                     f"(supported: {', '.join(_LLAMA3_PRE)}; missing means llama-bpe)")
+            if pre is not None:
+                pre = _as_str(pre, "tokenizer.ggml.pre")
+            self._pre = PRE_TOKENIZERS.get("llama-bpe" if pre is None else pre)
+            if self._pre is None:
+                raise TokenizerError(f"tokenizer.ggml.pre {pre!r} is not supported for gpt2 vocabularies "
+                                     f"(supported: {', '.join(PRE_TOKENIZERS)}; a missing key means llama-bpe)")
+            add_bos_default = self._pre.add_bos
             if merges is None:
                 raise TokenizerError("gpt2 vocabulary needs tokenizer.ggml.merges")
             # rank of merge "a b" (a GGUF merge string is the pair joined by one space)
@@ -263,6 +323,7 @@ class Tokenizer:
             self.scores = [float(s) for s in scores]
             self.add_space_prefix = True if add_space_prefix is None else bool(add_space_prefix)
             self._byte_ids = [self.token_to_id.get(f"<0x{b:02X}>") for b in range(256)]
+        self.add_bos = bool(add_bos_default if add_bos is None else add_bos)
 
     # ----------------------------------------------------------- construction
 
@@ -278,7 +339,8 @@ class Tokenizer:
                    token_types=md.get(k + "token_type"), merges=md.get(k + "merges"),
                    scores=md.get(k + "scores"), pre=md.get(k + "pre"),
                    bos_id=md.get(k + "bos_token_id"), eos_id=md.get(k + "eos_token_id"),
-                   eot_id=md.get(k + "eot_token_id"), pad_id=md.get(k + "padding_token_id"),
+                   eot_id=md.get(k + "eot_token_id"), eom_id=md.get(k + "eom_token_id"),
+                   pad_id=md.get(k + "padding_token_id"),
                    unk_id=md.get(k + "unknown_token_id"), add_bos=md.get(k + "add_bos_token"),
                    add_space_prefix=md.get(k + "add_space_prefix"),
                    chat_template=md.get("tokenizer.chat_template"))
@@ -308,9 +370,27 @@ class Tokenizer:
             self._encode_text(text[pos:], prev_special, out)
         return out
 
+    def split_special(self, text: str, parse_special: bool = True) -> list:
+        """`text` cut at the special tokens encode() would find: a list of str (text to
+        tokenize) and int (a special token's id), in order."""
+        pattern = self._special_re if parse_special else self._user_re
+        out, pos = [], 0
+        if pattern is not None:
+            for m in pattern.finditer(text):
+                if m.start() > pos:
+                    out.append(text[pos:m.start()])
+                out.append(self.token_to_id[m.group()])
+                pos = m.end()
+        if pos < len(text):
+            out.append(text[pos:])
+        return out
+
     def _encode_text(self, text: str, after_special: bool, out: list) -> None:
         if self.model == "gpt2":
-            for piece in split_llama3(text):
+            pre = self._pre
+            if pre.nfc and not unicodedata.is_normalized("NFC", text):
+                text = unicodedata.normalize("NFC", text)
+            for piece in _split(text, pre.split):
                 out.extend(self._bpe_piece(piece))
         else:
             if self.add_space_prefix and after_special:   # llama.cpp: prefix at start / after a special
@@ -328,7 +408,7 @@ class Tokenizer:
     def _bpe(self, word: str) -> tuple:
         """Byte-level BPE of one pre-token (already in byte-level characters)."""
         vocab = self.token_to_id
-        if word in vocab:                              # ignore_merges
+        if self._pre.ignore_merges and word in vocab:
             return (vocab[word],)
         ranks = self._ranks
         sym = list(word)
@@ -462,7 +542,7 @@ class Tokenizer:
         return StreamDecoder(self, skip_special, strip_prefix)
 
     def is_stop(self, token_id: int) -> bool:
-        """End of generation: EOS or end-of-turn (<|eot_id|>)."""
+        """End of generation: EOS, end-of-turn (<|eot_id|>, <|im_end|> ...) or end-of-message."""
         return token_id in self.stop_ids
 
     def piece(self, token_id: int) -> str:

@@ -205,15 +205,12 @@ def estimate_bytes(cfg, gf, n_ctx: int) -> int:
 
 
 def chat_format(eng):
-    """The file's chat format (bitweb.chat.ChatFormat: its Jinja template with the thinking
-    switch, or the built-in BitNet format), or None where bitweb.chat has no ChatFormat (then
-    chat_ids, the built-in format). A template that cannot be run makes the model unsupported."""
-    from bitweb import chat
-    cls = getattr(chat, "ChatFormat", None)
-    if cls is None:
-        return None
+    """The file's chat format (bitweb.chat.ChatFormat: its own template, run with jinja2 from
+    the archive, with its thinking switch; or the built-in BitNet format). A template that
+    cannot be run makes the model unsupported."""
+    from bitweb.chat import ChatFormat
     try:
-        return cls.from_tokenizer(eng.tokenizer)
+        return ChatFormat.from_tokenizer(eng.tokenizer)
     except Exception as e:
         raise AppError("unsupported", f"the file's chat template cannot be used: {e}") from None
 
@@ -469,8 +466,8 @@ class WebApp:
         except Exception:
             eng.close()
             raise
-        info["thinking"] = bool(getattr(fmt, "has_thinking", False))
-        info["thinking_default"] = bool(getattr(fmt, "thinking_default", False))
+        info["thinking"] = bool(fmt.has_thinking)
+        info["thinking_default"] = bool(fmt.thinking_default)
         self.engines[eid] = Slot(eng, info, fmt)
         return {"engine": eid, "info": info, "adapter": self.adapter_info(), "load": load}
 
@@ -493,10 +490,7 @@ class WebApp:
         return json.dumps({"unloaded": s is not None})
 
     def prompt_ids(self, s: Slot, messages, enable_thinking=None) -> list:
-        if s.fmt is not None:
-            return s.fmt.ids(messages, enable_thinking=enable_thinking)
-        from bitweb.chat import chat_ids
-        return chat_ids(s.eng.tokenizer, messages)
+        return s.fmt.ids(messages, enable_thinking=enable_thinking)
 
     def tokenize(self, eid, request_json: str) -> str:
         """{"text"} -> the text's ids (no BOS); {"messages"} -> the prompt ids of that chat."""
@@ -580,15 +574,12 @@ class WebApp:
             hold = max(_overlap(full, st) for st in stops)   # a stop string may be starting
             flush(len(full) - hold)
 
-        kw = {}
-        if s.fmt is not None:
-            kw["stop_ids"] = s.fmt.stop_ids
-            if s.fmt.has_thinking and s.fmt.prompt_opens_thinking(enable_thinking):
-                text.append(THINK_OPEN)        # the template opened the think block in the prompt:
-                flush(len(THINK_OPEN))         # the reply carries it, as a reply that opens it would
+        if s.fmt.prompt_opens_thinking(enable_thinking):
+            text.append(THINK_OPEN)        # the template opened the think block in the prompt:
+            flush(len(THINK_OPEN))         # the reply carries it, as a reply that opens it would
         try:
-            res = await eng.generate(ids, params, max_tokens, on_token=on_token,
-                                     should_stop=lambda: hit[0] is not None or rid in self.stops, **kw)
+            res = await eng.generate(ids, params, max_tokens, on_token=on_token, stop_ids=s.fmt.stop_ids,
+                                     should_stop=lambda: hit[0] is not None or rid in self.stops)
         finally:
             self.running.pop(rid, None)
         t1 = time.perf_counter()

@@ -50,13 +50,16 @@ def make_model(out: pathlib.Path, seed: int, vocab_extra: list[str] | None = Non
     return out
 
 
-def cli(model, prompt=PROMPT, max_tokens=12, system=None, activations="a8") -> dict:
-    """`python -m bitweb generate MODEL --chat --temperature 0 --json` (native backend)."""
+def cli(model, prompt=PROMPT, max_tokens=12, system=None, activations="a8", thinking=None) -> dict:
+    """`python -m bitweb generate MODEL --chat --temperature 0 --json` (native backend;
+    thinking: "on" / "off", the template's thinking switch)."""
     cmd = [sys.executable, "-m", "bitweb", "generate", str(model), "--chat", "--prompt", prompt,
            "--temperature", "0", "--max-tokens", str(max_tokens), "--json", "--backend", "native",
            "--activations", activations]
     if system:
         cmd += ["--system", system]
+    if thinking:
+        cmd += ["--thinking", thinking]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert p.returncode == 0, p.stderr
     return json.loads([ln for ln in p.stdout.splitlines() if ln.startswith("{")][-1])
@@ -447,6 +450,60 @@ def test_thinking_is_shown_collapsed_not_as_the_answer(app, models, oracle):
     assert "I add the ones." not in answer and "think>" not in answer
     app.page.wait_for_function("document.getElementById('announce').textContent.startsWith('Reply')")
     assert "I add the ones." not in app.page.text_content("#announce")
+    no_errors(app)
+
+
+@pytest.fixture(scope="module")
+def switch_model(tmp_path_factory):
+    """A tiny model with the Qwen-style vocabulary and the Qwen3 template changed so that its
+    generation prompt opens the <think> block (as some reasoning models' templates do) unless
+    enable_thinking is false, which closes it empty."""
+    from bitweb.authoring.makemodel import PRESETS, ModelSpec, write_model
+    from bitweb.authoring.qwen_vocab import QWEN3_CHAT_TEMPLATE, qwen_vocab
+    template = QWEN3_CHAT_TEMPLATE.replace("{{- '<|im_start|>assistant\\n' }}",
+                                           "{{- '<|im_start|>assistant\\n<think>\\n' }}")
+    assert template != QWEN3_CHAT_TEMPLATE
+    path = tmp_path_factory.mktemp("switch") / "switch.gguf"
+    write_model(ModelSpec(arch="bitnet", fmt="tq2_0", preset="tiny", seed=5, scale_tensors=False, **PRESETS["tiny"]),
+                {**qwen_vocab(), "tokenizer.chat_template": template}, path)
+    return path
+
+
+def test_thinking_switch_follows_the_files_template(app, switch_model):
+    """A file whose template has a thinking switch shows the Thinking checkbox. On, the prompt
+    opens a <think> block and the reply is shown folded away as thinking; off, the template
+    closes the block and the reply is the answer. Both are the CLI's --thinking on / off."""
+    from bitweb.chat import ChatFormat
+    fmt = ChatFormat.from_metadata(gguf.open_gguf(switch_model).metadata)
+    assert fmt.kind == "template" and fmt.has_thinking and fmt.prompt_opens_thinking(True)
+    want = {t: cli(switch_model, max_tokens=4, thinking=t) for t in ("on", "off")}
+    assert want["on"]["prompt_ids"] != want["off"]["prompt_ids"]
+    app.page.set_input_files("#file-input", str(switch_model))
+    info = app.wait_ready("switch.gguf")
+    assert info["thinking"] is True and info["thinkingDefault"] is True
+    assert app.page.is_visible("#thinking-row") and app.page.is_checked("#thinking")
+    app.set(max_tokens=4)
+    for switch in ("on", "off"):
+        app.page.set_checked("#thinking", switch == "on")
+        app.page.click("#new-chat")
+        r = app.reply(app.say(PROMPT))
+        usage = app.last_reply()["usage"]
+        assert usage["prompt_tokens"] == len(want[switch]["prompt_ids"]), (switch, usage)
+        assert usage["completion_tokens"] == len(want[switch]["ids"]), (switch, usage)
+        opened = "<think>\n" if switch == "on" else ""      # the prompt's open block starts the reply
+        assert r["text"] == opened + want[switch]["text"], (switch, r)
+        thinking, answer = fmt.split_reply(want[switch]["text"], switch == "on")
+        msg = app.page.locator(".msg.assistant").last
+        details = msg.locator("details.thinking")
+        if thinking is None:
+            assert details.count() == 0, switch
+        else:
+            assert details.count() == 1 and details.get_attribute("open") is None
+            assert details.locator("div").text_content() == thinking.strip()
+            if thinking.strip():
+                assert thinking.strip() not in msg.locator(".answer").text_content()
+    assert switch == "off" and thinking is None                # off: no thinking block at all
+    app.page.set_checked("#thinking", True)
     no_errors(app)
 
 

@@ -63,6 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
     _gen_args(p)
     p.add_argument("--prompt", required=True)
     p.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat format")
+    p.add_argument("--thinking", choices=["on", "off"], default=None,
+                   help="chat templates with a thinking switch (Qwen3): think first or not (implies --chat)")
     p.add_argument("--system", default=None)
     p.add_argument("--max-tokens", type=int, default=128)
     p.add_argument("--temperature", type=float, default=0.0)

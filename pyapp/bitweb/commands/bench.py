@@ -4,14 +4,14 @@ from __future__ import annotations
 import asyncio
 import json
 
-from bitweb.bench import (HEADER, QUICK_SHAPES, SHAPES, BenchError, bench_decode, bench_encode, bench_kernels, bench_load,
-                          describe_decode, timing)
+from bitweb.bench import (HEADER, QUICK_SHAPES, SHAPES, BenchError, bench_decode, bench_kernels, bench_load,
+                          bench_tokenizer, describe_decode, timing)
 
 
 def main(args) -> int:
     if args.what == "tokenizer":
         from bitweb.authoring.vocab import llama3_vocab
-        r = bench_encode(llama3_vocab())
+        r = bench_tokenizer(llama3_vocab())
         print(json.dumps(r) if args.json else "\n".join(f"{k}: {v}" for k, v in r.items()))
         return 0
     if args.what in ("decode", "load") and not args.model:

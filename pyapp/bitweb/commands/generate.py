@@ -1,8 +1,10 @@
 """`python -m bitweb generate MODEL.gguf --prompt TEXT ...`: stream generated text to stdout.
 
 --backend native: the GPU engine (wgpu-py); numpy: the numpy forward pass (bitweb.numpy_model).
---chat wraps the prompt (and --system) in the model's chat format (bitweb.chat) and stops
-on <|eot_id|> / EOS; without --chat the prompt is encoded as plain text (BOS per the file).
+--chat wraps the prompt (and --system) in the model's chat format (bitweb.chat.ChatFormat:
+the file's template, or the built-in 2B4T format) and stops on its stop tokens (EOS, EOT,
+the template's end of turn); --thinking on|off sets the template's thinking switch (implies
+--chat). Without --chat the prompt is encoded as plain text (BOS per the file).
 --json prints one object at the end instead of streaming:
   {"prompt_ids", "ids", "text", "stop_reason", "prefill_ms", "decode_ms_per_token",
    "dispatches_per_token", "host_calls_per_token"}
@@ -26,15 +28,17 @@ def params_from_args(args) -> SamplingParams:
                           repeat_penalty=args.repeat_penalty, seed=args.seed)
 
 
-def prompt_ids(tokenizer, args) -> list:
-    if args.chat or args.system is not None:
-        from bitweb.chat import chat_ids, detect_template
-        if detect_template(tokenizer.chat_template) == "unknown":
-            print("bitweb generate: warning: the file's chat template is not the BitNet one; "
-                  "using the BitNet 2B4T format anyway", file=sys.stderr)
+def prompt_ids(tokenizer, args) -> tuple:
+    """(prompt ids, stop ids or None for the tokenizer's)."""
+    thinking = {"on": True, "off": False, None: None}[getattr(args, "thinking", None)]
+    if args.chat or args.system is not None or thinking is not None:
+        from bitweb.chat import ChatFormat
+        fmt = ChatFormat.from_tokenizer(tokenizer)
+        if thinking is not None and not fmt.has_thinking:
+            raise ValueError("--thinking: this model's chat template has no thinking switch")
         msgs = ([{"role": "system", "content": args.system}] if args.system is not None else [])
-        return chat_ids(tokenizer, msgs + [{"role": "user", "content": args.prompt}])
-    return tokenizer.encode(args.prompt)
+        return fmt.ids(msgs + [{"role": "user", "content": args.prompt}], enable_thinking=thinking), fmt.stop_ids
+    return tokenizer.encode(args.prompt), None
 
 
 def _stats(res, extra=""):
@@ -74,9 +78,9 @@ def main(args) -> int:
             raise ValueError("--lm-head re-quantizes on the GPU: use --backend native")
         from bitweb.numpy_model import NumpyModel
         ref = NumpyModel.from_gguf(gf, activations=args.activations, max_context=max_ctx)
-        ids = prompt_ids(ref.tokenizer, args)
+        ids, stops = prompt_ids(ref.tokenizer, args)
         res = ref.generate(ids, params, args.max_tokens, on_token=_on_token(args),
-                           ignore_eos=getattr(args, "ignore_eos", False))
+                           ignore_eos=getattr(args, "ignore_eos", False), stop_ids=stops)
         extra = f"numpy {args.activations}: "
     else:
         res, extra = asyncio.run(_native(gf, args, params, max_ctx))
@@ -98,7 +102,7 @@ async def _native(gf, args, params, max_ctx):
     with FileSource(args.model) as src:
         eng = await Engine.load(dev, gf, src, activations=args.activations, max_context=max_ctx, log=log,
                                 lm_head=getattr(args, "lm_head", None))
-    ids = prompt_ids(eng.tokenizer, args)
+    ids, stops = prompt_ids(eng.tokenizer, args)
     res = await eng.generate(ids, params, args.max_tokens, on_token=_on_token(args),
-                             ignore_eos=getattr(args, "ignore_eos", False))
+                             ignore_eos=getattr(args, "ignore_eos", False), stop_ids=stops)
     return res, f"{dev.backend} {args.activations}: "
