@@ -97,7 +97,7 @@ export interface ChatCompletionStream extends AsyncIterableIterator<ChatCompleti
 }
 
 export interface EngineInfo {
-  name: string; title: string; architecture: string; fileSize: number; tensorTypes: Record<string, number>;
+  name: string; title: string; architecture: string; fileSize: number; headerBytes: number; tensorTypes: Record<string, number>;
   weights: string; vocabulary: number; context: number; contextMax: number; layers: number; width: number;
   heads: number; kvHeads: number; ffn: number; tied: boolean; activations: 'a8' | 'f32';
   /** the chat template has a thinking switch (create()'s enable_thinking); thinkingDefault: on when unset */

@@ -208,7 +208,7 @@ export class Engine {
     const i = v.info;
     /** What was loaded: the model, the GPU adapter and the load's own figures. */
     this.info = Object.freeze({
-      name: v.name || i.name, title: i.title, architecture: i.arch, fileSize: i.file_size,
+      name: v.name || i.name, title: i.title, architecture: i.arch, fileSize: i.file_size, headerBytes: i.header_bytes,
       tensorTypes: i.tensor_types, weights: i.linear_type, vocabulary: i.n_vocab,
       context: v.load.n_ctx, contextMax: i.n_ctx, layers: i.n_layer, width: i.n_embd,
       heads: i.n_head, kvHeads: i.n_head_kv, ffn: i.n_ff, tied: i.tied,
