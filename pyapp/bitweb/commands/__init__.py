@@ -9,7 +9,10 @@ import argparse
 import importlib
 import sys
 
-FORMATS = ["i2_s", "tq2_0", "tq1_0", "q1_0", "f16", "bf16", "f32"]
+from bitweb import formats
+
+FORMATS = [n.lower() for n in formats.names("linear")]      # make-model --format: the block linear types
+EMBD_FORMATS = [n.lower() for n in formats.names("table")]  # make-model --embd-format: token_embd's type
 
 
 def _gen_args(p: argparse.ArgumentParser) -> None:
@@ -37,12 +40,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("tensor")
     p.add_argument("--out", required=True)
 
-    p = cmd("make-model", "bitweb.commands.make_model:main", "write a BitNet GGUF file with random ternary weights")
-    p.add_argument("--arch", choices=["bitnet-b1.58", "bitnet"], default="bitnet-b1.58")
-    p.add_argument("--format", choices=FORMATS, default="i2_s", help="type of the linear weights")
-    p.add_argument("--preset", choices=["tiny", "small", "2b4t"], default="tiny")
+    from bitweb.authoring.makemodel import ARCHS, PRESETS, VOCABS
+    p = cmd("make-model", "bitweb.commands.make_model:main",
+            "write a GGUF file with random ternary / binary weights (BitNet, Qwen3 / Bonsai, Llama shapes)")
+    p.add_argument("--arch", choices=ARCHS, default=None,
+                   help="architecture (default: bitnet-b1.58; qwen3 for the bonsai presets)")
+    p.add_argument("--format", choices=FORMATS, default=None,
+                   help="type of the linear weights (default: i2_s; q1_0 for the bonsai presets)")
+    p.add_argument("--embd-format", choices=EMBD_FORMATS, default=None,
+                   help="type of token_embd, the tied LM head (default: f16; q1_0 for the bonsai presets)")
+    p.add_argument("--output-format", choices=EMBD_FORMATS, default=None,
+                   help="write an untied LM head (output.weight) of this type (default: tied; bonsai-8b: q1_0)")
+    p.add_argument("--preset", choices=list(PRESETS), default="tiny")
     p.add_argument("--layers", type=int, default=None, help="override the preset's block count")
-    p.add_argument("--vocab", choices=["llama3", "bytes"], default="bytes")
+    p.add_argument("--vocab", choices=VOCABS, default=None,
+                   help="tokenizer (default: bytes; qwen for the bonsai presets)")
+
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--scale-tensors", choices=["auto", "on", "off"], default="auto",
                    help="--arch bitnet: write blk.N.<linear>.scale tensors (auto: for tq1_0/tq2_0)")
