@@ -251,7 +251,10 @@ def browser():
     return _BROWSER
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session):
+    """After every fixture's teardown (the runner's own sessionfinish): module-scoped fixtures
+    close their browser contexts before Playwright stops."""
     global _BROWSER
     if _BROWSER is not None:
         _BROWSER.close()

@@ -105,7 +105,7 @@ def test_no_room_for_two_models_asks_before_dropping_the_old(app, models, oracle
     ("missing", "unsupported", "missing tensor 'blk.1.ffn_down.weight'"),
     ("kv", "limits", "KV cache of one layer (16777216 positions)"),
     ("truncated", "format", "past end of file"),
-    ("huge", "format", "headers of at most 64 MiB"),
+    ("huge", "format", "refuses GGUF headers over 64 MiB"),
 ])
 def test_hostile_file_keeps_the_working_model(app, oracle, models, bad, kind, words):
     if app.page.url.find("cap=") >= 0 or app.info() is None:
