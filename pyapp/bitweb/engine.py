@@ -732,9 +732,10 @@ class Engine:
             submit(t)                        # step i + 1: all the GPU waits for after the read
         return submitted - run.n_decode
 
-    async def forward_logits(self, ids) -> list:
-        """Logits (n_vocab floats) after every token of ids, run one token at a time through the
-        decode plan from position 0. For tests and diagnostics (reads all logits per token)."""
+    async def forward_logits(self, ids, raw: bool = False) -> list:
+        """Logits (n_vocab floats; raw: the float32 bytes) after every token of ids, run one token
+        at a time through the decode plan from position 0. For tests, diagnostics and `bitweb
+        perplexity` (reads all logits per token)."""
         ids = list(ids)
         if not 0 < len(ids) <= self.n_ctx:
             raise ContextError(f"forward_logits: {len(ids)} tokens for a context of {self.n_ctx}")
@@ -746,7 +747,8 @@ class Engine:
             self._feed(t)
             self._write_params(1, pos, SamplingParams(), [])
             self.dev.run(self.plan_greedy)
-            out.append(list(struct.unpack(f"<{V}f", await self.dev.read(self.buf["logits"], 0, 4 * V))))
+            row = bytes(await self.dev.read(self.buf["logits"], 0, 4 * V))
+            out.append(row if raw else list(struct.unpack(f"<{V}f", row)))
         self.cached_ids = ids
         return out
 

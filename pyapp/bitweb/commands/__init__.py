@@ -93,6 +93,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.add_argument("--limit", type=int, default=None, help="prompts per task (default: all held-out)")
 
+    p = cmd("perplexity", "bitweb.commands.perplexity:main",
+            "teacher-forced log-likelihood of a text: n_tokens, nll, ppl (chunks of --ctx)")
+    _gen_args(p)
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--text")
+    g.add_argument("--text-file", metavar="FILE", help="UTF-8 text file")
+    g.add_argument("--ids", help="token ids, comma or space separated (used as given: no BOS added)")
+    p.add_argument("--ctx", type=int, default=None,
+                   help="tokens per chunk, each from an empty KV cache (default: all ids, up to the "
+                        "model's context length)")
+    p.add_argument("--logits-out", metavar="X.npy", default=None,
+                   help="write float32 logits (n_ids, n_vocab): row i = the logits after ids[chunk start..i]")
+    p.add_argument("--json", action="store_true")
+
     p = cmd("bench", "bitweb.commands.bench:main", "benchmarks: kernels, decode, load, tokenizer (ratios from one run)")
     p.add_argument("what", choices=["kernels", "decode", "load", "tokenizer"])
     p.add_argument("model", nargs="?")
