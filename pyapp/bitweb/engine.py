@@ -28,7 +28,8 @@ from __future__ import annotations
 import struct
 
 from bitweb import gpu
-from bitweb.generation import ContextError, GenerateResult, GenerationRun, check_prompt, common_prefix, now_ms
+from bitweb.generation import (ContextError, GenerateResult, GenerationRun, check_prompt, common_prefix,
+                               fit_context, now_ms)
 from bitweb.kernels import bitlinear, bitlinear_tiled, dense, glue, lmhead, ops, requant
 from bitweb.model import LINEARS, TERNARY_TYPES, Model
 from bitweb.sampling import Sampler, SamplingError, SamplingParams, choose, penalty_ids
@@ -264,6 +265,7 @@ class Engine:
         self._topk = {}               # k -> (top-k plan item, top buffer, value offset)
         self._plans = {}              # decode: k -> Plan; prefill: (rows, k or None) -> Plan
         self.prefill_rows = 1
+        self.context_note = ""        # why the default context is below the file's (generation.fit_context)
         self.load_ms = 0.0
         self.weight_bytes = self.gpu_bytes = 0      # file tensor bytes; bytes of every GPU buffer made at load
 
@@ -272,7 +274,8 @@ class Engine:
     async def load(cls, dev, gf, src, activations: str = "a8", max_context: int | None = None,
                    progress=None, log=None, prefill_rows: int = PREFILL_ROWS,
                    lm_head: str | None = None) -> "Engine":
-        """Check limits, upload every tensor from `src` (FileSource / BytesSource natively, a JS
+        """Pick the context (max_context, else the default that fits: generation.fit_context, its
+        note in `context_note`), check limits, upload every tensor from `src` (FileSource / BytesSource natively, a JS
         Blob or File in the browser), compile the kernels and record the decode plans.
         progress(stage, done, total): stage "upload" (bytes), "compile" (steps), "ready".
         lm_head="q8_0": the LM head's float rows are converted to Q8_0 on the GPU after upload
@@ -281,10 +284,11 @@ class Engine:
         t0 = now_ms()
         model = Model.from_gguf(gf)
         cfg = model.cfg
-        n_ctx = cfg.n_ctx if not max_context else min(int(max_context), cfg.n_ctx)
+        n_ctx, note = fit_context(cfg, max_context, min(dev.max_binding, dev.max_buffer))
         if n_ctx < 2:
             raise ContextError(f"max_context {max_context}: the context must hold at least 2 positions")
         eng = cls(dev, model, activations, n_ctx, log)
+        eng.context_note = note
         if lm_head is not None and lm_head not in LM_HEADS:
             raise EngineError(f"lm_head {lm_head!r}: must be one of {LM_HEADS} (or None: as in the file)")
         eng.lm_head = lm_head
@@ -302,6 +306,8 @@ class Engine:
         eng.gpu_bytes = sum(b.size for b in eng._all_buffers())
         if progress:
             progress("ready", 1, 1)
+        if log and note:
+            log(f"engine: {note}")
         if log:
             log(f"engine: {cfg.summary()}; {activations} activations; context {n_ctx}; "
                 f"loaded in {eng.load_ms:.0f} ms; decode plan {eng.plan_greedy.n_dispatches} dispatches "
@@ -337,10 +343,15 @@ class Engine:
         if n_sb < NEED_STORAGE_BUFFERS:
             raise gpu.LimitsError(f"the fused QKV kernel binds {NEED_STORAGE_BUFFERS} storage buffers; this GPU allows "
                                   f"maxStorageBuffersPerShaderStage = {n_sb}")
+        kv = ops.kv_cache_bytes(cfg.n_head_kv, cfg.head_dim, self.n_ctx)
+        lim, limit = min((dev.max_binding, "maxStorageBufferBindingSize"), (dev.max_buffer, "maxBufferSize"))
+        if kv > lim:
+            raise gpu.LimitsError(f"KV cache of one layer ({self.n_ctx} positions) needs a buffer of {kv} bytes; this "
+                                  f"GPU allows {limit} = {lim} (short by {kv - lim} bytes): at most "
+                                  f"{lim // (4 * cfg.kv_dim)} positions of context fit")
         tables = {m.token_embd.name, m.lm_head.name}
         items = [(ti.nbytes, ti.name) for ti in m.tensors() if ti.name not in tables]
-        items += [(ops.kv_cache_bytes(cfg.n_head_kv, cfg.head_dim, self.n_ctx), f"KV cache of one layer ({self.n_ctx} positions)"),
-                  (4 * cfg.n_vocab, "logits"), (4 * cfg.n_ff, "FFN activations")]
+        items += [(4 * cfg.n_vocab, "logits"), (4 * cfg.n_ff, "FFN activations")]
         for name in tables:
             ti = m.gguf.tensors[name]
             shards, rb = self._table_shards(ti)

@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from bitweb import formats
-from bitweb.generation import GenerationRun, check_prompt, common_prefix
+from bitweb.generation import GenerationRun, check_prompt, common_prefix, fit_context
 from bitweb.model import LINEARS, NORMS, TERNARY_TYPES, Model, ModelError
 from bitweb.ref.bitlinear import activations
 from bitweb.sampling import Sampler, SamplingParams, apply_penalty, top_candidates
@@ -132,7 +132,7 @@ class NumpyModel:
             raise ValueError(f"activations {activations!r}: must be one of {ACTIVATIONS}")
         cfg, gf = model.cfg, model.gguf
         self.model, self.cfg, self.activations = model, cfg, activations
-        self.n_ctx = min(cfg.n_ctx, max_context) if max_context else cfg.n_ctx
+        self.n_ctx, self.context_note = fit_context(cfg, max_context)      # the engine's default, less GPU limits
 
         def vec(ti):
             return formats.TYPES[ti.type_id].dequantize(gf.tensor_data(ti.name), ti.n_elements)

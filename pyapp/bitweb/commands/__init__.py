@@ -81,8 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeat-penalty", type=float, default=1.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--ignore-eos", action="store_true", help="do not stop on EOS / <|eot_id|>")
-    p.add_argument("--max-context", type=int, default=None,
-                   help="KV cache positions (default: the model's context length)")
+    p.add_argument("--max-context", "--ctx", type=int, default=None,
+                   help="KV cache positions (default: the model's context length, or the largest that fits "
+                        "the GPU's limits and a 1 GiB KV cache; a note on stderr says so)")
     p.add_argument("--stats", action="store_true")
     p.add_argument("--json", action="store_true")
     p.add_argument("--lm-head", choices=["q8_0"], default=None,
@@ -102,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--ids", help="token ids, comma or space separated (used as given: no BOS added)")
     p.add_argument("--ctx", type=int, default=None,
                    help="tokens per chunk, each from an empty KV cache (default: all ids, up to the "
-                        "model's context length)")
+                        "default context: the model's, or what fits a 1 GiB KV cache)")
     p.add_argument("--logits-out", metavar="X.npy", default=None,
                    help="write float32 logits (n_ids, n_vocab): row i = the logits after ids[chunk start..i]")
     p.add_argument("--json", action="store_true")

@@ -74,6 +74,7 @@ def check_ids(ids, n_vocab: int) -> None:
 
 
 def main(args) -> int:
+    from bitweb.generation import fit_context
     from bitweb.gguf import open_gguf
     from bitweb.model import Model
     gf = open_gguf(args.model)
@@ -87,7 +88,12 @@ def main(args) -> int:
             raise PerplexityError("the text is empty")
         ids = model.tokenizer.encode(text)
     check_ids(ids, cfg.n_vocab)
-    ctx = args.ctx if args.ctx is not None else min(len(ids), cfg.n_ctx)
+    if args.ctx is None:
+        ctx, note = fit_context(cfg)
+        if note and len(ids) > ctx:
+            print(f"bitweb perplexity: {note} (--ctx)", file=sys.stderr)
+    else:
+        ctx = args.ctx
     if ctx < 2:
         raise PerplexityError(f"--ctx {ctx}: a chunk must hold at least 2 tokens")
     if ctx > cfg.n_ctx:
