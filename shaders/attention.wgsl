@@ -7,8 +7,10 @@
 // exp(m_old - m_new)), the max subtracted in f32 before every exp.
 // KV cache (one K and one V buffer per layer): [NKV][MAX_CTX][HD] f32, K[g, p, d] at
 //   (g * MAX_CTX + p) * HD + d.
-// RoPE (decode entry only) is the NEOX rotation of rope.wgsl with the same angle
-//   a = f32(P) * freqs[i] and the same sincos4 (common_sincos.wgsl).
+// RoPE (decode entry only) is rope.wgsl's rotation (NEOX, or adjacent pairs with ROPE_NORM) with
+//   the same angle a = f32(P) * freqs[i] and the same functions (common_sincos.wgsl); with
+//   QK_NORM each q and k head is first RMS-normalised and multiplied by its norm weight (qkn),
+//   as rope.wgsl does, so decode and prefill write the same K bits.
 //
 // decode: one token. qkv = q (NH heads) | k (NKV) | v (NKV), unroped; P = params.pos.
 //   Workgroup (g, s), s < SPLITS, handles kv head g and its G q heads over the position chunk
@@ -22,12 +24,14 @@
 // prefill: M rows of qkv at positions P = params.pos + m (q already roped in place and K/V rows
 //   written by rope.wgsl); out = o f32[M][NH][HD]. Workgroup (g, m).
 //
-// Bindings: decode  0 k cache, 1 v cache, 2 qkv, 3 out, 4 params, 5 freqs f32[HD/2]
+// Bindings: decode  0 k cache, 1 v cache, 2 qkv, 3 out, 4 params, 5 freqs f32[HD/2],
+//                   6 qkn f32[2][HD] (QK_NORM: attn_q_norm | attn_k_norm)
 //           prefill 0 k cache, 1 v cache, 2 qkv f32[M][(NH + 2 NKV) HD], 3 o, 4 params
 //           combine 0 partials, 1 o
 // Thread mapping: in a tile, thread t computes the G scores of position t0 + t (one K row read
 // serves G heads); threads d < HD then accumulate o[j][d] for the G heads (one V row read serves
-// G heads). WG >= HD, WG <= 256, G <= 8, HD % 8 == 0.
+// G heads). Decode with QK_NORM: threads j <= G first sum the squares of q head j (j < G) or of the
+// k head (j = G). WG >= HD, WG <= 256, G <= 8, HD % 8 == 0.
 
 override HD: u32 = 128u;
 override NH: u32 = 4u;
@@ -35,6 +39,7 @@ override NKV: u32 = 1u;
 override MAX_CTX: u32 = 256u;
 override WG: u32 = 128u;
 override SPLITS: u32 = 1u;
+override EPS: f32 = 1e-6;      // QK_NORM epsilon (the model's RMS norm epsilon)
 
 #include common_params
 
@@ -44,6 +49,9 @@ override SPLITS: u32 = 1u;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 @group(0) @binding(4) var<storage, read> params: Params;
 @group(0) @binding(5) var<storage, read> freqs: array<vec4<f32>>;
+#if QK_NORM
+@group(0) @binding(6) var<storage, read> qkn: array<vec4<f32>>;
+#endif
 
 const FMIN: f32 = -3.4028234e38;
 
@@ -52,6 +60,9 @@ var<workgroup> sc: array<f32, NH / NKV * WG>;               // scores / probabil
 var<workgroup> wm: array<f32, 8>;                           // running max per head
 var<workgroup> wl: array<f32, 8>;                           // running sum per head
 var<workgroup> wc: array<f32, 8>;                           // rescale factor of the current tile
+#if QK_NORM
+var<workgroup> hr: array<f32, 9>;                           // rinv of the G q heads, then of the k head
+#endif
 
 #include common_sincos
 
@@ -116,15 +127,24 @@ fn decode(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
     let pb = min(s * chunk, pos + 1u);
     let pe = min(pb + chunk, pos + 1u);
     let fp = f32(pos);
+#if QK_NORM
+    if (lid <= G) { hr[lid] = qk_rinv(select((NH + g) * h4, (g * G + lid) * h4, lid < G)); }
+    workgroupBarrier();
+#endif
     if (pb <= pos && pos < pe) {                     // this workgroup writes the cache row
         let kq = (NH + g) * h4;
         let kb = (g * MAX_CTX + pos) * h4;
         for (var i = lid; i < h8; i += WG) {
-            let r = sincos4(fp * freqs[i]);
-            let a = qkv[kq + i];
-            let b = qkv[kq + h8 + i];
-            kc[kb + i] = a * r[1] - b * r[0];
-            kc[kb + h8 + i] = a * r[0] + b * r[1];
+            let ix = rope_at(i);
+            var a = qkv[kq + ix.x];
+            var b = qkv[kq + ix.y];
+#if QK_NORM
+            a = (a * hr[G]) * qkn[h4 + ix.x];
+            b = (b * hr[G]) * qkn[h4 + ix.y];
+#endif
+            let r = rope2(a, b, sincos4(fp * freqs[i]));
+            kc[kb + ix.x] = r[0];
+            kc[kb + ix.y] = r[1];
         }
         let vq = (NH + NKV + g) * h4;
         for (var d = lid; d < h4; d += WG) {
@@ -141,12 +161,17 @@ fn decode(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
     for (var it = lid; it < G * h8; it += WG) {
         let j = it / h8;
         let i = it % h8;
-        let r = sincos4(fp * freqs[i]);
+        let ix = rope_at(i);
         let qb = (g * G + j) * h4;
-        let a = qkv[qb + i];
-        let b = qkv[qb + h8 + i];
-        qs[j * h4 + i] = (a * r[1] - b * r[0]) * scale;
-        qs[j * h4 + h8 + i] = (a * r[0] + b * r[1]) * scale;
+        var a = qkv[qb + ix.x];
+        var b = qkv[qb + ix.y];
+#if QK_NORM
+        a = (a * hr[j]) * qkn[ix.x];
+        b = (b * hr[j]) * qkn[ix.y];
+#endif
+        let r = rope2(a, b, sincos4(fp * freqs[i]));
+        qs[j * h4 + ix.x] = r[0] * scale;
+        qs[j * h4 + ix.y] = r[1] * scale;
     }
     workgroupBarrier();
     let o = attend(g, pb, pe, lid);

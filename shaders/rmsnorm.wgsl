@@ -14,10 +14,14 @@
 // q does not depend on the order of the sum of squares (rinv only picks the branch and scales s).
 // With WG equal to the decode kernel's, the sum of squares (per-thread vec4 stride, then the same
 // tree) and so s are bit for bit those of bitlinear.wgsl.
+// A8 + NO_NORM: the same quantisation of rows that no norm precedes (the input of Wo and Wd in
+// blocks without sub-norms), as bitlinear.wgsl A8 without NORM: mm = x, rinv = 1 (no sum of
+// squares), a = amax, sq = 127 / amax if amax >= 1e-5 else 127e5, s = max(a, 1e-5) * (1/127).
 //   A8 row format: q packed 4 per u32, little endian: q[m, 4j + b] is byte b (bits 8b..8b+7,
 //   two's complement) of word m * N/4 + j (pack4xI8); s: one f32 per row.
 //
 // Bindings: 0 x f32[M][N], 1 w f32[N], 2 y f32[M][N]    |  A8: 2 q u32[M][N/4], 3 s f32[M]
+//           A8 + NO_NORM: 0 x, 1 q, 2 s
 // Thread mapping: one workgroup per row (workgroup id x + y * nx, M = rows dispatched); thread t
 // handles vec4 columns j = t, t + WG, ...; sums of squares and the absmax are reduced with a
 // shared-memory tree (WG a power of two). N % 4 == 0.
@@ -27,10 +31,17 @@ override WG: u32 = 64u;
 override EPS: f32 = 1e-5;
 
 @group(0) @binding(0) var<storage, read> x: array<vec4<f32>>;
+#if NO_NORM
+@group(0) @binding(1) var<storage, read_write> q: array<u32>;
+@group(0) @binding(2) var<storage, read_write> s: array<f32>;
+#else
 @group(0) @binding(1) var<storage, read> w: array<vec4<f32>>;
+#endif
 #if A8
+#if !NO_NORM
 @group(0) @binding(2) var<storage, read_write> q: array<u32>;
 @group(0) @binding(3) var<storage, read_write> s: array<f32>;
+#endif
 #else
 @group(0) @binding(2) var<storage, read_write> y: array<vec4<f32>>;
 #endif
@@ -45,7 +56,19 @@ fn rmsnorm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: 
     let m = wid.x + wid.y * nwg.x;
     let n4 = N / 4u;
     let base = m * n4;
-#if A8
+#if NO_NORM
+    var am = 0.0;
+    for (var j = lid; j < n4; j += WG) {
+        let a = abs(x[base + j]);
+        am = max(am, max(max(a.x, a.y), max(a.z, a.w)));
+    }
+    let a = tree_max(lid, am);
+    let sq = select(127e5, 127.0 / a, a >= 1e-5);
+    for (var j = lid; j < n4; j += WG) {
+        q[base + j] = pack4xI8(vec4<i32>(clamp(round(x[base + j] * sq), vec4<f32>(-128.0), vec4<f32>(127.0))));
+    }
+    if (lid == 0u) { s[m] = max(a, 1e-5) * (1.0 / 127.0); }
+#elif A8
     var ss = 0.0;
     var am = 0.0;
     for (var j = lid; j < n4; j += WG) {

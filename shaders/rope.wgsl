@@ -1,28 +1,35 @@
-// rope.wgsl: NEOX RoPE for prefill rows, and the K/V cache write.
+// rope.wgsl: RoPE for prefill rows (NEOX or NORM pairs, optional QK-norm first), and the K/V cache write.
 //
 // Input: M rows of the fused projection, row m = token at position p = params.pos + m:
 //   qkv[m] = q (NH heads) | k (NKV heads) | v (NKV heads), each head HD floats, unroped.
-// For every q and k head, pair (i, i + HD/2), i < HD/2 (NEOX rotation):
+// QK_NORM (Qwen3): every q and k head is first RMS-normalised over its HD values and multiplied by
+//   the norm weight (qkn: attn_q_norm for q heads, attn_k_norm for k heads):
+//   x <- (x * rinv) * w,  rinv = inverseSqrt(sum x^2 / HD + EPS)   (qk_rinv, common_sincos.wgsl)
+// Then for every q and k head, pair (x_j, x_j') with frequency index i < HD/2:
+//   NEOX (default): j = i, j' = i + HD/2;   ROPE_NORM (ggml mode 0, llama): j = 2i, j' = 2i + 1
 //   a = p_f32 * freqs[i]                    (one f32 multiply; freqs[i] = f32(base^(-2i/HD)) from
 //                                            the host, bitweb.kernels.ops.rope_freqs)
-//   x'[i]        = x[i] cos a - x[i + HD/2] sin a
-//   x'[i + HD/2] = x[i] sin a + x[i + HD/2] cos a
-// (cos a, sin a): sincos4 of common_sincos.wgsl, the same function as attention.wgsl's decode.
+//   x'[j]  = x[j] cos a - x[j'] sin a
+//   x'[j'] = x[j] sin a + x[j'] cos a
+// (cos a, sin a): sincos4, pairs: rope_at / rope2, all in common_sincos.wgsl, the same functions as
+// attention.wgsl's decode, so a prompt's K rows are the same bits prefilled or decoded.
 // Outputs: q heads roped in place in qkv; k heads roped into the cache, v copied into the cache.
 // KV cache layout (one buffer per layer for K, one for V): [NKV][MAX_CTX][HD] f32, i.e.
 //   K[g, p, d] at ((g * MAX_CTX + p) * HD + d).
 // Rows with p >= MAX_CTX are not written (the engine keeps p0 + M <= MAX_CTX).
 //
 // Bindings: 0 qkv f32[M][(NH + 2 NKV) HD] (read_write), 1 freqs f32[HD/2], 2 k cache, 3 v cache,
-//           4 params (m = M rows, pos = p0 of row 0).
-// Thread mapping: one workgroup per row; thread t handles the vec4 pair groups it, it + WG, ...
-// of the (NH + NKV) * HD/8 groups, then the NKV * HD/4 vec4 of v. HD % 8 == 0.
+//           4 params (m = M rows, pos = p0 of row 0), 5 qkn f32[2][HD] (QK_NORM: q weight | k weight).
+// Thread mapping: one workgroup per row; QK_NORM: thread t first sums the squares of heads t,
+// t + WG, ... (serially, into workgroup memory); then thread t handles the vec4 pair groups it,
+// it + WG, ... of the (NH + NKV) * HD/8 groups, then the NKV * HD/4 vec4 of v. HD % 8 == 0.
 
 override HD: u32 = 128u;
 override NH: u32 = 4u;
 override NKV: u32 = 1u;
 override MAX_CTX: u32 = 256u;
 override WG: u32 = 64u;
+override EPS: f32 = 1e-6;      // QK_NORM epsilon (the model's RMS norm epsilon)
 
 #include common_params
 
@@ -31,6 +38,11 @@ override WG: u32 = 64u;
 @group(0) @binding(2) var<storage, read_write> kc: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read_write> vc: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read> params: Params;
+#if QK_NORM
+@group(0) @binding(5) var<storage, read> qkn: array<vec4<f32>>;
+
+var<workgroup> hr: array<f32, NH + NKV>;                  // rinv of each q and k head of the row
+#endif
 
 #include common_sincos
 
@@ -44,21 +56,29 @@ fn rope(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let h8 = HD / 8u;
     let row = m * (NH + 2u * NKV) * h4;
     let fp = f32(p);
+#if QK_NORM
+    for (var h = lid; h < NH + NKV; h += WG) { hr[h] = qk_rinv(row + h * h4); }
+    workgroupBarrier();
+#endif
     for (var it = lid; it < (NH + NKV) * h8; it += WG) {
         let h = it / h8;
         let i = it % h8;
-        let sc = sincos4(fp * freqs[i]);
-        let a = qkv[row + h * h4 + i];
-        let b = qkv[row + h * h4 + h8 + i];
-        let ra = a * sc[1] - b * sc[0];
-        let rb = a * sc[0] + b * sc[1];
+        let o = rope_at(i);
+        var a = qkv[row + h * h4 + o.x];
+        var b = qkv[row + h * h4 + o.y];
+#if QK_NORM
+        let wb = select(h4, 0u, h < NH);                   // q heads: attn_q_norm, k heads: attn_k_norm
+        a = (a * hr[h]) * qkn[wb + o.x];
+        b = (b * hr[h]) * qkn[wb + o.y];
+#endif
+        let r = rope2(a, b, sincos4(fp * freqs[i]));
         if (h < NH) {
-            qkv[row + h * h4 + i] = ra;
-            qkv[row + h * h4 + h8 + i] = rb;
+            qkv[row + h * h4 + o.x] = r[0];
+            qkv[row + h * h4 + o.y] = r[1];
         } else {
             let kb = ((h - NH) * MAX_CTX + p) * h4;
-            kc[kb + i] = ra;
-            kc[kb + h8 + i] = rb;
+            kc[kb + o.x] = r[0];
+            kc[kb + o.y] = r[1];
         }
     }
     for (var it = lid; it < NKV * h4; it += WG) {

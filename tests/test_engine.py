@@ -76,7 +76,8 @@ def assert_same_greedy(eng, ref, ids, act, n=N):
 
 
 CASES = [("bitnet-b1.58", f) for f in ("i2_s", "tq2_0", "tq1_0", "q1_0", "f16")] + \
-        [("bitnet", "tq2_0"), ("bitnet", "q1_0"), ("bitnet", "f16")]   # bitnet f16: glue.wgsl silu path
+        [("bitnet", "tq2_0"), ("bitnet", "q1_0"), ("bitnet", "f16")] + \
+        [("qwen3", "q1_0"), ("qwen3", "f16"), ("llama", "tq1_0"), ("llama", "bf16")]   # bitnet f16: glue.wgsl silu path; qwen3 / llama: QK-norm, NORM RoPE, no sub-norms
 
 
 @pytest.mark.parametrize("act", ["a8", "f32"])
@@ -109,7 +110,8 @@ def test_packed_tables_greedy_equals_numpy(gpu, models, arch, fmt, embd, act):
 
 # Models on which the prefill A8 rows (then quantised as round(((x * rinv) * w) * s)) once gave
 # other tokens than decode (round(x * w * 127 / amax)): greedy tokens differed from step 28 / 13 / 44.
-@pytest.mark.parametrize("arch,fmt,seed", [("bitnet", "tq2_0", 1), ("bitnet-b1.58", "q1_0", 3), ("bitnet", "q1_0", 3)])
+@pytest.mark.parametrize("arch,fmt,seed", [("bitnet", "tq2_0", 1), ("bitnet-b1.58", "q1_0", 3), ("bitnet", "q1_0", 3),
+                                           ("qwen3", "q1_0", 1), ("llama", "tq2_0", 2)])
 def test_a8_prefill_equals_decode(gpu, models, arch, fmt, seed):
     """A8: the prompt prefilled in one chunk (multi-row kernels, ops.rmsnorm A8 rows) gives the same
     greedy tokens as the prompt fed token by token through the decode plan (bitlinear's own A8
@@ -130,11 +132,13 @@ def test_a8_prefill_equals_decode(gpu, models, arch, fmt, seed):
     assert np.abs(la - lb).max() <= 1e-4, np.abs(la - lb).max()
 
 
-@pytest.mark.parametrize("fmt", ["i2_s", "tq1_0", "f16"])
-def test_long_prompt_prefill_in_chunks(gpu, models, fmt):
+@pytest.mark.parametrize("arch,fmt", [("bitnet-b1.58", "i2_s"), ("bitnet", "tq1_0"), ("bitnet-b1.58", "f16"),
+                                      ("qwen3", "q1_0"), ("llama", "f16")])
+def test_long_prompt_prefill_in_chunks(gpu, models, arch, fmt):
     """A 150-token prompt: chunks of 64, 64 and 22 rows (bucket 32) through the multi-row kernels,
     the same as one token at a time through the decode plan, and as numpy (A8 too)."""
-    path = models("bitnet", fmt) if fmt == "tq1_0" else models("bitnet-b1.58", fmt)
+    path = models(arch, fmt)
+
     ref = NumpyModel.from_gguf(open_gguf(path), "f32")
     ids = ref.tokenizer.encode(" ".join(["a longer prompt about engines and references"] * 6))[:150]
     assert len(ids) == 150

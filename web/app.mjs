@@ -191,6 +191,7 @@ function showModel(engine) {
     ['Layers × width', i.layers != null ? `${i.layers} × ${i.width}` : null],
     ['Heads (KV)', i.heads != null ? `${i.heads} (${i.kvHeads})` : null],
     ['Vocabulary', i.vocabulary], ['Context', i.context !== i.contextMax ? `${i.context} of ${i.contextMax}` : i.context],
+    ['Context note', i.contextNote || null],
     ['Weights', i.weights], ['Activations', i.activations],
   ]);
   const a = i.adapter, L = a.limits || {};

@@ -34,7 +34,8 @@ export interface LoadOptions {
   onProgress?: (p: Progress) => void;
   /** 'a8': W1.58A8 as trained (default); 'f32': float activations */
   activations?: 'a8' | 'f32';
-  /** positions of the KV cache (at least 2; default: the model's) */
+  /** positions of the KV cache (at least 2; default: the model's, or the largest that fits the
+   *  GPU's limits and a 1 GiB KV cache; info.contextNote says which) */
   context?: number | null;
   signal?: AbortSignal;
   /** 'ask' (default): fail with kind "no-room" when this model and the loaded ones do not fit
@@ -99,6 +100,8 @@ export interface ChatCompletionStream extends AsyncIterableIterator<ChatCompleti
 export interface EngineInfo {
   name: string; title: string; architecture: string; fileSize: number; headerBytes: number; tensorTypes: Record<string, number>;
   weights: string; vocabulary: number; context: number; contextMax: number; layers: number; width: number;
+  /** why the default context is below contextMax (the KV cache budget or a GPU limit); '' otherwise */
+  contextNote: string;
   heads: number; kvHeads: number; ffn: number; tied: boolean; activations: 'a8' | 'f32';
   /** the chat template has a thinking switch (create()'s enable_thinking); thinkingDefault: on when unset */
   thinking: boolean; thinkingDefault: boolean;

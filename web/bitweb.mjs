@@ -210,7 +210,7 @@ export class Engine {
     this.info = Object.freeze({
       name: v.name || i.name, title: i.title, architecture: i.arch, fileSize: i.file_size, headerBytes: i.header_bytes,
       tensorTypes: i.tensor_types, weights: i.linear_type, vocabulary: i.n_vocab,
-      context: v.load.n_ctx, contextMax: i.n_ctx, layers: i.n_layer, width: i.n_embd,
+      context: v.load.n_ctx, contextMax: i.n_ctx, contextNote: v.load.context_note || '', layers: i.n_layer, width: i.n_embd,
       heads: i.n_head, kvHeads: i.n_head_kv, ffn: i.n_ff, tied: i.tied,
       activations: v.load.activations, thinking: !!i.thinking, thinkingDefault: !!i.thinking_default,
       adapter: v.adapter, features: v.adapter.features, load: v.load, cacheError: v.cacheError || null,

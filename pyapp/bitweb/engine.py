@@ -28,7 +28,8 @@ from __future__ import annotations
 import struct
 
 from bitweb import formats, gpu
-from bitweb.generation import ContextError, GenerateResult, GenerationRun, check_prompt, common_prefix, now_ms
+from bitweb.generation import (ContextError, GenerateResult, GenerationRun, check_prompt, common_prefix,
+                               fit_context, now_ms)
 from bitweb.kernels import bitlinear, bitlinear_tiled, dense, glue, lmhead, ops, requant
 from bitweb.model import LINEARS, TERNARY_TYPES, Model
 from bitweb.sampling import Sampler, SamplingError, SamplingParams, choose, penalty_ids
@@ -123,10 +124,13 @@ class DecodeOps(_Ops):
 
     def attention(self, i, qkv, o):
         cfg, B = self.cfg, self.B
-        attn = ops.attention_decode(cfg.n_head, cfg.n_head_kv, cfg.head_dim, self.eng.n_ctx)
+        attn = ops.attention_decode(cfg.n_head, cfg.n_head_kv, cfg.head_dim, self.eng.n_ctx, mode=cfg.rope,
+                                    qk_norm=cfg.qk_norm, eps=cfg.eps)
         if len(attn) != 1:
             raise EngineError("attention with splits > 1 is not wired")
         kv = {"k_cache": B[f"k.{i}"], "v_cache": B[f"v.{i}"], "params": B["params"], "freqs": B["freqs"]}
+        if cfg.qk_norm:
+            kv["qkn"] = B[f"qkn.{i}"]
         return [(attn[0], dict(kv, qkv=self.buf(qkv), o=self.buf(o)))]
 
     def ffn(self, i, x, g, norm):
@@ -149,9 +153,10 @@ class DecodeOps(_Ops):
 
 class PrefillOps(_Ops):
     """The block over M prompt rows. Before each multi-row matmul an rmsnorm step (A8: it also
-    quantizes the rows, with the decode kernel's workgroup size so the int8 rows equal decode's);
-    ternary / binary weights: bitlinear_tiled, float weights: dense matmul (+ glue steps). mm() is
-    the one place that picks the matmul kernel."""
+    quantizes the rows, with the decode kernel's workgroup size so the int8 rows equal decode's;
+    a linear without a norm before it: A8 rows of its input (rmsnorm NO_NORM), or, f32, no step:
+    the matmul reads the rows as they are); ternary / binary weights: bitlinear_tiled, float
+    weights: dense matmul (+ glue steps). mm() is the one place that picks the matmul kernel."""
     prefix = "p."
 
     def __init__(self, eng, M: int):
@@ -161,59 +166,67 @@ class PrefillOps(_Ops):
         self.normed = {"q": B["p.q"], "scale": B["p.s"]} if self.a8 else {"x": B["p.n"]}
 
     def norm(self, n: int, x, w):
-        """rmsnorm of the M rows of x (width n) into the matmul's input (A8 rows or f32 p.n)."""
+        """The matmul input from the M rows of x (width n): (steps, its bindings). rmsnorm into
+        A8 rows (p.q, p.s) or f32 rows (p.n); without a norm weight (w None) A8 rows of x as is,
+        or, f32, no step and x itself."""
         B, a8 = self.B, self.a8
-        if w is None:
-            raise EngineError("prefill: a linear without a norm before it is not wired yet")
-        st = ops.rmsnorm(n, self.M, eps=self.eps, a8=a8, wg=bitlinear.choose(self.eng.dev, n, True).wg if a8 else 64)
-        return (st, {"x": x, "norm": w, "q": B["p.q"], "scale": B["p.s"]} if a8 else {"x": x, "norm": w, "y": B["p.n"]})
+        if w is None and not a8:
+            return [], {"x": x}
+        st = ops.rmsnorm(n, self.M, eps=self.eps, a8=a8, wg=bitlinear.choose(self.eng.dev, n, True).wg if a8 else 64,
+                         norm=w is not None)
+        bufs = {"x": x, "q": B["p.q"], "scale": B["p.s"]} if a8 else {"x": x, "y": B["p.n"]}
+        return [(st, bufs if w is None else dict(bufs, norm=w))], self.normed
 
-    def mm(self, n_in, n_out, w, y, mult, residual=False, y_stride=0, y_col0=0):
-        """y (+)= W . normed rows (columns y_col0.. of rows y_stride wide when y_stride)."""
+    def mm(self, n_in, n_out, w, y, mult, residual=False, y_stride=0, y_col0=0, inp=None):
+        """y (+)= W . input rows (inp: the bindings norm() returned; default the normed rows)
+        (columns y_col0.. of rows y_stride wide when y_stride)."""
         B, M, P = self.B, self.M, self.B["params"]
+        inp = self.normed if inp is None else inp
         if self.eng.ternary:
             st = bitlinear_tiled.matmul(self.fmt, n_in, n_out, M, a8=self.a8, residual=residual,
                                         y_stride=y_stride, y_col0=y_col0)
-            return [(st, dict(self.normed, params=P, mult=mult, y=y, w=w))]
+            return [(st, dict(inp, params=P, mult=mult, y=y, w=w))]
         st = dense.matmul(self.fmt, n_in, n_out, M)[0].with_constants(ROW0=y_col0, Y_STRIDE=y_stride or n_out)
         if not residual:
-            return [(st, {"w0": w, "x": B["p.n"], "y": y, "params": P})]
-        return [(st, {"w0": w, "x": B["p.n"], "y": B["p.tmp"], "params": P}),
+            return [(st, {"w0": w, "x": inp["x"], "y": y, "params": P})]
+        return [(st, {"w0": w, "x": inp["x"], "y": B["p.tmp"], "params": P}),
                 (glue.add(M * n_out), {"y": y, "a": B["p.tmp"], "mult": mult})]
 
     def linear(self, i, group, x, y, norm, residual=False):
         names = GROUPS[group]
         n_in = self.shapes[names[0]][0]
         outs = [self.shapes[n][1] for n in names]
-        steps = [self.norm(n_in, self.buf(x), self.w(i, norm))]
+        steps, inp = self.norm(n_in, self.buf(x), self.w(i, norm))
         if len(names) == 1:
             return steps + self.mm(n_in, outs[0], self.w(i, names[0]), self.buf(y), self.eng._mult(i, group),
-                                   residual=residual)
+                                   residual=residual, inp=inp)
         col = 0                               # parts side by side in rows of sum(outs)
         for n, n_out in zip(names, outs):
             steps += self.mm(n_in, n_out, self.w(i, n), self.buf(y), self.eng._mult1(i, n), y_stride=sum(outs),
-                             y_col0=col)
+                             y_col0=col, inp=inp)
             col += n_out
         return steps
 
     def attention(self, i, qkv, o):
         cfg, B = self.cfg, self.B
         kv = {"k_cache": B[f"k.{i}"], "v_cache": B[f"v.{i}"], "params": B["params"]}
-        return [(ops.rope(cfg.n_head, cfg.n_head_kv, cfg.head_dim, self.eng.n_ctx, self.M),
-                 dict(kv, qkv=self.buf(qkv), freqs=B["freqs"])),
+        rope = {"qkn": B[f"qkn.{i}"]} if cfg.qk_norm else {}
+        return [(ops.rope(cfg.n_head, cfg.n_head_kv, cfg.head_dim, self.eng.n_ctx, self.M, mode=cfg.rope,
+                          qk_norm=cfg.qk_norm, eps=cfg.eps),
+                 dict(kv, qkv=self.buf(qkv), freqs=B["freqs"], **rope)),
                 (ops.attention_prefill(cfg.n_head, cfg.n_head_kv, cfg.head_dim, self.eng.n_ctx, self.M),
                  dict(kv, qkv=self.buf(qkv), o=self.buf(o)))]
 
     def ffn(self, i, x, g, norm):
         cfg, B, M = self.cfg, self.B, self.M
         e, ff = cfg.n_embd, cfg.n_ff
-        steps = [self.norm(e, self.buf(x), self.w(i, norm))]
+        steps, inp = self.norm(e, self.buf(x), self.w(i, norm))
         if self.eng.ternary:
             return steps + [(bitlinear_tiled.gate_up(self.fmt, e, ff, M, a8=self.a8, act=cfg.ffn),
-                             dict(self.normed, params=B["params"], mult=self.eng._mult(i, "gu"), y=self.buf(g),
+                             dict(inp, params=B["params"], mult=self.eng._mult(i, "gu"), y=self.buf(g),
                                   gate=self.w(i, "ffn_gate"), up=self.w(i, "ffn_up")))]
-        steps += self.mm(e, ff, self.w(i, "ffn_gate"), B["p.gate"], None)
-        steps += self.mm(e, ff, self.w(i, "ffn_up"), B["p.up"], None)
+        steps += self.mm(e, ff, self.w(i, "ffn_gate"), B["p.gate"], None, inp=inp)
+        steps += self.mm(e, ff, self.w(i, "ffn_up"), B["p.up"], None, inp=inp)
         return steps + [(glue.act_mul(M * ff, cfg.ffn), {"y": self.buf(g), "a": B["p.gate"], "u": B["p.up"],
                                                          "mult": self.eng._mult(i, "gu")})]
 
@@ -252,6 +265,7 @@ class Engine:
         self._topk = {}               # k -> (top-k plan item, top buffer, value offset)
         self._plans = {}              # decode: k -> Plan; prefill: (rows, k or None) -> Plan
         self.prefill_rows = 1
+        self.context_note = ""        # why the default context is below the file's (generation.fit_context)
         self.load_ms = 0.0
         self.weight_bytes = self.gpu_bytes = 0      # file tensor bytes; bytes of every GPU buffer made at load
 
@@ -260,7 +274,8 @@ class Engine:
     async def load(cls, dev, gf, src, activations: str = "a8", max_context: int | None = None,
                    progress=None, log=None, prefill_rows: int = PREFILL_ROWS,
                    lm_head: str | None = None) -> "Engine":
-        """Check limits, upload every tensor from `src` (FileSource / BytesSource natively, a JS
+        """Pick the context (max_context, else the default that fits: generation.fit_context, its
+        note in `context_note`), check limits, upload every tensor from `src` (FileSource / BytesSource natively, a JS
         Blob or File in the browser), compile the kernels and record the decode plans.
         progress(stage, done, total): stage "upload" (bytes), "compile" (steps), "ready".
         lm_head="q8_0": the LM head's float rows are converted to Q8_0 on the GPU after upload
@@ -269,10 +284,11 @@ class Engine:
         t0 = now_ms()
         model = Model.from_gguf(gf)
         cfg = model.cfg
-        n_ctx = cfg.n_ctx if not max_context else min(int(max_context), cfg.n_ctx)
+        n_ctx, note = fit_context(cfg, max_context, min(dev.max_binding, dev.max_buffer))
         if n_ctx < 2:
             raise ContextError(f"max_context {max_context}: the context must hold at least 2 positions")
         eng = cls(dev, model, activations, n_ctx, log)
+        eng.context_note = note
         if lm_head is not None and lm_head not in LM_HEADS:
             raise EngineError(f"lm_head {lm_head!r}: must be one of {LM_HEADS} (or None: as in the file)")
         eng.lm_head = lm_head
@@ -290,6 +306,8 @@ class Engine:
         eng.gpu_bytes = sum(b.size for b in eng._all_buffers())
         if progress:
             progress("ready", 1, 1)
+        if log and note:
+            log(f"engine: {note}")
         if log:
             log(f"engine: {cfg.summary()}; {activations} activations; context {n_ctx}; "
                 f"loaded in {eng.load_ms:.0f} ms; decode plan {eng.plan_greedy.n_dispatches} dispatches "
@@ -302,10 +320,6 @@ class Engine:
 
     def _check_support(self):
         m, cfg = self.model, self.cfg
-        todo = [what for what, needed in (("QK-norm", cfg.qk_norm), ("NORM (adjacent-pair) RoPE", cfg.rope != "neox"),
-                                          ("blocks without sub-norms", not cfg.sub_norms)) if needed]
-        if todo:
-            raise EngineError(f"architecture {cfg.arch!r}: {', '.join(todo)}: not run by the GPU engine yet")
         if not self.ternary:
             scaled = [getattr(b, n + "_scale").name for b in m.blk for n in LINEARS if getattr(b, n + "_scale")]
             if scaled:
@@ -334,10 +348,15 @@ class Engine:
         if n_sb < NEED_STORAGE_BUFFERS:
             raise gpu.LimitsError(f"the fused QKV kernel binds {NEED_STORAGE_BUFFERS} storage buffers; this GPU allows "
                                   f"maxStorageBuffersPerShaderStage = {n_sb}")
+        kv = ops.kv_cache_bytes(cfg.n_head_kv, cfg.head_dim, self.n_ctx)
+        lim, limit = min((dev.max_binding, "maxStorageBufferBindingSize"), (dev.max_buffer, "maxBufferSize"))
+        if kv > lim:
+            raise gpu.LimitsError(f"KV cache of one layer ({self.n_ctx} positions) needs a buffer of {kv} bytes; this "
+                                  f"GPU allows {limit} = {lim} (short by {kv - lim} bytes): at most "
+                                  f"{lim // (4 * cfg.kv_dim)} positions of context fit")
         tables = {m.token_embd.name, m.lm_head.name}
         items = [(ti.nbytes, ti.name) for ti in m.tensors() if ti.name not in tables]
-        items += [(ops.kv_cache_bytes(cfg.n_head_kv, cfg.head_dim, self.n_ctx), f"KV cache of one layer ({self.n_ctx} positions)"),
-                  (4 * cfg.n_vocab, "logits"), (4 * cfg.n_ff, "FFN activations")]
+        items += [(4 * cfg.n_vocab, "logits"), (4 * cfg.n_ff, "FFN activations")]
         for name in tables:
             ti = m.gguf.tensors[name]
             shards, rb = self._table_shards(ti)
@@ -348,8 +367,11 @@ class Engine:
     async def _upload(self, src, progress):
         dev, m = self.dev, self.model
         tables = [m.token_embd] + ([m.output] if m.output is not None else [])
-        plain = [ti for ti in m.tensors() if ti not in tables and not ti.name.endswith(".scale")]
-        total = sum(ti.nbytes for ti in tables + plain)
+        qkn = [(b.index, b.attn_q_norm, b.attn_k_norm) for b in m.blk if b.attn_q_norm is not None]
+        paired = {ti.name for _, qn, kn in qkn for ti in (qn, kn)}
+        plain = [ti for ti in m.tensors() if ti not in tables and not ti.name.endswith(".scale")
+                 and ti.name not in paired]
+        total = sum(ti.nbytes for ti in tables + plain) + sum(qn.nbytes + kn.nbytes for _, qn, kn in qkn)
         done = [0]
 
         def on_bytes(n):
@@ -369,6 +391,12 @@ class Engine:
             b = dev.create_buffer(ti.nbytes, label=ti.name)
             await dev.upload(b, 0, src, ti.abs_offset, ti.nbytes, on_bytes=on_bytes)
             self.w[ti.name] = b
+        for i, qn, kn in qkn:                    # QK-norm weights: one f32[2][head_dim] buffer per block
+            b = dev.create_buffer(qn.nbytes + kn.nbytes, label=f"blk.{i}.attn_q_norm|attn_k_norm")
+            await dev.upload(b, 0, src, qn.abs_offset, qn.nbytes, on_bytes=on_bytes)
+            await dev.upload(b, qn.nbytes, src, kn.abs_offset, kn.nbytes, on_bytes=on_bytes)
+            self.buf[f"qkn.{i}"] = b
+
         # output multipliers per linear (bitnet .scale tensors, else 1.0), uploaded straight from the file
         ones = struct.pack("<4f", 1.0, 1.0, 1.0, 1.0)
         self.buf["ones"] = dev.create_buffer(16, label="ones")
@@ -725,9 +753,10 @@ class Engine:
             submit(t)                        # step i + 1: all the GPU waits for after the read
         return submitted - run.n_decode
 
-    async def forward_logits(self, ids) -> list:
-        """Logits (n_vocab floats) after every token of ids, run one token at a time through the
-        decode plan from position 0. For tests and diagnostics (reads all logits per token)."""
+    async def forward_logits(self, ids, raw: bool = False) -> list:
+        """Logits (n_vocab floats; raw: the float32 bytes) after every token of ids, run one token
+        at a time through the decode plan from position 0. For tests, diagnostics and `bitweb
+        perplexity` (reads all logits per token)."""
         ids = list(ids)
         if not 0 < len(ids) <= self.n_ctx:
             raise ContextError(f"forward_logits: {len(ids)} tokens for a context of {self.n_ctx}")
@@ -739,7 +768,8 @@ class Engine:
             self._feed(t)
             self._write_params(1, pos, SamplingParams(), [])
             self.dev.run(self.plan_greedy)
-            out.append(list(struct.unpack(f"<{V}f", await self.dev.read(self.buf["logits"], 0, 4 * V))))
+            row = bytes(await self.dev.read(self.buf["logits"], 0, 4 * V))
+            out.append(row if raw else list(struct.unpack(f"<{V}f", row)))
         self.cached_ids = ids
         return out
 

@@ -12,6 +12,8 @@ honours a flag it is the first to set (one place per forward pass: see ARCHITECT
     arch             ffn                         sub-norms  QK-norm  RoPE   .scale tensors
     bitnet-b1.58     relu(gate(f))^2 * up(f)     yes        no       NEOX   no        (2B4T; "bitnet-25": its older name)
     bitnet           silu(gate(f)) * up(f)       yes        no       NEOX   optional  (llama.cpp's 1bitLLM b1.58 models)
+    qwen3            silu(gate(f)) * up(f)       no         yes      NEOX   no        (Bonsai, Ternary Bonsai)
+    llama            silu(gate(f)) * up(f)       no         no       NORM   no        (Falcon3 1.58-bit)
 
 Hyperparameters are read under the architecture prefix (`{arch}.block_count` ...).
 Tensor names are GGUF names with the dots turned into attributes:
@@ -52,6 +54,8 @@ ARCHS = {
     "bitnet-b1.58": Arch(ffn="relu2", sub_norms=True),
     "bitnet-25": Arch(ffn="relu2", sub_norms=True),
     "bitnet": Arch(ffn="silu", sub_norms=True, scales=True),
+    "qwen3": Arch(ffn="silu", sub_norms=False, qk_norm=True),
+    "llama": Arch(ffn="silu", sub_norms=False, rope="norm"),
 }
 
 NORMS = ("attn_norm", "attn_sub_norm", "ffn_norm", "ffn_sub_norm", "attn_q_norm", "attn_k_norm")
@@ -134,6 +138,16 @@ class Config:
         factor = md.get(f"{arch}.rope.scaling.factor", 1.0)
         if scaling not in ("none", "linear") or (scaling == "linear" and factor not in (0.0, 1.0)):
             raise ModelError(f"{arch}.rope.scaling.type {scaling!r} factor {factor}: RoPE scaling is not supported")
+        if "rope_freqs.weight" in gf.tensors:
+            raise ModelError("tensor 'rope_freqs.weight' (RoPE frequency factors, Llama 3.1-style scaling): "
+                             "not supported")
+        if md.get(f"{arch}.expert_count", 0):
+            raise ModelError(f"{arch}.expert_count {md[f'{arch}.expert_count']}: mixture-of-experts models are "
+                             f"not supported")
+        if md.get(f"{arch}.attention.scale", 0.0) not in (0.0, None):
+            raise ModelError(f"{arch}.attention.scale {md[f'{arch}.attention.scale']}: only the 1/sqrt(head_dim) "
+                             f"attention scale is supported")
+
 
         t = gf.tensors
         embd = t.get("token_embd.weight")

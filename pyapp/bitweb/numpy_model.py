@@ -4,7 +4,8 @@ One plain loop over the blocks; every value is float32 (as in the kernels) excep
 int32 dot products of A8 mode. Shapes: n = tokens in this call, e = n_embd,
 q = n_head * head_dim, kv = n_head_kv * head_dim, f = n_ff, V = n_vocab, T = positions so far.
 
-Every block linear is preceded by an RMSNorm; the pair is computed as the GPU kernels do
+A block linear is preceded by an RMSNorm (or by none: Wo and Wd of blocks without sub-norms,
+Config.sub_norms, then m = x and rinv = 1); the pair is computed as the GPU kernels do
 (bitweb.ref.bitlinear.activations, the kernels' own numpy mirror, row by row):
   m = x * nw,  rinv = 1 / sqrt(mean(x^2) + eps)            (rmsnorm(x) = m * rinv)
 Activation modes (`activations=`):
@@ -25,13 +26,15 @@ Activation modes (`activations=`):
          tensors, and as the GPU engine's dense kernel does. A packed LM head (Q1_0 / Q2_0
          tables) is a block linear here, as in lmhead.wgsl.
 `bitnet` models with `.scale` tensors multiply each linear's output by that scale.
+Attention (Config flags): QK-norm (qwen3: each q / k head RMS-normalised and times attn_q_norm /
+attn_k_norm, f32, before RoPE), RoPE pairs NEOX (i, i + head_dim/2) or NORM (2i, 2i + 1, llama).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from bitweb import formats
-from bitweb.generation import GenerationRun, check_prompt, common_prefix
+from bitweb.generation import GenerationRun, check_prompt, common_prefix, fit_context
 from bitweb.model import LINEARS, NORMS, TERNARY_TYPES, Model, ModelError
 from bitweb.ref.bitlinear import activations
 from bitweb.sampling import Sampler, SamplingParams, apply_penalty, top_candidates
@@ -45,15 +48,27 @@ def rmsnorm(x, w, eps):
     return x * (F32(1) / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + F32(eps))) * w
 
 
-def rope_neox(x, pos, n_heads, head_dim, base):
-    """Rotate pairs (i, i + head_dim/2) of each head by pos * base^(-2i/head_dim). x (n, n_heads*head_dim)."""
+def rope(x, pos, n_heads, head_dim, base, mode="neox"):
+    """Rotate pair i of each head by pos * base^(-2i/head_dim); mode "neox": pairs (i, i + head_dim/2)
+    (transformers' rotate_half), "norm": adjacent pairs (2i, 2i + 1) (ggml mode 0, llama).
+    x (n, n_heads*head_dim)."""
     half = head_dim // 2
     inv = base ** (-2.0 * np.arange(half, dtype=np.float64) / head_dim)
     ang = np.asarray(pos, dtype=np.float64)[:, None] * inv[None, :]          # (n, half)
     cos, sin = np.cos(ang).astype(F32)[:, None, :], np.sin(ang).astype(F32)[:, None, :]
     h = x.reshape(len(pos), n_heads, head_dim)
+    if mode == "norm":
+        a, b = h[..., 0::2], h[..., 1::2]
+        out = np.empty_like(h)
+        out[..., 0::2], out[..., 1::2] = a * cos - b * sin, a * sin + b * cos
+        return out.reshape(x.shape)
     a, b = h[..., :half], h[..., half:]
     return np.concatenate([a * cos - b * sin, a * sin + b * cos], axis=-1).reshape(x.shape)
+
+
+def head_norm(x, w, n_heads, head_dim, eps):
+    """RMSNorm of each head of x (n, n_heads*head_dim) over its head_dim values, times w (head_dim,)."""
+    return rmsnorm(x.reshape(len(x), n_heads, head_dim), w, eps).reshape(x.shape)
 
 
 def attention(q, K, V, pos0, n_head, n_head_kv, head_dim):
@@ -117,12 +132,8 @@ class NumpyModel:
         if activations not in ACTIVATIONS:
             raise ValueError(f"activations {activations!r}: must be one of {ACTIVATIONS}")
         cfg, gf = model.cfg, model.gguf
-        todo = [what for what, needed in (("QK-norm", cfg.qk_norm), ("NORM (adjacent-pair) RoPE", cfg.rope != "neox"))
-                if needed]
-        if todo:
-            raise ModelError(f"architecture {cfg.arch!r}: {', '.join(todo)}: not run by the numpy model yet")
         self.model, self.cfg, self.activations = model, cfg, activations
-        self.n_ctx = min(cfg.n_ctx, max_context) if max_context else cfg.n_ctx
+        self.n_ctx, self.context_note = fit_context(cfg, max_context)      # the engine's default, less GPU limits
 
         def vec(ti):
             return formats.TYPES[ti.type_id].dequantize(gf.tensor_data(ti.name), ti.n_elements)
@@ -188,12 +199,17 @@ class NumpyModel:
         return L[w](x, L[norm], self.cfg.eps, self.activations == "a8")
 
     def attention(self, i, q, k, v, pos):
-        """RoPE q, k at positions pos, write K, V rows pos of block i's cache, causal GQA over the
-        positions so far: (n, q)."""
-        c = self.cfg
+        """QK-norm (Config.qk_norm: each q and k head RMS-normalised, times attn_q_norm /
+        attn_k_norm), RoPE q, k at positions pos (Config.rope: neox or norm pairs), write K, V rows
+        pos of block i's cache, causal GQA over the positions so far: (n, q)."""
+        c, L = self.cfg, self.blk[i]
         end = int(pos[-1]) + 1
-        q = rope_neox(q, pos, c.n_head, c.head_dim, c.rope_base)
-        self.K[i, pos] = rope_neox(k, pos, c.n_head_kv, c.head_dim, c.rope_base)   # roped keys
+        if c.qk_norm:
+            q = head_norm(q, L["attn_q_norm"], c.n_head, c.head_dim, c.eps)
+            k = head_norm(k, L["attn_k_norm"], c.n_head_kv, c.head_dim, c.eps)
+        q = rope(q, pos, c.n_head, c.head_dim, c.rope_base, c.rope)
+        self.K[i, pos] = rope(k, pos, c.n_head_kv, c.head_dim, c.rope_base, c.rope)   # roped keys
+
         self.V[i, pos] = v
         return attention(q, self.K[i, :end], self.V[i, :end], int(pos[0]), c.n_head, c.n_head_kv, c.head_dim)
 

@@ -199,7 +199,8 @@ def estimate_bytes(cfg, gf, n_ctx: int) -> int:
     """GPU bytes a model needs: its tensors, the KV cache (f32 K and V per layer) and, roughly,
     the activation buffers (a few prefill rows of the widest layer, the logits)."""
     weights = sum(t.nbytes for t in gf.tensors.values())
-    kv = 2 * cfg.n_layer * 4 * cfg.n_head_kv * cfg.head_dim * n_ctx
+    from bitweb.generation import kv_bytes
+    kv = kv_bytes(cfg, n_ctx)
     widest = max(cfg.n_embd, cfg.q_dim + 2 * cfg.kv_dim, cfg.n_ff)
     return weights + kv + 4 * (64 * 4 * widest + 2 * cfg.n_vocab)
 
@@ -390,7 +391,7 @@ class WebApp:
             self.unload(eid)
 
     async def _load(self, rid, blob, name: str, opts: dict) -> dict:
-        from bitweb import engine, model
+        from bitweb import engine, generation, model
         t0 = time.perf_counter()
         self.progress(rid, "header", 0, 1)
         gf = await parse_header(blob)
@@ -409,9 +410,15 @@ class WebApp:
                                         or max_context < 2):
             raise AppError("settings", f"context = {max_context!r}: must be an integer of at least 2 "
                                        "(positions in the KV cache)", field="context")
-        n_ctx = cfg.n_ctx if not max_context else min(int(max_context), cfg.n_ctx)
-        need = estimate_bytes(cfg, gf, n_ctx)
         budget = opts.get("gpu_memory")
+        kv_budget = generation.KV_BUDGET                # the default context also fits gpu_memory
+        if budget:
+            kv_budget = max(0, min(kv_budget, budget - estimate_bytes(cfg, gf, 0)))
+        try:
+            n_ctx, note = generation.fit_context(cfg, max_context, min(dev.max_binding, dev.max_buffer), kv_budget)
+        except generation.ContextError as e:
+            raise AppError("out-of-memory" if budget else "limits", f"{name}: {e}") from None
+        need = estimate_bytes(cfg, gf, n_ctx)
         if budget:
             held = sum(s.eng.gpu_bytes for s in self.engines.values())
             if need > budget:
@@ -431,7 +438,7 @@ class WebApp:
         scoped = True
         try:
             eng = await engine.Engine.load(
-                dev, gf, blob, activations=opts.get("activations", "a8"), max_context=max_context,
+                dev, gf, blob, activations=opts.get("activations", "a8"), max_context=n_ctx,
                 progress=lambda stage, done, total: self.progress(rid, stage, done, total))
             scoped = False
             err = await dev.device.popErrorScope()
@@ -455,7 +462,7 @@ class WebApp:
         self.next_id += 1
         load = {"ms": round((time.perf_counter() - t0) * 1000, 1), "header_ms": info["header_ms"],
                 "header_read": info["header_read"], "wasm_before": wasm0, "wasm_after": wasm_bytes(),
-                "activations": opts.get("activations", "a8"), "n_ctx": eng.n_ctx,
+                "activations": opts.get("activations", "a8"), "n_ctx": eng.n_ctx, "context_note": note,
                 "estimate_bytes": need}
         for k in ("weight_bytes", "gpu_bytes"):
             v = getattr(eng, k, None)

@@ -39,10 +39,6 @@ def models(tmp_path_factory):
     name = b"blk.1.ffn_down.weight"                  # renamed: the model lacks that tensor
     i = data.index(name)
     (tmp / "missing.gguf").write_bytes(data[:i] + b"blk.1.ffn_dowX.weight" + data[i + len(name):])
-    key = b"bitnet-b1.58.context_length"             # u32 1024 -> 2^24: a KV cache far over the limits
-    j = data.index(key) + len(key)
-    assert struct.unpack_from("<II", data, j) == (4, 1024)
-    (tmp / "kv.gguf").write_bytes(data[:j + 4] + struct.pack("<I", 1 << 24) + data[j + 8:])
     (tmp / "truncated.gguf").write_bytes(data[:len(data) * 2 // 3])
     # general.name grows by 96 MiB (NUL bytes, written sparse; a multiple of the alignment, so
     # the file stays valid): a header far over the 64 MiB bound
@@ -54,7 +50,9 @@ def models(tmp_path_factory):
         f.write(data[:k + 4] + struct.pack("<Q", n + 96 * MiB) + data[k + 12:k + 12 + n])
         f.seek(96 * MiB, 1)
         f.write(data[k + 12 + n:])
-    for bad in ("missing", "kv", "truncated", "huge"):
+    # (a huge context_length is no longer hostile: the default context is what fits, test_app.py
+    # test_limits_too_small_says_which_and_by_how_much)
+    for bad in ("missing", "truncated", "huge"):
         m[bad] = tmp / f"{bad}.gguf"
     return m
 
@@ -103,7 +101,6 @@ def test_no_room_for_two_models_asks_before_dropping_the_old(app, models, oracle
 
 @pytest.mark.parametrize("bad,kind,words", [
     ("missing", "unsupported", "missing tensor 'blk.1.ffn_down.weight'"),
-    ("kv", "limits", "KV cache of one layer (16777216 positions)"),
     ("truncated", "format", "past end of file"),
     ("huge", "format", "refuses GGUF headers over 64 MiB"),
 ])

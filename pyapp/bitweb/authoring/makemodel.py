@@ -1,4 +1,4 @@
-"""`bitweb make-model`: BitNet GGUF files with random ternary weights, laid out like the published file.
+"""`bitweb make-model`: GGUF files with random ternary / binary weights, laid out like published files.
 
 Architecture `bitnet-b1.58` (default) reproduces microsoft/bitnet-b1.58-2B-4T-gguf
 `ggml-model-i2_s.gguf` (GGUF v3): the same 24 metadata keys in the same order and with the
@@ -19,14 +19,26 @@ same value types (see PUBLISHED_KEYS), the same tensor names, types and GGUF sha
     output_norm.weight           F32  [n_embd]
 
 LIN is the --format type (published: I2_S, whose data is n/4 packed bytes + f32 scale + 28
-zero bytes), EMB the --embd-format type (published: F16; Bonsai: Q1_0). The published tensor *order* could not be checked (no dump found); this file
-uses token_embd, then the blocks in data-flow order, then output_norm.
+zero bytes), EMB the --embd-format type (published: F16; Bonsai: Q1_0). The published tensor
+*order* could not be checked (no dump found); this file uses token_embd, then the blocks in
+data-flow order, then output_norm (then output.weight, of --output-format, when the head is untied).
 
 Architecture `bitnet` is llama.cpp's (1bitLLM b1.58 models, SiLU-gated FFN): same tensors,
 keys under `bitnet.`, plus rope.scaling keys and tokenizer.ggml.pre as llama.cpp's converter
 writes them, and the vocabulary's chat template (the 2B4T tokenizer_config.json one). The
 bitnet-b1.58 files carry the published file's placeholder template (PUBLISHED_CHAT_TEMPLATE)
 and, like it, no tokenizer.ggml.pre / eot_token_id.
+
+Architectures `qwen3` (Bonsai) and `llama` (Falcon3 1.58-bit) have no sub-norms; qwen3 has
+`blk.N.attn_q_norm` / `attn_k_norm` F32 [head_dim] after attn_v. Their keys are what llama.cpp's
+convert_hf_to_gguf.py writes (QWEN3_KEYS / LLAMA_KEYS: head_dim as attention.key_length /
+value_length, so Qwen3-4B's 128 != n_embd / n_head works), then every tokenizer key of the
+vocabulary. The bonsai-* presets are Qwen3-1.7B / 4B / 8B's shapes (PRESETS) and by default
+qwen3, Q1_0 linears and token_embd (8B: an untied Q1_0 output.weight) and the qwen vocabulary,
+padded with [PADi] UNUSED tokens to 151936 rows as llama.cpp's converter pads Qwen3's. The
+GGUF stores llama's Q/K rows in the order NORM (adjacent-pair) RoPE needs: random weights need
+no permutation, but a transformers oracle built from such a file un-permutes them (the inverse of
+convert_hf_to_gguf.py's LlamaModel.permute).
 
 llama.cpp also loads optional `blk.N.<linear>.scale` tensors (F32, shape [1]) that multiply
 each linear's output. Its current converter (convert_hf_to_gguf.py BitnetModel) does
@@ -45,8 +57,10 @@ so a tensor does not depend on the preset's other tensors or on --layers):
     TQ2_0/TQ1_0 one d per 256, Q1_0 / Q2_0_G128 one d per 128 and Q2_0 per 64, each s times
     uniform [0.9, 1.1];
     f32/f16/bf16/q8_0 store the dequantized values s * t (q8_0: quantized again).
-  - norms: 1 + 0.05 * N(0, 1);  token_embd: N(0, (3 / sqrt(n_embd))^2), so tied logits have
-    std ~ 3 (varied, not degenerate, sampling), stored as --embd-format (quantized as ggml does).
+  - norms: 1 + 0.05 * N(0, 1) (QK-norms: 2 + 0.05 N(0, 1): a normalised q . k / sqrt(head_dim)
+    is ~N(0, 1) for unit weights, too flat an attention; 2 sharpens it and greedy text varies);
+    token_embd / output: N(0, (3 / sqrt(n_embd))^2), so logits have std ~ 3 (varied, not
+    degenerate, sampling), stored as --embd-format / --output-format (quantized as ggml does).
 Tensors are generated and written one at a time (the 657 MB embedding in row chunks), so
 peak memory is one linear weight, not the model.
 """
@@ -64,20 +78,36 @@ PRESETS = {
     "tiny": dict(n_embd=256, n_layer=2, n_head=4, n_head_kv=2, n_ff=512, n_ctx=1024),
     "small": dict(n_embd=1024, n_layer=4, n_head=8, n_head_kv=2, n_ff=2816, n_ctx=2048),
     "2b4t": dict(n_embd=2560, n_layer=30, n_head=20, n_head_kv=5, n_ff=6912, n_ctx=4096),
+    # PrismML Bonsai = Qwen3-1.7B / 4B / 8B shapes (their config.json): head_dim 128 (4B: not
+    # n_embd / n_head), vocabulary padded to 151936 rows, tied head but on 8B
+    "bonsai-1.7b": dict(n_embd=2048, n_layer=28, n_head=16, n_head_kv=8, head_dim=128, n_ff=6144, n_ctx=32768,
+                        n_vocab=151936),
+    "bonsai-4b": dict(n_embd=2560, n_layer=36, n_head=32, n_head_kv=8, head_dim=128, n_ff=9728, n_ctx=32768,
+                      n_vocab=151936),
+    "bonsai-8b": dict(n_embd=4096, n_layer=36, n_head=32, n_head_kv=8, head_dim=128, n_ff=12288, n_ctx=65536,
+                      n_vocab=151936, tied=False),
 }
-ROPE_FREQ_BASE = 500000.0
-RMS_EPS = 1e-5
+# what a preset means when --arch / --format / --embd-format / --output-format / --vocab are not given
+PRESET_DEFAULTS = {"bonsai-1.7b": dict(arch="qwen3", format="q1_0", embd_format="q1_0", vocab="qwen"),
+                   "bonsai-4b": dict(arch="qwen3", format="q1_0", embd_format="q1_0", vocab="qwen"),
+                   "bonsai-8b": dict(arch="qwen3", format="q1_0", embd_format="q1_0", output_format="q1_0",
+                                     vocab="qwen")}
+DEFAULTS = dict(arch="bitnet-b1.58", format="i2_s", embd_format="f16", output_format=None, vocab="bytes")
+ARCHS = ("bitnet-b1.58", "bitnet", "qwen3", "llama")
+# RoPE base and RMS epsilon per architecture: the 2B4T file's; Qwen3's config; Falcon3-1B's
+ROPE_FREQ_BASE = {"bitnet-b1.58": 500000.0, "bitnet": 500000.0, "qwen3": 1000000.0, "llama": 1000042.0}
+RMS_EPS = {"bitnet-b1.58": 1e-5, "bitnet": 1e-5, "qwen3": 1e-6, "llama": 1e-6}
 
 LINEAR_TYPE = {n.lower(): n for n in formats.names("linear")}     # --format -> GGML type
+EMBD_TYPE = {n.lower(): n for n in formats.names("table")}        # --embd-format / --output-format
 # general.file_type (llama_ftype): 40 = LLAMA_FTYPE_MOSTLY_I2_S in bitnet.cpp (the published
 # value); upstream llama.cpp uses 7 for Q8_0, 36/37 for TQ1_0/TQ2_0, 40 for Q1_0, 41 for Q2_0;
 # PrismML's fork 141 for its 128-value Q2_0 (LLAMA_FTYPE_MOSTLY_PQ2_0, tensor type 142).
 FILE_TYPE = {"i2_s": 40, "f32": 0, "f16": 1, "bf16": 32, "q8_0": 7, "tq1_0": 36, "tq2_0": 37, "q1_0": 40,
              "q2_0": 41, "q2_0_g128": 141}
-EMBD_TYPE = {n.lower(): n for n in formats.names("table")}     # --embd-format -> GGML type
 
-BLOCK_TENSORS = ["attn_norm", "attn_q", "attn_k", "attn_v", "attn_sub_norm", "attn_output",
-                 "ffn_norm", "ffn_gate", "ffn_up", "ffn_sub_norm", "ffn_down"]
+BLOCK_TENSORS = ["attn_norm", "attn_q", "attn_k", "attn_v", "attn_q_norm", "attn_k_norm", "attn_sub_norm",
+                 "attn_output", "ffn_norm", "ffn_gate", "ffn_up", "ffn_sub_norm", "ffn_down"]
 LINEARS = ["attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"]
 
 # The chat template of the published file: hard-coded by bitnet.cpp's
@@ -118,7 +148,38 @@ BITNET_KEYS = [
     ("tokenizer.ggml.padding_token_id", UINT32), ("tokenizer.ggml.add_bos_token", BOOL),
     ("tokenizer.chat_template", STRING),
 ]
+# llama.cpp's convert_hf_to_gguf.py for Qwen3 (Qwen2Model / TextModel: key_length and value_length
+# from config.head_dim) and for llama (LlamaModel: vocab_size, rope.dimension_count); then every
+# tokenizer key the vocabulary has, in VOCAB_ORDER
+QWEN3_KEYS = [
+    ("general.architecture", STRING), ("general.name", STRING),
+    ("{a}.vocab_size", UINT32), ("{a}.context_length", UINT32), ("{a}.embedding_length", UINT32),
+    ("{a}.block_count", UINT32), ("{a}.feed_forward_length", UINT32),
+    ("{a}.attention.head_count", UINT32), ("{a}.attention.head_count_kv", UINT32),
+    ("{a}.rope.freq_base", FLOAT32), ("{a}.attention.layer_norm_rms_epsilon", FLOAT32),
+    ("{a}.attention.key_length", UINT32), ("{a}.attention.value_length", UINT32),
+    ("general.file_type", UINT32), ("general.quantization_version", UINT32),
+]
+LLAMA_KEYS = [
+    ("general.architecture", STRING), ("general.name", STRING),
+    ("{a}.vocab_size", UINT32), ("{a}.context_length", UINT32), ("{a}.embedding_length", UINT32),
+    ("{a}.block_count", UINT32), ("{a}.feed_forward_length", UINT32),
+    ("{a}.rope.dimension_count", UINT32), ("{a}.attention.head_count", UINT32),
+    ("{a}.attention.head_count_kv", UINT32), ("{a}.rope.freq_base", FLOAT32),
+    ("{a}.attention.layer_norm_rms_epsilon", FLOAT32), ("{a}.attention.key_length", UINT32),
+    ("{a}.attention.value_length", UINT32), ("general.file_type", UINT32),
+    ("general.quantization_version", UINT32),
+]
+VOCAB_ORDER = [
+    ("tokenizer.ggml.model", STRING), ("tokenizer.ggml.pre", STRING),
+    ("tokenizer.ggml.tokens", (ARRAY, STRING)), ("tokenizer.ggml.scores", (ARRAY, FLOAT32)),
+    ("tokenizer.ggml.token_type", (ARRAY, INT32)), ("tokenizer.ggml.merges", (ARRAY, STRING)),
+    ("tokenizer.ggml.bos_token_id", UINT32), ("tokenizer.ggml.eos_token_id", UINT32),
+    ("tokenizer.ggml.eot_token_id", UINT32), ("tokenizer.ggml.padding_token_id", UINT32),
+    ("tokenizer.ggml.add_bos_token", BOOL), ("tokenizer.chat_template", STRING),
+]
 TOKEN_TYPE_CONTROL = 3
+TOKEN_TYPE_UNUSED = 5
 
 
 class MakeModelError(ValueError):
@@ -138,27 +199,43 @@ class ModelSpec:
     n_ctx: int
     seed: int
     scale_tensors: bool   # write blk.N.<linear>.scale tensors (arch bitnet only)
-    embd_fmt: str = "f16"  # --embd-format value: token_embd's type
+    embd_fmt: str = "f16"     # --embd-format value: token_embd's type
+    output_fmt: str = "f16"   # --output-format value: output.weight's type (untied heads)
+    head_dim: int = 0         # 0: n_embd // n_head
+    n_vocab: int = 0          # pad the vocabulary with [PADi] tokens to this many rows (0: as it is)
+    tied: bool = True         # LM head = token_embd (no output.weight)
 
-    @property
-    def head_dim(self) -> int:
-        return self.n_embd // self.n_head
+    def __post_init__(self):
+        if not self.head_dim:
+            object.__setattr__(self, "head_dim", self.n_embd // self.n_head)
 
     @property
     def linear_type(self) -> str:
         return LINEAR_TYPE[self.fmt]
 
+    @property
+    def sub_norms(self) -> bool:
+        return self.arch in ("bitnet-b1.58", "bitnet")
+
 
 def spec_from_args(args) -> ModelSpec:
+    """A ModelSpec from make-model's options (an argparse namespace; options left None take the
+    preset's defaults, PRESET_DEFAULTS, then DEFAULTS)."""
     if args.preset not in PRESETS:
         raise MakeModelError(f"--preset {args.preset!r}: known presets are {', '.join(PRESETS)}")
-    if args.format not in LINEAR_TYPE:
-        raise MakeModelError(f"--format {args.format!r}: known formats are {', '.join(LINEAR_TYPE)}")
-    embd = getattr(args, "embd_format", None) or "f16"
-    if embd not in EMBD_TYPE:
-        raise MakeModelError(f"--embd-format {embd!r}: known formats are {', '.join(EMBD_TYPE)}")
-    if args.arch not in ("bitnet-b1.58", "bitnet"):
-        raise MakeModelError(f"--arch {args.arch!r}: must be bitnet-b1.58 or bitnet")
+    opt = dict(DEFAULTS, **PRESET_DEFAULTS.get(args.preset, {}))
+    for k in opt:
+        v = getattr(args, k, None)
+        if v is not None:
+            opt[k] = v
+    arch, fmt, embd = opt["arch"], opt["format"], opt["embd_format"]
+    if fmt not in LINEAR_TYPE:
+        raise MakeModelError(f"--format {fmt!r}: known formats are {', '.join(LINEAR_TYPE)}")
+    for what, f in (("--embd-format", embd), ("--output-format", opt["output_format"])):
+        if f is not None and f not in EMBD_TYPE:
+            raise MakeModelError(f"{what} {f!r}: known formats are {', '.join(EMBD_TYPE)}")
+    if arch not in ARCHS:
+        raise MakeModelError(f"--arch {arch!r}: must be one of {', '.join(ARCHS)}")
     p = dict(PRESETS[args.preset])
     if args.layers is not None:
         if args.layers < 1:
@@ -168,30 +245,65 @@ def spec_from_args(args) -> ModelSpec:
         raise MakeModelError(f"--seed must be >= 0, got {args.seed}")
     mode = getattr(args, "scale_tensors", "auto") or "auto"
     if mode == "auto":
-        scale = args.arch == "bitnet" and args.format in ("tq1_0", "tq2_0")
+        scale = arch == "bitnet" and fmt in ("tq1_0", "tq2_0")
     elif mode in ("on", "off"):
         scale = mode == "on"
-        if scale and args.arch != "bitnet":
+        if scale and arch != "bitnet":
             raise MakeModelError("--scale-tensors on: .scale tensors exist only in --arch bitnet")
     else:
         raise MakeModelError(f"--scale-tensors {mode!r}: must be auto, on or off")
-    blk = formats.by_name(EMBD_TYPE[embd]).block_size
-    if p["n_embd"] % blk:
-        raise MakeModelError(f"--embd-format {embd}: n_embd {p['n_embd']} is not a multiple of its block ({blk})")
-    return ModelSpec(arch=args.arch, fmt=args.format, preset=args.preset, seed=args.seed,
-                     scale_tensors=scale, embd_fmt=embd, **p)
+    if opt["output_format"] is not None:
+        p["tied"] = False
+    for what, f in (("--embd-format", embd), ("--output-format", opt["output_format"] or embd)):
+        blk = formats.by_name(EMBD_TYPE[f]).block_size
+        if p["n_embd"] % blk:
+            raise MakeModelError(f"{what} {f}: n_embd {p['n_embd']} is not a multiple of its block ({blk})")
+    return ModelSpec(arch=arch, fmt=fmt, preset=args.preset, seed=args.seed, scale_tensors=scale, embd_fmt=embd,
+                     output_fmt=opt["output_format"] or embd, **p)
 
 
 # ------------------------------------------------------------------ vocabulary + metadata
 
+VOCABS = ("bytes", "llama3", "qwen")
+
+
 def load_vocab(which: str) -> dict:
-    """tokenizer.* metadata from bitweb.authoring.vocab: "bytes" (tiny byte BPE) or "llama3"."""
+    """tokenizer.* metadata: "bytes" (tiny byte BPE) or "llama3" (bitweb.authoring.vocab), "qwen"
+    (a small Qwen-style BPE with pre-tokenizer qwen2, ChatML tokens and the Qwen3 template:
+    bitweb.authoring.qwen_vocab)."""
     from bitweb.authoring import vocab
     if which == "bytes":
         return vocab.bytes_vocab()
     if which == "llama3":
         return vocab.llama3_vocab()
-    raise MakeModelError(f"--vocab {which!r}: must be llama3 or bytes")
+    if which == "qwen":
+        try:
+            from bitweb.authoring.qwen_vocab import qwen_vocab
+        except ImportError as e:
+            raise MakeModelError(f"--vocab qwen: the Qwen-style vocabulary builder is not available ({e})") from e
+        return qwen_vocab()
+    raise MakeModelError(f"--vocab {which!r}: must be one of {', '.join(VOCABS)}")
+
+
+def vocab_name(args) -> str:
+    """--vocab, or the preset's default (PRESET_DEFAULTS), or bytes."""
+    return getattr(args, "vocab", None) or PRESET_DEFAULTS.get(args.preset, {}).get("vocab") or DEFAULTS["vocab"]
+
+
+def pad_vocab(voc: dict, n_vocab: int) -> dict:
+    """The vocabulary with [PADi] tokens (type UNUSED) appended up to n_vocab rows, as llama.cpp's
+    converter fills a model's rows that the tokenizer does not use (Qwen3: 151669 -> 151936)."""
+    tokens = list(voc["tokenizer.ggml.tokens"])
+    if not n_vocab or len(tokens) == n_vocab:
+        return voc
+    if len(tokens) > n_vocab:
+        raise MakeModelError(f"the vocabulary has {len(tokens)} tokens, more than the preset's {n_vocab} rows")
+    pad = [f"[PAD{i}]" for i in range(len(tokens), n_vocab)]
+    out = dict(voc, **{"tokenizer.ggml.tokens": tokens + pad,
+                       "tokenizer.ggml.token_type": list(voc["tokenizer.ggml.token_type"]) + [TOKEN_TYPE_UNUSED] * len(pad)})
+    if "tokenizer.ggml.scores" in voc:
+        out["tokenizer.ggml.scores"] = list(voc["tokenizer.ggml.scores"]) + [0.0] * len(pad)
+    return out
 
 
 def _typed(key: str, vtype, value) -> Value:
@@ -243,16 +355,21 @@ def build_metadata(spec: ModelSpec, voc: dict) -> list[tuple[str, Value]]:
         "{a}.embedding_length": spec.n_embd, "{a}.block_count": spec.n_layer,
         "{a}.feed_forward_length": spec.n_ff, "{a}.rope.dimension_count": spec.head_dim,
         "{a}.attention.head_count": spec.n_head, "{a}.attention.head_count_kv": spec.n_head_kv,
-        "{a}.attention.layer_norm_rms_epsilon": RMS_EPS, "{a}.rope.freq_base": ROPE_FREQ_BASE,
+        "{a}.attention.layer_norm_rms_epsilon": RMS_EPS[a], "{a}.rope.freq_base": ROPE_FREQ_BASE[a],
         "{a}.rope.scaling.type": "linear", "{a}.rope.scaling.factor": 1.0,
+        "{a}.attention.key_length": spec.head_dim, "{a}.attention.value_length": spec.head_dim,
         "general.file_type": FILE_TYPE[spec.fmt], "general.quantization_version": 2,
     }
     if a == "bitnet-b1.58":
         values["tokenizer.chat_template"] = PUBLISHED_CHAT_TEMPLATE
     if a == "bitnet":
         values["tokenizer.ggml.pre"] = voc.get("tokenizer.ggml.pre", "llama-bpe")
+    if a in ("qwen3", "llama"):
+        keys = (QWEN3_KEYS if a == "qwen3" else LLAMA_KEYS) + [(k, t) for k, t in VOCAB_ORDER if k in voc]
+    else:
+        keys = PUBLISHED_KEYS if a == "bitnet-b1.58" else BITNET_KEYS
     out = []
-    for key, vtype in (PUBLISHED_KEYS if a == "bitnet-b1.58" else BITNET_KEYS):
+    for key, vtype in keys:
         if key in values:
             val = values[key]
         elif key in voc:
@@ -283,9 +400,13 @@ def plan_tensors(spec: ModelSpec, n_vocab: int) -> list[TensorPlan]:
     shapes = {"attn_norm": (e,), "attn_q": (e, qd), "attn_k": (e, kvd), "attn_v": (e, kvd),
               "attn_sub_norm": (qd,), "attn_output": (qd, e), "ffn_norm": (e,), "ffn_gate": (e, ff),
               "ffn_up": (e, ff), "ffn_sub_norm": (ff,), "ffn_down": (ff, e)}
+    if spec.arch == "qwen3":                      # QK-norm weights over head_dim
+        shapes.update(attn_q_norm=(spec.head_dim,), attn_k_norm=(spec.head_dim,))
+    if not spec.sub_norms:
+        del shapes["attn_sub_norm"], shapes["ffn_sub_norm"]
     out = [TensorPlan("token_embd.weight", (e, n_vocab), EMBD_TYPE[spec.embd_fmt], "embd")]
     for i in range(spec.n_layer):
-        for t in BLOCK_TENSORS:
+        for t in (t for t in BLOCK_TENSORS if t in shapes):
             name = f"blk.{i}.{t}.weight"
             if t in LINEARS:
                 out.append(TensorPlan(name, shapes[t], spec.linear_type, "linear"))
@@ -294,6 +415,8 @@ def plan_tensors(spec: ModelSpec, n_vocab: int) -> list[TensorPlan]:
             else:
                 out.append(TensorPlan(name, shapes[t], "F32", "norm"))
     out.append(TensorPlan("output_norm.weight", (e,), "F32", "norm"))
+    if not spec.tied:
+        out.append(TensorPlan("output.weight", (e, n_vocab), EMBD_TYPE[spec.output_fmt], "embd"))
     return out
 
 
@@ -311,6 +434,7 @@ def _scale_factor(spec: ModelSpec, linear_name: str) -> float:
 
 EMBD_CHUNK_VALUES = 1 << 22
 GAIN = {"attn_q": 1.5, "attn_k": 1.5, "attn_output": 3.0, "ffn_down": 3.0}
+QK_NORM_CENTER = 2.0
 
 
 def tensor_chunks(spec: ModelSpec, tp: TensorPlan):
@@ -321,12 +445,14 @@ def tensor_chunks(spec: ModelSpec, tp: TensorPlan):
         n_embd, n_vocab = tp.shape
         sigma = 3.0 / math.sqrt(n_embd)
         rows = max(1, EMBD_CHUNK_VALUES // n_embd)
+        fmt = formats.by_name(tp.type_name)
         for r0 in range(0, n_vocab, rows):
             r = min(rows, n_vocab - r0)
             rows_f32 = rng.standard_normal((r, n_embd), dtype=np.float32) * np.float32(sigma)
-            yield rows_f32.astype("<f2") if tp.type_name == "F16" else formats.by_name(tp.type_name).quantize(rows_f32)
+            yield rows_f32.astype("<f2") if fmt.name == "F16" else fmt.quantize(rows_f32)
     elif tp.kind == "norm":
-        yield (1.0 + 0.05 * rng.standard_normal(tp.shape[0], dtype=np.float32)).astype("<f4")
+        center = QK_NORM_CENTER if tp.name.endswith(("attn_q_norm.weight", "attn_k_norm.weight")) else 1.0
+        yield (center + 0.05 * rng.standard_normal(tp.shape[0], dtype=np.float32)).astype("<f4")
     elif tp.kind == "scale":
         yield np.array([_scale_factor(spec, tp.linear)], dtype="<f4")
     else:
@@ -358,8 +484,9 @@ def linear_bytes(spec: ModelSpec, tp: TensorPlan, rng) -> bytes:
 
 def write_model(spec: ModelSpec, voc: dict, out, progress=None) -> list[TensorPlan]:
     """Write the GGUF file; returns the tensor plan. progress(i, n, name) is called per tensor."""
-    voc = complete_vocab(voc)
+    voc = complete_vocab(pad_vocab(voc, spec.n_vocab))
     meta = build_metadata(spec, voc)
+
     n_vocab = dict(meta)[f"{spec.arch}.vocab_size"].value
     plan = plan_tensors(spec, n_vocab)
     with GGUFWriter(out) as w:

@@ -40,13 +40,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("tensor")
     p.add_argument("--out", required=True)
 
-    p = cmd("make-model", "bitweb.commands.make_model:main", "write a BitNet GGUF file with random ternary weights")
-    p.add_argument("--arch", choices=["bitnet-b1.58", "bitnet"], default="bitnet-b1.58")
-    p.add_argument("--format", choices=FORMATS, default="i2_s", help="type of the linear weights")
-    p.add_argument("--embd-format", choices=EMBD_FORMATS, default="f16", help="type of token_embd (the tied LM head)")
-    p.add_argument("--preset", choices=["tiny", "small", "2b4t"], default="tiny")
+    from bitweb.authoring.makemodel import ARCHS, PRESETS, VOCABS
+    p = cmd("make-model", "bitweb.commands.make_model:main",
+            "write a GGUF file with random ternary / binary weights (BitNet, Qwen3 / Bonsai, Llama shapes)")
+    p.add_argument("--arch", choices=ARCHS, default=None,
+                   help="architecture (default: bitnet-b1.58; qwen3 for the bonsai presets)")
+    p.add_argument("--format", choices=FORMATS, default=None,
+                   help="type of the linear weights (default: i2_s; q1_0 for the bonsai presets)")
+    p.add_argument("--embd-format", choices=EMBD_FORMATS, default=None,
+                   help="type of token_embd, the tied LM head (default: f16; q1_0 for the bonsai presets)")
+    p.add_argument("--output-format", choices=EMBD_FORMATS, default=None,
+                   help="write an untied LM head (output.weight) of this type (default: tied; bonsai-8b: q1_0)")
+    p.add_argument("--preset", choices=list(PRESETS), default="tiny")
     p.add_argument("--layers", type=int, default=None, help="override the preset's block count")
-    p.add_argument("--vocab", choices=["llama3", "bytes"], default="bytes")
+    p.add_argument("--vocab", choices=VOCABS, default=None,
+                   help="tokenizer (default: bytes; qwen for the bonsai presets)")
+
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--scale-tensors", choices=["auto", "on", "off"], default="auto",
                    help="--arch bitnet: write blk.N.<linear>.scale tensors (auto: for tq1_0/tq2_0)")
@@ -74,8 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeat-penalty", type=float, default=1.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--ignore-eos", action="store_true", help="do not stop on EOS / <|eot_id|>")
-    p.add_argument("--max-context", type=int, default=None,
-                   help="KV cache positions (default: the model's context length)")
+    p.add_argument("--max-context", "--ctx", type=int, default=None,
+                   help="KV cache positions (default: the model's context length, or the largest that fits "
+                        "the GPU's limits and a 1 GiB KV cache; a note on stderr says so)")
     p.add_argument("--stats", action="store_true")
     p.add_argument("--json", action="store_true")
     p.add_argument("--lm-head", choices=["q8_0"], default=None,
@@ -85,6 +95,20 @@ def build_parser() -> argparse.ArgumentParser:
     _gen_args(p)
     p.add_argument("--json", action="store_true")
     p.add_argument("--limit", type=int, default=None, help="prompts per task (default: all held-out)")
+
+    p = cmd("perplexity", "bitweb.commands.perplexity:main",
+            "teacher-forced log-likelihood of a text: n_tokens, nll, ppl (chunks of --ctx)")
+    _gen_args(p)
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--text")
+    g.add_argument("--text-file", metavar="FILE", help="UTF-8 text file")
+    g.add_argument("--ids", help="token ids, comma or space separated (used as given: no BOS added)")
+    p.add_argument("--ctx", type=int, default=None,
+                   help="tokens per chunk, each from an empty KV cache (default: all ids, up to the "
+                        "default context: the model's, or what fits a 1 GiB KV cache)")
+    p.add_argument("--logits-out", metavar="X.npy", default=None,
+                   help="write float32 logits (n_ids, n_vocab): row i = the logits after ids[chunk start..i]")
+    p.add_argument("--json", action="store_true")
 
     p = cmd("bench", "bitweb.commands.bench:main", "benchmarks: kernels, decode, load, tokenizer (ratios from one run)")
     p.add_argument("what", choices=["kernels", "decode", "load", "tokenizer"])

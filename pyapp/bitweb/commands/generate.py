@@ -78,6 +78,8 @@ def main(args) -> int:
             raise ValueError("--lm-head re-quantizes on the GPU: use --backend native")
         from bitweb.numpy_model import NumpyModel
         ref = NumpyModel.from_gguf(gf, activations=args.activations, max_context=max_ctx)
+        if ref.context_note:
+            print(f"bitweb generate: {ref.context_note} (--ctx)", file=sys.stderr)
         ids, stops = prompt_ids(ref.tokenizer, args)
         res = ref.generate(ids, params, args.max_tokens, on_token=_on_token(args),
                            ignore_eos=getattr(args, "ignore_eos", False), stop_ids=stops)
@@ -102,6 +104,8 @@ async def _native(gf, args, params, max_ctx):
     with FileSource(args.model) as src:
         eng = await Engine.load(dev, gf, src, activations=args.activations, max_context=max_ctx, log=log,
                                 lm_head=getattr(args, "lm_head", None))
+    if eng.context_note:
+        print(f"bitweb generate: {eng.context_note} (--ctx)", file=sys.stderr)
     ids, stops = prompt_ids(eng.tokenizer, args)
     res = await eng.generate(ids, params, args.max_tokens, on_token=_on_token(args),
                              ignore_eos=getattr(args, "ignore_eos", False), stop_ids=stops)

@@ -45,16 +45,22 @@ API (rows = M; workgroup counts are in the Steps)
     params(m=1, pos=0, n_ids=0, penalty=1.0, inv_temp=1.0) -> bytes (PARAMS_BYTES)
     rope_freqs(head_dim, base, factors=None) -> bytes
     kv_cache_bytes(n_kv_head, head_dim, max_ctx) -> int           (one of K or V, one layer)
-    rmsnorm(n, rows, *, eps=1e-5, a8=False, wg=64) -> Step
+    rmsnorm(n, rows, *, eps=1e-5, a8=False, wg=64, norm=True) -> Step
         bind ("x", "norm", "y") or with a8 ("x", "norm", "q", "scale"); x, y f32[rows][n]
         (a8: pass the decode kernel's wg so the prefill A8 rows equal the decode ones bit for bit)
-    rope(n_head, n_kv_head, head_dim, max_ctx, rows) -> Step
-        bind ("qkv", "freqs", "k_cache", "v_cache", "params")   params: m = rows, pos = p0
-    attention_decode(n_head, n_kv_head, head_dim, max_ctx, *, splits=1, wg=None) -> [Step] (1 or 2)
+        norm=False (a8 only): the A8 rows of x as is (no norm before the linear): ("x", "q", "scale")
+    rope(n_head, n_kv_head, head_dim, max_ctx, rows, *, mode="neox", qk_norm=False, eps=1e-6) -> Step
+        bind ("qkv", "freqs", "k_cache", "v_cache", "params") (+ "qkn" with qk_norm)
+        params: m = rows, pos = p0. mode "neox" pairs (i, i + hd/2), "norm" adjacent pairs
+        (2i, 2i + 1); qk_norm: each q / k head RMS-normalised (eps) and multiplied by qkn
+        (f32[2][head_dim]: attn_q_norm | attn_k_norm) before the rotation.
+    attention_decode(n_head, n_kv_head, head_dim, max_ctx, *, splits=1, wg=None, mode="neox",
+                     qk_norm=False, eps=1e-6) -> [Step] (1 or 2)
         decode: bind ("k_cache", "v_cache", "qkv", "o", "params", "freqs")       splits == 1
-                bind ("k_cache", "v_cache", "qkv", "attn_part", "params", "freqs") splits > 1,
-                then combine: bind ("attn_part", "o")   attn_part: attn_part_bytes(...)
-        reads params.pos; ropes q and k itself and writes cache row pos. o: f32[n_head * head_dim].
+                bind ("k_cache", "v_cache", "qkv", "attn_part", "params", "freqs") splits > 1
+                (+ "qkn" with qk_norm), then combine: bind ("attn_part", "o")   attn_part: attn_part_bytes(...)
+        reads params.pos; ropes q and k itself (mode, qk_norm as rope()) and writes cache row pos.
+        o: f32[n_head * head_dim].
     attention_prefill(n_head, n_kv_head, head_dim, max_ctx, rows, *, wg=None) -> Step
         bind ("k_cache", "v_cache", "qkv", "o", "params")  after rope(); o f32[rows][n_head*head_dim]
     embedding(wtype, n_embd, n_vocab, rows=1, *, shards=None, max_shard_bindings=8) -> [Step]
@@ -130,32 +136,54 @@ def _attn_wg(head_dim, wg):
     return wg
 
 
-def rmsnorm(n: int, rows: int, *, eps: float = 1e-5, a8: bool = False, wg: int = 64) -> Step:
+def rmsnorm(n: int, rows: int, *, eps: float = 1e-5, a8: bool = False, wg: int = 64, norm: bool = True) -> Step:
     if n % 4 or n <= 0:
         raise OpsSpecError(f"rmsnorm: n = {n} must be a positive multiple of 4")
     if wg & (wg - 1) or not 1 <= wg <= 256:
         raise OpsSpecError(f"rmsnorm: wg = {wg} must be a power of two <= 256")
+    if not norm:
+        if not a8:
+            raise OpsSpecError("rmsnorm: norm=False is the A8 quantisation of rows without a norm: needs a8=True")
+        return Step("rmsnorm", "rmsnorm", ("x", "q", "scale"), workgroups_1d(rows), {"N": n, "WG": wg},
+                    {"A8": True, "NO_NORM": True})
     bind = ("x", "norm", "q", "scale") if a8 else ("x", "norm", "y")
     return Step("rmsnorm", "rmsnorm", bind, workgroups_1d(rows), {"N": n, "WG": wg, "EPS": float(eps)},
                 {"A8": True} if a8 else {})
 
 
-def rope(n_head: int, n_kv_head: int, head_dim: int, max_ctx: int, rows: int, *, wg: int = 64) -> Step:
+ROPE_MODES = ("neox", "norm")
+
+
+def _rope_switches(mode: str, qk_norm: bool, eps: float) -> tuple:
+    """(constants, defines, extra bind names) of a RoPE mode and the QK-norm switch."""
+    if mode not in ROPE_MODES:
+        raise OpsSpecError(f"rope: mode {mode!r} must be one of {ROPE_MODES}")
+    defines = {"ROPE_NORM": True} if mode == "norm" else {}
+    if qk_norm:
+        defines["QK_NORM"] = True
+    return ({"EPS": float(eps)} if qk_norm else {}), defines, (("qkn",) if qk_norm else ())
+
+
+def rope(n_head: int, n_kv_head: int, head_dim: int, max_ctx: int, rows: int, *, wg: int = 64,
+         mode: str = "neox", qk_norm: bool = False, eps: float = 1e-6) -> Step:
     _heads(n_head, n_kv_head, head_dim)
-    return Step("rope", "rope", ("qkv", "freqs", "k_cache", "v_cache", "params"), workgroups_1d(rows),
-                dict(_consts(n_head, n_kv_head, head_dim, max_ctx), WG=wg))
+    c, d, b = _rope_switches(mode, qk_norm, eps)
+    return Step("rope", "rope", ("qkv", "freqs", "k_cache", "v_cache", "params") + b, workgroups_1d(rows),
+                dict(_consts(n_head, n_kv_head, head_dim, max_ctx), WG=wg, **c), d)
 
 
 def attention_decode(n_head: int, n_kv_head: int, head_dim: int, max_ctx: int, *, splits: int = 1,
-                     wg: int | None = None) -> list:
+                     wg: int | None = None, mode: str = "neox", qk_norm: bool = False, eps: float = 1e-6) -> list:
     _heads(n_head, n_kv_head, head_dim)
     wg = _attn_wg(head_dim, wg)
     if not 1 <= splits <= 65535:
         raise OpsSpecError(f"attention: splits = {splits} out of range")
+    rc, rd, rb = _rope_switches(mode, qk_norm, eps)
     c = dict(_consts(n_head, n_kv_head, head_dim, max_ctx), WG=wg, SPLITS=splits)
     out = "o" if splits == 1 else "attn_part"
-    steps = [Step("attention", "decode", ("k_cache", "v_cache", "qkv", out, "params", "freqs"),
-                  (n_kv_head, splits, 1), c)]
+    steps = [Step("attention", "decode", ("k_cache", "v_cache", "qkv", out, "params", "freqs") + rb,
+                  (n_kv_head, splits, 1), dict(c, **rc), rd)]
+
     if splits > 1:
         steps.append(Step("attention", "combine", ("attn_part", "o"), (n_head, 1, 1), dict(c)))
     return steps

@@ -51,14 +51,18 @@ def rmsnorm(x: np.ndarray, w: np.ndarray, eps: float = 1e-5) -> np.ndarray:
     return x64 * inv * w.astype(np.float64)
 
 
-def a8_values(x: np.ndarray, w: np.ndarray, eps: float = 1e-5):
+def a8_values(x: np.ndarray, w: np.ndarray | None, eps: float = 1e-5):
     """(v float64, inv_s float64 per row): the decode-form A8 quantisation before rounding, row-wise.
 
     m = f32(x * w), rinv = 1 / sqrt(mean(x^2) + eps), amax = max|m|, a = amax * rinv;
-    v = m * 127 / amax if a >= 1e-5 else m * 127e5 * rinv; inv_s = max(a, 1e-5) / 127."""
-    m = (x.astype(np.float32) * w.astype(np.float32)).astype(np.float64)
+    v = m * 127 / amax if a >= 1e-5 else m * 127e5 * rinv; inv_s = max(a, 1e-5) / 127.
+    w None (no norm before the linear, rmsnorm NO_NORM): m = x, rinv = 1."""
     x64 = x.astype(np.float64)
-    rinv = 1.0 / np.sqrt((x64 * x64).mean(axis=-1, keepdims=True) + eps)
+    if w is None:
+        m, rinv = x64, np.ones(x.shape[:-1] + (1,))
+    else:
+        m = (x.astype(np.float32) * w.astype(np.float32)).astype(np.float64)
+        rinv = 1.0 / np.sqrt((x64 * x64).mean(axis=-1, keepdims=True) + eps)
     amax = np.abs(m).max(axis=-1, keepdims=True)
     a = amax * rinv
     sq = np.where(a >= 1e-5, 127.0 / np.where(amax > 0, amax, 1.0), 127e5 * rinv)
@@ -81,14 +85,45 @@ def rope_angles(pos, freqs: np.ndarray) -> np.ndarray:
     return p * freqs.astype(np.float32)
 
 
-def rope(x: np.ndarray, pos, freqs: np.ndarray) -> np.ndarray:
-    """NEOX RoPE of x (..., heads, head_dim) at positions pos (shape x.shape[:-2]) in float64."""
+def rope(x: np.ndarray, pos, freqs: np.ndarray, mode: str = "neox") -> np.ndarray:
+    """RoPE of x (..., heads, head_dim) at positions pos (shape x.shape[:-2]) in float64. mode
+    "neox": pair (i, i + head_dim/2), "norm" (ggml mode 0): pair (2i, 2i + 1); angle freqs[i]."""
     half = x.shape[-1] // 2
     a = rope_angles(pos, freqs).astype(np.float64)[..., None, :]
     c, s = np.cos(a), np.sin(a)
-    x0 = x[..., :half].astype(np.float64)
-    x1 = x[..., half:].astype(np.float64)
+    x64 = x.astype(np.float64)
+    if mode == "norm":
+        x0, x1 = x64[..., 0::2], x64[..., 1::2]
+        out = np.empty_like(x64)
+        out[..., 0::2], out[..., 1::2] = x0 * c - x1 * s, x0 * s + x1 * c
+        return out
+    x0, x1 = x64[..., :half], x64[..., half:]
     return np.concatenate([x0 * c - x1 * s, x0 * s + x1 * c], axis=-1)
+
+
+def pair_of(x: np.ndarray, mode: str = "neox") -> np.ndarray:
+    """|x_i| + |x_pair(i)| for every element (the scale of RoPE's rounding error), float64."""
+    a = np.abs(x.astype(np.float64))
+    if mode == "norm":
+        sw = a.copy()
+        sw[..., 0::2], sw[..., 1::2] = a[..., 1::2], a[..., 0::2]
+        return a + sw
+    half = x.shape[-1] // 2
+    return a + np.concatenate([a[..., half:], a[..., :half]], axis=-1)
+
+
+def qk_norm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
+    """Per-head RMSNorm (Qwen3 q_norm / k_norm): x (..., head_dim) / rms * w, float64."""
+    x64 = x.astype(np.float64)
+    return x64 / np.sqrt((x64 * x64).mean(axis=-1, keepdims=True) + eps) * w.astype(np.float64)
+
+
+def qk_norm_ulps(head_dim: int) -> float:
+    """Relative error bound (units of u) of the kernels' QK-norm: serial sum of HD/4 dots of 4
+    squares ((HD/4 + 3) u on the sum), / HD, + eps and inverseSqrt (5 u) halved by the root, then
+    two products."""
+    return (head_dim / 4 + 3) / 2 + 9
+
 
 
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -140,11 +175,12 @@ def _log2(n):
 
 def _a8_rows(rng, m, n, w, eps, margin=1e-3):
     """Rows x whose A8 quantisation has no value within `margin` of a rounding tie. Row 0 is all
-    zeros and row 1 tiny (max|y| < 1e-5: the 127e5 * rinv branch) when m >= 4."""
+    zeros and row 1 tiny (max|y| < 1e-5: the 127e5 * rinv branch) when m >= 4 (w None, no norm:
+    max|x| < 1e-5, the 127e5 branch)."""
     x = rng.normal(size=(m, n)).astype(np.float32)
     if m >= 4:
         x[0] = 0
-        x[1] *= np.float32(3e-9)
+        x[1] = np.clip(x[1], -3.9, 3.9) * np.float32(3e-9 if w is not None else 2.5e-6)
     for _ in range(100):
         v = np.abs(a8_values(x, w, eps)[0])
         bad = np.abs(v - np.floor(v) - 0.5) < margin
@@ -175,9 +211,23 @@ def rmsnorm_cases(b, rng, scope):
             bufs = [{"name": "x", "data": f32b(x)}, {"name": "norm", "data": f32b(w)},
                     {"name": "y", "size": 4 * m * n, "expect": f32b(rmsnorm(x, w)), "rtol": rtol, "atol": 1e-30}]
         add_case(b, f"ops.rmsnorm{'.a8' if a8 else ''}.m{m}.n{n}.wg{wg}", [step], bufs)
+    # A8 rows with no norm before the linear (NO_NORM: Wo / Wd inputs of blocks without sub-norms)
+    for m, n, wg in [(4, 64, 64)] if scope == "browser" else [(5, 260, 64), (4, 2048, 256), (3, 6144, 128)]:
+        x = _a8_rows(rng, m, n, None, 0.0)
+        x[-1] *= np.float32(40.0)                 # a large row (v = x 127 / amax is scale-free: still tie-free)
+        q, s = quantize_a8(x, None)
+        if m >= 4:      # the zero row and the small row took the 127e5 branch
+            assert not q[0].any() and s[0] == s[1] == np.float32(1e-5 / 127) and 20 < np.abs(q[1]).max() < 127
+        bufs = [{"name": "x", "data": f32b(x)}, {"name": "q", "size": m * n, "expect": q.tobytes(), "dtype": "u32"},
+                {"name": "scale", "size": 4 * m, "expect": f32b(s), "rtol": 2 * U}]
+        add_case(b, f"ops.rmsnorm.a8.nonorm.m{m}.n{n}.wg{wg}", [spec.rmsnorm(n, m, a8=True, wg=wg, norm=False)], bufs)
 
 
-def _pairsum(x):
+
+def _pairsum(x, mode="neox"):
+    """|x_i| + |x_pair(i)| per pair (..., head_dim / 2)."""
+    if mode == "norm":
+        return np.abs(x[..., 0::2]).astype(np.float64) + np.abs(x[..., 1::2])
     half = x.shape[-1] // 2
     return np.abs(x[..., :half]).astype(np.float64) + np.abs(x[..., half:])
 
@@ -191,8 +241,9 @@ def _cache(rng, nkv, max_ctx, hd, n_filled):
     return k, v
 
 
-def _attn_atol(qr, k, v, n, splits):
-    """Bound on |o - o_ref| for roped q (nh, hd) over k, v (nkv, >= n, hd) (module docstring)."""
+def _attn_atol(qr, k, v, n, splits, mode="neox", extra=0.0):
+    """Bound on |o - o_ref| for roped q (nh, hd) over k, v (nkv, >= n, hd) (module docstring);
+    extra: more units of u of relative error in q and k (QK-norm)."""
     nh, hd = qr.shape
     g = nh // k.shape[0]
     worst = 0.0
@@ -202,96 +253,145 @@ def _attn_atol(qr, k, v, n, splits):
         p = np.exp(s - s.max())
         big_l = p.sum()
         o = p @ vv / big_l
-        e = (hd / 4 + 28) * U * (_pairsum(kk) @ _pairsum(qr[h])) / math.sqrt(hd) + (3 + 2 * (s.max() - s)) * U
+        e = (hd / 4 + 28 + extra) * U * (_pairsum(kk, mode) @ _pairsum(qr[h], mode)) / math.sqrt(hd) \
+            + (3 + 2 * (s.max() - s)) * U
+
         b = (p * e) @ np.abs(vv - o) / big_l + (n + 8 + 4 * splits) * U * (p @ np.abs(vv)) / big_l
         worst = max(worst, float(b.max()))
     return 2 * worst
 
 
+def _rope_heads(heads, pos, freqs, mode, qkn, nh, eps):
+    """Expected roped q heads (m, nh, hd) and k heads (m, nkv, hd) of qkv rows heads (m, nh + 2 nkv, hd)
+    in float64, QK-norm first when qkn (f32[2][hd]) is given; and the atol of each (module docstring)."""
+    nkv = (heads.shape[1] - nh) // 2
+    q, k = heads[:, :nh].astype(np.float64), heads[:, nh:nh + nkv].astype(np.float64)
+    ulps = 8.0
+    if qkn is not None:
+        q, k = qk_norm(q, qkn[0], eps), qk_norm(k, qkn[1], eps)
+        ulps += qk_norm_ulps(heads.shape[-1])
+    atol = ulps * U * float(max(pair_of(q, mode).max(), pair_of(k, mode).max()))
+    return rope(q, pos, freqs, mode), rope(k, pos, freqs, mode), atol, q, k
+
+
+def _qkn(rng, hd):
+    return rng.uniform(0.5, 1.5, size=(2, hd)).astype(np.float32)
+
+
 def rope_cases(b, rng, scope):
-    # (n_head, n_kv, head_dim, max_ctx, p0, rows, base)
-    shapes = [(4, 1, 32, 16, 3, 4, 10000.0)] if scope == "browser" else \
-        [(4, 1, 64, 40, 33, 7, 10000.0), (3, 3, 32, 8, 0, 1, 10000.0),
-         (20, 5, 128, 64, 60, 4, 500000.0), (4, 1, 64, 4096, 4093, 3, 10000.0)]
-    for nh, nkv, hd, max_ctx, p0, m, base in shapes:
+    # (n_head, n_kv, head_dim, max_ctx, p0, rows, base, mode, qk_norm)
+    shapes = [(4, 1, 32, 16, 3, 4, 10000.0, "norm", True)] if scope == "browser" else \
+        [(4, 1, 64, 40, 33, 7, 10000.0, "neox", False), (3, 3, 32, 8, 0, 1, 10000.0, "neox", False),
+         (20, 5, 128, 64, 60, 4, 500000.0, "neox", False), (4, 1, 64, 4096, 4093, 3, 10000.0, "neox", False),
+         (4, 1, 64, 40, 33, 7, 10000.0, "norm", False), (16, 8, 128, 64, 60, 4, 1e6, "neox", True),
+         (8, 2, 256, 40, 30, 3, 1000042.0, "norm", False), (4, 2, 32, 16, 5, 6, 10000.0, "norm", True),
+         (40, 8, 64, 16, 9, 2, 1e6, "neox", True)]
+    for nh, nkv, hd, max_ctx, p0, m, base, mode, qkn_on in shapes:
         freqs = rope_freqs(hd, base)
         width = (nh + 2 * nkv) * hd
         qkv = rng.normal(size=(m, width)).astype(np.float32)
+        if qkn_on:
+            qkv *= rng.uniform(0.1, 10, size=(m, 1)).astype(np.float32)     # the norm removes the row scale
+        qkn = _qkn(rng, hd) if qkn_on else None
         pos = p0 + np.arange(m)
         heads = qkv.reshape(m, nh + 2 * nkv, hd)
         exp_qkv = qkv.copy().reshape(m, nh + 2 * nkv, hd)
-        exp_qkv[:, :nh] = rope(heads[:, :nh], pos, freqs)
+        qr, kr, atol, _, _ = _rope_heads(heads, pos, freqs, mode, qkn, nh, 1e-6)
+        exp_qkv[:, :nh] = qr
         kc, vc = np.zeros((nkv, max_ctx, hd), np.float32), np.zeros((nkv, max_ctx, hd), np.float32)
-        kc[:, pos] = rope(heads[:, nh:nh + nkv], pos, freqs).transpose(1, 0, 2)
+        kc[:, pos] = kr.transpose(1, 0, 2)
         vc[:, pos] = heads[:, nh + nkv:].transpose(1, 0, 2)
-        atol = 8 * U * float(_pairsum(heads[:, :nh + nkv]).max())
-        step = spec.rope(nh, nkv, hd, max_ctx, m)
+        step = spec.rope(nh, nkv, hd, max_ctx, m, mode=mode, qk_norm=qkn_on, eps=1e-6)
         bufs = [{"name": "qkv", "data": f32b(qkv), "expect": f32b(exp_qkv), "atol": atol},
                 {"name": "freqs", "data": f32b(freqs)},
                 {"name": "k_cache", "size": kc.nbytes, "expect": f32b(kc), "atol": atol},
                 {"name": "v_cache", "size": vc.nbytes, "expect": f32b(vc)},
                 {"name": "params", "data": spec.params(m=m, pos=p0)}]
-        add_case(b, f"ops.rope.h{nh}x{nkv}.hd{hd}.p{p0}+{m}", [step], bufs)
+        if qkn_on:
+            bufs.append({"name": "qkn", "data": f32b(qkn)})
+        tag = (".norm" if mode == "norm" else "") + (".qknorm" if qkn_on else "")
+        add_case(b, f"ops.rope{tag}.h{nh}x{nkv}.hd{hd}.p{p0}+{m}", [step], bufs)
 
 
 def attention_decode_cases(b, rng, scope):
-    # (n_head, n_kv, head_dim, max_ctx, pos, splits, wg)
-    shapes = [(4, 1, 32, 16, 9, 2, None)] if scope == "browser" else \
-        [(8, 2, 64, 40, 0, 1, None), (8, 2, 64, 40, 39, 1, None), (8, 2, 64, 40, 39, 4, None),
-         (3, 3, 32, 24, 2, 8, None), (4, 4, 64, 400, 300, 1, 64), (4, 1, 64, 400, 300, 3, 128), (4, 1, 64, 400, 300, 1, 128), (4, 1, 64, 400, 140, 1, 64),
-         (20, 5, 128, 256, 255, 4, None)]
-    for nh, nkv, hd, max_ctx, pos, splits, wg in shapes:
+    # (n_head, n_kv, head_dim, max_ctx, pos, splits, wg, mode, qk_norm)
+    shapes = [(4, 1, 32, 16, 9, 2, None, "neox", False), (4, 2, 64, 16, 7, 1, None, "norm", True)] \
+        if scope == "browser" else \
+        [(8, 2, 64, 40, 0, 1, None, "neox", False), (8, 2, 64, 40, 39, 1, None, "neox", False),
+         (8, 2, 64, 40, 39, 4, None, "neox", False), (3, 3, 32, 24, 2, 8, None, "neox", False),
+         (4, 4, 64, 400, 300, 1, 64, "neox", False), (4, 1, 64, 400, 300, 3, 128, "neox", False),
+         (4, 1, 64, 400, 300, 1, 128, "neox", False), (4, 1, 64, 400, 140, 1, 64, "neox", False),
+         (20, 5, 128, 256, 255, 4, None, "neox", False),
+         (8, 2, 64, 40, 39, 1, None, "norm", False), (16, 8, 128, 64, 40, 1, None, "neox", True),
+         (8, 1, 64, 40, 21, 3, None, "norm", True), (8, 4, 256, 32, 17, 1, None, "norm", False),
+         (16, 2, 128, 64, 0, 1, None, "neox", True)]
+    for nh, nkv, hd, max_ctx, pos, splits, wg, mode, qkn_on in shapes:
         freqs = rope_freqs(hd, 10000.0)
         qkv = rng.normal(size=(nh + 2 * nkv, hd)).astype(np.float32)
+        if qkn_on:
+            qkv *= np.float32(rng.uniform(0.1, 10))
+        qkn = _qkn(rng, hd) if qkn_on else None
         kc, vc = _cache(rng, nkv, max_ctx, hd, pos)
         ekc, evc = kc.copy(), vc.copy()
-        ekc[:, pos] = rope(qkv[nh:nh + nkv], pos, freqs)
+        qr, kr, k_atol, qn, kn = _rope_heads(qkv[None], np.array([pos]), freqs, mode, qkn, nh, 1e-6)
+        qr, kr = qr[0], kr[0]
+        ekc[:, pos] = kr
         evc[:, pos] = qkv[nh + nkv:]
-        qr = rope(qkv[:nh], pos, freqs)
         o = attention(qr, ekc[:, :pos + 1], evc[:, :pos + 1])
-        k_atol = 8 * U * float(_pairsum(qkv[nh:nh + nkv]).max())
-        steps = spec.attention_decode(nh, nkv, hd, max_ctx, splits=splits, wg=wg)
+        extra = 2 * qk_norm_ulps(hd) if qkn_on else 0.0
+        steps = spec.attention_decode(nh, nkv, hd, max_ctx, splits=splits, wg=wg, mode=mode, qk_norm=qkn_on,
+                                      eps=1e-6)
         bufs = [{"name": "k_cache", "data": f32b(kc), "expect": f32b(ekc), "atol": k_atol},
                 {"name": "v_cache", "data": f32b(vc), "expect": f32b(evc)},
                 {"name": "qkv", "data": f32b(qkv)},
-                {"name": "o", "size": 4 * nh * hd, "expect": f32b(o), "atol": _attn_atol(qr, ekc, evc, pos + 1, splits)},
+                {"name": "o", "size": 4 * nh * hd, "expect": f32b(o),
+                 "atol": _attn_atol(qr, ekc, evc, pos + 1, splits, mode, extra)},
                 {"name": "params", "data": spec.params(pos=pos)},
                 {"name": "freqs", "data": f32b(freqs)}]
+        if qkn_on:
+            bufs.append({"name": "qkn", "data": f32b(qkn)})
         if splits > 1:
             bufs.append({"name": "attn_part", "size": spec.attn_part_bytes(nh, hd, splits)})
-        add_case(b, f"ops.attention.decode.h{nh}x{nkv}.hd{hd}.pos{pos}.split{splits}", steps, bufs)
+        tag = (".norm" if mode == "norm" else "") + (".qknorm" if qkn_on else "")
+        add_case(b, f"ops.attention.decode{tag}.h{nh}x{nkv}.hd{hd}.pos{pos}.split{splits}", steps, bufs)
 
 
 def attention_prefill_cases(b, rng, scope):
     """rope (writes the cache rows) then attention prefill, as the engine runs a prefill chunk."""
-    # (n_head, n_kv, head_dim, max_ctx, p0, rows, wg)
-    shapes = [(4, 2, 32, 16, 2, 5, None)] if scope == "browser" else \
-        [(8, 2, 64, 48, 0, 13, None), (8, 2, 64, 48, 30, 18, None), (2, 2, 32, 16, 3, 5, None),
-         (4, 1, 64, 260, 200, 3, 64)]
-    for nh, nkv, hd, max_ctx, p0, m, wg in shapes:
+    # (n_head, n_kv, head_dim, max_ctx, p0, rows, wg, mode, qk_norm)
+    shapes = [(4, 2, 32, 16, 2, 5, None, "neox", False)] if scope == "browser" else \
+        [(8, 2, 64, 48, 0, 13, None, "neox", False), (8, 2, 64, 48, 30, 18, None, "neox", False),
+         (2, 2, 32, 16, 3, 5, None, "neox", False), (4, 1, 64, 260, 200, 3, 64, "neox", False),
+         (8, 2, 64, 48, 30, 9, None, "norm", False), (16, 8, 128, 48, 20, 7, None, "neox", True)]
+    for nh, nkv, hd, max_ctx, p0, m, wg, mode, qkn_on in shapes:
         freqs = rope_freqs(hd, 10000.0)
         width = (nh + 2 * nkv) * hd
         qkv = rng.normal(size=(m, width)).astype(np.float32)
+        qkn = _qkn(rng, hd) if qkn_on else None
         heads = qkv.reshape(m, nh + 2 * nkv, hd)
         pos = p0 + np.arange(m)
         kc, vc = _cache(rng, nkv, max_ctx, hd, p0)
         ekc, evc = kc.copy(), vc.copy()
-        ekc[:, pos] = rope(heads[:, nh:nh + nkv], pos, freqs).transpose(1, 0, 2)
+        qr, kr, r_atol, _, _ = _rope_heads(heads, pos, freqs, mode, qkn, nh, 1e-6)
+        ekc[:, pos] = kr.transpose(1, 0, 2)
         evc[:, pos] = heads[:, nh + nkv:].transpose(1, 0, 2)
-        exp_qkv = heads.copy()
-        qr = rope(heads[:, :nh], pos, freqs)
+        exp_qkv = heads.copy().astype(np.float64)
         exp_qkv[:, :nh] = qr
         o = np.stack([attention(qr[i], ekc[:, :p + 1], evc[:, :p + 1]) for i, p in enumerate(pos)])
-        atol_o = max(_attn_atol(qr[i], ekc, evc, p + 1, 1) for i, p in enumerate(pos))
-        r_atol = 8 * U * float(_pairsum(heads[:, :nh + nkv]).max())
-        steps = [spec.rope(nh, nkv, hd, max_ctx, m), spec.attention_prefill(nh, nkv, hd, max_ctx, m, wg=wg)]
+        extra = 2 * qk_norm_ulps(hd) if qkn_on else 0.0
+        atol_o = max(_attn_atol(qr[i], ekc, evc, p + 1, 1, mode, extra) for i, p in enumerate(pos))
+        steps = [spec.rope(nh, nkv, hd, max_ctx, m, mode=mode, qk_norm=qkn_on, eps=1e-6),
+                 spec.attention_prefill(nh, nkv, hd, max_ctx, m, wg=wg)]
         bufs = [{"name": "qkv", "data": f32b(qkv), "expect": f32b(exp_qkv), "atol": r_atol},
                 {"name": "freqs", "data": f32b(freqs)},
                 {"name": "k_cache", "data": f32b(kc), "expect": f32b(ekc), "atol": r_atol},
                 {"name": "v_cache", "data": f32b(vc), "expect": f32b(evc)},
                 {"name": "params", "data": spec.params(m=m, pos=p0)},
                 {"name": "o", "size": 4 * m * nh * hd, "expect": f32b(o), "atol": atol_o}]
-        add_case(b, f"ops.attention.prefill.h{nh}x{nkv}.hd{hd}.p{p0}+{m}", steps, bufs)
+        if qkn_on:
+            bufs.append({"name": "qkn", "data": f32b(qkn)})
+        tag = (".norm" if mode == "norm" else "") + (".qknorm" if qkn_on else "")
+        add_case(b, f"ops.attention.prefill{tag}.h{nh}x{nkv}.hd{hd}.p{p0}+{m}", steps, bufs)
 
 
 def embedding_cases(b, rng, scope):
