@@ -20,8 +20,12 @@ PROMPT = "The engine and the reference agree"
 
 @pytest.fixture(scope="module")
 def models(tiny_model):
-    def get(arch="bitnet-b1.58", fmt="i2_s", seed=1, scale=None, embd="f16"):
+    def get(arch="bitnet-b1.58", fmt="i2_s", seed=1, scale=None, embd="f16", output=None, vocab="bytes"):
         extra = {} if embd == "f16" else {"embd_fmt": embd}          # token_embd's type (make-model --embd-format)
+        if output is not None:                                       # an untied head (make-model --output-format)
+            extra.update(output_fmt=output, tied=False)
+        if vocab != "bytes":
+            extra["vocab"] = vocab
         return tiny_model(arch=arch, fmt=fmt, seed=seed, scale_tensors=scale, **extra)
     return get
 
@@ -94,14 +98,21 @@ def test_greedy_equals_numpy(gpu, models, arch, fmt, act):
 
 # Packed linears and packed tables (token_embd = the tied LM head): Bonsai's Q1_0 everywhere,
 # Ternary Bonsai's Q2_0 (both block sizes). The packed head runs lmhead.wgsl PACKED in the
-# engine's activation mode, the numpy model's head a block linear.
+# engine's activation mode, the numpy model's head a block linear. The qwen3 rows are what
+# `make-model --arch qwen3 --format q2_0 / q2_0_g128 --vocab qwen` writes (qwen2 pre-tokenizer,
+# 1029 tokens), one with an untied Q1_0 output.weight as Bonsai-8B has.
 @pytest.mark.parametrize("act", ["a8", "f32"])
-@pytest.mark.parametrize("arch,fmt,embd", [("bitnet-b1.58", "q1_0", "q1_0"), ("bitnet-b1.58", "q2_0", "q2_0"),
-                                           ("bitnet", "q2_0_g128", "q1_0")])
-def test_packed_tables_greedy_equals_numpy(gpu, models, arch, fmt, embd, act):
-    path = models(arch, fmt, embd=embd)
+@pytest.mark.parametrize("arch,fmt,embd,output", [("bitnet-b1.58", "q1_0", "q1_0", None),
+                                                  ("bitnet-b1.58", "q2_0", "q2_0", None),
+                                                  ("bitnet", "q2_0_g128", "q1_0", None),
+                                                  ("qwen3", "q2_0", "q1_0", "q1_0"),
+                                                  ("qwen3", "q2_0_g128", "q2_0_g128", None)])
+def test_packed_tables_greedy_equals_numpy(gpu, models, arch, fmt, embd, output, act):
+    path = models(arch, fmt, embd=embd, output=output, vocab="qwen" if arch == "qwen3" else "bytes")
     eng = load(gpu, path, act)
     assert eng.table_type(eng.model.token_embd) == embd.upper()
+    head = eng.model.token_embd if output is None else eng.model.output
+    assert eng.table_type(head) == (output or embd).upper()
     ref = NumpyModel.from_gguf(open_gguf(path), act)
     assert ref.head is not None
     assert_same_greedy(eng, ref, eng.tokenizer.encode(PROMPT), act)

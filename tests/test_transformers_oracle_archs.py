@@ -40,9 +40,12 @@ torch._dynamo.config.disable = True
 HF_NORMS = {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm",
             "self_attn.q_norm": "attn_q_norm", "self_attn.k_norm": "attn_k_norm"}
 
-# (arch, --format, tied head, seed): every linear format of each family once, tied and untied
-CASES = [("qwen3", f, i % 3 != 2, i + 1) for i, f in enumerate(("q1_0", "tq2_0", "i2_s", "tq1_0", "f16", "bf16"))] + \
-        [("llama", f, i % 3 != 1, i + 11) for i, f in enumerate(("i2_s", "tq1_0", "q1_0", "tq2_0", "f32", "bf16"))]
+# (arch, --format, tied head, seed, other make-model options): every linear format of each family
+# once, tied and untied; Ternary Bonsai's Q2_0 (both block sizes) with packed tables and the qwen vocabulary
+CASES = [("qwen3", f, i % 3 != 2, i + 1, {}) for i, f in enumerate(("q1_0", "tq2_0", "i2_s", "tq1_0", "f16", "bf16"))] + \
+        [("llama", f, i % 3 != 1, i + 11, {}) for i, f in enumerate(("i2_s", "tq1_0", "q1_0", "tq2_0", "f32", "bf16"))] + \
+        [("qwen3", "q2_0", False, 21, dict(embd_fmt="q1_0", output_fmt="q1_0", vocab="qwen")),
+         ("qwen3", "q2_0_g128", True, 22, dict(embd_fmt="q2_0_g128", vocab="qwen"))]
 
 
 def unpermute(w: np.ndarray, n_head: int) -> np.ndarray:
@@ -105,8 +108,8 @@ def one_torch_thread():
 
 @pytest.fixture(scope="module", params=CASES, ids=lambda c: f"{c[0]}-{c[1]}-{'tied' if c[2] else 'output'}")
 def pair(request, tiny_model):
-    arch, fmt, tied, seed = request.param
-    kw = {} if tied else {"tied": False}
+    arch, fmt, tied, seed, extra = request.param
+    kw = dict(extra) if tied else dict(extra, tied=False)
     gf = open_gguf(tiny_model(arch=arch, fmt=fmt, seed=seed, **kw))
     return hf_model(gf), gf
 
