@@ -6,6 +6,7 @@ Deterministic (fixed timestamps), stdlib only. Then the browser kernel vectors (
 """
 from __future__ import annotations
 
+import os
 import pathlib
 import sys
 import zipfile
@@ -50,13 +51,20 @@ def files():
 
 def write_archive() -> None:
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    tmp = OUT.with_suffix(".tmp")
+    tmp = OUT.with_name(f"{OUT.name}.{os.getpid()}.tmp")     # test workers may build at once
     with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
         for src, name in files():
             info = zipfile.ZipInfo(name, date_time=(2024, 1, 1, 0, 0, 0))
             info.compress_type = zipfile.ZIP_DEFLATED
             z.writestr(info, src.read_bytes())
     tmp.replace(OUT)
+
+
+def atomic_write(path: pathlib.Path, data: bytes) -> None:
+    """Write `path` whole or not at all (a server may be reading it; another worker writing it)."""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    tmp.replace(path)
 
 
 def main() -> None:
@@ -73,8 +81,8 @@ def write_kernel_vectors() -> None:
         print(f"[setup] kernel vectors skipped ({e})")
         return
     b = build_cases("browser")
-    (OUT.parent / "kernel_vectors.bin").write_bytes(bytes(b.blob))
-    (OUT.parent / "kernel_vectors.json").write_text(b.manifest())
+    atomic_write(OUT.parent / "kernel_vectors.bin", bytes(b.blob))
+    atomic_write(OUT.parent / "kernel_vectors.json", b.manifest().encode())
     print(f"[setup] wrote {len(b.cases)} browser kernel cases ({len(b.blob)} bytes)")
 
 
