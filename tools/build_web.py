@@ -11,6 +11,7 @@ kernel vectors (needs numpy).
 from __future__ import annotations
 
 import hashlib
+import os
 import pathlib
 import re
 import subprocess
@@ -119,7 +120,7 @@ def web_deps():
 
 def write_archive() -> None:
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    tmp = OUT.with_suffix(".tmp")
+    tmp = OUT.with_name(f"{OUT.name}.{os.getpid()}.tmp")     # test workers may build at once
     with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
         def add(data, name):
             info = zipfile.ZipInfo(name, date_time=(2024, 1, 1, 0, 0, 0))
@@ -130,6 +131,13 @@ def write_archive() -> None:
         for data, name in web_deps():
             add(data, name)
     tmp.replace(OUT)
+
+
+def atomic_write(path: pathlib.Path, data: bytes) -> None:
+    """Write `path` whole or not at all (a server may be reading it; another worker writing it)."""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    tmp.replace(path)
 
 
 def main() -> None:
@@ -146,8 +154,8 @@ def write_kernel_vectors() -> None:
         print(f"[setup] kernel vectors skipped ({e})")
         return
     b = build_cases("browser")
-    (OUT.parent / "kernel_vectors.bin").write_bytes(bytes(b.blob))
-    (OUT.parent / "kernel_vectors.json").write_text(b.manifest())
+    atomic_write(OUT.parent / "kernel_vectors.bin", bytes(b.blob))
+    atomic_write(OUT.parent / "kernel_vectors.json", b.manifest().encode())
     print(f"[setup] wrote {len(b.cases)} browser kernel cases ({len(b.blob)} bytes)")
 
 

@@ -762,8 +762,9 @@ asyncio.run(main())
 
 
 def test_default_model_loads_and_matches_cli(browser, server):
-    """The shipped model, with no ?model=: what `npm start` opens. A three-turn chat: the first
-    reply equals the CLI's, all of them the native engine's ChatSession. The intro card's example
+    """The shipped model, with no ?model=: what `npm start` opens. A three-turn chat: every reply
+    equals the native engine's ChatSession (the CLI's `generate --chat`; tiny models compare with
+    the CLI itself in test_message_streams_and_matches_cli). The intro card's example
     prompts send themselves. Screenshot of the chat (docs/screenshot.png comes from it)."""
     path = ROOT / "web" / "models" / "bitweb-chat-i2_s.gguf"
     assert path.exists(), f"{path} is missing: the default model is part of the app (issue 5)"
@@ -777,7 +778,6 @@ def test_default_model_loads_and_matches_cli(browser, server):
         page.click(".intro button.example:text('What is 37 + 45?')")
         questions = ["What is 37 + 45?", "Hello!", "Which is larger, 412 or 398?"]
         texts = [a.reply(1)["text"]] + [a.reply(a.say(q))["text"] for q in questions[1:]]
-        assert texts[0] == cli(path, prompt=questions[0], max_tokens=48)["text"]
         assert texts == native_chat(path, questions, 48)
         out = ROOT / "test-results"
         out.mkdir(exist_ok=True)
