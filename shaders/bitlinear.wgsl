@@ -21,22 +21,16 @@
 // (ws for block formats, d for I2_S, rinv without NORM).
 //
 // Weights: each part's binding is the raw bytes of one GGUF tensor (ne = [N_IN, ROWSt]), read as
-// array<u32> (little endian). Code c in {0,1,2} means w = c - 1 (I2_S, TQ2_0); Q1_0 bit b means
-// w = 2b - 1. Rows start at r * N_IN / BLK * BBYTES bytes.
-//   I2_S   128 values / 32 bytes: byte k holds k (bits 7:6), 32+k (5:4), 64+k (3:2), 96+k (1:0);
-//          one f32 scale per tensor at byte ROWS * N_IN / 4.
-//   TQ2_0  256 values / 66 bytes: qs[64], f16 d. qs[32h + m] holds 128h + 32l + m at bits 2l.
-//   TQ1_0  256 values / 54 bytes: qs[48], qh[4], f16 d. Trit k of byte q is ((q * 3^k) % 256 * 3) >> 8;
-//          qs[m] (m < 32): 32k + m;  qs[32 + m]: 160 + 16k + m;  qh[m]: 240 + 4k + m (k < 4).
-//   Q1_0   128 values / 18 bytes: f16 d, then 16 bytes of signs (bit j % 8 of byte j / 8).
-// TQ2_0/TQ1_0/Q1_0 blocks are not multiples of 4 bytes: every block starts 2-byte aligned, and words
-// at a 2-mod-4 byte offset are put together from two u32 (ldb, shaders/common_ternary.wgsl).
+// array<u32> (little endian; I2_S as vec4<u32>). The format's layout and decode come from its
+// include (`#include format`: shaders/fmt_<name>.wgsl, the packed-format interface in
+// shaders/common_ternary.wgsl): blocks of BLK values, QW code words per block, QG groups of 4
+// values per code word, block scale d (fmt_d), tensor scale ws (fmt_ws).
 //
-// The work unit of one lane: I2_S 16 bytes (one vec4<u32> load, 64 values: per word 4 groups of 4
-// consecutive values, one per 2-bit plane); TQ2_0 one u32 (16 values, same plane structure); TQ1_0
-// one u32 (20 values: 5 trits of 4 bytes); Q1_0 one u32 (32 values).
-// A8 turns a group of 4 codes into packed int8 and takes dot4I8Packed against 4 packed activations
-// (plain-integer fallback without DOT4). I2_S A8 uses the codes directly: sum (c-1) q = sum c q - sum q.
+// The work unit of one lane is one code word (QG groups of 4 values: TQ2_0 16 values, TQ1_0 20,
+// Q1_0 32). A8 turns each group's codes into packed int8 c - 1 and takes dot4I8Packed against 4
+// packed activations (plain-integer fallback without DOT4); f32 turns them into vec4<f32> c - 1. I2_S has its own path: a
+// unit is 16 bytes (one vec4<u32> load, 64 values), and A8 uses the codes directly:
+// sum (c-1) q = sum c q - sum q.
 //
 // Buffers (binding i = i-th of these that exists):
 //   x     f32[N_IN]             input (the residual stream, or the attention / FFN output)
@@ -52,7 +46,7 @@
 // reduction). A lane group computes RB rows at once (the activation loads are shared by those
 // rows); its lanes stride over the weight words of the rows (consecutive lanes, consecutive words).
 // Activations sit in workgroup memory: packed int8 (A8), f32 m (XSHARED), or are read from x.
-// Defines: FMT_I2S | FMT_TQ2 | FMT_TQ1 | FMT_Q1, A8, NORM, RESIDUAL, PARTS2, PARTS3, GATE_UP,
+// Defines: the format's (bitweb.formats: FMT_I2S ...), A8, NORM, RESIDUAL, PARTS2, PARTS3, GATE_UP,
 // ACT_SILU, XSHARED, SUBGROUPS, DOT4 (see bitweb/kernels/bitlinear.py).
 
 override WG: u32 = 64u;        // threads per workgroup (power of two)
@@ -68,28 +62,14 @@ override N4: u32 = N_IN / 4u;                       // derived: words of packed 
 override RED_N: u32 = WG * max(2u, 2u * RB);        // derived: reduction scratch (2 sums per row)
 
 const MAXRB: u32 = 4u;
-const M3: u32 = 0x03030303u;
 
+#include format
 #if FMT_I2S
-const BLK: u32 = 128u;     // values per block
-const BBYTES: u32 = 32u;   // bytes per block
-const UPB: u32 = 2u;       // units per block (I2_S: vec4<u32>, 64 values; others: u32)
+const UPB: u32 = 2u;       // units per block (I2_S: vec4<u32>, 64 values; others: one code word)
 alias WT = vec4<u32>;      // weight words as bound
 #else
+const UPB: u32 = QW;
 alias WT = u32;
-#endif
-#if FMT_TQ2
-const BLK: u32 = 256u;
-const BBYTES: u32 = 66u;
-const UPB: u32 = 16u;
-#elif FMT_TQ1
-const BLK: u32 = 256u;
-const BBYTES: u32 = 54u;
-const UPB: u32 = 13u;
-#elif FMT_Q1
-const BLK: u32 = 128u;
-const BBYTES: u32 = 18u;
-const UPB: u32 = 4u;
 #endif
 
 @group(0) @binding(0) var<storage, read> x: array<vec4<f32>>;
@@ -155,7 +135,6 @@ fn part_rows(t: u32) -> u32 {
     return ROWS2;
 }
 
-#include common_ternary
 #include common_act
 #include common_reduce
 
@@ -170,20 +149,17 @@ fn m4(i: u32) -> vec4<f32> {
 #endif
 }
 
-// I2_S A8: sum over 4 words w[c] of sum_i dot4(codes of plane i, activations a_i[c]).
+#if FMT_I2S
+// I2_S A8: sum over 4 words w[c] of sum_g dot4(codes of plane g, activations a_g[c]).
 fn dot16(w: vec4<u32>, a0: vec4<u32>, a1: vec4<u32>, a2: vec4<u32>, a3: vec4<u32>) -> i32 {
     var s = 0;
     for (var c = 0u; c < 4u; c++) {
-        s += dot4((w[c] >> 6u) & M3, a0[c]) + dot4((w[c] >> 4u) & M3, a1[c])
-           + dot4((w[c] >> 2u) & M3, a2[c]) + dot4(w[c] & M3, a3[c]);
+        let cs = fmt_codes(w[c]);
+        s += dot4(cs[0], a0[c]) + dot4(cs[1], a1[c]) + dot4(cs[2], a2[c]) + dot4(cs[3], a3[c]);
     }
     return s;
 }
-
-// Four codes 0..2 (bytes of w >> s) -> vec4 of c - 1.
-fn tern4(w: u32, s: u32) -> vec4<f32> {
-    return vec4<f32>((vec4<u32>(w) >> vec4<u32>(s, s + 8u, s + 16u, s + 24u)) & vec4<u32>(3u)) - 1.0;
-}
+#endif
 
 fn pack_q(v: vec4<f32>, sq: f32) -> vec4<i32> {
     return vec4<i32>(clamp(round(v * sq), vec4<f32>(-128.0), vec4<f32>(127.0)));
@@ -291,25 +267,19 @@ alias ACC = vec2<SC>;
 // The activations of one unit (shared by the RB rows of a lane group).
 #if FMT_I2S
 #if A8
-alias AV = vec4<u32>;      // [i]: plane i, words 4k .. 4k + 3
+alias AV = vec4<u32>;      // [g]: plane g, words 4k .. 4k + 3
 const NA: u32 = 4u;
 #else
-alias AV = vec4<f32>;      // [4c + i]: word c, plane i
+alias AV = vec4<f32>;      // [4c + g]: word c, plane g
 const NA: u32 = 16u;
 #endif
 #else
 #if A8
-alias AV = u32;
+alias AV = u32;            // [g]: group g of the code word
 #else
 alias AV = vec4<f32>;
 #endif
-#endif
-#if FMT_TQ2
-const NA: u32 = 4u;        // [l]: plane l
-#elif FMT_TQ1
-const NA: u32 = 5u;        // [j]: trit j
-#elif FMT_Q1
-const NA: u32 = 8u;        // [n]: nibble n
+const NA: u32 = QG;
 #endif
 alias Acts = array<AV, NA>;
 
@@ -318,45 +288,22 @@ fn acts(u: u32) -> Acts {
     let blk = u / UPB;
     let k = u % UPB;
 #if FMT_I2S
-    // unit u: words 4k + c of block blk, values 128 blk + 32 i + 4 (4k + c) .. +3 at shift 6 - 2i
+    // unit u: words 4k + c of block blk; their group g is activation word fmt_pos(4k, g) + c
 #if A8
-    for (var i = 0u; i < 4u; i++) { a[i] = qa4[blk * 8u + 2u * i + k]; }
+    for (var g = 0u; g < 4u; g++) { a[g] = qa4[(blk * (BLK / 4u) + fmt_pos(4u * k, g)) / 4u]; }
 #else
     for (var c = 0u; c < 4u; c++) {
-        for (var i = 0u; i < 4u; i++) { a[4u * c + i] = m4(blk * 32u + 8u * i + 4u * k + c); }
+        for (var g = 0u; g < 4u; g++) { a[4u * c + g] = m4(blk * (BLK / 4u) + fmt_pos(4u * k + c, g)); }
     }
 #endif
-#elif FMT_TQ2
-    // qs word k: values 128 (k / 8) + 32 l + 4 (k % 8) .. +3 at shift 2l
-    let e = blk * 64u + (k / 8u) * 32u + (k % 8u);
-    for (var l = 0u; l < 4u; l++) {
-#if A8
-        a[l] = qa[e + 8u * l];
 #else
-        a[l] = m4(e + 8u * l);
-#endif
-    }
-#elif FMT_TQ1
-    // word k < 8: values 4k + 32j; k < 12: 4k + 128 + 16j; k = 12: 240 + 4j (j < 4), trit j
-    var base = 4u * k;
-    var stride = 32u;
-    if (k >= 12u) { base = 240u; stride = 4u; } else if (k >= 8u) { base = 4u * k + 128u; stride = 16u; }
-    let e = blk * 64u + base / 4u;
-    for (var j = 0u; j < 5u; j++) {
-        let i = min(e + j * (stride / 4u), N4 - 1u);
+    // code word k of block blk: group g is activation word fmt_pos(k, g) of the block
+    for (var g = 0u; g < QG; g++) {
+        let i = blk * (BLK / 4u) + fmt_pos(k, g);
 #if A8
-        a[j] = select(qa[i], 0u, k == 12u && j == 4u);
+        a[g] = select(0u, qa[i], fmt_has(k, g));
 #else
-        a[j] = select(m4(i), vec4<f32>(0.0), k == 12u && j == 4u);
-#endif
-    }
-#elif FMT_Q1
-    // sign word k: values 32k + 4n .. +3 in nibble n
-    for (var n = 0u; n < 8u; n++) {
-#if A8
-        a[n] = qa[blk * 32u + k * 8u + n];
-#else
-        a[n] = m4(blk * 32u + k * 8u + n);
+        a[g] = select(vec4<f32>(0.0), m4(i), fmt_has(k, g));
 #endif
     }
 #endif
@@ -365,8 +312,6 @@ fn acts(u: u32) -> Acts {
 
 // sum over unit u of row lr of tensor t of d * w * act.
 fn one(t: u32, lr: u32, u: u32, a: Acts) -> SC {
-    let blk = u / UPB;
-    let k = u % UPB;
 #if FMT_I2S
     let w = wv(t, lr * (N_IN / 64u) + u);
 #if A8
@@ -374,51 +319,23 @@ fn one(t: u32, lr: u32, u: u32, a: Acts) -> SC {
 #else
     var s = 0.0;
     for (var c = 0u; c < 4u; c++) {
-        s += dot(tern4(w[c], 6u), a[4u * c]) + dot(tern4(w[c], 4u), a[4u * c + 1u])
-           + dot(tern4(w[c], 2u), a[4u * c + 2u]) + dot(tern4(w[c], 0u), a[4u * c + 3u]);
+        let cs = fmt_codes(w[c]);
+        s += dot(tern4(cs[0]), a[4u * c]) + dot(tern4(cs[1]), a[4u * c + 1u])
+           + dot(tern4(cs[2]), a[4u * c + 2u]) + dot(tern4(cs[3]), a[4u * c + 3u]);
     }
     return s;
 #endif
-#elif FMT_TQ2
-    let bb = (lr * (N_IN / BLK) + blk) * BBYTES;
-    let w = ldb(t, bb + 4u * k);
-    let d = ldh(t, bb + 64u);
-#if A8
-    return f32(dot4(tern8(w & M3), a[0]) + dot4(tern8((w >> 2u) & M3), a[1])
-             + dot4(tern8((w >> 4u) & M3), a[2]) + dot4(tern8((w >> 6u) & M3), a[3])) * d;
 #else
-    return d * (dot(tern4(w, 0u), a[0]) + dot(tern4(w, 2u), a[1]) + dot(tern4(w, 4u), a[2]) + dot(tern4(w, 6u), a[3]));
-#endif
-#elif FMT_TQ1
-    let bb = (lr * (N_IN / BLK) + blk) * BBYTES;
-    let tr = trits(ldb(t, bb + 4u * k));
-    let d = ldh(t, bb + 52u);
+    let bi = lr * (N_IN / BLK) + u / UPB;
+    let cs = fmt_codes(fmt_word(t, bi, u % UPB));
+    let d = fmt_d(t, bi);
 #if A8
     var s = 0;
-    for (var j = 0u; j < 5u; j++) { s += dot4(tern8(tr[j]), a[j]); }
+    for (var g = 0u; g < QG; g++) { s += dot4(tern8(cs[g]), a[g]); }
     return f32(s) * d;
 #else
     var s = 0.0;
-    for (var j = 0u; j < 5u; j++) { s += dot(tern4(tr[j], 0u), a[j]); }
-    return d * s;
-#endif
-#elif FMT_Q1
-    let bb = (lr * (N_IN / BLK) + blk) * BBYTES;
-    let w = ldb(t, bb + 2u + 4u * k);
-    let d = ldh(t, bb);
-#if A8
-    var s = 0;
-    for (var n = 0u; n < 8u; n++) {
-        s += dot4(sign8(w >> (4u * n)), a[n]);
-    }
-    return f32(s) * d;
-#else
-    var s = 0.0;
-    for (var n = 0u; n < 8u; n++) {
-        let nb = w >> (4u * n);
-        let sg = vec4<f32>((vec4<u32>(nb) >> vec4<u32>(0u, 1u, 2u, 3u)) & vec4<u32>(1u)) * 2.0 - 1.0;
-        s += dot(sg, a[n]);
-    }
+    for (var g = 0u; g < QG; g++) { s += dot(tern4(cs[g]), a[g]); }
     return d * s;
 #endif
 #endif
@@ -442,16 +359,12 @@ fn finish(gr: u32, v: vec2<f32>) {
 #else
     let v2 = v;
 #endif
-    let ws = bitcast<f32>(wl(r.t, part_rows(r.t) * (N_IN / 16u)));
-#if GATE_UP
-    let wu = bitcast<f32>(wl(1u, ROWS0 * (N_IN / 16u)));
-#endif
 #else
     let v2 = v;
-    let ws = 1.0;
-#if GATE_UP
-    let wu = 1.0;
 #endif
+    let ws = fmt_ws(r.t, part_rows(r.t) * (N_IN / BLK));
+#if GATE_UP
+    let wu = fmt_ws(1u, ROWS0 * (N_IN / BLK));
 #endif
 #if GATE_UP
     let pg = v2.x * (ws * stat.x * mult[0]);

@@ -16,9 +16,10 @@
 // of word j (two's complement int8); s f32[M], the row's inv_s = max(max|x|, 1e-5) * (1 / 127)
 // (x ~= q * s). q, s and P are the decode kernel's (bitlinear.wgsl: p = S * (ws * inv_s * mult)).
 //
-// Weights: the raw GGUF tensor bytes as array<u32>; layouts as in bitlinear.wgsl (I2_S 128 / 32
-// bytes + f32 scale at byte N_OUT * N_IN / 4; TQ2_0 256 / 66; TQ1_0 256 / 54; Q1_0 128 / 18, blocks
-// 2-byte aligned).
+// Weights: the raw GGUF tensor bytes as array<u32>, decoded through the format's include
+// (`#include format`: shaders/fmt_<name>.wgsl, the packed-format interface in
+// shaders/common_ternary.wgsl): code words fmt_word, their groups of codes fmt_codes at block
+// positions fmt_pos, block scale fmt_d, tensor scale fmt_ws.
 //
 // Buffers (binding i = i-th that exists):
 //   params  u32[8]              word 0: M (the ops params block)
@@ -29,11 +30,11 @@
 //   w / gate, up                weights
 //
 // Threads: a workgroup of WG threads computes a tile of TM rows x WG outputs; thread i owns output
-// n = WG * wid.x + i and TM accumulators. K advances 128 values at a time (a chunk: an I2_S / Q1_0
-// block, half a TQ2_0 / TQ1_0 block). Per chunk the workgroup stages the TM x 128 activations and
-// the WG x 128 weights, decoded once to packed int8 (wt[k][n]: thread n reads a column, no bank
-// conflicts), in workgroup memory; each decoded weight word serves TM rows. gate_up stages and
-// uses gate, then up, per chunk.
+// n = WG * wid.x + i and TM accumulators. K advances CHUNK = min(BLK, 128) values at a time (a
+// block, or half a 256-value block). Per chunk the workgroup stages the TM x CHUNK activations and
+// the WG x CHUNK weights, decoded once to packed int8 (wt[k][n]: thread n reads a column, no bank
+// conflicts; the CW code words of the chunk, fmt_cword), in workgroup memory; each decoded weight
+// word serves TM rows. gate_up stages and uses gate, then up, per chunk.
 
 override WG: u32 = 64u;        // outputs per workgroup (threads)
 override TM: u32 = 8u;         // rows per workgroup, <= 16
@@ -43,26 +44,11 @@ override Y_STRIDE: u32 = 0u;   // row stride of y in floats (0: N_OUT); the engi
 override Y_COL0: u32 = 0u;     // column of y where output n = 0 goes    into one [M][q+2kv] buffer
 
 const MAXTM: u32 = 16u;
-const M3: u32 = 0x03030303u;
-const KW: u32 = 32u;           // packed words per chunk (128 values)
 
-#if FMT_I2S
-const BLK: u32 = 128u;
-const BBYTES: u32 = 32u;
-const NSRC: u32 = 2u;          // decode pieces per row and chunk (I2_S, TQ2_0: 16 bytes; TQ1_0, Q1_0: 4)
-#elif FMT_TQ2
-const BLK: u32 = 256u;
-const BBYTES: u32 = 66u;
-const NSRC: u32 = 2u;
-#elif FMT_TQ1
-const BLK: u32 = 256u;
-const BBYTES: u32 = 54u;
-const NSRC: u32 = 13u;
-#elif FMT_Q1
-const BLK: u32 = 128u;
-const BBYTES: u32 = 18u;
-const NSRC: u32 = 4u;
-#endif
+#include format
+const CHUNK: u32 = min(BLK, 128u);   // values per K step
+const KW: u32 = CHUNK / 4u;          // packed int8 words per row and chunk
+const NSRC: u32 = CW;                // code words decoded per row and chunk
 
 @group(0) @binding(0) var<storage, read> params: array<u32>;
 #if A8
@@ -98,67 +84,22 @@ fn wl(t: u32, i: u32) -> u32 {
     return w0[i];
 }
 
-fn i8x4(v: u32) -> vec4<f32> {
-    let i = bitcast<i32>(v);
-    return vec4<f32>(f32(extractBits(i, 0u, 8u)), f32(extractBits(i, 8u, 8u)),
-                     f32(extractBits(i, 16u, 8u)), f32(extractBits(i, 24u, 8u)));
-}
-
-#include common_ternary
 #include common_act
 
-// Decode piece k (< NSRC) of chunk c of row n (tensor t) into wt column j (and wd[j] for k = 0).
-fn decode(t: u32, n: u32, c: u32, k: u32, j: u32) {
-#if FMT_I2S
-    // block c, words 4k .. 4k+3 (one 16-byte load): word 4k + e holds values 32 i + 4 (4k + e) .. +3
-    // at shift 6 - 2i, i.e. packed words 8i + 4k + e
-    let i0 = n * (N_IN / 16u) + c * 8u + 4u * k;
-    let w = vec4<u32>(wl(t, i0), wl(t, i0 + 1u), wl(t, i0 + 2u), wl(t, i0 + 3u));
-    for (var i = 0u; i < 4u; i++) {
-        let sh = 6u - 2u * i;
-        wt[(2u * i + k) * WG + j] = vec4<u32>(tern8((w.x >> sh) & M3), tern8((w.y >> sh) & M3),
-                                              tern8((w.z >> sh) & M3), tern8((w.w >> sh) & M3));
-    }
-    if (k == 0u) { wd[j] = 1.0; }
-#elif FMT_TQ2
-    // half c % 2 of block c / 2, qs words 4k .. 4k+3: word 4k + e holds values 32 l + 4 (4k + e) of the
-    // half at shift 2l, i.e. packed words 8l + 4k + e
-    let bb = (n * (N_IN / BLK) + c / 2u) * BBYTES;
-    let b0 = bb + 32u * (c % 2u) + 16u * k;
-    let w = vec4<u32>(ldb(t, b0), ldb(t, b0 + 4u), ldb(t, b0 + 8u), ldb(t, b0 + 12u));
-    for (var l = 0u; l < 4u; l++) {
-        let sh = 2u * l;
-        wt[(2u * l + k) * WG + j] = vec4<u32>(tern8((w.x >> sh) & M3), tern8((w.y >> sh) & M3),
-                                              tern8((w.z >> sh) & M3), tern8((w.w >> sh) & M3));
-    }
-    if (k == 0u) { wd[j] = ldh(t, bb + 64u); }
-#elif FMT_TQ1
-    // block c / 2, word k: trit i holds values e = base + stride * i (k < 8: 4k + 32i; k < 12:
-    // 4k + 128 + 16i; k = 12: 240 + 4i, i < 4); keep those in half c % 2
-    let bb = (n * (N_IN / BLK) + c / 2u) * BBYTES;
-    let w = ldb(t, bb + 4u * k);
-    var base = 4u * k;
-    var stride = 32u;
-    if (k >= 12u) { base = 240u; stride = 4u; } else if (k >= 8u) { base = 4u * k + 128u; stride = 16u; }
-    let tr = trits(w);
-    for (var i = 0u; i < 5u; i++) {
-        let e = base + stride * i;
-        if (e / 128u == c % 2u && !(k == 12u && i == 4u)) {
-            let pw = (e % 128u) / 4u;
-            wt[(pw / 4u) * WG + j][pw % 4u] = tern8(tr[i]);
+// Decode code word i (< NSRC) of chunk c of row n (tensor t) into wt column j (and wd[j] for i = 0).
+fn decode(t: u32, n: u32, c: u32, i: u32, j: u32) {
+    let bi = n * (N_IN / BLK) + c / (BLK / CHUNK);     // the block holding chunk c
+    let h = c % (BLK / CHUNK);                          // which chunk of that block
+    let k = fmt_cword(h, i);
+    let cs = fmt_codes(fmt_word(t, bi, k));
+    for (var g = 0u; g < QG; g++) {
+        let p = fmt_pos(k, g);
+        if (fmt_has(k, g) && p / KW == h) {
+            let pw = p % KW;
+            wt[(pw / 4u) * WG + j][pw % 4u] = tern8(cs[g]);
         }
     }
-    if (k == 0u) { wd[j] = ldh(t, bb + 52u); }
-#elif FMT_Q1
-    // block c, sign word k: values 32k + 4i .. +3 in nibble i, i.e. packed words 8k + i
-    let bb = (n * (N_IN / BLK) + c) * BBYTES;
-    let w = ldb(t, bb + 2u + 4u * k);
-    var v: array<u32, 8>;
-    for (var i = 0u; i < 8u; i++) { v[i] = sign8(w >> (4u * i)); }
-    wt[(2u * k) * WG + j] = vec4<u32>(v[0], v[1], v[2], v[3]);
-    wt[(2u * k + 1u) * WG + j] = vec4<u32>(v[4], v[5], v[6], v[7]);
-    if (k == 0u) { wd[j] = ldh(t, bb); }
-#endif
+    if (i == 0u) { wd[j] = fmt_d(t, bi); }
 }
 
 #if GATE_UP
@@ -175,8 +116,8 @@ fn body(li: u32, wid: vec3<u32>) {
     let mt = min(TM, max(mrows, m0) - m0);
     var acc: array<f32, 32>;         // [MAXTM * a + m]
     for (var i = 0u; i < 32u; i++) { acc[i] = 0.0; }
-    for (var c = 0u; c < N_IN / 128u; c++) {
-        // stage the TM x 128 activations of this chunk
+    for (var c = 0u; c < N_IN / CHUNK; c++) {
+        // stage the TM x CHUNK activations of this chunk
         for (var i = li; i < TM * XW; i += WG) {
             let m = i / XW;
 #if A8
@@ -187,7 +128,7 @@ fn body(li: u32, wid: vec3<u32>) {
 #endif
         }
         for (var a = 0u; a < NACC; a++) {
-            // stage the WG x 128 weights of tensor a, decoded (rows past N_OUT: the last row, unused)
+            // stage the WG x CHUNK weights of tensor a, decoded (rows past N_OUT: the last row, unused)
             for (var i = li; i < WG * NSRC; i += WG) {
                 let j = i / NSRC;
                 decode(a, min(n0 + j, N_OUT - 1u), c, i % NSRC, j);
@@ -226,16 +167,9 @@ fn body(li: u32, wid: vec3<u32>) {
         }
     }
     if (n >= N_OUT) { return; }
-#if FMT_I2S
-    let ws0 = bitcast<f32>(wl(0u, N_OUT * (N_IN / 16u)));
+    let ws0 = fmt_ws(0u, N_OUT * (N_IN / BLK));
 #if GATE_UP
-    let ws1 = bitcast<f32>(wl(1u, N_OUT * (N_IN / 16u)));
-#endif
-#else
-    let ws0 = 1.0;
-#if GATE_UP
-    let ws1 = 1.0;
-#endif
+    let ws1 = fmt_ws(1u, N_OUT * (N_IN / BLK));
 #endif
     let f0 = ws0 * mult[0];
 #if GATE_UP

@@ -1,27 +1,33 @@
-// common_ternary.wgsl (#include common_ternary): reading packed ternary / binary GGUF weights and
-// int8 dot products, shared by bitlinear.wgsl (M = 1) and bitlinear_tiled.wgsl (M > 1).
-// Formats and layouts: see bitlinear.wgsl. Integer maths only (exact).
+// common_ternary.wgsl (#include common_ternary): packed int8 arithmetic for the ternary / binary
+// weight formats (included by every packed shaders/fmt_*.wgsl) and the interface those formats share.
+// Integer maths only (exact).
 //
-//   ldb(t, b)   the u32 at 2-byte aligned byte offset b of tensor t (TQ2_0 / TQ1_0 / Q1_0 blocks
-//               are 66 / 54 / 18 bytes, so a word may straddle two u32: 16-bit funnel shift)
-//   ldh(t, b)   the f16 at 2-byte aligned byte offset b of tensor t, as f32 (block scale d)
 //   dot4(a, b)  sum of the 4 products of the int8 bytes of a and b (dot4I8Packed with DOT4,
 //               else extractBits)
-//   tern8(c)    four codes 0..2 (one per byte) -> packed int8 c - 1  (I2_S / TQ2_0 / TQ1_0: w = c - 1)
-//   sign8(n)    the low 4 bits of n -> packed int8 2b - 1, bit i in byte i  (Q1_0: w = 2b - 1)
-//   trits(w)    TQ1_0: the 5 trit planes of the 4 bytes of w as code bytes (plane k, byte i = trit k
-//               of byte i of w: ((q * 3^k) % 256 * 3) >> 8), two bytes at a time in 16-bit lanes
+//   tern8(c)    four codes 0..3 (one per byte) -> packed int8 c - 1  (w = c - 1; code 3 -> +2)
+//   tern4(c)    four codes 0..3 (one per byte) -> vec4<f32> of c - 1
+//   i8x4(v)     packed int8 -> vec4<f32>
+//   M3          0x03030303: the low two bits of every byte
+//
+// The packed-format interface: each shaders/fmt_<name>.wgsl of a ternary / binary format declares
+// (blocks bi are numbered over the whole tensor: bi = row * (N_IN / BLK) + block of the row)
+//   BLK, BBYTES          values and bytes per block
+//   QW, QG               code words (u32) per block; groups of 4 values per code word
+//   CW                   code words holding the values of one chunk of min(BLK, 128) values
+//   fmt_word(t, bi, k)   code word k (< QW) of block bi of tensor t
+//   fmt_codes(w)         the QG groups of a code word as codes c, one per byte (byte i: value 4p + i),
+//                        w = c - 1 (a binary format gives c = 2b: 0 or 2)
+//   fmt_pos(k, g)        p: group g of code word k holds values 4p .. 4p + 3 of its block (always
+//                        < BLK / 4, also for a group that holds nothing)
+//   fmt_has(k, g)        false for a group that holds no values (TQ1_0's last word, group 4)
+//   fmt_cword(h, i)      the i-th (i < CW) code word holding values of chunk h of a block
+//   fmt_d(t, bi)         the block scale d as f32 (1.0 for a format without block scales)
+//   fmt_ws(t, nb)        the tensor scale of a tensor of nb blocks (1.0 for a format without one)
+// so w[value 4 fmt_pos(k, g) + i of block bi] = (byte i of fmt_codes(fmt_word(t, bi, k))[g] - 1)
+// * fmt_d(t, bi) * fmt_ws(t, nb). bitlinear.wgsl (M = 1) and bitlinear_tiled.wgsl (M > 1) use nothing else.
 // Needs from the including shader: fn wl(t: u32, i: u32) -> u32, u32 word i of weight tensor t.
 
-fn ldb(t: u32, b: u32) -> u32 {
-    let lo = wl(t, b >> 2u);
-    if ((b & 2u) == 0u) { return lo; }
-    return (lo >> 16u) | (wl(t, (b >> 2u) + 1u) << 16u);
-}
-
-fn ldh(t: u32, b: u32) -> f32 {
-    return unpack2x16float(wl(t, b >> 2u) >> ((b & 2u) * 8u)).x;
-}
+const M3: u32 = 0x03030303u;
 
 fn dot4(a: u32, b: u32) -> i32 {
 #if DOT4
@@ -38,21 +44,12 @@ fn tern8(c: u32) -> u32 {
     return ((c | 0x80808080u) - 0x01010101u) ^ 0x80808080u;
 }
 
-fn sign8(n: u32) -> u32 {
-    let b01 = ((n & 0xFu) * 0x00204081u) & 0x01010101u;     // bit i -> byte i (0 / 1)
-    return 0xFFFFFFFFu ^ (b01 * 0xFEu);                      // 0 -> 0xFF (-1), 1 -> 0x01
+fn tern4(c: u32) -> vec4<f32> {
+    return vec4<f32>(unpack4xU8(c)) - 1.0;
 }
 
-fn trits(w: u32) -> array<u32, 5> {
-    var lo = w & 0x00FF00FFu;
-    var hi = (w >> 8u) & 0x00FF00FFu;
-    var t: array<u32, 5>;
-    for (var k = 0u; k < 5u; k++) {
-        let l3 = lo * 3u;
-        let h3 = hi * 3u;
-        t[k] = ((l3 >> 8u) & 0x00030003u) | (h3 & 0x03000300u);
-        lo = l3 & 0x00FF00FFu;
-        hi = h3 & 0x00FF00FFu;
-    }
-    return t;
+fn i8x4(v: u32) -> vec4<f32> {
+    let i = bitcast<i32>(v);
+    return vec4<f32>(f32(extractBits(i, 0u, 8u)), f32(extractBits(i, 8u, 8u)),
+                     f32(extractBits(i, 16u, 8u)), f32(extractBits(i, 24u, 8u)));
 }

@@ -3,9 +3,8 @@
 // Table: N_VOCAB rows of N elements, the GGUF bytes unchanged, possibly split in shards of whole
 // rows (the same shard buffers as the tied LM head, bitweb.kernels.dense.shard_rows): binding
 // w<s> holds rows [ROW0 + s RPS, ROW0 + (s+1) RPS). NS1..NS7 (defines) declare w1..w7.
-//   FMT_F32 f32; FMT_F16 IEEE half (decoded with unpack2x16float: one row per token, so the
-//   bandwidth of native f16 does not matter here); FMT_BF16 upper half of an f32;
-//   FMT_Q8_0 34-byte blocks: f16 d, 32 x int8 q; x = d * q.
+// Values are decoded by the format's include (`#include format`: fmt_value of shaders/fmt_<name>.wgsl;
+// F16 with unpack2x16float: one row per token, so the bandwidth of native f16 does not matter here).
 // Element e of the bound rows is read from 32-bit words, so any N works (Q8_0: N % 32 == 0).
 // Token ids come from a GPU buffer: the host's prompt ids (prefill) or the sampler's output
 // (decode: sampling.wgsl writes the chosen id to word 0, so no host round trip).
@@ -49,7 +48,7 @@ override WG: u32 = 64u;
 #endif
 
 // word i of shard s
-fn word(s: u32, i: u32) -> u32 {
+fn wl(s: u32, i: u32) -> u32 {
     switch s {
 #if NS1
         case 1u: { return w1[i]; }
@@ -76,22 +75,7 @@ fn word(s: u32, i: u32) -> u32 {
     }
 }
 
-// element e (flat index within the shard) of shard s
-fn elem(s: u32, e: u32) -> f32 {
-#if FMT_F32
-    return bitcast<f32>(word(s, e));
-#elif FMT_F16
-    return unpack2x16float(word(s, e >> 1u) >> ((e & 1u) * 16u)).x;
-#elif FMT_BF16
-    return bitcast<f32>((word(s, e >> 1u) >> ((e & 1u) * 16u)) << 16u);
-#elif FMT_Q8_0
-    let b = (e / 32u) * 34u;                         // block start (bytes, even)
-    let d = unpack2x16float(word(s, b >> 2u) >> ((b & 2u) * 8u)).x;
-    let qb = b + 2u + e % 32u;                        // byte of q
-    let q = extractBits(bitcast<i32>(word(s, qb >> 2u)), (qb & 3u) * 8u, 8u);
-    return d * f32(q);
-#endif
-}
+#include format
 
 @compute @workgroup_size(WG)
 fn embed(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -107,5 +91,5 @@ fn embed(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: ve
     if (tok < ROW0 || tok - ROW0 >= NSB * RPS) { return; }
     let s = (tok - ROW0) / RPS;
     let r = tok - ROW0 - s * RPS;
-    for (var i = lid; i < N; i += WG) { x[m * N + i] = bitcast<u32>(elem(s, r * N + i)); }
+    for (var i = lid; i < N; i += WG) { x[m * N + i] = bitcast<u32>(fmt_value(s, r * N + i)); }
 }

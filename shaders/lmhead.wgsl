@@ -17,7 +17,8 @@
 // The row loop count is the same for every thread (rows past the shard redo its last row, results
 // dropped), so subgroup operations and barriers stay in uniform control flow.
 //
-// Weights: the GGUF bytes of the rows unchanged, row-major:
+// Weights: the GGUF bytes of the rows unchanged, row-major, decoded by the format's include
+// (`#include format`: shaders/fmt_<name>.wgsl):
 //   FMT_F32  f32;  FMT_F16  IEEE half (unpack2x16float: no shader-f16 needed);
 //   FMT_BF16 upper 16 bits of an f32 (element 2j = low half of word j);
 //   FMT_Q8_0 blocks of 34 bytes (f16 d, int8 q[32]), w = d q; a pair of blocks is 17 whole words:
@@ -38,14 +39,18 @@ override EPS: f32 = 1e-5;
 
 const XS4: u32 = 1024u;          // vec4s of m in workgroup memory: K <= 4096
 
+#include format
 #if FMT_Q8_0
 @group(0) @binding(0) var<storage, read> w: array<u32>;
+fn wl(t: u32, i: u32) -> u32 { return w[i]; }
 const UNIT: u32 = 64u;           // values per unit
 #elif FMT_F32
 @group(0) @binding(0) var<storage, read> w: array<vec4<f32>>;
+fn wl(t: u32, i: u32) -> u32 { return bitcast<u32>(w[i >> 2u][i & 3u]); }
 const UNIT: u32 = 4u;
 #else
 @group(0) @binding(0) var<storage, read> w: array<vec4<u32>>;
+fn wl(t: u32, i: u32) -> u32 { return w[i >> 2u][i & 3u]; }
 const UNIT: u32 = 8u;
 #endif
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
@@ -64,15 +69,6 @@ var<workgroup> red: array<f32, WG * 4u>;
 #include common_reduce
 #endif
 
-#if FMT_F16
-fn half8(v: vec4<u32>, u: u32) -> f32 {
-    return dot(vec4<f32>(unpack2x16float(v.x), unpack2x16float(v.y)), xs[2u * u])
-         + dot(vec4<f32>(unpack2x16float(v.z), unpack2x16float(v.w)), xs[2u * u + 1u]);
-}
-#endif
-#if FMT_BF16
-fn bf2(v: u32) -> vec2<f32> { return vec2<f32>(bitcast<f32>(v << 16u), bitcast<f32>(v & 0xffff0000u)); }
-#endif
 
 // sum over the UNIT values of unit u of row r of W[r, k] m[k]
 fn unit(r: u32, u: u32) -> f32 {
@@ -94,11 +90,9 @@ fn unit(r: u32, u: u32) -> f32 {
     return unpack2x16float(w0).x * s0 + unpack2x16float(w[o + 8u] >> 16u).x * s1;
 #elif FMT_F32
     return dot(w[r * (K / 4u) + u], xs[u]);
-#elif FMT_F16
-    return half8(w[r * (K / 8u) + u], u);
 #else
-    let v = w[r * (K / 8u) + u];
-    return dot(vec4<f32>(bf2(v.x), bf2(v.y)), xs[2u * u]) + dot(vec4<f32>(bf2(v.z), bf2(v.w)), xs[2u * u + 1u]);
+    let v = w[r * (K / 8u) + u];                // F16 / BF16: 8 values, two per word (fmt_x2)
+    return dot(vec4<f32>(fmt_x2(v.x), fmt_x2(v.y)), xs[2u * u]) + dot(vec4<f32>(fmt_x2(v.z), fmt_x2(v.w)), xs[2u * u + 1u]);
 #endif
 }
 

@@ -10,10 +10,8 @@
 // d = 2^-k (the kernel test cases) come out exactly.
 //
 // Layouts (little endian):
-//   src  the GGUF bytes of N_ROWS rows of K values, row-major (K % 32 == 0), as u32 words:
-//          FMT_F16   IEEE half, element 2i / 2i+1 = low / high half of word i
-//          FMT_BF16  upper 16 bits of an f32, same packing
-//          FMT_F32   one f32 per word
+//   src  the GGUF bytes of N_ROWS rows of K values, row-major (K % 32 == 0), as u32 words,
+//        decoded by the format's include (`#include format`: fmt_value; FMT_F16, FMT_BF16, FMT_F32)
 //   dst  Q8_0 blocks of 34 bytes: f16 d, then int8 q[32]; block b (= row * K/32 + column block)
 //        at byte 34 b. Size: NB * 34 bytes rounded up to 4 (NB = N_ROWS * K / 32).
 //
@@ -31,18 +29,11 @@ override WG: u32 = 64u;         // threads per workgroup
 @group(0) @binding(0) var<storage, read> src: array<u32>;
 @group(0) @binding(1) var<storage, read_write> dst: array<u32>;
 
+fn wl(t: u32, i: u32) -> u32 { return src[i]; }
+#include format
+
 // value e (flat index over the rows) as f32
-fn val(e: u32) -> f32 {
-#if FMT_F32
-    return bitcast<f32>(src[e]);
-#elif FMT_BF16
-    let w = src[e >> 1u];
-    return bitcast<f32>(select(w << 16u, w & 0xffff0000u, (e & 1u) == 1u));
-#else
-    let h = unpack2x16float(src[e >> 1u]);
-    return select(h.x, h.y, (e & 1u) == 1u);
-#endif
-}
+fn val(e: u32) -> f32 { return fmt_value(0u, e); }
 
 fn roundf(v: f32) -> f32 {
     let t = trunc(v);

@@ -10,10 +10,10 @@ import os
 
 import pytest
 
-from bitweb import bench, cli, formats
+from bitweb import bench, commands as cli, formats
+from bitweb.authoring.makemodel import PRESETS, ModelSpec, load_vocab, write_model
 from bitweb.gguf import FileSource, open_gguf
 from bitweb.kernels import dense, lmhead
-from bitweb.makemodel import PRESETS, ModelSpec, load_vocab, write_model
 from tests.conftest import run
 
 KERNEL_FIELDS = {"kernel", "variant", "shape", "median_ms", "bytes", "gbps", "stream_gbps", "p1_vs_stream", "p2_vs_f16"}
@@ -129,6 +129,15 @@ def test_decode_json(gpu, tiny, capsys):
                                                     + b["embedding_row"] + b["kv_cache"])
     assert close(r["roofline_ms"], r["bytes_per_token"] / r["stream_gbps"] / 1e6)
     json.dumps(r)
+
+
+def test_bench_encode_reports():
+    from bitweb.authoring import vocab
+    from bitweb.tokenizer import Tokenizer
+    r = bench.bench_encode(vocab.bytes_vocab(), text="hello world, " * 50, repeats=1)
+    assert r["tokens"] == len(Tokenizer.from_metadata(vocab.bytes_vocab()).encode("hello world, " * 50,
+                                                                                 add_bos=False))
+    assert r["warm_tokens_per_s"] > 0 and r["load_s"] >= 0
 
 
 def test_load_and_tokenizer_cli(tiny, capsys):

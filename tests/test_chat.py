@@ -8,8 +8,9 @@ import jinja2.sandbox
 import pytest
 import tokenizers
 
-from bitweb import vocab
-from bitweb.chat import ChatError, chat_ids, common_prefix, detect_template, format_chat
+from bitweb.authoring import vocab
+from bitweb.chat import ChatError, chat_ids, detect_template, format_chat
+from bitweb.generation import common_prefix
 from bitweb.tokenizer import Tokenizer
 
 CONVERSATIONS = [

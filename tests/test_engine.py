@@ -1,4 +1,4 @@
-"""The GPU engine (native wgpu-py; lavapipe in CI) against the numpy reference, token for token.
+"""The GPU engine (native wgpu-py; lavapipe in CI) against the numpy model, token for token.
 
 Tiny generated models (2 blocks, n_embd 256, vocab 291). Greedy runs use --ignore-eos
 semantics so every run is 64 tokens long."""
@@ -7,10 +7,11 @@ from __future__ import annotations
 import pytest
 
 from bitweb import gpu as gpu_mod
-from bitweb.engine import ChatSession, ContextError, Engine, EngineError
+from bitweb.authoring.makemodel import PRESETS, ModelSpec, load_vocab, write_model
+from bitweb.engine import Engine, EngineError
+from bitweb.generation import ChatSession, ContextError
 from bitweb.gguf import BytesSource, FileSource, open_gguf
-from bitweb.makemodel import PRESETS, ModelSpec, load_vocab, write_model
-from bitweb.reference import ReferenceModel
+from bitweb.numpy_model import NumpyModel
 from bitweb.sampling import SamplingParams
 from tests.conftest import run
 
@@ -55,7 +56,7 @@ def gen(eng, ids, params=SamplingParams(), n=N, **kw):
 # tokens must be identical.) A real error (RoPE, scales, cache, norms) moves logits by >> FLIP on
 # nearly every step.
 # Measured on lavapipe (the prefill A8 rows now quantised in the decode kernel's order, and the
-# reference's output factor in the kernels' order): the runs of this file are identical, and 2 of
+# numpy model's output factor in the kernels' order): the runs of this file are identical, and 2 of
 # 51 runs over other seeds (PROMPT, 64 tokens; the long prompt, 16) diverge, both at the A8
 # quantisation of an attention output within 1 ulp of a .5 tie, where numpy's attention computed on
 # the GPU's own q, k, v rounds the other way: the GPU's online softmax (lavapipe exp up to 5 ulp
@@ -65,7 +66,7 @@ FLIP = 0.5
 
 
 def assert_same_greedy(eng, ref, ids, act, n=N):
-    """The engine's greedy tokens equal the reference's (see FLIP); returns "exact" or "tie"."""
+    """The engine's greedy tokens equal the numpy model's (see FLIP); returns "exact" or "tie"."""
     import numpy as np
     want = ref.generate(ids, SamplingParams(), n, ignore_eos=True)
     got = gen(eng, ids, n=n)
@@ -93,7 +94,7 @@ CASES = [("bitnet-b1.58", f) for f in ("i2_s", "tq2_0", "tq1_0", "q1_0", "f16")]
 def test_greedy_equals_numpy(gpu, models, arch, fmt, act):
     path = models(arch, fmt)
     eng = load(gpu, path, act)
-    ref = ReferenceModel.from_gguf(open_gguf(path), act)
+    ref = NumpyModel.from_gguf(open_gguf(path), act)
     assert_same_greedy(eng, ref, eng.tokenizer.encode(PROMPT), act)
     if arch == "bitnet" and fmt == "tq2_0":
         assert any(k.startswith("mult.") for k in eng.buf)          # .scale tensors were bound
@@ -128,7 +129,7 @@ def test_long_prompt_prefill_in_chunks(gpu, models, fmt):
     """A 150-token prompt: chunks of 64, 64 and 22 rows (bucket 32) through the multi-row kernels,
     the same as one token at a time through the decode plan, and as numpy (A8 too)."""
     path = models("bitnet", fmt) if fmt == "tq1_0" else models("bitnet-b1.58", fmt)
-    ref = ReferenceModel.from_gguf(open_gguf(path), "f32")
+    ref = NumpyModel.from_gguf(open_gguf(path), "f32")
     ids = ref.tokenizer.encode(" ".join(["a longer prompt about engines and references"] * 6))[:150]
     assert len(ids) == 150
     want = ref.generate(ids, SamplingParams(), 16, ignore_eos=True).ids
@@ -139,7 +140,7 @@ def test_long_prompt_prefill_in_chunks(gpu, models, fmt):
     one = load(gpu, path, "f32", prefill_rows=1)
     assert gen(one, ids, n=16).ids == want
     a8 = load(gpu, path, "a8")
-    assert_same_greedy(a8, ReferenceModel.from_gguf(open_gguf(path), "a8"), ids, "a8", n=16)
+    assert_same_greedy(a8, NumpyModel.from_gguf(open_gguf(path), "a8"), ids, "a8", n=16)
     a8_one = load(gpu, path, "a8", prefill_rows=1)
     assert gen(a8_one, ids, n=16).ids == gen(a8, ids, n=16).ids
     for e in (tiled, one, a8, a8_one):
@@ -172,7 +173,7 @@ def test_decode_plan_is_replayed_with_o1_host_calls(gpu, models):
 def test_sampling_on_gpu_equals_numpy_and_repeats_with_seed(gpu, models):
     path = models("bitnet", "tq2_0")
     eng = load(gpu, path, "f32")                 # f32: no A8 rounding ties (see FLIP)
-    ref = ReferenceModel.from_gguf(open_gguf(path), "f32")
+    ref = NumpyModel.from_gguf(open_gguf(path), "f32")
     ids = eng.tokenizer.encode(PROMPT)
     for p in (SamplingParams(temperature=0.8, top_k=20, top_p=0.9, repeat_penalty=1.2, seed=3),
               SamplingParams(temperature=1.0, min_p=0.05, seed=4),
@@ -223,8 +224,8 @@ def test_chat_reuses_the_cache_and_equals_a_fresh_run(gpu, models, act):
     if act == "a8":          # numpy in a8: see FLIP (a near tie may legitimately change a token)
         eng.close()
         return
-    # the numpy reference gives the same conversation
-    rchat = ChatSession(ReferenceModel.from_gguf(open_gguf(path), "f32"), system="You are terse.")
+    # the numpy model gives the same conversation
+    rchat = ChatSession(NumpyModel.from_gguf(open_gguf(path), "f32"), system="You are terse.")
     for turn, msg in zip(("Hello there", "And again?", "Last one"), chat.messages[2::2]):
         assert run(rchat.send(turn, p, 12)).text == msg["content"]
     eng.close()
@@ -248,7 +249,7 @@ def test_context_limit(gpu, models):
 
 def test_sharded_lm_head_and_limits(gpu, models):
     path = models()
-    ref = ReferenceModel.from_gguf(open_gguf(path), "f32")
+    ref = NumpyModel.from_gguf(open_gguf(path), "f32")
     saved = dict(gpu.limits)
     try:
         gpu.limits["maxStorageBufferBindingSize"] = 64 << 10      # 291 x 512-byte rows -> 3 shards
@@ -280,7 +281,7 @@ def test_load_from_bytes_with_progress_and_errors(gpu, models, tmp_path):
     assert stages[-1] == "ready" and "compile" in stages and up[-1][0] == up[-1][1] > 200_000
     assert all(a[0] <= b[0] for a, b in zip(up, up[1:]))
     ids = eng.tokenizer.encode(PROMPT)
-    assert gen(eng, ids, n=8).ids == ReferenceModel.from_gguf(open_gguf(path), "f32").generate(
+    assert gen(eng, ids, n=8).ids == NumpyModel.from_gguf(open_gguf(path), "f32").generate(
         ids, SamplingParams(), 8, ignore_eos=True).ids
     eng.close()
     scaled_f16 = models("bitnet", "f16", scale=True)

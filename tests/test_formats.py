@@ -93,6 +93,22 @@ def test_registry_is_exactly_the_supported_types():
         F.by_name("Q4_K")
 
 
+def test_registry_facts():
+    assert F.names() == tuple(f.name for f in F.TYPES.values())
+    for f in F.TYPES.values():
+        assert f.kind in F.KINDS and f.roles and set(f.roles) <= set(F.ROLES), f
+        assert f.define.startswith("FMT_") and f.include.startswith("fmt_"), f
+    assert len({f.define for f in F.TYPES.values()}) == len(F.TYPES)
+    assert F.names("norm") == ("F32",)
+    assert F.names(kind="float") == ("F32", "F16", "BF16", "Q8_0")
+    assert F.names("linear", ("ternary", "binary")) == ("I2_S", "TQ2_0", "TQ1_0", "Q1_0")
+    assert [f.kind for f in F.TYPES.values() if f.kind != "float"] == ["ternary", "ternary", "ternary", "binary"]
+    with pytest.raises(F.FormatError, match="role"):
+        F.names("lm_head")
+    with pytest.raises(F.FormatError, match="kind"):
+        F.names(kind="int")
+
+
 # ------------------------------------------------------------ hand-built layouts
 
 def hand_i2_s(t, scale):

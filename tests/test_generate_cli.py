@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from bitweb import cli
+from bitweb import commands as cli
+from bitweb.authoring.makemodel import PRESETS, ModelSpec, load_vocab, write_model
 from bitweb.chat import chat_ids
 from bitweb.gguf import open_gguf
-from bitweb.makemodel import PRESETS, ModelSpec, load_vocab, write_model
-from bitweb.reference import ReferenceModel
+from bitweb.numpy_model import NumpyModel
 from bitweb.sampling import SamplingParams
 from tests.conftest import run
 
@@ -38,7 +38,7 @@ def test_json_output_is_exactly_the_contract(model, capsys):
     assert rc == 0
     obj = json.loads(out)
     assert list(obj) == KEYS
-    ref = ReferenceModel.from_gguf(open_gguf(model), "a8")
+    ref = NumpyModel.from_gguf(open_gguf(model), "a8")
     want = ref.generate(ref.tokenizer.encode("Hello"), SamplingParams(), 10, ignore_eos=True)
     assert obj["prompt_ids"] == want.prompt_ids and obj["ids"] == want.ids and len(obj["ids"]) == 10
     assert obj["text"] == ref.tokenizer.decode(want.ids) and obj["stop_reason"] == "max_tokens"
@@ -56,7 +56,7 @@ def test_streams_text_and_stats(model, capsys):
 def test_chat_prompt_uses_the_chat_format(model, capsys):
     rc, out, _ = gen(capsys, model, "--backend", "numpy", "--prompt", "What is 2+2?", "--chat",
                      "--system", "Be brief.", "--max-tokens", "4", "--json")
-    ref = ReferenceModel.from_gguf(open_gguf(model), "a8")
+    ref = NumpyModel.from_gguf(open_gguf(model), "a8")
     want = chat_ids(ref.tokenizer, [{"role": "system", "content": "Be brief."},
                                     {"role": "user", "content": "What is 2+2?"}])
     assert rc == 0 and json.loads(out)["prompt_ids"] == want
@@ -88,7 +88,7 @@ def test_native_equals_numpy_64_tokens(model, capsys, gpu, act):
         from bitweb.gguf import FileSource
         with FileSource(model) as src:
             eng = run(Engine.load(gpu, open_gguf(model), src, activations=act))
-        assert_same_greedy(eng, ReferenceModel.from_gguf(open_gguf(model), act), a["prompt_ids"], act)
+        assert_same_greedy(eng, NumpyModel.from_gguf(open_gguf(model), act), a["prompt_ids"], act)
     else:
         assert a["ids"] == b["ids"] and a["text"] == b["text"]
 

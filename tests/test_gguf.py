@@ -1,5 +1,5 @@
 """bitweb.gguf against gguf-py: files written by GGUFWriter read back field for field
-as GGUFReader reads them; `inspect --json` and `dequant` through bitweb.cli.main."""
+as GGUFReader reads them; `inspect --json` and `dequant` through bitweb.commands.main."""
 import json
 import subprocess
 import sys
@@ -10,7 +10,7 @@ from gguf import GGMLQuantizationType as Q, GGUFReader, GGUFValueType as V, GGUF
 from gguf import quants as gq
 
 from bitweb import formats
-from bitweb.cli import main as cli_main
+from bitweb.commands import main as cli_main
 from bitweb.gguf import (BytesSource, FileSource, GGUFError, NeedMoreBytes, PrefixSource, open_gguf,
                          read_gguf)
 

@@ -1,4 +1,4 @@
-"""bitweb.gguf_writer: every metadata type, every tensor type, alignment, streaming, errors.
+"""bitweb.authoring.gguf_writer: every metadata type, every tensor type, alignment, streaming, errors.
 
 Oracles: gguf-py's GGUFReader (every field and every non-I2_S tensor) and gguf-py's own
 GGUFWriter (byte-identical files where it can express the content); bitweb.gguf's reader
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from bitweb import formats
-from bitweb import gguf_writer as gw
+from bitweb.authoring import gguf_writer as gw
 from bitweb.gguf import open_gguf
 
 VT = ggufpy.GGUFValueType

@@ -2,7 +2,7 @@
 
 The expected layout below is written out from the published file's llama.cpp loader dump
 (microsoft/bitnet-b1.58-2B-4T-gguf ggml-model-i2_s.gguf: 24 key/values, 332 tensors =
-121 F32 + 1 F16 + 210 I2_S), not taken from bitweb.makemodel.
+121 F32 + 1 F16 + 210 I2_S), not taken from bitweb.authoring.makemodel.
 """
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ import gguf as ggufpy
 import numpy as np
 import pytest
 
-from bitweb import cli, formats, makemodel, vocab
+from bitweb import commands as cli, formats
+from bitweb.authoring import makemodel, vocab
+from bitweb.authoring.gguf_writer import ARRAY, BOOL, FLOAT32, INT32, STRING, UINT32
 from bitweb.gguf import open_gguf
-from bitweb.gguf_writer import ARRAY, BOOL, FLOAT32, INT32, STRING, UINT32
 
 A = "bitnet-b1.58"
 PUBLISHED_KEYS = [  # (key, value type, array element type), in the file's order

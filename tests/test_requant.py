@@ -41,10 +41,11 @@ def test_random_f16_rows_match_gguf_py(gpu):
 # ---------------------------------------------------------------- the engine's lm_head="q8_0" option
 import pytest  # noqa: E402
 
-from bitweb import formats, gguf_writer as gw  # noqa: E402
+from bitweb import formats  # noqa: E402
+from bitweb.authoring import gguf_writer as gw  # noqa: E402
+from bitweb.authoring.makemodel import PRESETS, ModelSpec, load_vocab, write_model  # noqa: E402
 from bitweb.engine import Engine, EngineError  # noqa: E402
 from bitweb.gguf import FileSource, open_gguf  # noqa: E402
-from bitweb.makemodel import PRESETS, ModelSpec, load_vocab, write_model  # noqa: E402
 
 
 def rewrite(src, dst, tensors):

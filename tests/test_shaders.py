@@ -7,7 +7,7 @@ import pathlib
 
 import pytest
 
-from bitweb import shaders
+from bitweb import formats, shaders
 from bitweb.shaders import ShaderSourceError, preprocess
 
 
@@ -124,6 +124,21 @@ def test_nested_include_and_diamond_once():
     assert code(lines("#include a\n#include b\nm\n", {}, files)) == ["m", "a", "c", "b"]
 
 
+def test_include_format_picks_the_include_of_the_defined_format():
+    files = {f.include: f"fn {f.include}() {{}}\n" for f in formats.TYPES.values()}
+    for f in formats.TYPES.values():
+        assert code(lines("#include format\nm\n", {f.define: True}, files)) == ["m", f"fn {f.include}() {{}}"]
+    with pytest.raises(ShaderSourceError, match=r"main.wgsl line 1: #include format needs exactly one format define .*got none"):
+        lines("#include format\n", {}, files)
+    with pytest.raises(ShaderSourceError, match=r"got FMT_I2S, FMT_F16"):
+        lines("#include format\n", {"FMT_F16": True, "FMT_I2S": True}, files)
+
+
+def test_every_format_has_its_include_file():
+    names = {p.stem for p in (pathlib.Path(__file__).resolve().parent.parent / "shaders").glob("fmt_*.wgsl")}
+    assert names == {f.include for f in formats.TYPES.values()}
+
+
 def test_unknown_include():
     with pytest.raises(ShaderSourceError) as e:
         lines("x\n#include nope\n", {}, {})
@@ -165,8 +180,8 @@ SHADERS = sorted(p.stem for p in (pathlib.Path(__file__).resolve().parent.parent
 @pytest.mark.parametrize("name", SHADERS)
 @pytest.mark.parametrize("subgroups", [False, True])
 def test_real_shaders_preprocess(name, subgroups):
-    out = preprocess(shaders.source(name), {"SUBGROUPS": subgroups, "FMT_I2S": True, "FMT_F16": True,
-                                            "A8": True, "NORM": True}, name)
+    fmt = "FMT_I2S" if name.startswith("bitlinear") else "FMT_F16"
+    out = preprocess(shaders.source(name), {"SUBGROUPS": subgroups, fmt: True, "A8": True, "NORM": True}, name)
     src_lines = shaders.source(name).splitlines()
     out_lines = out.splitlines()
     for i, s in enumerate(src_lines):                 # the file's own lines keep their numbers
@@ -174,7 +189,7 @@ def test_real_shaders_preprocess(name, subgroups):
             assert out_lines[i] == s
     assert not any(s.strip().startswith("#") for s in out_lines)
     for inc in (s.split()[1] for s in src_lines if s.startswith("#include ")):
-        assert inc.startswith("common_"), inc
+        assert inc.startswith(("common_", "fmt_")) or inc == "format", inc
 
 
 def test_specialise_enables_on_line_one():

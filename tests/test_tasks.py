@@ -1,4 +1,4 @@
-"""bitweb.tasks: the seeded chat-task generator, held-out split and exact-match scoring."""
+"""bitweb.authoring.tasks: the seeded chat-task generator, held-out split and exact-match scoring."""
 import ast
 import itertools
 import sys
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bitweb import tasks as T
+from bitweb.authoring import tasks as T
 
 
 def take(gen, n):

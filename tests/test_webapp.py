@@ -39,7 +39,7 @@ class FakeBlob:
 
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):
-    from bitweb import makemodel
+    from bitweb.authoring import makemodel
     out = tmp_path_factory.mktemp("webapp") / "tiny.gguf"
     args = argparse.Namespace(arch="bitnet-b1.58", format="i2_s", preset="tiny", layers=None,
                               vocab="bytes", seed=0, scale_tensors="auto")

@@ -73,7 +73,7 @@ def main():
     args = ap.parse_args()
     path, made = args.model, False
     if path is None:
-        from bitweb.makemodel import PRESETS, ModelSpec, load_vocab, write_model
+        from bitweb.authoring.makemodel import PRESETS, ModelSpec, load_vocab, write_model
         path = os.path.join(tempfile.gettempdir(), "bitweb-2b4t-i2_s.gguf")
         t = time.time()
         write_model(ModelSpec(arch="bitnet-b1.58", fmt="i2_s", preset="2b4t", seed=0, scale_tensors=False,

@@ -16,9 +16,9 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyapp"))
 
-from bitweb import tasks  # noqa: E402
+from bitweb.authoring import tasks  # noqa: E402
 from bitweb.chat import format_chat  # noqa: E402,F401  (the engine's chat format)
-from bitweb.vocab import TEMPLATE_2B4T  # noqa: E402
+from bitweb.authoring.vocab import TEMPLATE_2B4T  # noqa: E402
 
 BOS, EOS, EOT = "<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>"
 SPECIALS = (BOS, EOS, EOT)

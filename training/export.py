@@ -32,7 +32,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "pyapp"))
 
-from bitweb import gguf_writer as gw  # noqa: E402
+from bitweb.authoring import gguf_writer as gw  # noqa: E402
 from bitweb.formats import by_name  # noqa: E402
 from data import BOS, CHAT_TEMPLATE, EOS, EOT  # noqa: E402
 from model import BitNet, Config, ternary  # noqa: E402

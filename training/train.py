@@ -1,4 +1,4 @@
-"""Train the default chat model: BitNet b1.58 2B4T architecture, W1.58A8 QAT, on bitweb.tasks.
+"""Train the default chat model: BitNet b1.58 2B4T architecture, W1.58A8 QAT, on bitweb.authoring.tasks.
 
     nice -n 10 .venv/bin/python training/train.py --run default            # from scratch
     nice -n 10 .venv/bin/python training/train.py --run default --resume   # continue
@@ -30,7 +30,7 @@ from tokenizers import Tokenizer
 
 from data import EOS, EOT, encode_example, format_chat, tasks
 from model import BitLinear, BitNet, Config, greedy
-from bitweb import evaluate as ev
+from bitweb.authoring import evaluate as ev
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -124,7 +124,7 @@ def main():
     ap.add_argument("--stop-after", type=int, default=None,
                     help="save a checkpoint and exit at this step (continue later with --resume)")
     ap.add_argument("--mix", default="", help="task sampling weights to override, e.g. compare=30,count=20 "
-                    "(bitweb.tasks.WEIGHTS; recorded in the log's args line)")
+                    "(bitweb.authoring.tasks.WEIGHTS; recorded in the log's args line)")
     ap.add_argument("--compare-answer", choices=("steps", "short"), default="steps",
                     help="compare answers: '412 > 398, so 412 is larger.' (steps) or '412 is larger.' (short)")
     ap.add_argument("--count-answer", choices=("steps", "short"), default="steps",

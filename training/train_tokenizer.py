@@ -2,7 +2,7 @@
 
 Pre-tokenizer: HF `Split` with the Llama 3 regex (isolated) then `ByteLevel`
 (no prefix space, no regex) -- the Llama 3 tokenizer.json pipeline. Merges are
-learned with HF tokenizers' BpeTrainer on chat text from bitweb.tasks, with two
+learned with HF tokenizers' BpeTrainer on chat text from bitweb.authoring.tasks, with two
 deliberate holes in the training text:
   * every digit is removed, so no merge involves a digit: numbers are one token
     per digit (the model learns arithmetic digit by digit);

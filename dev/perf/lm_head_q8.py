@@ -15,7 +15,7 @@ from bitweb import gpu
 from bitweb.engine import Engine
 from bitweb.gguf import FileSource, open_gguf
 from bitweb.sampling import SamplingParams
-from bitweb.tokenizer import bench_text
+from bitweb.bench import bench_text
 
 PROMPTS = ["The capital of France is", "def fibonacci(n):", "1 + 2 + 3 =", "Once upon a time"]
 
@@ -79,7 +79,7 @@ async def main():
 def head_eval(a):
     """bitweb eval's native report with the file's head and with the Q8_0 head (outside main's
     event loop: native_report runs its own)."""
-    from bitweb import evaluate
+    from bitweb.authoring import evaluate
     orig = Engine.load.__func__
     acc, reports = {}, {}
     for head in (None, "q8_0"):

@@ -1,7 +1,7 @@
-"""`python -m bitweb SUBCOMMAND ...`: see bitweb.cli."""
+"""`python -m bitweb SUBCOMMAND ...`: see bitweb.commands."""
 import sys
 
-from bitweb.cli import main
+from bitweb.commands import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -45,17 +45,17 @@ load     `bench_load(dev, path)`: Engine.load time (upload and compile), file by
     memory: tracemalloc peak of the Python heap during the load, and the growth of the process's
     peak resident set (ru_maxrss, CPython on Linux/macOS). On CPU adapters (lavapipe) GPU buffers
     live in process memory, so the RSS growth includes the model itself.
-tokenizer  bitweb.tokenizer.bench_encode() (pure-Python BPE speed).
+tokenizer  `bench_encode(md)`: pure-Python BPE speed (load, cold / warm encode, decode tokens/s).
 """
 from __future__ import annotations
 
-import json
 import random
 import struct
 import sys
 import time
 
 from bitweb.kernels import bitlinear, dense, lmhead
+from bitweb.tokenizer import Tokenizer
 
 SHAPES = ((2560, 2560), (2560, 640), (2560, 6912), (6912, 2560), (2560, 16384))
 QUICK_SHAPES = ((256, 256), (512, 128))
@@ -395,7 +395,6 @@ async def round_trip_ms(dev, n: int = 15) -> float:
 
 
 def prompt_for(tokenizer, n: int) -> list:
-    from bitweb.tokenizer import bench_text
     ids = tokenizer.encode(bench_text())
     while len(ids) < n:
         ids += ids
@@ -511,7 +510,7 @@ async def bench_load(dev, path: str, activations: str = "a8", lm_head: str | Non
     return out
 
 
-# ---------------------------------------------------------------------------- CLI
+# ---------------------------------------------------------------------------- text rows
 HEADER = f"{'kernel':10} {'shape':>13} {'ms':>9} {'GB/s':>7} {'P1':>5} {'P2':>5}  variant"
 
 
@@ -521,39 +520,53 @@ def row_text(x: dict) -> str:
             f"{p2:>5}  {x['variant']}")
 
 
-def main(args) -> int:
-    import asyncio
-    if args.what == "tokenizer":
-        from bitweb.tokenizer import bench_encode
-        r = bench_encode()
-        print(json.dumps(r) if args.json else "\n".join(f"{k}: {v}" for k, v in r.items()))
-        return 0
-    if args.what in ("decode", "load") and not args.model:
-        raise BenchError(f"bench {args.what} needs a MODEL.gguf")
-    return asyncio.run(_main(args))
+# ---------------------------------------------------------------------------- tokenizer
+
+BENCH_TEXT = (
+    "The quick brown fox jumps over the lazy dog. It's 2024, and we'll test 1234567 numbers, "
+    "URLs like https://example.com/path?q=1, and code: def f(x): return x**2 + 1  # comment\n"
+    "Ça va? Größe, naïve café — ¿Qué tal? Привет, как дела? 你好，世界！今天天气很好。"
+    "こんにちは、世界。안녕하세요 세계. مرحبا بالعالم. नमस्ते दुनिया। 🚀 👩‍👩‍👧‍👦 ✅\n\n"
+)
 
 
-async def _main(args) -> int:
-    from bitweb import gpu
-    dev = await gpu.request_device(args.backend)
-    log = None if args.json else (lambda m: print(m, flush=True))
-    lm_head = getattr(args, "lm_head", None)
-    if args.what == "kernels":
-        shapes = QUICK_SHAPES if args.quick else SHAPES
-        if log:
-            log(f"# {dev.describe()}\n# timing: {timing(dev)}\n{HEADER}")
-        r = await bench_kernels(dev, shapes, quick=args.quick, repeats=args.repeats, log=log)
-        if args.json:
-            print(json.dumps(r))
-    elif args.what == "decode":
-        from bitweb.gguf import FileSource, open_gguf
-        gf = open_gguf(args.model)
-        with FileSource(args.model) as src:
-            r = await bench_decode(dev, gf, src, tokens=args.tokens, prompt_tokens=args.prompt_tokens,
-                                   activations=args.activations, lm_head=lm_head, repeats=args.repeats,
-                                   overlap=not getattr(args, "no_overlap", False))
-        print(json.dumps(r) if args.json else describe_decode(r))
-    else:
-        r = await bench_load(dev, args.model, activations=args.activations, lm_head=lm_head)
-        print(json.dumps(r) if args.json else "\n".join(f"{k}: {v}" for k, v in r.items()))
-    return 0
+def bench_text(n_words: int = 8000, seed: int = 0) -> str:
+    """Deterministic benchmark text: BENCH_TEXT paragraphs between runs of made-up words
+    (random syllables, digits, punctuation), so most pieces are new to the BPE cache."""
+    rng = random.Random(seed)
+    syl = ["ka", "ri", "mo", "the", "ban", "sto", "ex", "qu", "ing", "tion", "pre", "ly", "zu", "ver"]
+    words = []
+    for i in range(n_words):
+        w = "".join(rng.choice(syl) for _ in range(rng.randint(1, 4)))
+        words.append(w.capitalize() if rng.random() < 0.1 else w)
+        if rng.random() < 0.08:
+            words.append(rng.choice([",", ".", "!", "?", ";", str(rng.randint(0, 99999))]))
+        if i % 400 == 399:
+            words.append("\n" + BENCH_TEXT)
+    return " ".join(words)
+
+
+def bench_encode(md: dict, text: str | None = None, repeats: int = 3) -> dict:
+    """Encoding speed. md: GGUF tokenizer metadata (`bench tokenizer`: the Llama 3 vocabulary of
+    bitweb.authoring.vocab); text: what to encode (default: bench_text()). Returns the
+    load time (Tokenizer.from_metadata), cold tokens/s (first encode, empty BPE cache),
+    warm tokens/s (same text again: cached pieces) and decode tokens/s."""
+    if text is None:
+        text = bench_text()
+    t0 = time.perf_counter()
+    tok = Tokenizer.from_metadata(md)
+    load_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    ids = tok.encode(text, add_bos=False)
+    cold_s = time.perf_counter() - t0
+    warm_s = float("inf")
+    for _ in range(max(1, repeats)):
+        t0 = time.perf_counter()
+        tok.encode(text, add_bos=False)
+        warm_s = min(warm_s, time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    tok.decode(ids)
+    dec_s = time.perf_counter() - t0
+    return {"n_vocab": tok.n_vocab, "load_s": round(load_s, 4), "chars": len(text), "tokens": len(ids),
+            "cold_tokens_per_s": round(len(ids) / cold_s), "warm_tokens_per_s": round(len(ids) / warm_s),
+            "decode_tokens_per_s": round(len(ids) / dec_s)}

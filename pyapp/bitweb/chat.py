@@ -1,7 +1,7 @@
 """The BitNet b1.58 2B4T chat format (stdlib only; runs in Pyodide).
 
 The model's template (microsoft/bitnet-b1.58-2B-4T tokenizer_config.json,
-`bitweb.vocab.TEMPLATE_2B4T`) renders each message as
+`bitweb.authoring.vocab.TEMPLATE_2B4T`) renders each message as
 
     Role: content<|eot_id|>          Role = role.capitalize(), content = content.strip()
 
@@ -26,7 +26,7 @@ Multi-turn: special tokens split the text before BPE, so the ids of a
 conversation are a prefix of the ids of the same conversation with more
 messages (up to the last <|eot_id|>). The generated reply after "Assistant: "
 may tokenize differently from its re-encoding, so an engine reusing a KV
-cache should keep `common_prefix(cached_ids, new_ids)` tokens.
+cache should keep `bitweb.generation.common_prefix(cached_ids, new_ids)` tokens.
 """
 from __future__ import annotations
 
@@ -90,12 +90,3 @@ def detect_template(template) -> str:
     if "BITNETAssistant" in t:
         return "bitnet"
     return "unknown"
-
-
-def common_prefix(a, b) -> int:
-    """Length of the common prefix of two id lists (the KV-cache entries to keep)."""
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i

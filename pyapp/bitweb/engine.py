@@ -1,12 +1,6 @@
-"""The engine: BitNet forward pass on the GPU, generate, ChatSession (stdlib only; runs in Pyodide).
-
-(GPU part below the generation bookkeeping, which the numpy reference shares.)
-
-Context length: the KV cache holds `n_ctx` positions (the file's context length, or
-`max_context` when smaller). A prompt must leave room for one generated token
-(len(prompt) <= n_ctx - 1), else ContextError before any GPU work. Generation stops
-with stop_reason "context" once prompt + generated tokens == n_ctx (the last token
-then sits at position n_ctx - 1 and is never fed back). Nothing ever writes past the cache.
+"""The GPU engine: a BitNet model on one WebGPU device, its decode and prefill plans, generate()
+(stdlib only; runs in Pyodide). Generation bookkeeping shared with the numpy model (stop rules,
+streaming text, context checks, ChatSession) is bitweb.generation.
 
 Greedy decode runs one step ahead of the host (Engine.overlap, default True; used when the next
 token never needs the host: temperature 0 and no repetition penalty, whose ids the host writes
@@ -22,7 +16,7 @@ into `token2`, odd steps the reverse (t_i lies in `token` for even i). Per token
 
 Host calls per token: write params, encode (native only), submit, read. A step is prepared only
 when it can matter (step i: i + 1 < max_tokens and its position len(prompt) + i < n_ctx - 1, the
-limits above) and submitted only when the latest token read is not a stop token. So a step runs
+context limits of bitweb.generation) and submitted only when the latest token read is not a stop token. So a step runs
 whose result is not used only when t_{i+1} is a stop token (1 step: it fed the stop token) or
 should_stop() ends the run (2 steps). Such a step writes K/V rows past `cached_ids` (which never
 includes them: it is exactly what the one-step-at-a-time loop leaves), and the scratch buffers
@@ -31,127 +25,11 @@ cache rows before any step reads them. counters["discarded_steps"] counts such s
 """
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field
-
-from bitweb.chat import common_prefix  # noqa: F401  (re-exported: the KV-cache entries to keep)
-
-
-class ContextError(ValueError):
-    """A prompt that does not fit the context (or is empty / has ids outside the vocabulary)."""
-
-
-STOP_REASONS = ("eos", "eot", "max_tokens", "context", "stopped")
-
-
-@dataclass
-class GenerateResult:
-    prompt_ids: list
-    ids: list                       # generated ids, without the stop token
-    text: str                       # decoded `ids`
-    stop_reason: str                # one of STOP_REASONS
-    prefill_ms: float               # prompt forward pass + first token
-    decode_ms_per_token: float      # mean over the following tokens (0 when there were none)
-    dispatches_per_token: float     # GPU dispatches per decoded token (0 for numpy)
-    host_calls_per_token: float     # calls from Python into the GPU backend per decoded token
-    counters: dict = field(default_factory=dict)
-    stop_id: int | None = None      # the EOS / EOT id that ended generation
-
-    JSON_KEYS = ("prompt_ids", "ids", "text", "stop_reason", "prefill_ms", "decode_ms_per_token",
-                 "dispatches_per_token", "host_calls_per_token")
-
-    def to_json(self) -> dict:
-        return {k: getattr(self, k) for k in self.JSON_KEYS}
-
-
-def now_ms() -> float:
-    return time.perf_counter() * 1000.0
-
-
-def check_prompt(prompt_ids, n_ctx: int, n_vocab: int) -> list:
-    ids = list(prompt_ids)
-    if not ids:
-        raise ContextError("empty prompt: at least one token is needed (add_bos gives one)")
-    for i, t in enumerate(ids):
-        if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < n_vocab:
-            raise ContextError(f"prompt token {i} is {t!r}, not a token id (vocabulary has {n_vocab})")
-    if len(ids) > n_ctx - 1:
-        raise ContextError(f"prompt has {len(ids)} tokens but the context holds {n_ctx}: at most {n_ctx - 1} "
-                           f"prompt tokens leave room for one generated token (shorten the prompt "
-                           f"or load with a larger max_context)")
-    return ids
-
-
-class GenerationRun:
-    """Bookkeeping shared by the GPU engine and the numpy reference: stop rules, streaming
-    text, timing. The caller computes tokens; accept(tok) says whether to go on."""
-
-    def __init__(self, tokenizer, n_ctx, prompt_ids, max_tokens, on_token=None, should_stop=None,
-                 ignore_eos=False):
-        self.tok = tokenizer
-        self.ignore_eos = ignore_eos
-        self.n_ctx = n_ctx
-        self.prompt_ids = list(prompt_ids)
-        self.max_tokens = int(max_tokens)
-        self.on_token = on_token
-        self.should_stop = should_stop
-        self.ids, self.pieces = [], []
-        self.stop_reason, self.stop_id = None, None
-        self.stream = tokenizer.stream()
-        self.t0 = now_ms()
-        self.t_prefill = None
-        self.n_decode = 0
-
-    def prefill_done(self):
-        self.t_prefill = now_ms()
-
-    def is_stop_token(self, t: int) -> bool:
-        return not self.ignore_eos and self.tok.is_stop(t)
-
-    def accept(self, t: int) -> bool:
-        """Take one sampled token; False when generation ends (stop_reason set)."""
-        if self.is_stop_token(t):
-            self.stop_id = t
-            self.stop_reason = "eos" if t == self.tok.eos_id else "eot"
-            return False
-        self.ids.append(t)
-        piece = self.stream.push(t)
-        self.pieces.append(piece)
-        if self.on_token:
-            self.on_token(t, piece)
-        if len(self.ids) >= self.max_tokens:
-            self.stop_reason = "max_tokens"
-        elif len(self.prompt_ids) + len(self.ids) >= self.n_ctx:
-            self.stop_reason = "context"
-        elif self.should_stop is not None and self.should_stop():
-            self.stop_reason = "stopped"
-        return self.stop_reason is None
-
-    def result(self, counters: dict | None = None, dispatches: int = 0, host_calls: int = 0) -> GenerateResult:
-        """counters: backend counter deltas over the decode steps (after prefill)."""
-        t_end = now_ms()
-        tail = self.stream.flush()
-        if tail:
-            self.pieces.append(tail)
-            if self.on_token:
-                self.on_token(None, tail)
-        n = max(self.n_decode, 1)
-        t_pre = self.t_prefill if self.t_prefill is not None else t_end
-        return GenerateResult(
-            prompt_ids=self.prompt_ids, ids=list(self.ids), text="".join(self.pieces),
-            stop_reason=self.stop_reason or "max_tokens", prefill_ms=round(t_pre - self.t0, 3),
-            decode_ms_per_token=round((t_end - t_pre) / n, 3) if self.n_decode else 0.0,
-            dispatches_per_token=round(dispatches / n, 3) if self.n_decode else 0.0,
-            host_calls_per_token=round(host_calls / n, 3) if self.n_decode else 0.0,
-            counters=dict(counters or {}), stop_id=self.stop_id)
-
-
-# ============================================================================ the GPU engine
-
 import struct
 
 from bitweb import gpu
-from bitweb.kernels import Step, bitlinear, bitlinear_tiled, dense, lmhead, ops, requant
+from bitweb.generation import ContextError, GenerateResult, GenerationRun, check_prompt, common_prefix, now_ms
+from bitweb.kernels import bitlinear, bitlinear_tiled, dense, glue, lmhead, ops, requant
 from bitweb.model import LINEARS, TERNARY_TYPES, Model
 from bitweb.sampling import Sampler, SamplingError, SamplingParams, choose, penalty_ids
 
@@ -171,19 +49,173 @@ def _align(n: int, a: int = 256) -> int:
     return -(-n // a) * a
 
 
-def _at_row(step: Step, row0: int) -> Step:
-    """A dense gemv Step writing its rows at y[row0 ...] (dense.wgsl: y[ROW0 + r])."""
-    return Step(step.shader, step.entry, step.bind, step.workgroups, dict(step.constants, ROW0=row0),
-                dict(step.defines))
+# ============================================================================ the block, once
+# Linear groups: one GPU dispatch each where the weights are ternary / binary (outputs side by side
+# in y), and the key of the group's output multipliers (.scale tensors) in Engine.buf.
+GROUPS = {"qkv": ("attn_q", "attn_k", "attn_v"), "o": ("attn_output",), "gu": ("ffn_gate", "ffn_up"),
+          "down": ("ffn_down",)}
 
 
-def _glue_add(n: int) -> Step:
-    return Step("glue", "add", ("y", "a", "mult"), (-(-n // 64), 1, 1), {"N": n, "WG": 64}, {})
+def block(do, i: int) -> list:
+    """Block i as [(Step, {bind name: buffer})]; `do` says how each step runs: DecodeOps (one row)
+    or PrefillOps (M rows). Widths per row: e = n_embd, q = n_head * head_dim, kv = n_head_kv *
+    head_dim, f = n_ff. A norm the architecture lacks (model.Arch) is None, and the linear then
+    reads its input as is (Engine._check_support says which such blocks the GPU runs)."""
+    steps = []
+    # qkv = [Wq | Wk | Wv] . rmsnorm(x, attn_norm)               x [e] -> qkv [q + 2 kv]
+    steps += do.linear(i, "qkv", "x", "qkv", norm="attn_norm")
+    # RoPE q, k at pos; K, V rows -> cache; causal GQA           qkv -> o [q]
+    steps += do.attention(i, "qkv", "o")
+    # x += Wo . rmsnorm(o, attn_sub_norm)                        o -> x
+    steps += do.linear(i, "o", "o", "x", norm="attn_sub_norm", residual=True)
+    # g = act(Wg . n) * (Wu . n), n = rmsnorm(x, ffn_norm)       x -> g [f]
+    steps += do.ffn(i, "x", "g", norm="ffn_norm")
+    # x += Wd . rmsnorm(g, ffn_sub_norm)                         g -> x
+    steps += do.linear(i, "down", "g", "x", norm="ffn_sub_norm", residual=True)
+    return steps
 
 
-def _glue_act_mul(n: int, silu: bool) -> Step:
-    return Step("glue", "act_mul", ("y", "a", "mult", "u"), (-(-n // 64), 1, 1), {"N": n, "WG": 64},
-                {"ACT_MUL": True, "ACT_SILU": silu})
+class _Ops:
+    """What DecodeOps and PrefillOps share: the model's tensors and shapes, the activations'
+    buffers (decode: B[name], prefill: B["p." + name])."""
+    prefix = ""
+
+    def __init__(self, eng):
+        self.eng, self.cfg, self.B = eng, eng.cfg, eng.buf
+        self.fmt, self.eps, self.shapes = eng.cfg.linear_type, eng.cfg.eps, eng.cfg.tensor_shapes()
+
+    def w(self, i: int, name: str):
+        """The buffer of blk[i].<name>, or None when the architecture has no such tensor."""
+        ti = getattr(self.eng.model.blk[i], name)
+        return None if ti is None else self.eng.w[ti.name]
+
+    def buf(self, name: str):
+        return self.B[self.prefix + name]
+
+
+class DecodeOps(_Ops):
+    """The block at decode (one row). Ternary / binary linears: one bitlinear gemv per group, its
+    norm, output multipliers and residual add fused (5 dispatches per block). Float linears
+    (F16 / BF16 / F32 / Q8_0): a dense gemv per weight (norm fused), residual add and gate
+    activation as glue steps (11 per block)."""
+
+    def linear(self, i, group, x, y, norm, residual=False):
+        B, names, nw = self.B, GROUPS[group], self.w(i, norm)
+        n_in = self.shapes[names[0]][0]
+        outs = [self.shapes[n][1] for n in names]
+        if self.eng.ternary:
+            st = bitlinear.gemv(self.fmt, n_in, tuple(outs) if len(outs) > 1 else outs[0], a8=self.eng.a8,
+                                norm=nw is not None, residual=residual, eps=self.eps, dev=self.eng.dev)
+            bufs = {"x": self.buf(x), "mult": self.eng._mult(i, group), "y": self.buf(y)}
+            bufs.update({f"w{j}": self.w(i, n) for j, n in enumerate(names)})
+            return [(st, bufs if nw is None else dict(bufs, norm=nw))]
+        steps, col = [], 0
+        for n, n_out in zip(names, outs):
+            st = dense.gemv(self.fmt, n_in, n_out, norm=nw is not None, eps=self.eps)[0]
+            if len(names) > 1:                    # the part's columns of y
+                st = st.with_constants(ROW0=col)
+            bufs = {"w0": self.w(i, n), "x": self.buf(x), "y": B["tmp"] if residual else self.buf(y)}
+            steps.append((st, bufs if nw is None else dict(bufs, norm=nw)))
+            col += n_out
+        if residual:
+            steps.append((glue.add(outs[0]), {"y": self.buf(y), "a": B["tmp"], "mult": self.eng._mult(i, group)}))
+        return steps
+
+    def attention(self, i, qkv, o):
+        cfg, B = self.cfg, self.B
+        attn = ops.attention_decode(cfg.n_head, cfg.n_head_kv, cfg.head_dim, self.eng.n_ctx)
+        if len(attn) != 1:
+            raise EngineError("attention with splits > 1 is not wired")
+        kv = {"k_cache": B[f"k.{i}"], "v_cache": B[f"v.{i}"], "params": B["params"], "freqs": B["freqs"]}
+        return [(attn[0], dict(kv, qkv=self.buf(qkv), o=self.buf(o)))]
+
+    def ffn(self, i, x, g, norm):
+        cfg, B, nw = self.cfg, self.B, self.w(i, norm)
+        if self.eng.ternary:
+            st = bitlinear.gate_up(self.fmt, cfg.n_embd, cfg.n_ff, a8=self.eng.a8, act=cfg.ffn, norm=nw is not None,
+                                   eps=self.eps, dev=self.eng.dev)
+            bufs = {"x": self.buf(x), "mult": self.eng._mult(i, "gu"), "y": self.buf(g),
+                    "gate": self.w(i, "ffn_gate"), "up": self.w(i, "ffn_up")}
+            return [(st, bufs if nw is None else dict(bufs, norm=nw))]
+        steps = []
+        for n, out in (("ffn_gate", B["gate"]), ("ffn_up", B["up"])):
+            bufs = {"w0": self.w(i, n), "x": self.buf(x), "y": out}
+            steps.append((dense.gemv(self.fmt, cfg.n_embd, cfg.n_ff, norm=nw is not None, eps=self.eps)[0],
+                          bufs if nw is None else dict(bufs, norm=nw)))
+        steps.append((glue.act_mul(cfg.n_ff, cfg.ffn), {"y": self.buf(g), "a": B["gate"], "u": B["up"],
+                                                        "mult": self.eng._mult(i, "gu")}))
+        return steps
+
+
+class PrefillOps(_Ops):
+    """The block over M prompt rows. Before each multi-row matmul an rmsnorm step (A8: it also
+    quantizes the rows, with the decode kernel's workgroup size so the int8 rows equal decode's);
+    ternary / binary weights: bitlinear_tiled, float weights: dense matmul (+ glue steps). mm() is
+    the one place that picks the matmul kernel."""
+    prefix = "p."
+
+    def __init__(self, eng, M: int):
+        super().__init__(eng)
+        self.M, self.a8 = M, eng.a8 and eng.ternary
+        B = self.B
+        self.normed = {"q": B["p.q"], "scale": B["p.s"]} if self.a8 else {"x": B["p.n"]}
+
+    def norm(self, n: int, x, w):
+        """rmsnorm of the M rows of x (width n) into the matmul's input (A8 rows or f32 p.n)."""
+        B, a8 = self.B, self.a8
+        if w is None:
+            raise EngineError("prefill: a linear without a norm before it is not wired yet")
+        st = ops.rmsnorm(n, self.M, eps=self.eps, a8=a8, wg=bitlinear.choose(self.eng.dev, n, True).wg if a8 else 64)
+        return (st, {"x": x, "norm": w, "q": B["p.q"], "scale": B["p.s"]} if a8 else {"x": x, "norm": w, "y": B["p.n"]})
+
+    def mm(self, n_in, n_out, w, y, mult, residual=False, y_stride=0, y_col0=0):
+        """y (+)= W . normed rows (columns y_col0.. of rows y_stride wide when y_stride)."""
+        B, M, P = self.B, self.M, self.B["params"]
+        if self.eng.ternary:
+            st = bitlinear_tiled.matmul(self.fmt, n_in, n_out, M, a8=self.a8, residual=residual,
+                                        y_stride=y_stride, y_col0=y_col0)
+            return [(st, dict(self.normed, params=P, mult=mult, y=y, w=w))]
+        st = dense.matmul(self.fmt, n_in, n_out, M)[0].with_constants(ROW0=y_col0, Y_STRIDE=y_stride or n_out)
+        if not residual:
+            return [(st, {"w0": w, "x": B["p.n"], "y": y, "params": P})]
+        return [(st, {"w0": w, "x": B["p.n"], "y": B["p.tmp"], "params": P}),
+                (glue.add(M * n_out), {"y": y, "a": B["p.tmp"], "mult": mult})]
+
+    def linear(self, i, group, x, y, norm, residual=False):
+        names = GROUPS[group]
+        n_in = self.shapes[names[0]][0]
+        outs = [self.shapes[n][1] for n in names]
+        steps = [self.norm(n_in, self.buf(x), self.w(i, norm))]
+        if len(names) == 1:
+            return steps + self.mm(n_in, outs[0], self.w(i, names[0]), self.buf(y), self.eng._mult(i, group),
+                                   residual=residual)
+        col = 0                               # parts side by side in rows of sum(outs)
+        for n, n_out in zip(names, outs):
+            steps += self.mm(n_in, n_out, self.w(i, n), self.buf(y), self.eng._mult1(i, n), y_stride=sum(outs),
+                             y_col0=col)
+            col += n_out
+        return steps
+
+    def attention(self, i, qkv, o):
+        cfg, B = self.cfg, self.B
+        kv = {"k_cache": B[f"k.{i}"], "v_cache": B[f"v.{i}"], "params": B["params"]}
+        return [(ops.rope(cfg.n_head, cfg.n_head_kv, cfg.head_dim, self.eng.n_ctx, self.M),
+                 dict(kv, qkv=self.buf(qkv), freqs=B["freqs"])),
+                (ops.attention_prefill(cfg.n_head, cfg.n_head_kv, cfg.head_dim, self.eng.n_ctx, self.M),
+                 dict(kv, qkv=self.buf(qkv), o=self.buf(o)))]
+
+    def ffn(self, i, x, g, norm):
+        cfg, B, M = self.cfg, self.B, self.M
+        e, ff = cfg.n_embd, cfg.n_ff
+        steps = [self.norm(e, self.buf(x), self.w(i, norm))]
+        if self.eng.ternary:
+            return steps + [(bitlinear_tiled.gate_up(self.fmt, e, ff, M, a8=self.a8, act=cfg.ffn),
+                             dict(self.normed, params=B["params"], mult=self.eng._mult(i, "gu"), y=self.buf(g),
+                                  gate=self.w(i, "ffn_gate"), up=self.w(i, "ffn_up")))]
+        steps += self.mm(e, ff, self.w(i, "ffn_gate"), B["p.gate"], None)
+        steps += self.mm(e, ff, self.w(i, "ffn_up"), B["p.up"], None)
+        return steps + [(glue.act_mul(M * ff, cfg.ffn), {"y": self.buf(g), "a": B["p.gate"], "u": B["p.up"],
+                                                         "mult": self.eng._mult(i, "gu")})]
 
 
 class Engine:
@@ -273,7 +305,11 @@ class Engine:
         return self._tokenizer
 
     def _check_support(self):
-        m = self.model
+        m, cfg = self.model, self.cfg
+        todo = [what for what, needed in (("QK-norm", cfg.qk_norm), ("NORM (adjacent-pair) RoPE", cfg.rope != "neox"),
+                                          ("blocks without sub-norms", not cfg.sub_norms)) if needed]
+        if todo:
+            raise EngineError(f"architecture {cfg.arch!r}: {', '.join(todo)}: not run by the GPU engine yet")
         if not self.ternary:
             scaled = [getattr(b, n + "_scale").name for b in m.blk for n in LINEARS if getattr(b, n + "_scale")]
             if scaled:
@@ -377,7 +413,7 @@ class Engine:
         return self.buf.get(f"mult.{i}.{group}", self.buf["ones"])
 
     async def _build(self, progress):
-        dev, cfg, m = self.dev, self.cfg, self.model
+        dev, cfg = self.dev, self.cfg
         B = self.buf
         f4 = 4
         B["x"] = dev.create_buffer(cfg.n_embd * f4, label="x")
@@ -403,7 +439,8 @@ class Engine:
             B[f"v.{i}"] = dev.create_buffer(kv, label=f"v_cache.{i}")
 
         embed = self._embed_steps()
-        steps = embed + [s for i in range(cfg.n_layer) for s in self._layer_steps(i)]
+        do = DecodeOps(self)
+        steps = embed + [s for i in range(cfg.n_layer) for s in block(do, i)]
         head = self._head_steps()
 
         def argmax(out):
@@ -457,49 +494,6 @@ class Engine:
         bufs.update({f"w{i}": b for i, (_, _, b) in enumerate(shards)})
         return [(s, bufs) for s in steps]
 
-    def _layer_steps(self, i: int) -> list:
-        """The decode steps of block i: [(Step, {bind name: buffer})] (ARCHITECTURE.md table)."""
-        cfg, B, blk, dev = self.cfg, self.buf, self.model.blk[i], self.dev
-        W = lambda n: self.w[getattr(blk, n).name]          # noqa: E731
-        fmt, a8, eps = cfg.linear_type, self.a8, cfg.eps
-        kv = {"k_cache": B[f"k.{i}"], "v_cache": B[f"v.{i}"], "params": B["params"], "freqs": B["freqs"]}
-        attn = ops.attention_decode(cfg.n_head, cfg.n_head_kv, cfg.head_dim, self.n_ctx)
-        if len(attn) != 1:
-            raise EngineError("attention with splits > 1 is not wired")
-        if self.ternary:
-            return [
-                (bitlinear.gemv(fmt, cfg.n_embd, (cfg.q_dim, cfg.kv_dim, cfg.kv_dim), a8=a8, norm=True, eps=eps, dev=dev),
-                 {"x": B["x"], "norm": W("attn_norm"), "mult": self._mult(i, "qkv"), "y": B["qkv"],
-                  "w0": W("attn_q"), "w1": W("attn_k"), "w2": W("attn_v")}),
-                (attn[0], dict(kv, qkv=B["qkv"], o=B["o"])),
-                (bitlinear.gemv(fmt, cfg.q_dim, cfg.n_embd, a8=a8, norm=True, residual=True, eps=eps, dev=dev),
-                 {"x": B["o"], "norm": W("attn_sub_norm"), "mult": self._mult(i, "o"), "y": B["x"],
-                  "w0": W("attn_output")}),
-                (bitlinear.gate_up(fmt, cfg.n_embd, cfg.n_ff, a8=a8, act=cfg.ffn, norm=True, eps=eps, dev=dev),
-                 {"x": B["x"], "norm": W("ffn_norm"), "mult": self._mult(i, "gu"), "y": B["g"],
-                  "gate": W("ffn_gate"), "up": W("ffn_up")}),
-                (bitlinear.gemv(fmt, cfg.n_ff, cfg.n_embd, a8=a8, norm=True, residual=True, eps=eps, dev=dev),
-                 {"x": B["g"], "norm": W("ffn_sub_norm"), "mult": self._mult(i, "down"), "y": B["x"],
-                  "w0": W("ffn_down")}),
-            ]
-        # float linears (F16 / BF16 / F32 / Q8_0): dense gemv with the norm fused + glue steps
-        gemv = lambda n_in, n_out: dense.gemv(fmt, n_in, n_out, norm=True, eps=eps)[0]   # noqa: E731
-        q, k = cfg.q_dim, cfg.kv_dim
-        return [
-            (_at_row(gemv(cfg.n_embd, q), 0), {"w0": W("attn_q"), "x": B["x"], "y": B["qkv"], "norm": W("attn_norm")}),
-            (_at_row(gemv(cfg.n_embd, k), q), {"w0": W("attn_k"), "x": B["x"], "y": B["qkv"], "norm": W("attn_norm")}),
-            (_at_row(gemv(cfg.n_embd, k), q + k), {"w0": W("attn_v"), "x": B["x"], "y": B["qkv"], "norm": W("attn_norm")}),
-            (attn[0], dict(kv, qkv=B["qkv"], o=B["o"])),
-            (gemv(q, cfg.n_embd), {"w0": W("attn_output"), "x": B["o"], "y": B["tmp"], "norm": W("attn_sub_norm")}),
-            (_glue_add(cfg.n_embd), {"y": B["x"], "a": B["tmp"], "mult": self._mult(i, "o")}),
-            (gemv(cfg.n_embd, cfg.n_ff), {"w0": W("ffn_gate"), "x": B["x"], "y": B["gate"], "norm": W("ffn_norm")}),
-            (gemv(cfg.n_embd, cfg.n_ff), {"w0": W("ffn_up"), "x": B["x"], "y": B["up"], "norm": W("ffn_norm")}),
-            (_glue_act_mul(cfg.n_ff, cfg.ffn == "silu"), {"y": B["g"], "a": B["gate"], "u": B["up"],
-                                                          "mult": self._mult(i, "gu")}),
-            (gemv(cfg.n_ff, cfg.n_embd), {"w0": W("ffn_down"), "x": B["g"], "y": B["tmp"], "norm": W("ffn_sub_norm")}),
-            (_glue_add(cfg.n_embd), {"y": B["x"], "a": B["tmp"], "mult": self._mult(i, "down")}),
-        ]
-
     async def _sampler_item(self, k: int):
         """(plan item, top buffer, offset of the values) of the top-k selection (k = 0: argmax)."""
         if k == 0:
@@ -545,61 +539,6 @@ class Engine:
         """f32[1] multiplier of one linear (the tiled kernel binds one per weight)."""
         return self.buf.get(f"mult1.{i}.{name}", self.buf["ones"])
 
-    def _prefill_layer_steps(self, i: int, M: int) -> list:
-        """Block i over M rows: rmsnorm (A8 rows) before each multi-row matmul, rope + KV write,
-        causal attention over the cache."""
-        cfg, B, blk = self.cfg, self.buf, self.model.blk[i]
-        W = lambda n: self.w[getattr(blk, n).name]          # noqa: E731
-        fmt, eps = cfg.linear_type, cfg.eps
-        a8 = self.a8 and self.ternary
-        P = B["params"]
-        normed = {"q": B["p.q"], "scale": B["p.s"]} if a8 else {"x": B["p.n"]}
-
-        def norm(n, x, w):     # A8: the decode kernel's wg, so the A8 rows are bit for bit the decode ones
-            st = ops.rmsnorm(n, M, eps=eps, a8=a8, wg=bitlinear.choose(self.dev, n, True).wg if a8 else 64)
-            return (st, {"x": x, "norm": w, "q": B["p.q"], "scale": B["p.s"]} if a8 else
-                    {"x": x, "norm": w, "y": B["p.n"]})
-
-        def mm(n_in, n_out, w, y, mult, residual=False, y_stride=0, y_col0=0):
-            if self.ternary:
-                st = bitlinear_tiled.matmul(fmt, n_in, n_out, M, a8=a8, residual=residual,
-                                            y_stride=y_stride, y_col0=y_col0)
-                return [(st, dict(normed, params=P, mult=mult, y=y, w=w))]
-            st = dense.matmul(fmt, n_in, n_out, M)[0]
-            st = Step(st.shader, st.entry, st.bind, st.workgroups,
-                      dict(st.constants, ROW0=y_col0, Y_STRIDE=y_stride or n_out), dict(st.defines))
-            if not residual:
-                return [(st, {"w0": w, "x": B["p.n"], "y": y, "params": P})]
-            return [(st, {"w0": w, "x": B["p.n"], "y": B["p.tmp"], "params": P}),
-                    (_glue_add(M * n_out), {"y": y, "a": B["p.tmp"], "mult": mult})]
-
-        q, k, e, ff = cfg.q_dim, cfg.kv_dim, cfg.n_embd, cfg.n_ff
-        row = q + 2 * k
-        kv = {"k_cache": B[f"k.{i}"], "v_cache": B[f"v.{i}"], "params": P}
-        steps = [norm(e, B["p.x"], W("attn_norm"))]
-        steps += mm(e, q, W("attn_q"), B["p.qkv"], self._mult1(i, "attn_q"), y_stride=row, y_col0=0)
-        steps += mm(e, k, W("attn_k"), B["p.qkv"], self._mult1(i, "attn_k"), y_stride=row, y_col0=q)
-        steps += mm(e, k, W("attn_v"), B["p.qkv"], self._mult1(i, "attn_v"), y_stride=row, y_col0=q + k)
-        steps += [(ops.rope(cfg.n_head, cfg.n_head_kv, cfg.head_dim, self.n_ctx, M),
-                   dict(kv, qkv=B["p.qkv"], freqs=B["freqs"])),
-                  (ops.attention_prefill(cfg.n_head, cfg.n_head_kv, cfg.head_dim, self.n_ctx, M),
-                   dict(kv, qkv=B["p.qkv"], o=B["p.o"])),
-                  norm(q, B["p.o"], W("attn_sub_norm"))]
-        steps += mm(q, e, W("attn_output"), B["p.x"], self._mult(i, "o"), residual=True)
-        steps.append(norm(e, B["p.x"], W("ffn_norm")))
-        if self.ternary:
-            steps.append((bitlinear_tiled.gate_up(fmt, e, ff, M, a8=a8, act=cfg.ffn),
-                          dict(normed, params=P, mult=self._mult(i, "gu"), y=B["p.g"],
-                               gate=W("ffn_gate"), up=W("ffn_up"))))
-        else:
-            steps += mm(e, ff, W("ffn_gate"), B["p.gate"], None)
-            steps += mm(e, ff, W("ffn_up"), B["p.up"], None)
-            steps.append((_glue_act_mul(M * ff, cfg.ffn == "silu"),
-                          {"y": B["p.g"], "a": B["p.gate"], "u": B["p.up"], "mult": self._mult(i, "gu")}))
-        steps.append(norm(ff, B["p.g"], W("ffn_sub_norm")))
-        steps += mm(ff, e, W("ffn_down"), B["p.x"], self._mult(i, "down"), residual=True)
-        return steps
-
     async def _prefill_plan(self, M: int, k):
         """Plan over M rows (a bucket: rows past params.m are scratch): embedding, blocks, then
         (k = None) nothing, or the LM head on the last row + argmax (k = 0) / top-k."""
@@ -614,8 +553,9 @@ class Engine:
             steps = [(s, emb) for s in ops.embedding(self.table_type(ti), cfg.n_embd, cfg.n_vocab, M,
                                                      shards=[(a, b) for a, b, _ in shards],
                                                      max_shard_bindings=max(1, min(8, n_sb - 2)))]
+            do = PrefillOps(self, M)
             for i in range(cfg.n_layer):
-                steps += self._prefill_layer_steps(i, M)
+                steps += block(do, i)
             if k is not None:
                 head = self.model.lm_head
                 hs = self.shards[head.name]
@@ -809,25 +749,3 @@ class Engine:
         for b in self._all_buffers():
             b.destroy()
         self.w, self.buf, self.shards = {}, {}, {}
-
-
-class ChatSession:
-    """Multi-turn chat over an Engine (or a numpy ReferenceModel): the conversation is
-    re-rendered with bitweb.chat each turn and generate() keeps the KV cache for the common
-    token prefix, so only the new user turn (and the re-tokenized reply, when it differs)
-    is prefilled. A conversation that no longer fits the context raises ContextError."""
-
-    def __init__(self, eng, system: str | None = None):
-        self.eng = eng
-        self.messages = [{"role": "system", "content": system}] if system else []
-
-    async def send(self, user_text: str, params: SamplingParams | None = None, max_tokens: int = 256,
-                   on_token=None, should_stop=None) -> GenerateResult:
-        from bitweb.chat import chat_ids
-        msgs = self.messages + [{"role": "user", "content": user_text}]
-        ids = chat_ids(self.eng.tokenizer, msgs)
-        res = self.eng.generate(ids, params, max_tokens, on_token=on_token, should_stop=should_stop)
-        if hasattr(res, "__await__"):
-            res = await res
-        self.messages = msgs + [{"role": "assistant", "content": res.text}]
-        return res

@@ -83,12 +83,31 @@ def _block_f16(d, n_blocks, what):
     return d.astype("<f2").view(np.uint8).reshape(n_blocks, 2)
 
 
+ROLES = ("linear", "table", "norm")
+KINDS = ("float", "ternary", "binary")
+
+
 class Format:
-    """A GGML tensor type. nbytes(n) is the bytes for a tensor of n values."""
+    """A GGML tensor type. nbytes(n) is the bytes for a tensor of n values.
+
+    The registry facts every other list of formats is derived from (see names()):
+      kind     "float": decoded to f32 by the dense, lmhead, embedding and requant kernels;
+               "ternary" / "binary": packed codes (w = c - 1 / w = 2b - 1 times a scale) run by the
+               bitlinear kernels (M = 1 and tiled), f32 or int8 (A8) activations
+      roles    where a model may use it: "linear" (the block linears), "table" (token_embd, and the
+               LM head: output or the tied token_embd), "norm" (norm weights)
+      define   the WGSL #if switch that selects it in every kernel that reads it
+      include  shaders/<include>.wgsl: its decode functions (`#include format` in a kernel pulls in
+               the include of the format whose define is set; see bitweb.shaders)
+    """
     name: str
     type_id: int
     block_size: int
     type_size: int
+    kind: str
+    roles: tuple
+    define: str
+    include: str
 
     def check_length(self, n: int) -> None:
         if n < 0 or n % self.block_size:
@@ -126,6 +145,7 @@ class Format:
 
 class F32(Format):
     name, type_id, block_size, type_size = "F32", 0, 1, 4
+    kind, roles, define, include = "float", ("linear", "table", "norm"), "FMT_F32", "fmt_f32"
 
     def dequantize(self, data, n):
         return self._blocks(data, n).reshape(-1).view("<f4").astype(_np().float32)
@@ -136,6 +156,7 @@ class F32(Format):
 
 class F16(Format):
     name, type_id, block_size, type_size = "F16", 1, 1, 2
+    kind, roles, define, include = "float", ("linear", "table"), "FMT_F16", "fmt_f16"
 
     def dequantize(self, data, n):
         return self._blocks(data, n).reshape(-1).view("<f2").astype(_np().float32)
@@ -146,6 +167,7 @@ class F16(Format):
 
 class BF16(Format):
     name, type_id, block_size, type_size = "BF16", 30, 1, 2
+    kind, roles, define, include = "float", ("linear", "table"), "FMT_BF16", "fmt_bf16"
 
     def dequantize(self, data, n):
         np = _np()
@@ -163,6 +185,7 @@ class BF16(Format):
 
 class Q8_0(Format):
     name, type_id, block_size, type_size = "Q8_0", 8, 32, 34
+    kind, roles, define, include = "float", ("linear", "table"), "FMT_Q8_0", "fmt_q8_0"
 
     def dequantize(self, data, n):
         np = _np()
@@ -224,6 +247,7 @@ class _TQ(_Ternary):
 
 class TQ2_0(_TQ):
     name, type_id, block_size, type_size = "TQ2_0", 35, 256, 66
+    kind, roles, define, include = "ternary", ("linear",), "FMT_TQ2", "fmt_tq2_0"
 
     @staticmethod
     def _pack_codes(codes):
@@ -242,6 +266,7 @@ class TQ2_0(_TQ):
 
 class TQ1_0(_TQ):
     name, type_id, block_size, type_size = "TQ1_0", 34, 256, 54
+    kind, roles, define, include = "ternary", ("linear",), "FMT_TQ1", "fmt_tq1_0"
 
     @staticmethod
     def _pack_codes(codes):
@@ -273,6 +298,7 @@ class TQ1_0(_TQ):
 class I2_S(_Ternary):
     """bitnet.cpp I2_S: the block geometry is 128 values / 32 bytes, plus a 32-byte tail per tensor."""
     name, type_id, block_size, type_size = "I2_S", 36, 128, 32
+    kind, roles, define, include = "ternary", ("linear",), "FMT_I2S", "fmt_i2_s"
 
     def nbytes(self, n_elements):
         self.check_length(n_elements)
@@ -316,6 +342,7 @@ class I2_S(_Ternary):
 
 class Q1_0(_Ternary):
     name, type_id, block_size, type_size = "Q1_0", 41, 128, 18
+    kind, roles, define, include = "binary", ("linear",), "FMT_Q1", "fmt_q1_0"
 
     def unpack_ternary(self, data, n):
         """-> (int8 signs in {-1, +1}, float32 per-block scales)."""
@@ -350,8 +377,23 @@ class Q1_0(_Ternary):
         return self.pack_signs(s, d)
 
 
-TYPES: dict[int, Format] = {f.type_id: f for f in (F32(), F16(), BF16(), Q8_0(), TQ1_0(), TQ2_0(), I2_S(), Q1_0())}
+# Registry order is the order of every derived list (packed formats first, then floats).
+TYPES: dict[int, Format] = {f.type_id: f for f in (I2_S(), TQ2_0(), TQ1_0(), Q1_0(), F32(), F16(), BF16(), Q8_0())}
 _BY_NAME = {f.name: f for f in TYPES.values()}
+
+
+def names(role: str | None = None, kind=None) -> tuple:
+    """Names of the registered formats that may fill `role` and are of `kind` (a kind or a tuple
+    of kinds), in registry order. names("linear"): the block linear types; names("table"):
+    token_embd / LM head; names(kind=("ternary", "binary")): what the bitlinear kernels run."""
+    if role is not None and role not in ROLES:
+        raise FormatError(f"unknown role {role!r}; roles: {', '.join(ROLES)}")
+    kinds = (kind,) if isinstance(kind, str) else kind
+    for k in kinds or ():
+        if k not in KINDS:
+            raise FormatError(f"unknown kind {k!r}; kinds: {', '.join(KINDS)}")
+    return tuple(f.name for f in TYPES.values()
+                 if (role is None or role in f.roles) and (kinds is None or f.kind in kinds))
 
 
 def by_name(name: str) -> Format:
@@ -402,21 +444,3 @@ def unpack_ternary(fmt, data, n: int):
     if not isinstance(f, _Ternary):
         raise FormatError(f"{f.name} is not a ternary/binary format")
     return f.unpack_ternary(data, n)
-
-
-def dequant_main(args) -> int:
-    """`bitweb dequant MODEL TENSOR --out X.npy`: float32, numpy shape = GGUF dims reversed."""
-    np = _np()
-    from bitweb.gguf import open_gguf
-    gf = open_gguf(args.model)
-    try:
-        ti = gf.tensors.get(args.tensor)
-        if ti is None:
-            names = list(gf.tensors)
-            raise KeyError(f"no tensor {args.tensor!r} in {args.model} ({len(names)} tensors: "
-                           f"{', '.join(names[:8])}{' ...' if len(names) > 8 else ''})")
-        x = TYPES[ti.type_id].dequantize(gf.tensor_data(ti.name), ti.n_elements)
-    finally:
-        gf.close()
-    np.save(args.out, x.reshape(ti.np_shape))
-    return 0

@@ -4,11 +4,14 @@
     m = Model.from_gguf(gf)              # checks architecture, hyperparameters, every tensor
     m.cfg.n_layer, m.token_embd, m.blk[3].attn_q, m.blk[3].attn_q_scale, m.output
 
-Two families (DESIGN.md section 4), same block, NEOX RoPE, sub-norms:
+What a block has is one row of ARCHS, keyed by general.architecture, copied into Config as flags
+(ffn, sub_norms, qk_norm, rope, scales); the engine and the numpy model branch only on those
+flags, never on the architecture's name. A new architecture is one row here, plus the code that
+honours a flag it is the first to set (one place per forward pass: see ARCHITECTURE.md).
 
-    arch             ffn                         .scale tensors
-    bitnet-b1.58     relu(gate(f))^2 * up(f)     no        (2B4T; "bitnet-25" is its older name)
-    bitnet           silu(gate(f)) * up(f)       optional  (llama.cpp's 1bitLLM b1.58 models)
+    arch             ffn                         sub-norms  QK-norm  RoPE   .scale tensors
+    bitnet-b1.58     relu(gate(f))^2 * up(f)     yes        no       NEOX   no        (2B4T; "bitnet-25": its older name)
+    bitnet           silu(gate(f)) * up(f)       yes        no       NEOX   optional  (llama.cpp's 1bitLLM b1.58 models)
 
 Hyperparameters are read under the architecture prefix (`{arch}.block_count` ...).
 Tensor names are GGUF names with the dots turned into attributes:
@@ -18,21 +21,38 @@ Tensor names are GGUF names with the dots turned into attributes:
     output.weight              -> m.output              [n_embd, n_vocab] or None (tied: LM head = token_embd)
     blk.N.<name>.weight        -> m.blk[N].<name>       e.g. attn_q [n_embd, n_head * head_dim]
     blk.N.<linear>.scale       -> m.blk[N].<linear>_scale   [1] F32 or None: multiplies the linear's output
+A tensor the architecture does not have (attn_sub_norm without sub-norms, attn_q_norm without
+QK-norm) is bound as None.
 
 Every value is a gguf.TensorInfo (name, shape, type, abs_offset, nbytes): the engine uploads
-the bytes unchanged, the numpy reference dequantizes them.
+the bytes unchanged, the numpy model dequantizes them.
 
-Any file this module accepts can be run by both the engine and the reference; anything else
+Any file this module accepts can be run by both the engine and the numpy model; anything else
 is a ModelError naming the architecture, key or tensor (and its type / shape).
 """
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
-ARCH_FFN = {"bitnet-b1.58": "relu2", "bitnet-25": "relu2", "bitnet": "silu"}
 
-NORMS = ("attn_norm", "attn_sub_norm", "ffn_norm", "ffn_sub_norm")
+@dataclass(frozen=True)
+class Arch:
+    """The features a block of one architecture has (one row of ARCHS; Config copies them)."""
+    ffn: str                  # FFN act(gate) * up: "relu2" = relu(.)^2 | "silu"
+    sub_norms: bool           # attn_sub_norm before Wo, ffn_sub_norm before Wd
+    qk_norm: bool = False     # attn_q_norm / attn_k_norm [head_dim]: RMSNorm of each q / k head before RoPE
+    rope: str = "neox"        # "neox": rotate pairs (i, i + head_dim/2); "norm": adjacent pairs (2i, 2i + 1)
+    scales: bool = False      # blk.N.<linear>.scale tensors (F32 [1], multiply the output) allowed
+
+
+# general.architecture -> what its blocks have: one line per architecture
+ARCHS = {
+    "bitnet-b1.58": Arch(ffn="relu2", sub_norms=True),
+    "bitnet-25": Arch(ffn="relu2", sub_norms=True),
+    "bitnet": Arch(ffn="silu", sub_norms=True, scales=True),
+}
+
+NORMS = ("attn_norm", "attn_sub_norm", "ffn_norm", "ffn_sub_norm", "attn_q_norm", "attn_k_norm")
 LINEARS = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
 
 # Tensor types each role may have (what the GPU kernels and the reference both implement).
@@ -49,7 +69,11 @@ class ModelError(ValueError):
 @dataclass(frozen=True)
 class Config:
     arch: str
-    ffn: str                  # "relu2" | "silu"
+    ffn: str                  # block features, from ARCHS[arch] (see Arch)
+    sub_norms: bool
+    qk_norm: bool
+    rope: str
+    scales: bool
     n_vocab: int
     n_ctx: int                # context length the model was trained for
     n_embd: int
@@ -59,7 +83,7 @@ class Config:
     n_head_kv: int
     head_dim: int
     eps: float                # RMS norm epsilon
-    rope_base: float          # NEOX RoPE: theta_i = pos * rope_base^(-2i / head_dim), pairs (i, i + head_dim/2)
+    rope_base: float          # RoPE: theta_i = pos * rope_base^(-2i / head_dim) rotates pair i (see Arch.rope)
     tied: bool                # LM head = token_embd (no output.weight)
     linear_type: str          # GGML type of the block linears (all the same), e.g. "I2_S"
 
@@ -75,9 +99,9 @@ class Config:
     def from_gguf(cls, gf) -> "Config":
         md = gf.metadata
         arch = md.get("general.architecture")
-        if arch not in ARCH_FFN:
+        if arch not in ARCHS:
             raise ModelError(f"unsupported architecture {arch!r} (general.architecture); "
-                             f"supported: {', '.join(ARCH_FFN)}")
+                             f"supported: {', '.join(ARCHS)}")
 
         def key(suffix, kind=int, default=None):
             k = f"{arch}.{suffix}"
@@ -117,18 +141,23 @@ class Config:
             raise ModelError(f"{arch}.vocab_size {md[f'{arch}.vocab_size']} differs from token_embd.weight "
                              f"shape {list(embd.shape)}")
         lin = t.get("blk.0.attn_q.weight")
-        return cls(arch=arch, ffn=ARCH_FFN[arch], n_vocab=n_vocab, n_ctx=key("context_length"),
+        return cls(arch=arch, **asdict(ARCHS[arch]), n_vocab=n_vocab, n_ctx=key("context_length"),
                    n_embd=n_embd, n_layer=key("block_count"), n_ff=key("feed_forward_length"),
                    n_head=n_head, n_head_kv=n_head_kv, head_dim=head_dim,
                    eps=key("attention.layer_norm_rms_epsilon", float), rope_base=key("rope.freq_base", float, 10000.0),
                    tied="output.weight" not in t, linear_type=lin.type_name if lin else "?")
 
     def tensor_shapes(self) -> dict:
-        """GGUF shape (ne0 first) of every per-block tensor, by name."""
-        e, q, kv, ff = self.n_embd, self.q_dim, self.kv_dim, self.n_ff
-        return {"attn_norm": (e,), "attn_q": (e, q), "attn_k": (e, kv), "attn_v": (e, kv),
-                "attn_sub_norm": (q,), "attn_output": (q, e), "ffn_norm": (e,), "ffn_gate": (e, ff),
-                "ffn_up": (e, ff), "ffn_sub_norm": (ff,), "ffn_down": (ff, e)}
+        """GGUF shape (ne0 first) of every per-block tensor this architecture has, by name."""
+        e, q, kv, ff, hd = self.n_embd, self.q_dim, self.kv_dim, self.n_ff, self.head_dim
+        shapes = {"attn_norm": (e,), "attn_q": (e, q), "attn_k": (e, kv), "attn_v": (e, kv),
+                  "attn_output": (q, e), "ffn_norm": (e,), "ffn_gate": (e, ff), "ffn_up": (e, ff),
+                  "ffn_down": (ff, e)}
+        if self.sub_norms:
+            shapes.update(attn_sub_norm=(q,), ffn_sub_norm=(ff,))
+        if self.qk_norm:
+            shapes.update(attn_q_norm=(hd,), attn_k_norm=(hd,))
+        return shapes
 
     def summary(self) -> str:
         return (f"{self.arch} ({self.ffn} FFN): {self.n_layer} blocks, n_embd {self.n_embd}, n_ff {self.n_ff}, "
@@ -138,8 +167,8 @@ class Config:
 
 
 class Block:
-    """One transformer block's tensors: attributes named as in GGUF (attn_q, ffn_down ...),
-    plus <linear>_scale (TensorInfo or None)."""
+    """One transformer block's tensors: attributes named as in GGUF (attn_q, ffn_down ...; None
+    where the architecture has no such tensor), plus <linear>_scale (TensorInfo or None)."""
 
     def __init__(self, index: int):
         self.index = index
@@ -167,8 +196,7 @@ class Model:
         """Every bound tensor, file-independent order: token_embd, blocks, output_norm, output."""
         out = [self.token_embd]
         for b in self.blk:
-            for n in NORMS + LINEARS:
-                out.append(getattr(b, n))
+            out += [getattr(b, n) for n in NORMS + LINEARS if getattr(b, n) is not None]
             out += [getattr(b, n + "_scale") for n in LINEARS if getattr(b, n + "_scale") is not None]
         out.append(self.output_norm)
         if self.output is not None:
@@ -199,13 +227,13 @@ class Model:
         for i in range(cfg.n_layer):
             b = Block(i)
             for n in NORMS:
-                setattr(b, n, bind(f"blk.{i}.{n}.weight", shapes[n], NORM_TYPES))
+                setattr(b, n, bind(f"blk.{i}.{n}.weight", shapes[n], NORM_TYPES) if n in shapes else None)
             for n in LINEARS:
                 setattr(b, n, bind(f"blk.{i}.{n}.weight", shapes[n], LINEAR_TYPES))
                 sname = f"blk.{i}.{n}.scale"
-                if sname in t and cfg.arch != "bitnet":
-                    raise ModelError(f"tensor {sname!r}: .scale tensors belong to architecture 'bitnet', "
-                                     f"not {cfg.arch!r}")
+                if sname in t and not cfg.scales:
+                    raise ModelError(f"tensor {sname!r}: .scale tensors belong to architecture "
+                                     f"{' / '.join(repr(a) for a, r in ARCHS.items() if r.scales)}, not {cfg.arch!r}")
                 setattr(b, n + "_scale", bind(sname, (1,), ("F32",)) if sname in t else None)
                 if getattr(b, n).type_name != cfg.linear_type:
                     raise ModelError(f"tensor 'blk.{i}.{n}.weight' has type {getattr(b, n).type_name}, but "
@@ -222,17 +250,3 @@ class Model:
 
     def weight_bytes(self) -> int:
         return sum(ti.nbytes for ti in self.tensors())
-
-
-def kv_cache_bytes(cfg: Config, n_ctx: int, bytes_per_value: int = 4) -> int:
-    """K and V for every block: 2 * n_layer * n_ctx * kv_dim values."""
-    return 2 * cfg.n_layer * n_ctx * cfg.kv_dim * bytes_per_value
-
-
-def rope_freqs(cfg: Config) -> list:
-    """theta_i / pos = rope_base^(-2i / head_dim), i < head_dim / 2 (float64 here; f32 in kernels)."""
-    return [cfg.rope_base ** (-2.0 * i / cfg.head_dim) for i in range(cfg.head_dim // 2)]
-
-
-def attention_scale(cfg: Config) -> float:
-    return 1.0 / math.sqrt(cfg.head_dim)

@@ -1,4 +1,4 @@
-"""Token sampling (stdlib only; the same code for the GPU engine and the numpy reference).
+"""Token sampling (stdlib only; the same code for the GPU engine and the numpy model).
 
 For one step, with logits l over the vocabulary and the recent context ids:
 
@@ -17,7 +17,7 @@ For one step, with logits l over the vocabulary and the recent context ids:
 The GPU reads back only the top candidates and softmax stats (z_max, sum exp(z - z_max)
 over the vocabulary); `sample()` decides from those whenever the kept set and the draw
 fall inside the candidates, and otherwise asks for the full logits (`full()`), so the
-result is always exact. The numpy reference calls the same function. Same seed, same
+result is always exact. The numpy model calls the same function. Same seed, same
 logits -> same tokens, on every platform (Python's Mersenne Twister).
 """
 from __future__ import annotations

@@ -4,6 +4,8 @@ WGSL has no preprocessor; ours is five line directives (a line whose first non-b
 is `#`; anything else starting with `#` is an error), removed from the output:
 
     #include NAME   add shaders/NAME.wgsl to the module, once
+    #include format   the include of the weight format whose define is set (bitweb.formats:
+                    each Format has a `define`, e.g. FMT_I2S, and an `include`, e.g. fmt_i2_s)
     #if NAME        (or #if !NAME)   keep the lines that follow when NAME is true
     #elif NAME      (or !NAME)
     #else
@@ -18,8 +20,9 @@ file is framed by marker comments that say where its line 1 lands, e.g.
     // ---- common_sincos.wgsl (#include at rope.wgsl:35) starts: its line 1 is line 87 here ----
 so a compiler message's line number is found in one step. A file is added once however often it
 is included; an include cycle, an unknown name or a malformed directive is a ShaderSourceError
-naming the file and line. Include files (shaders/common_*.wgsl) hold only functions (and the
-shared Params struct); their header comment says what the including shader must declare.
+naming the file and line, and so is `#include format` with no format define set, or several.
+Include files (shaders/common_*.wgsl, shaders/fmt_*.wgsl) hold only functions and constants (and
+the shared Params struct); their header comment says what the including shader must declare.
 
 NAME in #if comes from `defines` (passed to Device.pipeline) or from the device:
   SUBGROUPS   the device has subgroups (subgroupAdd & co. are allowed)
@@ -34,6 +37,8 @@ Workgroup and tile sizes are `override` constants, set per pipeline.
 from __future__ import annotations
 
 import os
+
+from bitweb import formats
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 # Packaged copy (the browser archive) first, then the repo's shaders/ (editable install).
@@ -128,7 +133,19 @@ def _process(src: str, name: str, defines: dict, loader, chain: tuple, done: set
     return out
 
 
+def format_include(defines: dict, where: str = "?") -> str:
+    """The include of the one weight format whose define (bitweb.formats) is true in defines."""
+    on = [f for f in formats.TYPES.values() if defines.get(f.define)]
+    if len(on) != 1:
+        known = ", ".join(f.define for f in formats.TYPES.values())
+        got = ", ".join(f.define for f in on) or "none"
+        raise ShaderSourceError(f"{where}: #include format needs exactly one format define ({known}); got {got}")
+    return on[0].include
+
+
 def _include(inc: str, where: str, at: str, defines: dict, loader, chain: tuple, done: set, blocks: list) -> str:
+    if inc == "format":
+        inc = format_include(defines, where)
     if inc in chain:
         cycle = " -> ".join(f"{n}.wgsl" for n in chain[chain.index(inc):] + (inc,))
         raise ShaderSourceError(f"{where}: #include cycle {cycle}")

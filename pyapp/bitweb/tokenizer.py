@@ -42,9 +42,7 @@ from __future__ import annotations
 
 import codecs
 import heapq
-import json
 import re
-import time
 import unicodedata
 
 # GGUF tokenizer.ggml.token_type values (llama.cpp llama_token_type)
@@ -497,83 +495,3 @@ class StreamDecoder:
 
     def flush(self) -> str:
         return self._dec.decode(b"", final=True)
-
-
-# ------------------------------------------------------------------------ CLI
-
-def tokenize_main(args) -> int:
-    """`python -m bitweb tokenize MODEL.gguf --text TEXT [--json]` / `--decode IDS`.
-    Text is encoded with the file's add_bos setting and special tokens parsed."""
-    from bitweb.gguf import open_gguf
-    tok = Tokenizer.from_metadata(open_gguf(args.model).metadata)
-    if args.decode is not None:
-        try:
-            ids = [int(x) for x in args.decode.replace(",", " ").split()]
-        except ValueError:
-            raise TokenizerError(f"--decode expects integers separated by commas or spaces, got {args.decode!r}")
-        text = tok.decode(ids)
-        print(json.dumps({"ids": ids, "text": text}, ensure_ascii=False) if args.json else text)
-        return 0
-    ids = tok.encode(args.text, parse_special=True)
-    if args.json:
-        print(json.dumps({"ids": ids, "pieces": [tok.piece(i) for i in ids], "n_tokens": len(ids)},
-                         ensure_ascii=False))
-    else:
-        print(" ".join(map(str, ids)))
-    return 0
-
-
-# ------------------------------------------------------------------ benchmark
-
-BENCH_TEXT = (
-    "The quick brown fox jumps over the lazy dog. It's 2024, and we'll test 1234567 numbers, "
-    "URLs like https://example.com/path?q=1, and code: def f(x): return x**2 + 1  # comment\n"
-    "Ça va? Größe, naïve café — ¿Qué tal? Привет, как дела? 你好，世界！今天天气很好。"
-    "こんにちは、世界。안녕하세요 세계. مرحبا بالعالم. नमस्ते दुनिया। 🚀 👩‍👩‍👧‍👦 ✅\n\n"
-)
-
-
-def bench_text(n_words: int = 8000, seed: int = 0) -> str:
-    """Deterministic benchmark text: BENCH_TEXT paragraphs between runs of made-up words
-    (random syllables, digits, punctuation), so most pieces are new to the BPE cache."""
-    import random
-    rng = random.Random(seed)
-    syl = ["ka", "ri", "mo", "the", "ban", "sto", "ex", "qu", "ing", "tion", "pre", "ly", "zu", "ver"]
-    words = []
-    for i in range(n_words):
-        w = "".join(rng.choice(syl) for _ in range(rng.randint(1, 4)))
-        words.append(w.capitalize() if rng.random() < 0.1 else w)
-        if rng.random() < 0.08:
-            words.append(rng.choice([",", ".", "!", "?", ";", str(rng.randint(0, 99999))]))
-        if i % 400 == 399:
-            words.append("\n" + BENCH_TEXT)
-    return " ".join(words)
-
-
-def bench_encode(md: dict | None = None, text: str | None = None, repeats: int = 3) -> dict:
-    """Encoding speed. md: GGUF tokenizer metadata (default: the Llama 3 vocabulary from
-    bitweb.vocab, CPython only); text: what to encode (default: bench_text()). Returns the
-    load time (Tokenizer.from_metadata), cold tokens/s (first encode, empty BPE cache),
-    warm tokens/s (same text again: cached pieces) and decode tokens/s."""
-    if md is None:
-        from bitweb.vocab import llama3_vocab
-        md = llama3_vocab()
-    if text is None:
-        text = bench_text()
-    t0 = time.perf_counter()
-    tok = Tokenizer.from_metadata(md)
-    load_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    ids = tok.encode(text, add_bos=False)
-    cold_s = time.perf_counter() - t0
-    warm_s = float("inf")
-    for _ in range(max(1, repeats)):
-        t0 = time.perf_counter()
-        tok.encode(text, add_bos=False)
-        warm_s = min(warm_s, time.perf_counter() - t0)
-    t0 = time.perf_counter()
-    tok.decode(ids)
-    dec_s = time.perf_counter() - t0
-    return {"n_vocab": tok.n_vocab, "load_s": round(load_s, 4), "chars": len(text), "tokens": len(ids),
-            "cold_tokens_per_s": round(len(ids) / cold_s), "warm_tokens_per_s": round(len(ids) / warm_s),
-            "decode_tokens_per_s": round(len(ids) / dec_s)}

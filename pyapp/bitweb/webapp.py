@@ -322,10 +322,9 @@ class WebApp:
                     raise AppError("device-lost", f"the GPU device was lost ({self.dev.lost}); reload the model")
                 raise AppError("no-model", "no model is loaded yet")
             params, max_tokens = params_from(req.get("settings") or {})
-            from bitweb import engine
+            from bitweb.generation import ChatSession, common_prefix
             if self.chat is None:
-                self.chat = engine.ChatSession(self.eng, system=(req.get("system") or None))
-            from bitweb.chat import common_prefix
+                self.chat = ChatSession(self.eng, system=(req.get("system") or None))
             cached = list(getattr(self.eng, "cached_ids", []))
             self.stop_requested = False
             self.n_tokens, self.tokens_at_stop = 0, None

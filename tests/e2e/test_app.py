@@ -32,7 +32,7 @@ REPLY_MS = 240_000
 
 def make_model(out: pathlib.Path, seed: int, vocab_extra: list[str] | None = None) -> pathlib.Path:
     """A tiny random bitnet-b1.58 I2_S model with the bytes vocabulary (+ extra NORMAL tokens)."""
-    from bitweb import makemodel, vocab
+    from bitweb.authoring import makemodel, vocab
     args = argparse.Namespace(arch="bitnet-b1.58", format="i2_s", preset="tiny", layers=None,
                               vocab="bytes", seed=seed, scale_tensors="auto")
     voc = vocab.bytes_vocab()
@@ -57,7 +57,7 @@ def cli(model, prompt=PROMPT, max_tokens=12, system=None, activations="a8") -> d
 
 def byte_level(text: str) -> str:
     """GPT-2 byte-level token text for `text` (what tokenizer.ggml.tokens holds)."""
-    from bitweb.vocab import BYTE_TO_CHAR
+    from bitweb.authoring.vocab import BYTE_TO_CHAR
     return "".join(BYTE_TO_CHAR[b] for b in text.encode())
 
 
@@ -474,11 +474,11 @@ def native_chat(model, turns, max_tokens):
     """Replies of one multi-turn greedy chat with the engine on the native backend."""
     code = f"""
 import asyncio, json
-from bitweb import engine, gguf, gpu, sampling
+from bitweb import engine, generation, gguf, gpu, sampling
 async def main():
     dev = await gpu.request_device("native")
     gf = gguf.open_gguf({str(model)!r})
-    chat = engine.ChatSession(await engine.Engine.load(dev, gf, gf.source, activations="a8"))
+    chat = generation.ChatSession(await engine.Engine.load(dev, gf, gf.source, activations="a8"))
     out = []
     for text in {list(turns)!r}:
         out.append((await chat.send(text, sampling.SamplingParams(), {max_tokens})).text)
@@ -534,7 +534,7 @@ def test_llama3_vocabulary_model_from_a_url(app, tmp_path):
     server, answering as the CLI does."""
     import os
     import shutil
-    from bitweb import makemodel
+    from bitweb.authoring import makemodel
     served = ROOT / "build" / "web" / f"test-{os.getpid()}"
     served.mkdir(parents=True, exist_ok=True)
     path = served / "llama3-tiny.gguf"

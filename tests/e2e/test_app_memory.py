@@ -51,7 +51,7 @@ class Peak:
 
 
 def test_download_and_load_stream_with_small_peak_memory(browser, server, tmp_path):
-    from bitweb import makemodel
+    from bitweb.authoring import makemodel
     models = {}
     for name, preset, layers in (("tiny", "tiny", None), ("mid", "small", 12)):
         args = argparse.Namespace(arch="bitnet-b1.58", format="i2_s", preset=preset, layers=layers,

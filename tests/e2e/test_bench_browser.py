@@ -10,7 +10,7 @@ import os
 import shutil
 
 from bitweb import bench
-from bitweb.makemodel import PRESETS, ModelSpec, load_vocab, write_model
+from bitweb.authoring.makemodel import PRESETS, ModelSpec, load_vocab, write_model
 from tests.conftest import ROOT
 from tests.test_bench import KERNEL_FIELDS, check_kernel_results
 

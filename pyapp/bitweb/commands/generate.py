@@ -1,6 +1,6 @@
 """`python -m bitweb generate MODEL.gguf --prompt TEXT ...`: stream generated text to stdout.
 
---backend native: the GPU engine (wgpu-py); numpy: the reference forward pass.
+--backend native: the GPU engine (wgpu-py); numpy: the numpy forward pass (bitweb.numpy_model).
 --chat wraps the prompt (and --system) in the model's chat format (bitweb.chat) and stops
 on <|eot_id|> / EOS; without --chat the prompt is encoded as plain text (BOS per the file).
 --json prints one object at the end instead of streaming:
@@ -68,8 +68,8 @@ def main(args) -> int:
     if args.backend == "numpy":
         if getattr(args, "lm_head", None):
             raise ValueError("--lm-head re-quantizes on the GPU: use --backend native")
-        from bitweb.reference import ReferenceModel
-        ref = ReferenceModel.from_gguf(gf, activations=args.activations, max_context=max_ctx)
+        from bitweb.numpy_model import NumpyModel
+        ref = NumpyModel.from_gguf(gf, activations=args.activations, max_context=max_ctx)
         ids = prompt_ids(ref.tokenizer, args)
         res = ref.generate(ids, params, args.max_tokens, on_token=_on_token(args),
                            ignore_eos=getattr(args, "ignore_eos", False))

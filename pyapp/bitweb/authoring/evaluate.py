@@ -1,4 +1,5 @@
-"""`bitweb eval MODEL.gguf`: held-out exact-match accuracy per task (bitweb.tasks).
+"""Held-out exact-match accuracy per task (bitweb.authoring.tasks); the `eval` command is
+bitweb.commands.eval.
 
 The held-out prompts are `tasks.heldout(task)` (distinct canonical questions never
 trained on, one paraphrase each, single turn), rendered with the chat format
@@ -11,18 +12,17 @@ The core takes callables, so any backend plugs in:
     generate(prompt_ids, max_tokens) -> new ids without the stop token
     (or generate_batch(list of prompt ids, max_tokens) -> list of new ids)
 
-The CLI runs the chosen backend (native: the GPU engine through wgpu-py; numpy: the
-reference forward) and, when torch is installed and the repository's training/ code is
-present, the PyTorch W1.58A8 forward of the same file's weights (training/infer.py
-load_gguf), then reports the share of prompts with identical greedy tokens.
+Backends: numpy_report (the numpy model), native_report (the GPU engine through wgpu-py) and
+torch_report (when torch is installed and the repository's training/ code is present: the
+PyTorch W1.58A8 forward of the same file's weights, training/infer.py load_gguf); agreement()
+gives the share of prompts with identical greedy tokens.
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 
-from bitweb import tasks
+from bitweb.authoring import tasks
 
 MAX_TOKENS = 64
 
@@ -91,9 +91,9 @@ def _prompt_fn(tok):
 
 
 def numpy_report(gf, activations="a8", limit=None) -> dict:
-    from bitweb.reference import ReferenceModel
+    from bitweb.numpy_model import NumpyModel
     from bitweb.sampling import SamplingParams
-    ref = ReferenceModel.from_gguf(gf, activations=activations)
+    ref = NumpyModel.from_gguf(gf, activations=activations)
     tok = ref.tokenizer
     return evaluate(_prompt_fn(tok), tok.decode, limit=limit,
                     generate=lambda ids, n: ref.generate(ids, SamplingParams(), n).ids)
@@ -123,7 +123,7 @@ def native_report(path, gf, activations="a8", limit=None) -> dict:
 
 def torch_report(path, gf, limit=None) -> dict | None:
     """The PyTorch W1.58A8 forward of the file's weights, or None without torch / training/."""
-    train_dir = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "training"))
+    train_dir = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "training"))
     if not os.path.exists(os.path.join(train_dir, "infer.py")):
         return None
     try:
@@ -144,32 +144,3 @@ def torch_report(path, gf, limit=None) -> dict | None:
             out += greedy(model, prompts[i: i + 128], n, stop)
         return out
     return evaluate(_prompt_fn(tok), tok.decode, generate_batch=gen_batch, limit=limit)
-
-
-def main(args) -> int:
-    from bitweb.gguf import open_gguf
-    gf = open_gguf(args.model)
-    if args.backend == "numpy":
-        eng = numpy_report(gf, args.activations, args.limit)
-    else:
-        eng = native_report(args.model, gf, args.activations, args.limit)
-    ref = torch_report(args.model, gf, args.limit)
-    out = {"model": args.model, "backend": args.backend, "activations": args.activations,
-           args.backend: eng}
-    if ref is not None:
-        out["torch"] = ref
-        out["same_tokens"] = agreement(eng, ref)
-    if args.json:
-        print(json.dumps({k: ({kk: vv for kk, vv in v.items() if kk != "answers"} if isinstance(v, dict) else v)
-                          for k, v in out.items()}, indent=1))
-        return 0
-    print(table(eng, f"{args.model}: {args.backend} backend, {args.activations} activations"))
-    if ref is None:
-        print("PyTorch figures: not available (needs torch and the repository's training/ code)")
-        return 0
-    print(table(ref, "PyTorch W1.58A8 forward of the same weights"))
-    s = out["same_tokens"]
-    print(f"identical greedy tokens {args.backend} vs PyTorch: {s['same']}/{s['n']} ({100 * s['fraction']:.1f}%)")
-    for d in s["differ"][:10]:
-        print(f"  differs: [{d['task']}] {d['question']!r}: {args.backend} {d['a']!r} / torch {d['b']!r}")
-    return 0

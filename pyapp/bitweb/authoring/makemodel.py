@@ -52,14 +52,11 @@ peak memory is one linear weight, not the model.
 from __future__ import annotations
 
 import math
-import os
-import sys
-import time
 import zlib
 from dataclasses import dataclass
 
 from bitweb import formats
-from bitweb.gguf_writer import ARRAY, BOOL, FLOAT32, INT32, STRING, UINT32, GGUFWriter, Value
+from bitweb.authoring.gguf_writer import ARRAY, BOOL, FLOAT32, INT32, STRING, UINT32, GGUFWriter, Value
 
 PRESETS = {
     # n_in of every linear (n_embd, n_head*head_dim, n_ff) is a multiple of 256 (TQ blocks)
@@ -178,8 +175,8 @@ def spec_from_args(args) -> ModelSpec:
 # ------------------------------------------------------------------ vocabulary + metadata
 
 def load_vocab(which: str) -> dict:
-    """tokenizer.* metadata from bitweb.vocab: "bytes" (tiny byte BPE) or "llama3"."""
-    from bitweb import vocab
+    """tokenizer.* metadata from bitweb.authoring.vocab: "bytes" (tiny byte BPE) or "llama3"."""
+    from bitweb.authoring import vocab
     if which == "bytes":
         return vocab.bytes_vocab()
     if which == "llama3":
@@ -364,22 +361,3 @@ def write_model(spec: ModelSpec, voc: dict, out, progress=None) -> list[TensorPl
             for chunk in tensor_chunks(spec, tp):
                 w.write_tensor(tp.name, chunk)
     return plan
-
-
-def main(args) -> int:
-    spec = spec_from_args(args)
-    out = os.fspath(args.out)
-    t0 = time.time()
-    voc = load_vocab(args.vocab)
-    tty = sys.stderr.isatty()
-
-    def progress(i, n, name):
-        if tty:
-            print(f"\r[{i + 1}/{n}] {name:40s}", end="", file=sys.stderr, flush=True)
-    plan = write_model(spec, voc, out, progress)
-    if tty:
-        print(file=sys.stderr)
-    size = os.path.getsize(out)
-    print(f"wrote {out}: {spec.arch} {spec.preset} {spec.linear_type}, {spec.n_layer} blocks, "
-          f"{len(plan)} tensors, {size} bytes in {time.time() - t0:.1f} s")
-    return 0

@@ -1,4 +1,4 @@
-"""numpy reference forward pass of a BitNet GGUF model (CPython only): the oracle for the GPU engine.
+"""The numpy forward pass of a BitNet GGUF model (CPython only): the oracle for the GPU engine.
 
 One plain loop over the blocks; every value is float32 (as in the kernels) except the
 int32 dot products of A8 mode. Shapes: n = tokens in this call, e = n_embd,
@@ -30,8 +30,8 @@ from __future__ import annotations
 import numpy as np
 
 from bitweb import formats
-from bitweb.engine import GenerationRun, check_prompt, common_prefix
-from bitweb.model import TERNARY_TYPES, Model
+from bitweb.generation import GenerationRun, check_prompt, common_prefix
+from bitweb.model import LINEARS, NORMS, TERNARY_TYPES, Model, ModelError
 from bitweb.ref.bitlinear import activations
 from bitweb.sampling import Sampler, SamplingParams, apply_penalty, top_candidates
 
@@ -109,13 +109,17 @@ class Linear:
         return s * (f if self.scale is None else f * self.scale)
 
 
-class ReferenceModel:
+class NumpyModel:
     """The numpy forward pass with a KV cache, and the same generate() as the engine (sync)."""
 
     def __init__(self, model: Model, activations: str = "a8", max_context: int | None = None):
         if activations not in ACTIVATIONS:
             raise ValueError(f"activations {activations!r}: must be one of {ACTIVATIONS}")
         cfg, gf = model.cfg, model.gguf
+        todo = [what for what, needed in (("QK-norm", cfg.qk_norm), ("NORM (adjacent-pair) RoPE", cfg.rope != "neox"))
+                if needed]
+        if todo:
+            raise ModelError(f"architecture {cfg.arch!r}: {', '.join(todo)}: not run by the numpy model yet")
         self.model, self.cfg, self.activations = model, cfg, activations
         self.n_ctx = min(cfg.n_ctx, max_context) if max_context else cfg.n_ctx
 
@@ -129,16 +133,16 @@ class ReferenceModel:
         self.lm_head = self.token_embd if model.output is None else mat(model.output)   # (V, e)
         self.output_norm = vec(model.output_norm)
         self.blk = []
-        for b in model.blk:
-            layer = {n: vec(getattr(b, n)) for n in ("attn_norm", "attn_sub_norm", "ffn_norm", "ffn_sub_norm")}
-            for n in ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"):
+        for b in model.blk:                       # a tensor the architecture lacks stays None
+            layer = {n: None if getattr(b, n) is None else vec(getattr(b, n)) for n in NORMS}
+            for n in LINEARS:
                 layer[n] = Linear(gf, getattr(b, n), getattr(b, n + "_scale"))
             self.blk.append(layer)
         self._tokenizer = None
         self.reset()
 
     @classmethod
-    def from_gguf(cls, gf, activations: str = "a8", max_context: int | None = None) -> "ReferenceModel":
+    def from_gguf(cls, gf, activations: str = "a8", max_context: int | None = None) -> "NumpyModel":
         return cls(Model.from_gguf(gf), activations, max_context)
 
     @property
@@ -156,25 +160,44 @@ class ReferenceModel:
 
     def forward(self, ids, pos0: int):
         """Run tokens `ids` at positions pos0.. (the cache must hold 0..pos0-1); logits (n, V)."""
-        c, a8 = self.cfg, self.activations == "a8"
+        c = self.cfg
         n = len(ids)
         if pos0 + n > self.n_ctx:
             raise ValueError(f"positions {pos0}..{pos0 + n - 1} are past the context {self.n_ctx}")
         pos = np.arange(pos0, pos0 + n)
-        act = (lambda g: np.maximum(g, 0) ** 2) if c.ffn == "relu2" else (lambda g: g / (1 + np.exp(-g)))
         x = self.token_embd[np.asarray(ids)]                                          # (n, e)
         for i, L in enumerate(self.blk):
-            # q, k, v = W . rmsnorm(x, attn_norm)      (each linear folds the norm in, see Linear)
-            q = rope_neox(L["attn_q"](x, L["attn_norm"], c.eps, a8), pos, c.n_head, c.head_dim, c.rope_base)  # (n, q)
-            self.K[i, pos] = rope_neox(L["attn_k"](x, L["attn_norm"], c.eps, a8), pos, c.n_head_kv,
-                                       c.head_dim, c.rope_base)                       # (n, kv) roped keys
-            self.V[i, pos] = L["attn_v"](x, L["attn_norm"], c.eps, a8)                # (n, kv)
-            o = attention(q, self.K[i, :pos0 + n], self.V[i, :pos0 + n], pos0,
-                          c.n_head, c.n_head_kv, c.head_dim)                          # (n, q) causal GQA
-            x = x + L["attn_output"](o, L["attn_sub_norm"], c.eps, a8)                # (n, e) x += Wo . rmsnorm(o)
-            g = act(L["ffn_gate"](x, L["ffn_norm"], c.eps, a8)) * L["ffn_up"](x, L["ffn_norm"], c.eps, a8)  # (n, f)
-            x = x + L["ffn_down"](g, L["ffn_sub_norm"], c.eps, a8)                    # (n, e) x += Wd . rmsnorm(g)
+            # q, k, v = Wq | Wk | Wv . rmsnorm(x, attn_norm)                         (n, q) (n, kv) (n, kv)
+            q, k, v = (self.linear(L, w, x, "attn_norm") for w in ("attn_q", "attn_k", "attn_v"))
+            # RoPE q, k at pos; K, V rows -> cache; causal GQA                         (n, q)
+            o = self.attention(i, q, k, v, pos)
+            # x += Wo . rmsnorm(o, attn_sub_norm)                                      (n, e)
+            x = x + self.linear(L, "attn_output", o, "attn_sub_norm")
+            # g = act(Wg . n) * (Wu . n), n = rmsnorm(x, ffn_norm)                     (n, f)
+            g = self.ffn(L, x, "ffn_norm")
+            # x += Wd . rmsnorm(g, ffn_sub_norm)                                       (n, e)
+            x = x + self.linear(L, "ffn_down", g, "ffn_sub_norm")
         return rmsnorm(x, self.output_norm, c.eps) @ self.lm_head.T                    # (n, V) logits
+
+    # the block's vocabulary (as bitweb.engine.block's): each honours the Config flags it meets
+    def linear(self, L, w, x, norm):
+        """L[w] . rmsnorm(x, L[norm]) (x as is when the architecture has no such norm): (n, n_out)."""
+        return L[w](x, L[norm], self.cfg.eps, self.activations == "a8")
+
+    def attention(self, i, q, k, v, pos):
+        """RoPE q, k at positions pos, write K, V rows pos of block i's cache, causal GQA over the
+        positions so far: (n, q)."""
+        c = self.cfg
+        end = int(pos[-1]) + 1
+        q = rope_neox(q, pos, c.n_head, c.head_dim, c.rope_base)
+        self.K[i, pos] = rope_neox(k, pos, c.n_head_kv, c.head_dim, c.rope_base)   # roped keys
+        self.V[i, pos] = v
+        return attention(q, self.K[i, :end], self.V[i, :end], int(pos[0]), c.n_head, c.n_head_kv, c.head_dim)
+
+    def ffn(self, L, x, norm):
+        """act(Wg . n) * (Wu . n), n = rmsnorm(x, L[norm]); act relu^2 or silu (Config.ffn): (n, f)."""
+        act = (lambda g: np.maximum(g, 0) ** 2) if self.cfg.ffn == "relu2" else (lambda g: g / (1 + np.exp(-g)))
+        return act(self.linear(L, "ffn_gate", x, norm)) * self.linear(L, "ffn_up", x, norm)
 
     def logits(self, ids):
         """Logits for every position of a fresh sequence (n, V) (resets the cache)."""

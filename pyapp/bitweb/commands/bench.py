@@ -1,0 +1,45 @@
+"""`bitweb bench kernels|decode|load|tokenizer [MODEL] [--json]`: the benchmarks of bitweb.bench."""
+from __future__ import annotations
+
+import asyncio
+import json
+
+from bitweb.bench import (HEADER, QUICK_SHAPES, SHAPES, BenchError, bench_decode, bench_encode, bench_kernels, bench_load,
+                          describe_decode, timing)
+
+
+def main(args) -> int:
+    if args.what == "tokenizer":
+        from bitweb.authoring.vocab import llama3_vocab
+        r = bench_encode(llama3_vocab())
+        print(json.dumps(r) if args.json else "\n".join(f"{k}: {v}" for k, v in r.items()))
+        return 0
+    if args.what in ("decode", "load") and not args.model:
+        raise BenchError(f"bench {args.what} needs a MODEL.gguf")
+    return asyncio.run(_main(args))
+
+
+async def _main(args) -> int:
+    from bitweb import gpu
+    dev = await gpu.request_device(args.backend)
+    log = None if args.json else (lambda m: print(m, flush=True))
+    lm_head = getattr(args, "lm_head", None)
+    if args.what == "kernels":
+        shapes = QUICK_SHAPES if args.quick else SHAPES
+        if log:
+            log(f"# {dev.describe()}\n# timing: {timing(dev)}\n{HEADER}")
+        r = await bench_kernels(dev, shapes, quick=args.quick, repeats=args.repeats, log=log)
+        if args.json:
+            print(json.dumps(r))
+    elif args.what == "decode":
+        from bitweb.gguf import FileSource, open_gguf
+        gf = open_gguf(args.model)
+        with FileSource(args.model) as src:
+            r = await bench_decode(dev, gf, src, tokens=args.tokens, prompt_tokens=args.prompt_tokens,
+                                   activations=args.activations, lm_head=lm_head, repeats=args.repeats,
+                                   overlap=not getattr(args, "no_overlap", False))
+        print(json.dumps(r) if args.json else describe_decode(r))
+    else:
+        r = await bench_load(dev, args.model, activations=args.activations, lm_head=lm_head)
+        print(json.dumps(r) if args.json else "\n".join(f"{k}: {v}" for k, v in r.items()))
+    return 0

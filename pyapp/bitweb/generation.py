@@ -1,0 +1,156 @@
+"""Generation bookkeeping shared by the GPU engine (bitweb.engine) and the numpy model
+(bitweb.numpy_model): prompt checks, stop rules, streaming text, timing, the result, and
+ChatSession (multi-turn over either). Stdlib only; runs in Pyodide.
+
+Context length: the KV cache holds `n_ctx` positions (the file's context length, or
+`max_context` when smaller). A prompt must leave room for one generated token
+(len(prompt) <= n_ctx - 1), else ContextError before any GPU work. Generation stops
+with stop_reason "context" once prompt + generated tokens == n_ctx (the last token
+then sits at position n_ctx - 1 and is never fed back). Nothing ever writes past the cache.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from bitweb.chat import chat_ids
+from bitweb.sampling import SamplingParams
+
+
+class ContextError(ValueError):
+    """A prompt that does not fit the context (or is empty / has ids outside the vocabulary)."""
+
+
+STOP_REASONS = ("eos", "eot", "max_tokens", "context", "stopped")
+
+
+@dataclass
+class GenerateResult:
+    prompt_ids: list
+    ids: list                       # generated ids, without the stop token
+    text: str                       # decoded `ids`
+    stop_reason: str                # one of STOP_REASONS
+    prefill_ms: float               # prompt forward pass + first token
+    decode_ms_per_token: float      # mean over the following tokens (0 when there were none)
+    dispatches_per_token: float     # GPU dispatches per decoded token (0 for numpy)
+    host_calls_per_token: float     # calls from Python into the GPU backend per decoded token
+    counters: dict = field(default_factory=dict)
+    stop_id: int | None = None      # the EOS / EOT id that ended generation
+
+    JSON_KEYS = ("prompt_ids", "ids", "text", "stop_reason", "prefill_ms", "decode_ms_per_token",
+                 "dispatches_per_token", "host_calls_per_token")
+
+    def to_json(self) -> dict:
+        return {k: getattr(self, k) for k in self.JSON_KEYS}
+
+
+def now_ms() -> float:
+    return time.perf_counter() * 1000.0
+
+
+def check_prompt(prompt_ids, n_ctx: int, n_vocab: int) -> list:
+    ids = list(prompt_ids)
+    if not ids:
+        raise ContextError("empty prompt: at least one token is needed (add_bos gives one)")
+    for i, t in enumerate(ids):
+        if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < n_vocab:
+            raise ContextError(f"prompt token {i} is {t!r}, not a token id (vocabulary has {n_vocab})")
+    if len(ids) > n_ctx - 1:
+        raise ContextError(f"prompt has {len(ids)} tokens but the context holds {n_ctx}: at most {n_ctx - 1} "
+                           f"prompt tokens leave room for one generated token (shorten the prompt "
+                           f"or load with a larger max_context)")
+    return ids
+
+
+class GenerationRun:
+    """Bookkeeping shared by the GPU engine and the numpy model: stop rules, streaming
+    text, timing. The caller computes tokens; accept(tok) says whether to go on."""
+
+    def __init__(self, tokenizer, n_ctx, prompt_ids, max_tokens, on_token=None, should_stop=None,
+                 ignore_eos=False):
+        self.tok = tokenizer
+        self.ignore_eos = ignore_eos
+        self.n_ctx = n_ctx
+        self.prompt_ids = list(prompt_ids)
+        self.max_tokens = int(max_tokens)
+        self.on_token = on_token
+        self.should_stop = should_stop
+        self.ids, self.pieces = [], []
+        self.stop_reason, self.stop_id = None, None
+        self.stream = tokenizer.stream()
+        self.t0 = now_ms()
+        self.t_prefill = None
+        self.n_decode = 0
+
+    def prefill_done(self):
+        self.t_prefill = now_ms()
+
+    def is_stop_token(self, t: int) -> bool:
+        return not self.ignore_eos and self.tok.is_stop(t)
+
+    def accept(self, t: int) -> bool:
+        """Take one sampled token; False when generation ends (stop_reason set)."""
+        if self.is_stop_token(t):
+            self.stop_id = t
+            self.stop_reason = "eos" if t == self.tok.eos_id else "eot"
+            return False
+        self.ids.append(t)
+        piece = self.stream.push(t)
+        self.pieces.append(piece)
+        if self.on_token:
+            self.on_token(t, piece)
+        if len(self.ids) >= self.max_tokens:
+            self.stop_reason = "max_tokens"
+        elif len(self.prompt_ids) + len(self.ids) >= self.n_ctx:
+            self.stop_reason = "context"
+        elif self.should_stop is not None and self.should_stop():
+            self.stop_reason = "stopped"
+        return self.stop_reason is None
+
+    def result(self, counters: dict | None = None, dispatches: int = 0, host_calls: int = 0) -> GenerateResult:
+        """counters: backend counter deltas over the decode steps (after prefill)."""
+        t_end = now_ms()
+        tail = self.stream.flush()
+        if tail:
+            self.pieces.append(tail)
+            if self.on_token:
+                self.on_token(None, tail)
+        n = max(self.n_decode, 1)
+        t_pre = self.t_prefill if self.t_prefill is not None else t_end
+        return GenerateResult(
+            prompt_ids=self.prompt_ids, ids=list(self.ids), text="".join(self.pieces),
+            stop_reason=self.stop_reason or "max_tokens", prefill_ms=round(t_pre - self.t0, 3),
+            decode_ms_per_token=round((t_end - t_pre) / n, 3) if self.n_decode else 0.0,
+            dispatches_per_token=round(dispatches / n, 3) if self.n_decode else 0.0,
+            host_calls_per_token=round(host_calls / n, 3) if self.n_decode else 0.0,
+            counters=dict(counters or {}), stop_id=self.stop_id)
+
+
+def common_prefix(a, b) -> int:
+    """Length of the common prefix of two id lists (the KV-cache entries to keep)."""
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+class ChatSession:
+    """Multi-turn chat over an Engine (or a numpy NumpyModel): the conversation is
+    re-rendered with bitweb.chat each turn and generate() keeps the KV cache for the common
+    token prefix, so only the new user turn (and the re-tokenized reply, when it differs)
+    is prefilled. A conversation that no longer fits the context raises ContextError."""
+
+    def __init__(self, eng, system: str | None = None):
+        self.eng = eng
+        self.messages = [{"role": "system", "content": system}] if system else []
+
+    async def send(self, user_text: str, params: SamplingParams | None = None, max_tokens: int = 256,
+                   on_token=None, should_stop=None) -> GenerateResult:
+        msgs = self.messages + [{"role": "user", "content": user_text}]
+        ids = chat_ids(self.eng.tokenizer, msgs)
+        res = self.eng.generate(ids, params, max_tokens, on_token=on_token, should_stop=should_stop)
+        if hasattr(res, "__await__"):
+            res = await res
+        self.messages = msgs + [{"role": "assistant", "content": res.text}]
+        return res

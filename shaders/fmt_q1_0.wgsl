@@ -1,0 +1,30 @@
+// fmt_q1_0.wgsl (#include format with FMT_Q1): ggml's Q1_0 (binary), in the packed-format
+// interface of common_ternary.wgsl.
+//
+// 128 values per 18-byte block: f16 d, then 16 bytes of signs: bit j % 8 of byte j / 8 set -> +d,
+// clear -> -d (w = 2b - 1, i.e. code c = 2b and w = c - 1). Code word k (sign bytes 4k .. 4k + 3)
+// holds in nibble g the values 32k + 4g .. + 3 (bit i: value 32k + 4g + i).
+
+#include common_bytes
+#include common_ternary
+
+const BLK: u32 = 128u;
+const BBYTES: u32 = 18u;
+const QW: u32 = 4u;
+const QG: u32 = 8u;
+const CW: u32 = 4u;
+
+fn fmt_word(t: u32, bi: u32, k: u32) -> u32 { return ldb(t, bi * BBYTES + 2u + 4u * k); }
+
+fn fmt_codes(w: u32) -> array<u32, QG> {
+    var c: array<u32, QG>;
+    for (var g = 0u; g < QG; g++) {
+        c[g] = ((((w >> (4u * g)) & 0xFu) * 0x00204081u) & 0x01010101u) << 1u;   // bit i -> byte i, 2b
+    }
+    return c;
+}
+fn fmt_pos(k: u32, g: u32) -> u32 { return 8u * k + g; }
+fn fmt_has(k: u32, g: u32) -> bool { return true; }
+fn fmt_cword(h: u32, i: u32) -> u32 { return i; }
+fn fmt_d(t: u32, bi: u32) -> f32 { return ldh(t, bi * BBYTES); }
+fn fmt_ws(t: u32, nb: u32) -> f32 { return 1.0; }

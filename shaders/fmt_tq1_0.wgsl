@@ -1,0 +1,45 @@
+// fmt_tq1_0.wgsl (#include format with FMT_TQ1): llama.cpp's TQ1_0, in the packed-format
+// interface of common_ternary.wgsl.
+//
+// 256 values per 54-byte block: qs[48], qh[4], then f16 d. Base 3, five trits per byte: trit j of
+// byte q is ((q * 3^j) % 256 * 3) >> 8; code c -> w = (c - 1) d. qs[m] (m < 32) holds values
+// 32j + m, qs[32 + m] (m < 16) 160 + 16j + m, qh[m] (m < 4) 240 + 4j + m (j < 4; its trit 4
+// holds nothing). Code word k holds in group (trit) g: k < 8 values 4k + 32g .. + 3; k < 12
+// 4k + 128 + 16g; k = 12 240 + 4g. Every word holds values of both halves of the block.
+// trits(w): the 5 trit planes of the 4 bytes of w as code bytes, two bytes at a time in 16-bit lanes.
+
+#include common_bytes
+#include common_ternary
+
+const BLK: u32 = 256u;
+const BBYTES: u32 = 54u;
+const QW: u32 = 13u;
+const QG: u32 = 5u;
+const CW: u32 = 13u;
+
+fn fmt_word(t: u32, bi: u32, k: u32) -> u32 { return ldb(t, bi * BBYTES + 4u * k); }
+
+fn trits(w: u32) -> array<u32, 5> {
+    var lo = w & 0x00FF00FFu;
+    var hi = (w >> 8u) & 0x00FF00FFu;
+    var t: array<u32, 5>;
+    for (var k = 0u; k < 5u; k++) {
+        let l3 = lo * 3u;
+        let h3 = hi * 3u;
+        t[k] = ((l3 >> 8u) & 0x00030003u) | (h3 & 0x03000300u);
+        lo = l3 & 0x00FF00FFu;
+        hi = h3 & 0x00FF00FFu;
+    }
+    return t;
+}
+
+fn fmt_codes(w: u32) -> array<u32, QG> { return trits(w); }
+fn fmt_pos(k: u32, g: u32) -> u32 {
+    if (k < 8u) { return k + 8u * g; }
+    if (k < 12u) { return k + 32u + 4u * g; }
+    return 60u + min(g, 3u);
+}
+fn fmt_has(k: u32, g: u32) -> bool { return k < 12u || g < 4u; }
+fn fmt_cword(h: u32, i: u32) -> u32 { return i; }
+fn fmt_d(t: u32, bi: u32) -> f32 { return ldh(t, bi * BBYTES + 52u); }
+fn fmt_ws(t: u32, nb: u32) -> f32 { return 1.0; }
