@@ -43,7 +43,7 @@ def parse_v(spec):
 
 async def version(dev, path, step, consts, hints, defs, bufs, m):
     c = dict(step.constants)
-    c.pop("TM", None)
+    c.pop("RQ", None); c.pop("NQ", None)
     c.update(consts)
     d = dict(step.defines, **defs)
     code = shaders.specialise(open(path).read(), dev, d, path)
@@ -109,8 +109,8 @@ async def main():
         plans = []
         for t in a.tune or [""]:
             kw = {k: int(v) for k, v in (x.split("=") for x in filter(None, t.split(",")))}
-            st = bitlinear_tiled.matmul(a.fmt, n_in, n_out, m, a8=not a.f32, residual=a.residual, **kw)
-            plans.append((f"shaders/ TM{st.constants['TM']} WG{st.constants['WG']}",
+            st = bitlinear_tiled.matmul(a.fmt, n_in, n_out, m, a8=not a.f32, residual=a.residual, dev=dev, **kw)
+            plans.append((f"shaders/ RQ{st.constants['RQ']} NQ{st.constants['NQ']} WG{st.constants['WG']}",
                           dev.plan([await st.instantiate(dev, bufs)])))
         ref_step = bitlinear_tiled.matmul(a.fmt, n_in, n_out, m, a8=not a.f32, residual=a.residual)
         for spec in a.v:

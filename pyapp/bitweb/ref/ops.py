@@ -267,7 +267,7 @@ def attention_prefill_cases(b, rng, scope):
     # (n_head, n_kv, head_dim, max_ctx, p0, rows, wg)
     shapes = [(4, 2, 32, 16, 2, 5, None)] if scope == "browser" else \
         [(8, 2, 64, 48, 0, 13, None), (8, 2, 64, 48, 30, 18, None), (2, 2, 32, 16, 3, 5, None),
-         (4, 1, 64, 260, 200, 3, 64)]
+         (4, 1, 64, 260, 200, 3, 4), (20, 5, 128, 80, 9, 70, 16), (4, 2, 40, 24, 5, 6, None)]
     for nh, nkv, hd, max_ctx, p0, m, wg in shapes:
         freqs = rope_freqs(hd, 10000.0)
         width = (nh + 2 * nkv) * hd
