@@ -2,6 +2,7 @@
 
 `need(ok, why)`: a test that cannot run here (no GPU adapter, no browser) fails
 when CI=true and is skipped with the reason elsewhere. It never passes silently.
+`write_tiny(path, ...)` / the `tiny_model` fixture: the one factory of small random-weight models.
 """
 from __future__ import annotations
 
@@ -25,6 +26,31 @@ def need(ok: bool, why: str) -> None:
 
 def run(coro):
     return asyncio.run(coro)
+
+
+def write_tiny(path, arch="bitnet-b1.58", fmt="i2_s", seed=0, scale_tensors=None, preset="tiny", vocab="bytes",
+               **dims) -> str:
+    """Write a random-weight model (bitweb.authoring.makemodel) to path and return str(path).
+    dims override the preset's (n_layer=3 ...); scale_tensors None: as `make-model
+    --scale-tensors auto` (.scale tensors for arch bitnet with tq1_0 / tq2_0)."""
+    from bitweb.authoring.makemodel import PRESETS, ModelSpec, load_vocab, write_model
+    scale = scale_tensors if scale_tensors is not None else (arch == "bitnet" and fmt in ("tq1_0", "tq2_0"))
+    write_model(ModelSpec(arch=arch, fmt=fmt, preset=preset, seed=seed, scale_tensors=scale,
+                          **dict(PRESETS[preset], **dims)), load_vocab(vocab), path)
+    return str(path)
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory):
+    """tiny_model(**kw) -> path of the model write_tiny(**kw) writes, written once per session."""
+    d, cache = tmp_path_factory.mktemp("models"), {}
+
+    def get(**kw):
+        key = tuple(sorted(kw.items()))
+        if key not in cache:
+            cache[key] = write_tiny(d / f"model{len(cache)}.gguf", **kw)
+        return cache[key]
+    return get
 
 
 _dev = None

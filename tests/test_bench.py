@@ -11,7 +11,6 @@ import os
 import pytest
 
 from bitweb import bench, commands as cli, formats
-from bitweb.authoring.makemodel import PRESETS, ModelSpec, load_vocab, write_model
 from bitweb.gguf import FileSource, open_gguf
 from bitweb.kernels import dense, lmhead
 from tests.conftest import run
@@ -25,11 +24,8 @@ def close(a, b, rel=0.02):
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    path = tmp_path_factory.mktemp("bench") / "tiny.gguf"
-    write_model(ModelSpec(arch="bitnet-b1.58", fmt="i2_s", preset="tiny", seed=3, scale_tensors=False,
-                          **PRESETS["tiny"]), load_vocab("bytes"), path)
-    return str(path)
+def tiny(tiny_model):
+    return tiny_model(seed=3)
 
 
 def check_kernel_results(res, shapes):

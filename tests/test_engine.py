@@ -7,7 +7,6 @@ from __future__ import annotations
 import pytest
 
 from bitweb import gpu as gpu_mod
-from bitweb.authoring.makemodel import PRESETS, ModelSpec, load_vocab, write_model
 from bitweb.engine import Engine, EngineError
 from bitweb.generation import ChatSession, ContextError
 from bitweb.gguf import BytesSource, FileSource, open_gguf
@@ -20,19 +19,9 @@ PROMPT = "The engine and the reference agree"
 
 
 @pytest.fixture(scope="module")
-def models(tmp_path_factory):
-    d = tmp_path_factory.mktemp("engine")
-    out = {}
-
+def models(tiny_model):
     def get(arch="bitnet-b1.58", fmt="i2_s", seed=1, scale=None):
-        key = (arch, fmt, seed, scale)
-        if key not in out:
-            path = d / f"{arch}-{fmt}-{seed}-{scale}.gguf"
-            sc = scale if scale is not None else (arch == "bitnet" and fmt in ("tq1_0", "tq2_0"))
-            write_model(ModelSpec(arch=arch, fmt=fmt, preset="tiny", seed=seed, scale_tensors=sc, **PRESETS["tiny"]),
-                        load_vocab("bytes"), path)
-            out[key] = str(path)
-        return out[key]
+        return tiny_model(arch=arch, fmt=fmt, seed=seed, scale_tensors=scale)
     return get
 
 

@@ -2,7 +2,7 @@
 
 Oracles: gguf.quants for F16/BF16/Q8_0/TQ1_0/TQ2_0 (quantize and dequantize);
 for I2_S and Q1_0 (which gguf-py cannot quantize) expected bytes are built by
-hand in this file from the layouts in DESIGN.md section 3, bit by bit, with
+hand in this file from the layouts in bitweb/formats.py's docstring, bit by bit, with
 plain Python loops that share no code with bitweb.formats.
 """
 import struct
@@ -112,7 +112,7 @@ def test_registry_facts():
 # ------------------------------------------------------------ hand-built layouts
 
 def hand_i2_s(t, scale):
-    """DESIGN.md: 128 values / 32 bytes; byte b holds value b in bits 7:6, 32+b in 5:4,
+    """128 values / 32 bytes; byte b holds value b in bits 7:6, 32+b in 5:4,
     64+b in 3:2, 96+b in 1:0; code = t + 1; then f32 scale at n/4, then 28 zero bytes."""
     t = [int(v) for v in np.asarray(t).reshape(-1)]
     out = bytearray()
@@ -126,7 +126,7 @@ def hand_i2_s(t, scale):
 
 
 def hand_q1_0(s, ds):
-    """DESIGN.md: per 128 values: f16 d, then 16 bytes; bit (j % 8) of byte j / 8 set -> +d."""
+    """Per 128 values: f16 d, then 16 bytes; bit (j % 8) of byte j / 8 set -> +d."""
     s = [int(v) for v in np.asarray(s).reshape(-1)]
     out = bytearray()
     for blk, d in enumerate(ds):
@@ -141,7 +141,7 @@ def hand_q1_0(s, ds):
 
 
 def hand_tq2_0(t, ds):
-    """DESIGN.md: qs[64] then f16 d; value j*4 + l*32 + m (j in 0, 32) is bits 2l of qs[j + m]."""
+    """qs[64] then f16 d; value j*4 + l*32 + m (j in 0, 32) is bits 2l of qs[j + m]."""
     t = [int(v) for v in np.asarray(t).reshape(-1)]
     out = bytearray()
     for blk, d in enumerate(ds):

@@ -7,7 +7,6 @@ import json
 import pytest
 
 from bitweb import commands as cli
-from bitweb.authoring.makemodel import PRESETS, ModelSpec, load_vocab, write_model
 from bitweb.chat import chat_ids
 from bitweb.gguf import open_gguf
 from bitweb.numpy_model import NumpyModel
@@ -19,11 +18,8 @@ KEYS = ["prompt_ids", "ids", "text", "stop_reason", "prefill_ms", "decode_ms_per
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory):
-    path = tmp_path_factory.mktemp("cli") / "tiny-i2s.gguf"
-    write_model(ModelSpec(arch="bitnet-b1.58", fmt="i2_s", preset="tiny", seed=4, scale_tensors=False,
-                          **PRESETS["tiny"]), load_vocab("bytes"), path)
-    return str(path)
+def model(tiny_model):
+    return tiny_model(seed=4)
 
 
 def gen(capsys, *argv):

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from bitweb import formats
-from bitweb.gguf import (BytesSource, GGUFError, NeedMoreBytes, PrefixSource, _jsonable, read_gguf,
-                         to_json_dict)
+from bitweb.gguf import (MAX_HEADER_BYTES, MAX_HEADER_ITEMS, BytesSource, GGUFError, NeedMoreBytes, PrefixSource,
+                         _jsonable, open_gguf, read_gguf, to_json_dict)
 
 U8, I8, U16, I16, U32, I32, F32, BOOL, STR, ARR, U64, I64, F64 = range(13)
 PACK = {U8: "B", I8: "b", U16: "H", I16: "h", U32: "I", I32: "i", F32: "f", BOOL: "?", U64: "Q", I64: "q", F64: "d"}
@@ -351,3 +351,154 @@ def test_fuzz_parses_or_raises_gguf_error(data):
         assert gf.data_offset <= t.abs_offset and t.abs_offset + t.nbytes <= len(data)
         assert len(gf.tensor_data(t.name)) == t.nbytes
     json.dumps(to_json_dict(gf), default=_jsonable)
+
+
+# ------------------------------------------------------------ header bounds
+# A valid file can still be hostile: a 192 MiB metadata string, a 20-million-item array. The header
+# may take MAX_HEADER_BYTES (64 MiB) and hold MAX_HEADER_ITEMS (2^22) array items; a file that
+# claims more fails at the length / count field, before those bytes are read or anything is
+# allocated for them. The files here are sparse: a real header, then a claimed size.
+
+MiB = 1 << 20
+
+
+class SparseSource:
+    """A file of `size` bytes whose first bytes are `head` and the rest zeros (a valid string of
+    NULs, valid array items), built on demand; it records the furthest byte read."""
+
+    def __init__(self, head, size):
+        self.head, self.size, self.read_to = bytes(head), size, 0
+
+    def read(self, offset, n):
+        assert 0 <= offset and offset + n <= self.size
+        self.read_to = max(self.read_to, offset + n)
+        part = self.head[offset:offset + n]
+        return part + bytes(n - len(part))
+
+
+def head_with(key_value: bytes) -> bytes:
+    """GGUF v3, no tensors, general.architecture and one more kv (its key, type and value start)."""
+    return (b"GGUF" + u32(3) + u64(0) + u64(2) + gstr("general.architecture") + u32(STR) + gstr("bitnet-b1.58")
+            + key_value)
+
+
+def sparse(key_value: bytes, body: int):
+    head = head_with(key_value)
+    return SparseSource(head, len(head) + body)
+
+
+def check_bounded(src, field, match):
+    tracemalloc.start()
+    try:
+        with pytest.raises(GGUFError, match=match) as e:
+            read_gguf(src)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert e.value.field == field, str(e.value)
+    assert src.read_to <= 2 * MiB, src.read_to                  # failed at the field, read nothing big
+    assert peak < 4 * MiB, peak
+    return e.value
+
+
+def test_192_mib_metadata_string_is_refused_at_its_length():
+    n = 192 * MiB
+    e = check_bounded(sparse(gstr("x.big") + u32(STR) + u64(n), n), "kv['x.big']", f"string length {n} ")
+    assert "64 MiB" in str(e) and str(MAX_HEADER_BYTES) in str(e)
+
+
+def test_strings_arrays_and_counts_over_the_bound():
+    over = MAX_HEADER_BYTES                                  # bytes that cannot fit after what precedes
+    check_bounded(sparse(gstr("x.arr") + u32(ARR) + u32(U32) + u64(over // 4), over), "kv['x.arr'].array_length",
+                  r"array of \d+ u32 .* past 64 MiB")
+    check_bounded(sparse(gstr("x.strs") + u32(ARR) + u32(STR) + u64(over // 8), over), "kv['x.strs'].array_length",
+                  r"array of \d+ str .* past 64 MiB")
+    check_bounded(sparse(u64(over), over), "kv.key", "string length .* past 64 MiB")          # a key
+    inner = gstr("x.n") + u32(ARR) + u32(ARR) + u64(1) + u32(STR) + u64(1) + u64(over)       # [["<64 MiB>"]]
+    check_bounded(sparse(inner, over), "kv['x.n']", "string length .* past 64 MiB")
+    # the counts in the first 24 bytes, against a file big enough to hold them
+    for field, at, count in (("header.kv_count", 16, 6 * MiB), ("header.tensor_count", 8, 3 * MiB)):
+        head = bytearray(b"GGUF" + u32(3) + u64(0) + u64(0))
+        head[at:at + 8] = u64(count)                         # records of >= 13 / 32 bytes: 78 / 96 MiB
+        check_bounded(SparseSource(head, 2 * MAX_HEADER_BYTES), field, "past 64 MiB")
+
+
+def test_array_items_are_bounded_in_all():
+    n = MAX_HEADER_ITEMS + 1                                 # 4 MiB of u8: under the byte bound
+    e = check_bounded(sparse(gstr("x.u8") + u32(ARR) + u32(U8) + u64(n), n), "kv['x.u8'].array_length",
+                      f"over {MAX_HEADER_ITEMS} array items")
+    assert str(n) in str(e)
+    half = MAX_HEADER_ITEMS // 2 + 1                         # two arrays: the second one crosses
+    two = gstr("x.a") + u32(ARR) + u32(U8) + u64(half) + bytes(half)
+    head = (b"GGUF" + u32(3) + u64(0) + u64(3) + gstr("general.architecture") + u32(STR) + gstr("bitnet-b1.58")
+            + two + gstr("x.b") + u32(ARR) + u32(U8) + u64(half))
+    with pytest.raises(GGUFError, match=f"brings the header's array items to {2 * half}") as e:
+        read_gguf(SparseSource(head, len(head) + half))
+    assert e.value.field == "kv['x.b'].array_length"
+
+
+def test_bound_is_exact(monkeypatch):
+    """A header ending exactly at the bound parses; one byte more is refused (bound made small)."""
+    import bitweb.gguf as g
+    monkeypatch.setattr(g, "MAX_HEADER_BYTES", 4096)
+    base = head_with(gstr("x.s") + u32(STR))
+    fits = base + gstr("a" * (4096 - len(base) - 8))
+    assert len(fits) == 4096
+    assert read_gguf(BytesSource(fits)).metadata["x.s"] == "a" * (4096 - len(base) - 8)
+    over = base + gstr("a" * (4096 - len(base) - 7))
+    with pytest.raises(GGUFError, match="would end at byte 4097"):
+        read_gguf(BytesSource(over))
+
+
+def test_bound_holds_for_a_real_file_on_disk(tmp_path):
+    """Natively (the CLI's FileSource): a sparse 192 MiB string file, `bitweb inspect` says why."""
+    import subprocess
+    import sys
+    head = head_with(gstr("x.big") + u32(STR) + u64(192 * MiB))
+    path = tmp_path / "big-string.gguf"
+    with open(path, "wb") as f:
+        f.write(head)
+        f.truncate(len(head) + 192 * MiB)                   # sparse: no disk used
+    with pytest.raises(GGUFError, match="64 MiB"):
+        open_gguf(path)
+    p = subprocess.run([sys.executable, "-m", "bitweb", "inspect", str(path)], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode != 0 and "64 MiB" in p.stderr and "kv['x.big']" in p.stderr, p.stderr[-2000:]
+
+
+def test_browser_header_reader_stops_at_the_bound():
+    """webapp.parse_header (growing prefixes of a Blob): a hostile file is refused after the first
+    256 KiB prefix; a header that needs more than 64 MiB is never read past 64 MiB."""
+    from bitweb import webapp
+    from tests.test_webapp import drive
+
+    class LazyBlob:                                       # a Blob of a SparseSource
+        def __init__(self, src):
+            self.src, self.size, self.reads = src, src.size, []
+
+        def slice(self, a, b):
+            blob = self
+
+            class Part:
+                async def arrayBuffer(self):
+                    blob.reads.append(b - a)
+
+                    class AB:
+                        def to_bytes(self):
+                            return blob.src.read(a, b - a)
+                    return AB()
+            return Part()
+
+    n = 192 * MiB
+    blob = LazyBlob(sparse(gstr("x.big") + u32(STR) + u64(n), n))
+    with pytest.raises(GGUFError, match="64 MiB"):
+        drive(webapp.parse_header(blob))
+    assert blob.reads == [webapp.HEADER_FIRST]
+    # 70000 strings of 1000 bytes: each string fits, the 67th MiB does not: prefixes up to 64 MiB
+    count = 70000
+    blob = LazyBlob(sparse(gstr("x.strs") + u32(ARR) + u32(STR) + u64(count) + (u64(1000) + bytes(1000)) * count,
+                           0))
+    with pytest.raises(GGUFError, match="past 64 MiB") as e:
+        drive(webapp.parse_header(blob))
+    assert e.value.field == "kv['x.strs']"
+    assert max(blob.reads) <= MAX_HEADER_BYTES and blob.reads[-1] == MAX_HEADER_BYTES, blob.reads

@@ -9,20 +9,16 @@ import numpy as np
 import pytest
 
 from bitweb.authoring.gguf_writer import ARRAY, GGUFWriter, Value
-from bitweb.authoring.makemodel import PRESETS, ModelSpec, load_vocab, write_model
 from bitweb.generation import ContextError
 from bitweb.gguf import GGUFError, open_gguf
 from bitweb.model import Config, Model, ModelError
 from bitweb.numpy_model import NumpyModel
 from bitweb.sampling import SamplingParams
+from tests.conftest import write_tiny
 
 
-def make(path, arch="bitnet-b1.58", fmt="i2_s", seed=0, scale_tensors=None, **dims):
-    p = dict(PRESETS["tiny"], **dims)
-    scale = scale_tensors if scale_tensors is not None else (arch == "bitnet" and fmt in ("tq1_0", "tq2_0"))
-    write_model(ModelSpec(arch=arch, fmt=fmt, preset="tiny", seed=seed, scale_tensors=scale, **p),
-                load_vocab("bytes"), path)
-    return open_gguf(path)
+def make(path, **kw):
+    return open_gguf(write_tiny(path, **kw))
 
 
 def rewrite(gf, path, meta=None, drop=(), retype=None):

@@ -43,7 +43,6 @@ import pytest  # noqa: E402
 
 from bitweb import formats  # noqa: E402
 from bitweb.authoring import gguf_writer as gw  # noqa: E402
-from bitweb.authoring.makemodel import PRESETS, ModelSpec, load_vocab, write_model  # noqa: E402
 from bitweb.engine import Engine, EngineError  # noqa: E402
 from bitweb.gguf import FileSource, open_gguf  # noqa: E402
 
@@ -70,12 +69,8 @@ def load(dev, path, **kw):
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    d = tmp_path_factory.mktemp("lmhead")
-    path = d / "tied.gguf"
-    write_model(ModelSpec(arch="bitnet-b1.58", fmt="i2_s", preset="tiny", seed=11, scale_tensors=False,
-                          **PRESETS["tiny"]), load_vocab("bytes"), path)
-    return d, str(path)
+def tiny(tmp_path_factory, tiny_model):
+    return tmp_path_factory.mktemp("lmhead"), tiny_model(seed=11)
 
 
 @pytest.mark.parametrize("tied", [True, False])

@@ -1,5 +1,6 @@
 // Static server for the app: http://127.0.0.1:PORT (default 8080; PORT or --port to change).
-// Serves only files from the repo (web/, node_modules/pyodide/, build/web/, shaders/), no network.
+// Serves only files from the repo (web/, node_modules/pyodide/ and markdown-it's browser build, build/web/,
+// shaders/), no network.
 import http from 'node:http';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -13,6 +14,7 @@ const HOST = process.env.HOST || '127.0.0.1';
 // URL prefix -> directory under ROOT. Anything else is 404.
 const MOUNTS = [
   ['/node_modules/pyodide/', 'node_modules/pyodide/'],
+  ['/node_modules/markdown-it/dist/browser/', 'node_modules/markdown-it/dist/browser/'],
   ['/build/web/', 'build/web/'],
   ['/shaders/', 'shaders/'],
   ['/', 'web/'],
@@ -25,8 +27,10 @@ const TYPES = {
   '.txt': 'text/plain; charset=utf-8', '.whl': 'application/zip',
 };
 
+// The file a request path names, or null (404). Throws URIError for a malformed %-escape.
 export function resolve(urlPath) {
   let p = decodeURIComponent(urlPath.split('?')[0]);
+  if (p.includes('\0')) return null;
   if (p.endsWith('/')) p += 'index.html';
   for (const [prefix, dir] of MOUNTS) {
     if (!p.startsWith(prefix)) continue;
@@ -38,35 +42,82 @@ export function resolve(urlPath) {
   return null;
 }
 
+function plain(res, status, text, extra = {}) {
+  if (res.headersSent) { res.destroy(); return; }
+  res.writeHead(status, { 'content-type': 'text/plain; charset=utf-8', 'content-length': Buffer.byteLength(text), ...extra });
+  res.end(text);
+}
+
+// The path of a request target: origin-form "/p?q", or absolute-form "http://host/p?q"
+// (which HTTP/1.1 servers must accept). Anything else ("*", "host:port", "p") is null.
+function targetPath(url) {
+  if (url.startsWith('/')) return url;
+  if (/^https?:\/\//i.test(url)) {
+    try { const u = new URL(url); return u.pathname + u.search; } catch { return null; }
+  }
+  return null;
+}
+
 function serve(req, res) {
-  const file = resolve(req.url);
+  if (req.method !== 'GET' && req.method !== 'HEAD') {
+    plain(res, 405, 'method not allowed (GET and HEAD only)\n', { allow: 'GET, HEAD' });
+    return;
+  }
+  const target = targetPath(req.url);
+  if (target === null) { plain(res, 400, 'bad request target\n'); return; }
+  let file;
+  try {
+    file = resolve(target);
+  } catch (e) {
+    if (!(e instanceof URIError)) throw e;
+    plain(res, 400, 'malformed %-escape in the path\n');
+    return;
+  }
   let st = null;
   try { st = file && fs.statSync(file); } catch { st = null; }
-  if (!st || !st.isFile()) { res.writeHead(404, { 'content-type': 'text/plain' }); res.end('not found'); return; }
+  if (!st || !st.isFile()) { plain(res, 404, 'not found\n'); return; }
   const headers = {
     'content-type': TYPES[path.extname(file)] || 'application/octet-stream',
     'cache-control': 'no-cache',
     'last-modified': st.mtime.toUTCString(),
     'accept-ranges': 'bytes',
     'cross-origin-opener-policy': 'same-origin',
-    'cross-origin-embedder-policy': 'require-corp',
+    'cross-origin-embedder-policy': 'credentialless',   // isolated, yet a no-cors probe of another origin works (CORS errors)
   };
+  let start = 0, end = st.size - 1, status = 200;
   const range = /^bytes=(\d*)-(\d*)$/.exec(req.headers.range || '');
-  if (range) {
-    const start = range[1] === '' ? Math.max(0, st.size - Number(range[2])) : Number(range[1]);
-    const end = range[1] === '' || range[2] === '' ? st.size - 1 : Math.min(Number(range[2]), st.size - 1);
-    if (start > end || start >= st.size) { res.writeHead(416, { 'content-range': `bytes */${st.size}` }); res.end(); return; }
-    res.writeHead(206, { ...headers, 'content-length': end - start + 1, 'content-range': `bytes ${start}-${end}/${st.size}` });
-    if (req.method === 'HEAD') { res.end(); return; }
-    fs.createReadStream(file, { start, end }).pipe(res);
-    return;
+  if (range && (range[1] !== '' || range[2] !== '')) {
+    start = range[1] === '' ? Math.max(0, st.size - Number(range[2])) : Number(range[1]);
+    end = range[1] === '' || range[2] === '' ? st.size - 1 : Math.min(Number(range[2]), st.size - 1);
+    if (start > end || start >= st.size) { plain(res, 416, 'range not satisfiable\n', { 'content-range': `bytes */${st.size}` }); return; }
+    status = 206;
+    headers['content-range'] = `bytes ${start}-${end}/${st.size}`;
   }
-  res.writeHead(200, { ...headers, 'content-length': st.size });
-  if (req.method === 'HEAD') { res.end(); return; }
-  fs.createReadStream(file).pipe(res);
+  res.writeHead(status, { ...headers, 'content-length': st.size ? end - start + 1 : 0 });
+  if (req.method === 'HEAD' || !st.size) { res.end(); return; }
+  // a file removed or unreadable after the stat ends this response only
+  fs.createReadStream(file, { start, end }).on('error', () => res.destroy()).pipe(res);
 }
 
-const server = http.createServer(serve);
+const server = http.createServer((req, res) => {
+  try {
+    serve(req, res);
+  } catch (e) {                    // never let one request take the server down
+    console.error(`bitweb: ${req.method} ${JSON.stringify(req.url)}: ${e?.stack || e}`);
+    plain(res, 500, 'internal server error\n');
+  }
+});
+// Requests Node's parser rejects (bad request line or headers, NUL bytes, headers over the
+// size limit): answer and close that connection only.
+server.on('clientError', (err, socket) => {
+  if (!socket.writable || err.code === 'ECONNRESET') { socket.destroy(); return; }
+  const status = err.code === 'HPE_HEADER_OVERFLOW' ? '431 Request Header Fields Too Large' : '400 Bad Request';
+  socket.end(`HTTP/1.1 ${status}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
+});
+// CONNECT (a proxy request) and Upgrade requests bypass the handler above: refuse them too.
+const refuse = (req, socket) => socket.end('HTTP/1.1 405 Method Not Allowed\r\nallow: GET, HEAD\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
+server.on('connect', refuse);
+server.on('upgrade', refuse);
 server.listen(PORT, HOST, () => {
   console.log(`bitweb: serving on http://${HOST}:${server.address().port}/  (Ctrl+C to stop)`);
 });

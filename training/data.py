@@ -1,4 +1,4 @@
-"""Training data: chat text (DESIGN.md section 4) and token ids for the task examples.
+"""Training data: chat text (the 2B4T chat format, bitweb.chat) and token ids for the task examples.
 
 Chat format (the 2B4T template):
     <|begin_of_text|> + for each message: "System: " / "User: " / "Assistant: "

@@ -20,6 +20,18 @@ export function replay(device, plan) {
   device.queue.submit([enc.finish()]);
 }
 
+// Buffers these helpers hold themselves (kept staging buffers), per device: [count, bytes].
+// bitweb.gpu adds them to the buffers Python created for dev.live_buffers / dev.live_bytes.
+const heldOf = new WeakMap();
+function held(device, n, bytes) {
+  const h = heldOf.get(device) || [0, 0];
+  h[0] += n; h[1] += bytes;
+  heldOf.set(device, h);
+}
+export function live(device) {
+  return [...(heldOf.get(device) || [0, 0])];
+}
+
 // Copy [offset, offset+size) of a buffer to a mappable one and return it as a Uint8Array.
 // Staging buffers are kept per device (a page may replace its device, e.g. for a new model).
 const stagingOf = new WeakMap();
@@ -30,7 +42,7 @@ export async function read(device, buffer, offset, size) {
   let st = staging.get(padded);
   if (!st || st.busy) {
     st = { buf: device.createBuffer({ size: padded, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST, label: 'readback' }), busy: false };
-    if (padded <= 65536) staging.set(padded, st);
+    if (padded <= 65536 && !staging.has(padded)) { staging.set(padded, st); held(device, 1, padded); }
   }
   st.busy = true;
   try {

@@ -1,30 +1,42 @@
-// Where model bytes come from, and the model cache in OPFS (runs in the worker).
+// Where model bytes come from, and the model cache in OPFS (runs in the library's worker).
 //
 // The cache is the origin private file system directory "models/": one file per model plus
-// "index.json" ({name: {size, source, saved, lastModified}}), which is written only after a
-// file is complete, so a half-written download is never offered.
+// "index.json" ({name: {size, source, saved, lastModified, file}}). A model enters the index only
+// once it has loaded (`commit()` of a pending copy, called by the worker after a successful load);
+// a copy that fails to load is deleted (`discard()`), so the cache never holds a file that cannot
+// load. Pending copies are written under their own file name ("NAME.<stamp>.part") so that a
+// cached model of the same name stays usable until the new copy replaces it.
 //
-// Every copy streams: a fetch body or a File is read into one reused CHUNK-byte buffer and
-// written with a FileSystemSyncAccessHandle, so one chunk is held in memory at a time. Loading then reads the cached File in chunks
-// (web/gpu.mjs uploadBlob) straight into queue.writeBuffer.
+// Every copy streams: a fetch body or a File is read into one reused buffer and written with a
+// FileSystemSyncAccessHandle, so one chunk is held in memory at a time. Loading then reads the
+// cached File in chunks (web/gpu.mjs uploadBlob) straight into queue.writeBuffer.
 
 export const DEFAULT_URL = new URL('./models/bitweb-chat-i2_s.gguf', import.meta.url).href;
 export const CHUNK = 8 << 20;
 
-export class NetworkError extends Error {}
-export class StorageError extends Error {}
+// Errors with the kind the library reports (web/bitweb.mjs).
+export class ModelsError extends Error {
+  constructor(kind, message) { super(message); this.kind = kind; }
+}
+const fail = (kind, message) => new ModelsError(kind, message);
+
+const pending = new Set();         // file names being written or loaded (not in the index yet)
 
 export function nameFrom(text) {
   const base = String(text).split(/[?#]/)[0].split('/').filter(Boolean).pop() || 'model.gguf';
-  let name = decodeURIComponent(base).replace(/[^A-Za-z0-9._-]+/g, '_').replace(/^\.+/, '').slice(0, 120);
+  let decoded;
+  try { decoded = decodeURIComponent(base); } catch { decoded = base; }
+  let name = decoded.replace(/[^A-Za-z0-9._-]+/g, '_').replace(/^\.+/, '').slice(0, 120);
   if (!name || name === 'index.json') name = 'model';
   return name.endsWith('.gguf') ? name : name + '.gguf';
 }
 
+export function hasCache() {
+  return !!(navigator.storage && navigator.storage.getDirectory);
+}
+
 async function dir() {
-  if (!navigator.storage || !navigator.storage.getDirectory) {
-    throw new StorageError('this browser has no origin private file system (OPFS): models cannot be cached');
-  }
+  if (!hasCache()) throw fail('storage', 'this browser has no origin private file system (OPFS): models cannot be cached');
   const root = await navigator.storage.getDirectory();
   return root.getDirectoryHandle('models', { create: true });
 }
@@ -45,8 +57,10 @@ async function writeIndex(d, idx) {
   await w.close();
 }
 
-// {models: [{name, size, source, saved}], usage, quota}. Drops entries whose file is gone
-// or has the wrong size, and files that are not in the index (interrupted copies).
+const fileOf = (name, e) => e.file || name;
+
+// {models: [{name, size, source, saved}], usage, quota}. Drops entries whose file is gone or has
+// the wrong size, and files that are neither in the index nor pending (interrupted copies).
 export async function list() {
   const d = await dir();
   const idx = await readIndex(d);
@@ -54,12 +68,13 @@ export async function list() {
   let changed = false;
   for (const [name, e] of Object.entries(idx)) {
     let size = -1;
-    try { size = (await (await d.getFileHandle(name)).getFile()).size; } catch { /* gone */ }
+    try { size = (await (await d.getFileHandle(fileOf(name, e))).getFile()).size; } catch { /* gone */ }
     if (size !== e.size) { delete idx[name]; changed = true; continue; }
-    models.push({ name, ...e });
+    models.push({ name, size: e.size, source: e.source, saved: e.saved });
   }
-  for await (const name of d.keys()) {
-    if (name !== 'index.json' && !(name in idx)) await d.removeEntry(name).catch(() => {});
+  const used = new Set(Object.entries(idx).map(([n, e]) => fileOf(n, e)));
+  for await (const f of d.keys()) {
+    if (f !== 'index.json' && !used.has(f) && !pending.has(f)) await d.removeEntry(f).catch(() => {});
   }
   if (changed) await writeIndex(d, idx);
   models.sort((a, b) => b.saved - a.saved);
@@ -67,31 +82,40 @@ export async function list() {
   return { models, usage: est.usage ?? null, quota: est.quota ?? null };
 }
 
+export async function entry(name) {
+  return (await readIndex(await dir()))[name] || null;
+}
+
 export async function open(name) {
   const d = await dir();
-  const idx = await readIndex(d);
-  if (!(name in idx)) throw new StorageError(`"${name}" is not in the model cache`);
-  return (await d.getFileHandle(name)).getFile();
+  const e = (await readIndex(d))[name];
+  if (!e) throw fail('storage', `"${name}" is not in the model cache`);
+  return (await d.getFileHandle(fileOf(name, e))).getFile();
 }
 
 export async function remove(name) {
   const d = await dir();
   const idx = await readIndex(d);
+  const e = idx[name];
+  if (!e) return false;
   delete idx[name];
   await writeIndex(d, idx);
-  await d.removeEntry(name).catch(() => {});
+  await d.removeEntry(fileOf(name, e)).catch(() => {});
+  return true;
 }
 
-// Write chunks from `next()` (async, returns Uint8Array or null at the end) into cache file `name`.
+// Write chunks from `next()` (async, returns Uint8Array or null at the end) into a pending copy.
+// Returns {file, commit(), discard()}: commit() puts it in the index as `name` (replacing an older
+// copy), discard() deletes it. Nothing is indexed before commit().
 async function write(name, next, onBytes, meta) {
   const d = await dir();
-  const idx = await readIndex(d);
-  if (name in idx) { delete idx[name]; await writeIndex(d, idx); }
-  const fh = await d.getFileHandle(name, { create: true });
-  const h = await fh.createSyncAccessHandle();
-  let pos = 0;
+  const fname = `${name}.${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}.part`;
+  pending.add(fname);
+  const drop = async () => { pending.delete(fname); await d.removeEntry(fname).catch(() => {}); };
+  let h = null, pos = 0;
   try {
-    h.truncate(0);
+    const fh = await d.getFileHandle(fname, { create: true });
+    h = await fh.createSyncAccessHandle();
     for (let chunk = await next(); chunk; chunk = await next()) {
       let off = 0;
       while (off < chunk.byteLength) off += h.write(chunk.subarray(off), { at: pos + off });
@@ -99,22 +123,34 @@ async function write(name, next, onBytes, meta) {
       onBytes(pos);
     }
     h.flush();
-  } catch (e) {
     h.close();
-    await d.removeEntry(name).catch(() => {});
+    h = null;
+    const file = await fh.getFile();
+    return {
+      file,
+      async commit() {
+        const idx = await readIndex(d);
+        const old = idx[name];
+        idx[name] = { size: pos, saved: Date.now(), file: fname, ...meta };
+        await writeIndex(d, idx);
+        pending.delete(fname);
+        if (old && fileOf(name, old) !== fname) await d.removeEntry(fileOf(name, old)).catch(() => {});
+      },
+      discard: drop,
+    };
+  } catch (e) {
+    if (h) h.close();
+    await drop();
     if (e.name === 'QuotaExceededError') {
-      throw new StorageError(`not enough browser storage to cache "${name}" (${pos} bytes written): free space or delete cached models`);
+      throw fail('storage', `not enough browser storage to cache "${name}" (${pos} bytes written): free space or delete cached models`);
     }
     throw e;
   }
-  h.close();
-  idx[name] = { size: pos, saved: Date.now(), ...meta };
-  await writeIndex(d, idx);
-  return fh.getFile();
 }
 
 // Chunks of a byte stream, each read into the same reused buffer (BYOB reader): copying a file
-// of any size holds `size` bytes (CHUNK for files, 1 MiB for downloads: finer progress). Falls back to the stream's own chunks without BYOB support.
+// of any size holds `size` bytes (CHUNK for files, 1 MiB for downloads: finer progress). Falls
+// back to the stream's own chunks without BYOB support.
 function chunksOf(stream, size = CHUNK) {
   let reader;
   try { reader = stream.getReader({ mode: 'byob' }); } catch { reader = null; }
@@ -134,70 +170,108 @@ function chunksOf(stream, size = CHUNK) {
   };
 }
 
-// Copy a local File into the cache.
+// A pending cache copy of a local File (commit() after it has loaded).
 export async function saveFile(file, name, progress) {
   return write(name, chunksOf(file.stream()), (n) => progress(n, file.size), { source: 'file: ' + file.name, lastModified: file.lastModified });
 }
 
-// GET `url`, uncached; a NetworkError that names the URL when it fails or is not 200.
-async function download(url) {
+const aborted = () => fail('aborted', 'the download was aborted');
+const hostOf = (url) => { try { return new URL(url).host; } catch { return url; } };
+
+// Why a fetch of `url` failed before any response: aborted, CORS (the server answers a no-cors
+// request, so it is up but does not allow this origin), or no connection at all.
+async function whyNoResponse(url, e, signal) {
+  if (signal?.aborted) return aborted();
+  const origin = self.location.origin;
+  let target;
+  try { target = new URL(url); } catch { return fail('download', `could not download ${url}: ${e.message || e}`); }
+  if (target.origin !== origin && /^https?:$/.test(target.protocol)) {
+    try {
+      await fetch(url, { mode: 'no-cors', cache: 'no-store', signal });
+      return fail('cors', `${target.origin} answered but does not allow this page (${origin}) to read ${url}: ` +
+        `its server sends no Access-Control-Allow-Origin header for ${origin} (CORS). Download the file and open it ` +
+        `here, or serve it with "Access-Control-Allow-Origin: ${origin}".`);
+    } catch {
+      if (signal?.aborted) return aborted();
+    }
+  }
+  return fail('download', `could not connect to ${hostOf(url)} to download ${url}: the server is not running, ` +
+    `the port is closed, or there is no network (${e.message || e})`);
+}
+
+// GET `url`, uncached; a ModelsError (download / cors / aborted) that names the URL when it fails.
+async function download(url, signal) {
   let r;
   try {
-    r = await fetch(url, { cache: 'no-store' });
+    r = await fetch(url, { cache: 'no-store', signal });
   } catch (e) {
-    throw new NetworkError(`could not download ${url}: ${e.message || e}`);
+    throw await whyNoResponse(url, e, signal);
   }
-  if (!r.ok) throw new NetworkError(`could not download ${url}: HTTP ${r.status} ${r.statusText}`);
+  if (!r.ok) throw fail('download', `could not download ${url}: HTTP ${r.status} ${r.statusText}`.trim());
   return r;
 }
 
-// Without OPFS (some private windows): the download as a Blob, not cached (the browser decides
-// whether it stays in memory or goes to disk).
-export async function fetchBlob(url, progress) {
-  const r = await download(url);
+// A body reader whose failures say what happened (the connection dropped at byte n).
+function guarded(next, url, total, signal, got) {
+  return async () => {
+    try {
+      return await next();
+    } catch (e) {
+      if (signal?.aborted) throw aborted();
+      throw fail('download', `the download of ${url} broke off after ${got()} of ${total || '?'} bytes ` +
+        `(${e.message || e}): the connection dropped; try again`);
+    }
+  };
+}
+
+// Without OPFS (some private windows): the download as a Blob, not cached.
+export async function fetchBlob(url, progress, signal) {
+  const r = await download(url, signal);
   const total = Number(r.headers.get('content-length') || 0);
+  const parts = [];
+  let n = 0;
+  const next = guarded(chunksOf(r.body, 1 << 20), url, total, signal, () => n);
   progress(0, total);
-  const blob = await r.blob();
-  progress(blob.size, blob.size);
-  return blob;
+  for (let c = await next(); c; c = await next()) { parts.push(c.slice()); n += c.byteLength; progress(n, total); }
+  if (total && n !== total) throw fail('download', `the download of ${url} broke off after ${n} of ${total} bytes: the connection dropped; try again`);
+  return new Blob(parts);
 }
 
-export function hasCache() {
-  return !!(navigator.storage && navigator.storage.getDirectory);
-}
-
-async function head(url) {
+async function head(url, signal) {
   try {
-    const r = await fetch(url, { method: 'HEAD', cache: 'no-store' });
+    const r = await fetch(url, { method: 'HEAD', cache: 'no-store', signal });
     if (!r.ok) return { status: r.status };
     return { status: r.status, size: Number(r.headers.get('content-length') || -1), lastModified: r.headers.get('last-modified') };
   } catch (e) {
+    if (signal?.aborted) throw aborted();
     return { offline: true, error: String(e) };
   }
 }
 
-// A File for `url`: the cached copy when it is still current (or when the network is not
-// reachable), otherwise a fresh download streamed into the cache.
-export async function fromUrl(url, name, progress) {
-  const d = await dir();
-  const entry = (await readIndex(d))[name];
-  const h = await head(url);
-  if (entry && entry.source === url) {
-    const same = h.offline || (h.status === 200 && h.size === entry.size && (h.lastModified || null) === (entry.lastModified || null));
+// The bytes of `url`: {file, cached: true} when the cached copy is still current (or the network
+// cannot be reached), else {file, pending} with pending = a fresh download streamed into the cache
+// that the caller commits once the model has loaded (or discards).
+export async function fromUrl(url, name, progress, signal) {
+  const e = await entry(name);
+  const h = await head(url, signal);
+  if (e && e.source === url) {
+    const same = h.offline || (h.status === 200 && h.size === e.size && (h.lastModified || null) === (e.lastModified || null));
     if (same) return { file: await open(name), cached: true };
   }
-  if (h.offline && !entry) throw new NetworkError(`could not reach ${url} (${h.error}) and it is not in the cache`);
-  const r = await download(url);
+  const r = await download(url, signal);
   const total = Number(r.headers.get('content-length') || 0);
-  let last = 0;
-  const file = await write(name, chunksOf(r.body, 1 << 20), (n) => {
+  progress(0, total);                      // the download has started (its label shows at once)
+  let last = 0, got = 0;
+  const next = guarded(chunksOf(r.body, 1 << 20), url, total, signal, () => got);
+  const copy = await write(name, next, (n) => {
+    got = n;
     const now = performance.now();
     if (now - last > 50 || n === total) { last = now; progress(n, total); }
   }, { source: url, lastModified: r.headers.get('last-modified') });
-  if (total && file.size !== total) {
-    await remove(name);
-    throw new NetworkError(`download of ${url} stopped at ${file.size} of ${total} bytes`);
+  if (total && copy.file.size !== total) {
+    await copy.discard();
+    throw fail('download', `the download of ${url} broke off after ${copy.file.size} of ${total} bytes: the connection dropped; try again`);
   }
-  progress(file.size, file.size);
-  return { file, cached: false };
+  progress(copy.file.size, copy.file.size);
+  return { file: copy.file, cached: false, pending: copy };
 }

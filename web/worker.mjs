@@ -1,40 +1,38 @@
-// The app's worker: Pyodide + the bitweb engine (Python: pyapp/bitweb/webapp.py). The page only renders.
+// The library's worker (started by web/bitweb.mjs): Pyodide + the bitweb engine (Python side:
+// pyapp/bitweb/webapp.py), model bytes from the network / OPFS cache / local files (models.mjs).
 //
-// Protocol (postMessage; every message is a plain object with a `type`):
+// Protocol (postMessage; plain objects). Every request carries an `id` chosen by the page; every
+// request ends in exactly one {id, type: 'result', value} or {id, type: 'error', error}.
 //
 // page -> worker
-//   {type: 'load', source, activations, cache}     load a model; a running generation is stopped first
-//        source: 'default'              the embedded model (web/models/bitweb-chat-i2_s.gguf, or
-//                                       `defaultUrl` when given), via the OPFS cache
-//              | {file: File}           a local file; copied into the cache first unless cache === false
-//              | {url: string}          downloaded (streamed) into the cache, then loaded from there
+//   {id, op: 'load', source, options}   a new engine; the engines already loaded stay (see webapp.py)
+//        source: {url}                  downloaded into a pending cache copy (or the cached copy
+//                                       when current / offline), loaded from there
+//              | {file: Blob, name?}    a local file, loaded as it is; copied into the cache after
 //              | {cached: name}         a cached model; no network at all
-//        activations: 'a8' | 'f32'      W1.58A8 (as trained) or float activations
-//        maxContext: n                  (optional) a smaller KV cache than the model's context
-//        capLimits: {limit: value}      (optional) behave like a GPU with at most these limits
-//   {type: 'generate', text, system, settings}    one user turn of the current chat
-//        settings: {temperature, top_k, top_p, min_p, repeat_penalty, max_tokens, seed}
-//        system: the system prompt, used when this turn starts a chat
-//   {type: 'stop'}                    stop generating; takes effect before the next token
-//   {type: 'reset'}                   new chat (forget the conversation, keep the model)
-//   {type: 'cache-list'} / {type: 'cache-delete', name}   -> a 'cache' message
+//        options: {activations: 'a8'|'f32', context: n|null, capLimits: {limit: n}, gpuMemory: n|null,
+//                  replace: 'ask'|'always', cache: bool}   (checked by bitweb.mjs)
+//        -> result {engine, info, adapter, load}. A copy enters the cache index only when the model
+//           has loaded; a fresh copy whose load fails is deleted.
+//   {id, op: 'generate', engine, request}   request: the create() body (messages, settings, stop)
+//        -> {id, type: 'text', text} as text is decoded, then result {text, finish_reason, usage, timing}
+//   {id, op: 'tokenize', engine, request}   request: {text} | {messages} -> result {ids, context}
+//   {id, op: 'abort', target}               abort request `target` (a download, a load, a generation);
+//                                           answered at once (result null)
+//   {id, op: 'unload', engine}              free an engine's GPU buffers -> result {unloaded}
+//   {id, op: 'cache-list'} | {id, op: 'cache-delete', name}
+//        -> result {models: [{name, size, source, saved}], usage, quota, persisted}
+//   {id, op: 'stats'}                       -> result {wasm_bytes, live_buffers, live_bytes, engines}
+//   {id, op: 'debug-lose-device'}           test hook: destroy the GPU device
 //
-// worker -> page
-//   {type: 'progress', stage, done, total, label?}   stage: pyodide | download | cache | header |
-//                                                    upload | compile (and any engine stage)
-//   {type: 'ready', model, adapter, load}     model info, adapter info (name, features, limits),
-//                                             load stats (ms, header bytes read, wasm heap before/after)
-//   {type: 'token', text}                     one piece of the reply, as soon as it is decoded
-//   {type: 'done', text, stop_reason, stats}  stop_reason: eos | eot | max_tokens | context | stopped;
-//                                             stats: tokens, ttft_ms, prefill_tok_s, decode_tok_s ...
-//   {type: 'error', kind, message, during?}   kind: no-webgpu | limits | format | unsupported |
-//                                             context | device-lost | oom | network | storage | settings |
-//                                             no-model | gpu | internal
-//   {type: 'cache', models: [{name, size, source, saved}], usage, quota}
-//   {type: 'idle'}                            the request queue is empty
+// worker -> page (besides results)
+//   {id, type: 'progress', stage, done, total, label, bytesPerSecond?, etaSeconds?}
+//        stage: boot | download | cache | header | upload | compile
+//   {type: 'device-lost', engines: [ids], message}      every engine on the device is gone
+//   error: {kind, message, field?, ...}   kinds: see README "Errors" (webapp.classify + models.mjs)
 //
-// Requests run one at a time in arrival order; 'stop' is handled at once. A request that
-// throws always ends in an 'error' message, so the page never waits forever.
+// Nothing is queued behind a download: downloads run alongside everything else. Loads run one
+// at a time in Python (after their download); generations run one at a time per engine.
 import { bootPython } from './py.mjs';
 import * as models from './models.mjs';
 
@@ -44,127 +42,156 @@ self.bitwebPost = (json) => post(JSON.parse(json));
 let app = null;         // bitweb.webapp.WebApp (a PyProxy)
 let booting = null;
 let wasmMemory = null;
+const controllers = new Map();      // request id -> AbortController (downloads, loads, generations)
 
 self.bitwebWasmBytes = () => (wasmMemory ? wasmMemory.buffer.byteLength : 0);
 
-function python() {
+function python(id) {
   booting ??= (async () => {
-    const py = await bootPython((p) => post({ type: 'progress', ...p }));
+    const py = await bootPython((p) => post({ id, type: 'progress', stage: 'boot', done: p.done, total: p.total, label: 'Starting Python (Pyodide)' }));
     wasmMemory = findMemory(py);
-    const webapp = py.pyimport('bitweb.webapp');
-    app = webapp.WebApp(self.bitwebPost);
+    app = py.pyimport('bitweb.webapp').WebApp(self.bitwebPost);
     return app;
   })();
   return booting;
 }
 
-// The wasm linear memory behind Pyodide (for the load stats: it never shrinks, so its size
-// after loading a model bounds how much of the model went through the wasm heap).
+// The wasm linear memory behind Pyodide (it never shrinks: its size shows the peak).
 function findMemory(py) {
   const mod = py._module || py._api?._module;
   return mod?.wasmMemory || (mod?.HEAPU8 ? { get buffer() { return mod.HEAPU8.buffer; } } : null);
 }
 
-function errorOf(e, during) {
-  const kind = e instanceof models.NetworkError ? 'network' : e instanceof models.StorageError ? 'storage'
-    : e?.name === 'QuotaExceededError' ? 'storage' : 'internal';
-  const message = kind === 'internal' ? `${e?.name || 'Error'}: ${e?.message || e}` : e.message;
-  return { type: 'error', kind, message, during, loaded: !!(app && app.has_model()) };
+const parse = (json) => JSON.parse(json);
+class Failed extends Error { constructor(error) { super(error.message); this.error = error; } }
+function unwrap(json) {
+  const v = parse(json);
+  if (v && v.error) throw new Failed(v.error);
+  return v;
 }
 
-const stage = (name, label) => (done, total) => post({ type: 'progress', stage: name, done, total, label });
+function errorOf(e) {
+  if (e instanceof Failed) return e.error;
+  if (e instanceof models.ModelsError) return { kind: e.kind, message: e.message };
+  if (e?.name === 'QuotaExceededError') return { kind: 'storage', message: e.message };
+  if (e?.name === 'AbortError') return { kind: 'aborted', message: 'aborted' };
+  return { kind: 'internal', message: `${e?.name || 'Error'}: ${e?.message || e}` };
+}
 
-// A File for the requested source (cached in OPFS unless asked not to).
-async function sourceFile(msg) {
-  const src = msg.source;
-  if (src === 'default' || src?.url) {
-    const url = src === 'default' ? (msg.defaultUrl || models.DEFAULT_URL) : new URL(src.url, self.location.href).href;
-    const name = models.nameFrom(url);
-    if (!models.hasCache()) {
-      const file = await models.fetchBlob(url, stage('download', `Downloading ${name} (this browser has no OPFS: not cached)`));
-      return { file, name, cached: false, local: true };
+// Progress of one stage, with speed and time left for byte stages.
+function stage(id, name, label) {
+  const t0 = performance.now();
+  return (done, total) => {
+    const m = { id, type: 'progress', stage: name, done, total, label };
+    const s = (performance.now() - t0) / 1000;
+    if (total > 4096 && s > 0.2 && done > 0) {
+      m.bytesPerSecond = Math.round(done / s);
+      m.etaSeconds = Math.max(0, (total - done) / m.bytesPerSecond);
     }
-    const { file, cached } = await models.fromUrl(url, name, stage('download', 'Downloading ' + name));
-    return { file, name, cached };
-  }
-  if (src?.cached) return { file: await models.open(src.cached), name: src.cached, cached: true };
-  if (src?.file) return { file: src.file, name: models.nameFrom(src.file.name), cached: false, local: true };
-  throw new Error('load: unknown source ' + JSON.stringify(src));
+    post(m);
+  };
 }
 
-async function load(msg) {
-  const py = await python();
-  py.reset();                    // whatever happens next, the old conversation is over
-  let { file, name, cached, local } = await sourceFile(msg);   // local: not a fresh cache entry
-  post({ type: 'progress', stage: 'header', done: 0, total: 1, label: 'Reading the header of ' + name });
-  if (!(await py.inspect(file, name))) {
-    // Header did not parse: a freshly downloaded file is useless, drop it from the cache.
-    if (!local && !cached) await models.remove(name).catch(() => {});
-    return;
-  }
-  post({ type: 'progress', stage: 'header', done: 1, total: 1 });
-  if (msg.source?.file && msg.cache !== false && models.hasCache()) {
-    try {
-      file = await models.saveFile(file, name, stage('cache', 'Saving ' + name + ' in the browser cache'));
-    } catch (e) {
-      post({ ...errorOf(e, 'cache'), kind: 'storage', message: 'the model loads, but could not be cached: ' + e.message });
+// A File / Blob for the source, and what to do with the cache once the load is known to work.
+async function bytesOf(id, src, opts, signal) {
+  if (src.url) {
+    const url = new URL(src.url, self.location.href).href;
+    const name = src.name || models.nameFrom(url);
+    if (opts.cache === false || !models.hasCache()) {
+      const why = models.hasCache() ? 'not cached' : 'this browser has no OPFS: not cached';
+      return { file: await models.fetchBlob(url, stage(id, 'download', `Downloading ${name} (${why})`), signal), name };
     }
+    const r = await models.fromUrl(url, name, stage(id, 'download', 'Downloading ' + name), signal);
+    return { file: r.file, name, pending: r.pending };
   }
-  await py.load(file, name, JSON.stringify({ activations: msg.activations || 'a8', max_context: msg.maxContext ?? null, cap_limits: msg.capLimits || null }));
-  await sendCache();
+  if (src.cached) return { file: await models.open(src.cached), name: src.cached };
+  if (src.file) {
+    const name = models.nameFrom(src.name || src.file.name || 'model.gguf');
+    return { file: src.file, name, copyAfter: opts.cache !== false && models.hasCache() };
+  }
+  throw new models.ModelsError('settings', 'load: unknown source');
 }
 
-async function sendCache() {
+async function load(id, msg) {
+  const ctl = controllers.get(id);
+  const py = await python(id);
+  if (ctl.signal.aborted) throw new models.ModelsError('aborted', 'the load was aborted');
+  const { file, name, pending, copyAfter } = await bytesOf(id, msg.source, msg.options, ctl.signal);
+  const opts = msg.options;
+  const pyOpts = { activations: opts.activations, context: opts.context ?? null, cap_limits: opts.capLimits || null,
+    gpu_memory: opts.gpuMemory ?? null, replace: opts.replace || 'ask' };
+  let value;
   try {
-    post({ type: 'cache', ...(await models.list()) });
+    post({ id, type: 'progress', stage: 'header', done: 0, total: 1, label: 'Reading the header of ' + name });
+    value = unwrap(await py.load(id, file, name, JSON.stringify(pyOpts)));
   } catch (e) {
-    post({ type: 'cache', models: [], usage: null, quota: null, error: e.message });
+    if (pending) await pending.discard();       // a fresh copy that does not load is not kept
+    throw e;
   }
+  if (pending) await pending.commit();
+  else if (copyAfter) {
+    try {
+      const copy = await models.saveFile(file, name, stage(id, 'cache', `Saving ${name} in the browser cache`));
+      await copy.commit();
+    } catch (e) {
+      value.cacheError = errorOf(e).message;     // the model works; it is just not cached
+    }
+  }
+  value.name = name;
+  return value;
 }
 
-// One request at a time, in order.
-let queue = Promise.resolve();
-let pending = 0;
-function serial(during, fn) {
-  pending++;
-  queue = queue.then(fn).catch((e) => post(errorOf(e, during))).finally(() => {
-    if (--pending === 0) post({ type: 'idle' });
-  });
+async function cacheInfo() {
+  const v = await models.list();
+  v.persisted = navigator.storage?.persisted ? await navigator.storage.persisted() : null;
+  return v;
+}
+
+// Generations run one at a time per engine, in order.
+const engineQueue = new Map();
+function perEngine(eid, fn) {
+  const prev = engineQueue.get(eid) || Promise.resolve();
+  const run = prev.then(fn, fn);
+  engineQueue.set(eid, run.catch(() => {}));
+  return run;
+}
+
+async function handle(msg) {
+  const { id } = msg;
+  switch (msg.op) {
+    case 'load': return load(id, msg);
+    case 'generate': return perEngine(msg.engine, async () => {
+      const py = await python(id);
+      return unwrap(await py.generate(id, msg.engine, JSON.stringify(msg.request)));
+    });
+    case 'tokenize': return unwrap((await python(id)).tokenize(msg.engine, JSON.stringify(msg.request)));
+    case 'unload': return perEngine(msg.engine, () => (app ? unwrap(app.unload(msg.engine)) : { unloaded: false }));
+    case 'cache-list': return cacheInfo();
+    case 'cache-delete': return { removed: await models.remove(msg.name), ...(await cacheInfo()) };
+    case 'stats': return app ? parse(app.stats()) : { wasm_bytes: 0, engines: 0 };
+    case 'debug-lose-device': if (app) await app.lose_device(); return null;
+    default: throw new models.ModelsError('internal', 'unknown request ' + JSON.stringify(msg.op));
+  }
 }
 
 self.onmessage = ({ data: msg }) => {
-  switch (msg.type) {
-    case 'stop':
-      if (app) app.request_stop();
-      break;
-    case 'load':
-      if (app) app.request_stop();
-      serial('load', () => load(msg));
-      break;
-    case 'generate':
-      serial('generate', async () => {
-        const py = await python();
-        await py.generate(JSON.stringify({ text: msg.text, system: msg.system, settings: msg.settings || {} }));
-      });
-      break;
-    case 'reset':
-      serial('reset', async () => { if (app) app.reset(); });
-      break;
-    case 'cache-list':
-      serial('cache', sendCache);
-      break;
-    case 'cache-delete':
-      serial('cache', async () => { await models.remove(msg.name); await sendCache(); });
-      break;
-    case 'debug-lose-device':      // test hook: simulate a lost GPU
-      serial('debug', async () => { if (app) await app.lose_device(); });
-      break;
-    default:
-      post({ type: 'error', kind: 'internal', message: 'unknown request ' + JSON.stringify(msg.type) });
+  if (msg.op === 'abort') {
+    controllers.get(msg.target)?.abort();
+    if (app) app.abort(msg.target);
+    post({ id: msg.id, type: 'result', value: null });
+    return;
   }
+  controllers.set(msg.id, new AbortController());
+  handle(msg).then(
+    (value) => post({ id: msg.id, type: 'result', value }),
+    (e) => post({ id: msg.id, type: 'error', error: errorOf(e) }),
+  ).finally(() => {
+    controllers.delete(msg.id);
+    if (app) app.forget(msg.id);
+  });
 };
 
 self.addEventListener('unhandledrejection', (ev) => {
   ev.preventDefault();
-  post(errorOf(ev.reason, 'worker'));
+  console.warn('bitweb worker: unhandled rejection', ev.reason);
 });

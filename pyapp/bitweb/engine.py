@@ -249,7 +249,6 @@ class Engine:
         self.lm_head = None           # "q8_0": the LM head is re-quantized on load
         self.buf = {}                 # activation / state buffers
         self.cached_ids = []          # tokens whose K/V rows are in the cache
-        self._tokenizer = None
         self._topk = {}               # k -> (top-k plan item, top buffer, value offset)
         self._plans = {}              # decode: k -> Plan; prefill: (rows, k or None) -> Plan
         self.prefill_rows = 1
@@ -299,10 +298,7 @@ class Engine:
 
     @property
     def tokenizer(self):
-        if self._tokenizer is None:
-            from bitweb.tokenizer import Tokenizer
-            self._tokenizer = Tokenizer.from_metadata(self.model.gguf.metadata)
-        return self._tokenizer
+        return self.model.tokenizer
 
     def _check_support(self):
         m, cfg = self.model, self.cfg

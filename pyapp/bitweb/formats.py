@@ -8,7 +8,7 @@ Element order is GGUF order: the flat tensor with ne0 contiguous, i.e. a numpy
 array with the GGUF dims reversed, flattened in C order. Blocks run over that
 flat order (a block never spans two rows because ne0 % block_size == 0).
 
-Layouts (little endian, DESIGN.md section 3):
+Layouts (little endian; ARCHITECTURE.md, "Weight formats", has the table and why id 36 is I2_S):
   F32    4 bytes per value.
   F16    IEEE half.
   BF16   the upper 16 bits of an f32.

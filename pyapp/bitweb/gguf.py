@@ -19,6 +19,15 @@ the header bytes are read; tensor data is read on demand with tensor_data().
 Every count and length is checked against the bytes left in the file before
 anything is allocated, and every loop is bounded by the file size. Any
 malformed input raises GGUFError naming the field and the byte offset.
+
+Header bounds (a valid file may still be hostile): the header (everything before the
+tensor data) may take at most MAX_HEADER_BYTES = 64 MiB, and its arrays at most
+MAX_HEADER_ITEMS = 2^22 items in all. Real headers are far smaller: the Llama 3
+tokenizer (128256 tokens, 280147 merges) is ~7 MiB and 536k items, Gemma 3's
+(262144 tokens with scores and types) ~786k items. Every string length, array count,
+kv / tensor count is checked against the room left under the bound before it is read
+or allocated, so a file claiming more fails at once (GGUFError naming the field and
+the bound) instead of growing memory: in Pyodide the wasm heap never shrinks.
 """
 from __future__ import annotations
 
@@ -34,6 +43,8 @@ MAX_DIMS = 4                      # GGML_MAX_DIMS
 MAX_ARRAY_DEPTH = 8               # nested arrays deeper than this are rejected (no recursion blow-up)
 INT64_MAX = (1 << 63) - 1
 _CHUNK = 1 << 20                  # header bytes fetched from the source per read
+MAX_HEADER_BYTES = 64 << 20       # header bound (see the module docstring)
+MAX_HEADER_ITEMS = 1 << 22        # array items in the whole header
 
 # value type id -> (name, struct code); string/array handled separately
 T_UINT8, T_INT8, T_UINT16, T_INT16, T_UINT32, T_INT32, T_FLOAT32, T_BOOL, T_STRING, T_ARRAY, \
@@ -217,6 +228,7 @@ class _Parser:
         self.buf = b""
         self.buf_at = 0
         self.pos = 0
+        self.items = 0                                      # array items read so far
 
     def fail(self, what, field, at=None):
         raise GGUFError(what, field, self.pos if at is None else at)
@@ -224,11 +236,22 @@ class _Parser:
     def left(self) -> int:
         return self.size - self.pos
 
+    def bound(self, need: int, what: str, field: str, at: int) -> None:
+        """Fail unless `need` more header bytes fit in the file and under MAX_HEADER_BYTES."""
+        if need > self.left():
+            self.fail(f"{what} exceeds the {self.left()} bytes left in the file (size {self.size})", field, at)
+        if self.pos + need > MAX_HEADER_BYTES:
+            self.fail(f"{what} takes the header past {MAX_HEADER_BYTES >> 20} MiB "
+                      f"(it would end at byte {self.pos + need}): bitweb refuses GGUF headers over "
+                      f"{MAX_HEADER_BYTES >> 20} MiB ({MAX_HEADER_BYTES} bytes)", field, at)
+
     def take(self, n: int, field: str) -> int:
         """Advance over n bytes; return their offset in self.buf."""
         at, end = self.pos, self.pos + n
         if end > self.size:
             self.fail(f"unexpected end of file: {n} bytes needed at byte {at}, file size {self.size}", field, at)
+        if end > MAX_HEADER_BYTES:
+            self.bound(n, f"{n} bytes at byte {at}", field, at)
         if at < self.buf_at or end > self.buf_at + len(self.buf):
             hi = min(self.size, max(end, at + _CHUNK))
             if hi > self.limit:
@@ -245,8 +268,7 @@ class _Parser:
     def raw_string(self, field: str) -> bytes:
         at = self.pos
         n = self.unpack("Q", field)
-        if n > self.left():
-            self.fail(f"string length {n} exceeds the {self.left()} bytes left in the file (size {self.size})", field, at)
+        self.bound(n, f"string length {n}", field, at)
         o = self.take(n, field)
         return self.buf[o:o + n]
 
@@ -295,6 +317,13 @@ class _Parser:
         if need > self.left():
             self.fail(f"array of {count} {VALUE_TYPES[itype][0]} needs at least {need} bytes, "
                       f"only {self.left()} left in the file (size {self.size})", field + ".array_length", at)
+        self.bound(need, f"array of {count} {VALUE_TYPES[itype][0]} (at least {need} bytes)",
+                   field + ".array_length", at)
+        self.items += count
+        if self.items > MAX_HEADER_ITEMS:
+            self.fail(f"array of {count} {VALUE_TYPES[itype][0]} brings the header's array items to "
+                      f"{self.items}: bitweb refuses GGUF headers with over {MAX_HEADER_ITEMS} array items",
+                      field + ".array_length", at)
         code = VALUE_TYPES[itype][1]
         if code is not None:                          # scalars: one struct call
             at = self.pos
@@ -356,6 +385,9 @@ def read_gguf(source) -> GGUFFile:
     if n_tensors * _MIN_TENSOR_INFO > p.left():
         p.fail(f"tensor_count {n_tensors} cannot fit: each tensor record takes at least {_MIN_TENSOR_INFO} bytes, "
                f"{p.left()} bytes left in the file (size {p.size})", "header.tensor_count", 8)
+    p.bound(n_kv * _MIN_KV, f"kv_count {n_kv} (at least {_MIN_KV} bytes each)", "header.kv_count", 16)
+    p.bound(n_tensors * _MIN_TENSOR_INFO, f"tensor_count {n_tensors} (at least {_MIN_TENSOR_INFO} bytes each)",
+            "header.tensor_count", 8)
 
     metadata, types, key_at = {}, {}, {}
     for _ in range(n_kv):

@@ -2,7 +2,7 @@
 
 The same cases run natively (pytest, wgpu-py) and in the browser (web/kernels.html,
 Pyodide), so both backends are proven on the same WGSL. Cases are built in
-CPython from the numpy references (tests/kernel_cases.py) and serialised as a
+CPython from the numpy mirrors (bitweb.ref, build_cases) and serialised as a
 JSON manifest plus one binary blob.
 
 A case:
@@ -119,16 +119,3 @@ async def run_case(dev, case: dict, blob) -> dict:
     for buf in bufs:
         buf.destroy()
     return result
-
-
-async def run_manifest(dev, manifest: str | dict, blob, only: str | None = None) -> list:
-    m = json.loads(manifest) if isinstance(manifest, str) else manifest
-    out = []
-    for case in m["cases"]:
-        if only and only not in case["name"]:
-            continue
-        try:
-            out.append(await run_case(dev, case, blob))
-        except Exception as e:
-            out.append({"name": case["name"], "ok": False, "error": f"{type(e).__name__}: {e}"})
-    return out

@@ -187,6 +187,15 @@ class Model:
         self.output_norm = output_norm
         self.output = output                # None: tied (LM head = token_embd)
         self.blk = blk
+        self._tokenizer = None
+
+    @property
+    def tokenizer(self):
+        """The file's tokenizer (bitweb.tokenizer.Tokenizer), built on first use."""
+        if self._tokenizer is None:
+            from bitweb.tokenizer import Tokenizer
+            self._tokenizer = Tokenizer.from_metadata(self.gguf.metadata)
+        return self._tokenizer
 
     @property
     def lm_head(self):

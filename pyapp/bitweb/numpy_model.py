@@ -138,7 +138,6 @@ class NumpyModel:
             for n in LINEARS:
                 layer[n] = Linear(gf, getattr(b, n), getattr(b, n + "_scale"))
             self.blk.append(layer)
-        self._tokenizer = None
         self.reset()
 
     @classmethod
@@ -147,10 +146,7 @@ class NumpyModel:
 
     @property
     def tokenizer(self):
-        if self._tokenizer is None:
-            from bitweb.tokenizer import Tokenizer
-            self._tokenizer = Tokenizer.from_metadata(self.model.gguf.metadata)
-        return self._tokenizer
+        return self.model.tokenizer
 
     def reset(self):
         c = self.cfg

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 
 class SamplingError(ValueError):
@@ -60,9 +60,6 @@ class SamplingParams:
     @property
     def penalized(self) -> bool:
         return self.repeat_penalty != 1.0 and self.repeat_last_n > 0
-
-    def with_(self, **kw) -> "SamplingParams":
-        return replace(self, **kw)
 
 
 def penalty_ids(params: SamplingParams, context: list) -> list:

@@ -1,11 +1,13 @@
-"""The chat app end to end: web/index.html + app.mjs (page) + worker.mjs + bitweb.webapp (Pyodide)
-in headless Chromium on SwiftShader, checked against the CLI (`python -m bitweb generate`, native).
+"""The chat app end to end: web/index.html + app.mjs (page) on the public library web/bitweb.mjs
+(worker.mjs + bitweb.webapp in Pyodide) in headless Chromium on SwiftShader, checked against the
+CLI (`python -m bitweb generate`, native).
 
 Models are generated into a temp dir (tiny, bytes vocabulary: fast on SwiftShader) and served to
 the page by Playwright routes under /test-models/; the default-model test uses the shipped
-web/models/bitweb-chat-i2_s.gguf. One browser context (one OPFS) is shared by the tests of this
-module, in order: load -> chat -> stop -> new chat -> file input -> malformed -> HTML-looking
-output -> offline reload from the cache -> device lost -> screenshots.
+web/models/bitweb-chat-i2_s.gguf. One browser context (one OPFS, one IndexedDB) is shared by the
+tests of this module, in order: load -> chat -> stop -> new chat -> file input -> malformed ->
+Markdown and raw HTML in a reply -> regenerate / edit -> export / import -> reload keeps the
+chat -> offline reload from the cache -> device lost -> context -> screenshots -> axe scans.
 """
 from __future__ import annotations
 
@@ -21,16 +23,20 @@ import pytest
 
 from bitweb import gguf
 from tests.conftest import ROOT
+from tests.e2e.conftest import new_page
 
 PROMPT = "Hello there, who are you?"
 XSS = '<img src=x onerror="window.__xss=1">'
+MARKDOWN = "- one\n- two\n\n```js\nlet x = 1;\n```\n\n"     # a list and a code block
+THINK = "<think>\nI add the ones.\n</think>\n\n"             # a reasoning block before the answer
 READY_MS = 240_000          # Pyodide boot + model load on SwiftShader (2 shared cores)
 REPLY_MS = 240_000
+FINISH = {"eos": "stop", "eot": "stop", "max_tokens": "length", "context": "length"}   # CLI -> API
 
 
 # ---------------------------------------------------------------- models and the CLI oracle
 
-def make_model(out: pathlib.Path, seed: int, vocab_extra: list[str] | None = None) -> pathlib.Path:
+def make_model(out: pathlib.Path, seed: int, vocab_extra: list[str] | None = None, **meta) -> pathlib.Path:
     """A tiny random bitnet-b1.58 I2_S model with the bytes vocabulary (+ extra NORMAL tokens)."""
     from bitweb.authoring import makemodel, vocab
     args = argparse.Namespace(arch="bitnet-b1.58", format="i2_s", preset="tiny", layers=None,
@@ -39,6 +45,7 @@ def make_model(out: pathlib.Path, seed: int, vocab_extra: list[str] | None = Non
     if vocab_extra:
         voc["tokenizer.ggml.tokens"] = list(voc["tokenizer.ggml.tokens"]) + vocab_extra
         voc["tokenizer.ggml.token_type"] = list(voc["tokenizer.ggml.token_type"]) + [1] * len(vocab_extra)
+    voc.update(meta)
     makemodel.write_model(makemodel.spec_from_args(args), voc, out)
     return out
 
@@ -61,15 +68,15 @@ def byte_level(text: str) -> str:
     return "".join(BYTE_TO_CHAR[b] for b in text.encode())
 
 
-def make_html_model(tmp: pathlib.Path) -> pathlib.Path:
-    """A model whose greedy reply to PROMPT starts with the text XSS.
+def make_first_token_model(path: pathlib.Path, text: str, seed: int = 3) -> pathlib.Path:
+    """A model whose greedy reply to PROMPT starts with `text`.
 
-    The vocabulary gets one more NORMAL token whose text is XSS. Its row of token_embd (also the
-    tied LM head, F16) is then set to exactly 2x the row of the token greedy decoding picks first
-    (found with the CLI), so that token's logit doubles: logit_new = 2 * logit_first, the argmax
-    whenever logit_first > 0 (scaling by 2 is exact in F16 and in every float sum). The prompt
-    never contains the new token, so the prefill is unchanged. The CLI confirms the result."""
-    path = make_model(tmp / "html.gguf", seed=3, vocab_extra=[byte_level(XSS)])
+    The vocabulary gets one more NORMAL token whose text is `text`. Its row of token_embd (also
+    the tied LM head, F16) is then set to exactly 2x the row of the token greedy decoding picks
+    first (found with the CLI), so that token's logit doubles: logit_new = 2 * logit_first, the
+    argmax whenever logit_first > 0 (scaling by 2 is exact in F16 and in every float sum). The
+    prompt never contains the new token, so the prefill is unchanged. The CLI confirms the result."""
+    path = make_model(path, seed=seed, vocab_extra=[byte_level(text)])
     gf = gguf.open_gguf(path)
     new_id = len(gf.metadata["tokenizer.ggml.tokens"]) - 1
     emb = gf.tensors["token_embd.weight"]
@@ -90,7 +97,8 @@ def make_html_model(tmp: pathlib.Path) -> pathlib.Path:
 def models(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("app-models")
     m = {"tiny": make_model(tmp / "tiny.gguf", seed=1), "other": make_model(tmp / "other.gguf", seed=2)}
-    m["html"] = make_html_model(tmp)
+    m["html"] = make_first_token_model(tmp / "html.gguf", MARKDOWN + XSS)
+    m["think"] = make_first_token_model(tmp / "think.gguf", THINK)
     bad = bytearray(m["tiny"].read_bytes()[:4096])
     bad[16:24] = (10 ** 9).to_bytes(8, "little")           # kv_count far too large for the file
     (tmp / "broken.gguf").write_bytes(bytes(bad))
@@ -101,7 +109,9 @@ def models(tmp_path_factory):
 @pytest.fixture(scope="module")
 def oracle(models):
     """CLI results, computed once."""
-    return {"tiny": cli(models["tiny"]), "other": cli(models["other"]), "html": cli(models["html"], max_tokens=4)}
+    return {"tiny": cli(models["tiny"]), "other": cli(models["other"]), "html": cli(models["html"], max_tokens=4),
+            "think": cli(models["think"], max_tokens=4),
+            "tiny_hi": cli(models["tiny"], prompt="Hi!")}
 
 
 # ---------------------------------------------------------------- the page
@@ -131,24 +141,28 @@ class App:
         return self.wait_ready()
 
     def wait_ready(self, name=None):
-        """Wait until a model is loaded (`name`: that model) or an error shows; the 'ready' message."""
+        """Wait until a model is loaded (`name`: that model) or an error shows; the engine's info."""
         self.page.wait_for_function(
-            "([name]) => { const s = window.bitweb?.state; const m = s?.model?.model;"
+            "([name]) => { const s = window.bitwebApp?.state; const e = s?.engine;"
             "  return !document.getElementById('error').hidden || document.body.dataset.state === 'failed'"
-            "    || (document.body.dataset.state === 'ready' && m && (!name || m.name === name)); }",
+            "    || (document.body.dataset.state === 'ready' && e && (!name || e.info.name === name)); }",
             arg=[name], timeout=READY_MS)
         state = self.page.evaluate("document.body.dataset.state")
         assert state == "ready", (f"state {state}: {self.error_text()}; progress seen: "
-                                  f"{self.page.evaluate('window.bitweb?.state?.seen')}; console errors: {self.page.errors[-5:]}")
-        info = self.page.evaluate("window.bitweb.state.model")
-        assert name is None or info["model"]["name"] == name, (name, info["model"])
+                                  f"{self.page.evaluate('window.bitwebApp?.state?.seen')}; console errors: {self.page.errors[-5:]}")
+        info = self.info()
+        assert name is None or info["name"] == name, (name, info)
         return info
+
+    def info(self):
+        return self.page.evaluate("(() => { const e = window.bitwebApp?.state?.engine; return e ? {...e.info} : null; })()")
 
     def error_text(self):
         return self.page.evaluate("document.getElementById('error').hidden ? '' : document.getElementById('error').innerText")
 
     def set(self, **settings):
         for k, v in settings.items():
+            k = {"repeat_penalty": "repetition_penalty"}.get(k, k)
             self.page.fill(f"#settings input[name={k}]", str(v))
 
     def record(self):
@@ -161,7 +175,7 @@ class App:
             const all = chat.querySelectorAll('.msg.assistant');
             const last = all[all.length - 1];
             if (!last) return;
-            const t = last.querySelector('.text').textContent, s = window.__snaps;
+            const t = last.raw, s = window.__snaps;
             if (!s.length || s[s.length - 1].t !== t || s[s.length - 1].done !== !!last.dataset.done)
               s.push({ t, done: !!last.dataset.done });
           });
@@ -175,29 +189,46 @@ class App:
         self.page.press("#input", "Enter")
         return n + 1
 
+    def mark(self):
+        """Mark the messages shown now as stale: reply() then waits for a message rendered after."""
+        self.page.evaluate("document.querySelectorAll('.msg').forEach(e => { e.dataset.stale = '1'; })")
+
     def reply(self, n):
-        """Wait for the n-th assistant message to finish; its text, stop reason and the stats."""
+        """Wait for the n-th assistant message to finish (not one marked stale); its raw text,
+        finish reason and the stats."""
         self.page.wait_for_function(
-            f"document.querySelectorAll('.msg.assistant[data-done]').length >= {n} || !document.getElementById('error').hidden",
-            timeout=REPLY_MS)
+            f"(document.querySelectorAll('.msg.assistant[data-done]:not([data-stale])').length >= {n}"
+            "  && document.body.dataset.state !== 'generating')"
+            " || !document.getElementById('error').hidden || !!document.querySelector('.context-full')", timeout=REPLY_MS)
         assert not self.error_text(), self.error_text()
         el = self.page.locator(".msg.assistant").nth(n - 1)
-        return {"text": el.locator(".text").text_content(), "stop_reason": el.get_attribute("data-stop-reason"),
+        return {"text": el.evaluate("e => e.raw"), "finish": el.get_attribute("data-finish"),
                 "stats": self.page.evaluate("Object.fromEntries([...document.querySelectorAll('#stats dd')].map(d => [d.dataset.stat, d.textContent]))")}
+
+    def last_reply(self):
+        return self.page.evaluate("window.bitwebApp.state.lastReply")
+
+    def messages(self):
+        """The open conversation in the OpenAI shape (what Export writes)."""
+        return self.page.evaluate("window.bitwebApp.store.exported(window.bitwebApp.state.conv).messages")
+
+    def cached(self):
+        return self.page.evaluate("window.bitwebApp.bitweb.cache.list().then(l => l.map(m => m.name))")
+
+
+def new_app_context(browser, server, models, **kw):
+    ctx = browser.new_context(viewport={"width": 1280, "height": 800}, **kw)
+    a = App(new_page(ctx), server, models)
+    a.context = ctx
+    a.serve_models(ctx)
+    return a
 
 
 @pytest.fixture(scope="module")
 def app(browser, server, models):
-    ctx = browser.new_context(viewport={"width": 1280, "height": 800})
-    page = ctx.new_page()
-    page.errors = []
-    page.on("console", lambda m: page.errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: page.errors.append(str(e)))
-    a = App(page, server, models)
-    a.context = ctx
-    a.serve_models(ctx)
+    a = new_app_context(browser, server, models)
     yield a
-    ctx.close()
+    a.context.close()
 
 
 def no_errors(app):
@@ -205,23 +236,33 @@ def no_errors(app):
     assert app.page.errors == [], app.page.errors
 
 
+def axe(page, what):
+    """axe-core (node_modules/axe-core, injected here) finds no violation on the page as it is."""
+    page.add_script_tag(path=str(ROOT / "node_modules" / "axe-core" / "axe.min.js"))
+    res = page.evaluate("axe.run(document, {resultTypes: ['violations']})")
+    found = [(v["id"], v["impact"], [n["target"] for n in v["nodes"]][:3]) for v in res["violations"]]
+    assert found == [], f"{what}: {found}"
+
+
 # ---------------------------------------------------------------- tests (in order)
 
 def test_boot_and_load(app):
     info = app.open()
-    assert info["model"]["name"] == "tiny.gguf"
-    assert info["model"]["arch"] == "bitnet-b1.58" and info["model"]["n_layer"] == 2
+    assert info["name"] == "tiny.gguf"
+    assert info["architecture"] == "bitnet-b1.58" and info["layers"] == 2
     assert info["adapter"]["backend"] == "browser"
     assert ("GET", "tiny.gguf") in app.served                    # downloaded once into the cache
-    seen = app.page.evaluate("window.bitweb.state.seen")
-    for stage in ("pyodide", "download", "upload", "compile"):
+    seen = app.page.evaluate("window.bitwebApp.state.seen")
+    for stage in ("boot", "download", "upload", "compile"):
         assert stage in seen, f"no {stage} progress: {seen}"
     up = seen["upload"]
     assert up["done"] == up["total"] > 0
     # the page shows the model and the adapter
     assert "tiny.gguf" in app.page.inner_text("#model-info")
     assert "maxStorageBufferBindingSize" in app.page.inner_text("#adapter")
-    assert "tiny.gguf" in app.page.inner_text("#cache-list")
+    app.page.wait_for_function("document.getElementById('cache-list').innerText.includes('tiny.gguf')")
+    assert app.page.evaluate("document.activeElement.id") == "input"      # focus to the message box
+    assert app.page.is_visible(".intro")                                  # the empty chat's card
     no_errors(app)
 
 
@@ -237,37 +278,42 @@ def test_message_streams_and_matches_cli(app, oracle):
     r = app.reply(n)
     want = oracle["tiny"]
     assert r["text"] == want["text"], (r, want)
-    assert r["stop_reason"] == want["stop_reason"]
+    assert r["finish"] == FINISH[want["stop_reason"]]
     snaps = app.page.evaluate("window.__snaps")
     streaming = [s["t"] for s in snaps if not s["done"] and s["t"]]
     assert len(set(streaming)) >= 3, f"reply did not arrive in steps: {snaps}"
     for a, b in zip(streaming, streaming[1:]):
         assert b.startswith(a), (a, b)                          # it only ever grew
-    assert streaming[-1] == want["text"] or len(streaming[-1]) < len(want["text"])
     assert snaps[-1]["done"] and snaps[-1]["t"] == want["text"]
     for k in ("Time to first token", "Tokens/s (decode)", "Prefill tokens/s"):
         assert r["stats"][k] not in ("", "–"), r["stats"]
+    usage = app.last_reply()["usage"]
+    assert usage["prompt_tokens"] == len(want["prompt_ids"]) and usage["completion_tokens"] == len(want["ids"])
+    assert app.page.inner_text("#context-meter") == f"context {usage['total_tokens']} / 1024 tokens"
+    # one announcement for the finished reply (the chat is not a live region)
+    app.page.wait_for_function("document.getElementById('announce').textContent.startsWith('Reply')")
+    assert app.page.get_attribute("#chat", "aria-live") is None
     no_errors(app)
 
 
 def test_stop_then_chat_on(app):
     app.set(max_tokens=400)
     n = app.say("Tell me a long story.")
-    app.page.wait_for_function(f"(document.querySelectorAll('.msg.assistant')[{n - 1}]?.querySelector('.text').textContent.length || 0) >= 3",
+    app.page.wait_for_function(f"(document.querySelectorAll('.msg.assistant')[{n - 1}]?.raw?.length || 0) >= 3",
                                timeout=REPLY_MS)
     assert app.page.is_visible("#stop") and app.page.is_hidden("#send")
-    app.page.click("#stop")
+    app.page.keyboard.press("Escape")                           # Escape stops a reply, like Stop
     r = app.reply(n)
     assert app.page.is_hidden("#stop") and app.page.is_visible("#send")
-    assert r["stop_reason"] == "stopped"
-    done = app.page.evaluate("window.bitweb.state.lastDone")
-    assert done["stats"]["tokens_after_stop"] <= 1, done["stats"]      # stopped within one token
-    stopped = done["stats"]["tokens"]
+    assert r["finish"] == "abort"
+    done = app.last_reply()
+    assert done["timing"]["tokens_after_stop"] <= 1, done["timing"]      # stopped within one token
+    stopped = done["usage"]["completion_tokens"]
     assert 1 <= stopped < 400
     # chat on
     app.set(max_tokens=10)
     r2 = app.reply(app.say("And then?"))
-    assert r2["stop_reason"] != "stopped"
+    assert r2["finish"] != "abort"
     # consistent: a new chat with the same turns, the story cut at the same token by max_tokens
     # instead of Stop, gives the same replies (stop leaves the conversation as a shorter reply would)
     app.page.click("#new-chat")
@@ -275,7 +321,7 @@ def test_stop_then_chat_on(app):
     for text, max_tokens in ((PROMPT, 12), ("Tell me a long story.", stopped), ("And then?", 10)):
         app.set(max_tokens=max_tokens)
         replay.append(app.reply(app.say(text)))
-    assert replay[1]["text"] == r["text"] and replay[1]["stop_reason"] == "max_tokens"
+    assert replay[1]["text"] == r["text"] and replay[1]["finish"] == "length"
     assert replay[2]["text"] == r2["text"]
     no_errors(app)
 
@@ -283,13 +329,16 @@ def test_stop_then_chat_on(app):
 def test_new_chat_starts_over(app, oracle):
     app.set(max_tokens=400)                                     # New chat in the middle of a reply
     n = app.say("Tell me a long story.")
-    app.page.wait_for_function(f"(document.querySelectorAll('.msg.assistant')[{n - 1}]?.querySelector('.text').textContent.length || 0) >= 3",
+    app.page.wait_for_function(f"(document.querySelectorAll('.msg.assistant')[{n - 1}]?.raw?.length || 0) >= 3",
                                timeout=REPLY_MS)
+    before = app.page.evaluate("window.bitwebApp.state.conv.id")
     app.page.click("#new-chat")
-    assert app.page.locator(".msg").count() == 0
     app.page.wait_for_function("document.body.dataset.state === 'ready'", timeout=REPLY_MS)
-    assert app.page.evaluate("window.bitweb.state.lastDone.stop_reason") == "stopped"
-    assert app.page.locator(".msg").count() == 0                # nothing of the old reply came back
+    assert app.page.locator(".msg").count() == 0                # nothing of the old reply came here
+    assert app.last_reply()["finish_reason"] == "abort"
+    # the old conversation is kept, listed, with its stopped reply
+    old = app.page.evaluate(f"window.bitwebApp.store.get({before!r})")
+    assert old["messages"][-1]["role"] == "assistant" and old["messages"][-1]["finish"] == "abort"
     app.set(max_tokens=12)
     r = app.reply(app.say(PROMPT))
     assert r["text"] == oracle["tiny"]["text"]                   # same as a fresh CLI chat
@@ -299,12 +348,15 @@ def test_new_chat_starts_over(app, oracle):
 def test_load_model_from_file_input(app, models, oracle):
     app.page.set_input_files("#file-input", str(models["other"]))
     info = app.wait_ready("other.gguf")
-    assert info["model"]["name"] == "other.gguf"
+    assert info["name"] == "other.gguf"
     assert not any(name == "other.gguf" for _, name in app.served)    # not fetched: read from the file
+    # the conversation goes on with the other model, labelled
+    assert app.page.locator(".divider", has_text="The next reply comes from other.gguf").count() == 1
+    app.page.click("#new-chat")
     app.set(max_tokens=12)
     r = app.reply(app.say(PROMPT))
     assert r["text"] == oracle["other"]["text"]
-    assert "other.gguf" in app.page.inner_text("#cache-list")         # kept in the browser cache
+    assert "other.gguf" in app.cached()                               # kept in the browser cache
     no_errors(app)
 
 
@@ -318,51 +370,157 @@ def test_drop_a_file_on_the_page(app, oracle):
     }""")
     app.wait_ready("dropped.gguf")
     assert app.page.is_hidden("#drop")
+    app.page.click("#new-chat")
     app.set(max_tokens=12)
     r = app.reply(app.say(PROMPT))
     assert r["text"] == oracle["tiny"]["text"]                   # the same bytes as tiny.gguf
     no_errors(app)
 
 
-def test_malformed_file_shows_parser_error(app, models):
+def test_malformed_file_shows_parser_error_and_keeps_the_chat(app, models, oracle):
     with pytest.raises(gguf.GGUFError) as want:
         gguf.read_gguf(gguf.BytesSource(models["broken"].read_bytes()))
+    chat = app.messages()
     app.page.set_input_files("#file-input", str(models["broken"]))
     app.page.wait_for_selector("#error[data-kind=format]", timeout=READY_MS)
     assert str(want.value) in app.page.inner_text("#error-text")
+    assert "kv_count" in str(want.value)
     assert app.page.is_hidden("#progress")
     app.page.wait_for_function("document.body.dataset.state === 'ready'")     # the model before it stays
-    assert app.page.is_enabled("#send")
-    assert "kv_count" in str(want.value)
-    assert "broken.gguf" not in app.page.inner_text("#cache-list")    # a bad file is not cached
+    assert app.info()["name"] == "dropped.gguf"
+    assert app.messages() == chat                                 # a failed load keeps the conversation
+    assert "broken.gguf" not in app.cached()                      # a bad file is not cached
     app.page.click("#error-actions button:text('Dismiss')")
     assert app.page.is_hidden("#error")
+    r = app.reply(app.say("And then?"))                            # and it still answers
+    assert r["finish"] in ("stop", "length")
     no_errors(app)
 
 
 def test_bad_url_says_the_download_failed(app):
     app.page.fill("#url-input", app.server + "no/such/model.gguf")
     app.page.click("#url-form button")
-    app.page.wait_for_selector("#error[data-kind=network]", timeout=READY_MS)
+    app.page.wait_for_selector("#error[data-kind=download]", timeout=READY_MS)
     assert "HTTP 404" in app.page.inner_text("#error-text")
     app.page.wait_for_function("document.body.dataset.state === 'ready'")     # the model before it stays
-    assert "model.gguf" not in app.page.inner_text("#cache-list")
+    assert "model.gguf" not in app.cached()
     no_errors(app)
 
 
-def test_model_output_is_text_not_html(app, models, oracle):
-    assert oracle["html"]["text"].startswith(XSS), oracle["html"]         # the crafted model works natively
+def test_markdown_renders_and_raw_html_stays_text(app, models, oracle):
+    want = oracle["html"]["text"]
+    assert want.startswith(MARKDOWN + XSS), oracle["html"]       # the crafted model works natively
     app.page.set_input_files("#file-input", str(models["html"]))
     app.wait_ready("html.gguf")
+    app.page.click("#new-chat")
     app.set(max_tokens=4)
     r = app.reply(app.say(PROMPT))
-    assert r["text"] == oracle["html"]["text"]
+    assert r["text"] == want
+    msg = app.page.locator(".msg.assistant").last
+    assert msg.locator(".text ul > li").all_inner_texts() == ["one", "two"]        # a list
+    assert msg.locator(".text .code pre code").inner_text() == "let x = 1;"        # a code block
+    assert msg.locator(".text .code button.copy-code").count() == 1                # with a copy button
+    assert XSS in msg.locator(".text").inner_text()                               # the HTML is shown as text
     assert app.page.locator("#chat img").count() == 0
     assert app.page.evaluate("window.__xss") is None
     no_errors(app)
 
 
-def test_cached_model_loads_with_network_blocked(app, oracle):
+def test_thinking_is_shown_collapsed_not_as_the_answer(app, models, oracle):
+    """A reply that opens with <think>...</think> shows that part folded away (a <details>), and
+    only the rest as the answer and in the screen-reader announcement."""
+    want = oracle["think"]["text"]
+    assert want.startswith(THINK), oracle["think"]
+    app.page.set_input_files("#file-input", str(models["think"]))
+    app.wait_ready("think.gguf")
+    assert app.page.is_hidden("#thinking-row")          # its template has no thinking switch
+    app.page.click("#new-chat")
+    app.set(max_tokens=4)
+    r = app.reply(app.say(PROMPT))
+    assert r["text"] == want
+    msg = app.page.locator(".msg.assistant").last
+    details = msg.locator("details.thinking")
+    assert details.count() == 1 and details.get_attribute("open") is None
+    assert details.locator("div").text_content() == "I add the ones."
+    answer = msg.locator(".answer").text_content()
+    assert "I add the ones." not in answer and "think>" not in answer
+    app.page.wait_for_function("document.getElementById('announce').textContent.startsWith('Reply')")
+    assert "I add the ones." not in app.page.text_content("#announce")
+    no_errors(app)
+
+
+def test_regenerate_and_edit(app, oracle):
+    app.page.click("#cache-list li:has-text('tiny.gguf') button:text('Load')")
+    app.wait_ready("tiny.gguf")
+    app.page.click("#new-chat")
+    app.set(max_tokens=12)
+    first = app.reply(app.say(PROMPT))
+    assert first["text"] == oracle["tiny"]["text"]
+    app.mark()
+    app.page.click(".msg.assistant >> nth=0 >> button:text('Regenerate')")     # greedy: the same again
+    assert app.reply(1)["text"] == oracle["tiny"]["text"]
+    assert app.messages() == [{"role": "user", "content": PROMPT}, {"role": "assistant", "content": oracle["tiny"]["text"]}]
+    app.page.click(".msg.user >> nth=0 >> button:text('Edit')")
+    app.page.fill(".msg.user textarea", "Hi!")
+    app.mark()
+    app.page.click(".msg.user button:text('Send')")
+    r = app.reply(1)
+    assert r["text"] == oracle["tiny_hi"]["text"]
+    assert app.messages() == [{"role": "user", "content": "Hi!"}, {"role": "assistant", "content": oracle["tiny_hi"]["text"]}]
+    no_errors(app)
+
+
+def test_export_then_import_gives_the_same_messages(app, tmp_path):
+    app.reply(app.say("And then?"))
+    before = app.messages()
+    assert len(before) == 4
+    with app.page.expect_download() as dl:
+        app.page.click("#export")
+    path = tmp_path / "chat.json"
+    dl.value.save_as(path)
+    data = json.loads(path.read_text())
+    assert data["messages"] == before                              # the OpenAI messages shape
+    n = app.page.locator("#conv-list li").count()
+    app.page.set_input_files("#import-input", str(path))
+    app.page.wait_for_function(f"document.querySelectorAll('#conv-list li').length === {n + 1}")
+    assert app.messages() == before
+    assert app.page.locator(".msg").count() == 4
+    # a file that is not a conversation says so, and changes nothing
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"messages": [{"role": "robot", "content": 1}]}')
+    app.page.set_input_files("#import-input", str(bad))
+    app.page.wait_for_selector("#error[data-kind=import]")
+    assert "messages[0]" in app.page.inner_text("#error-text")
+    assert app.page.locator("#conv-list li").count() == n + 1
+    app.page.click("#error-actions button:text('Dismiss')")
+    no_errors(app)
+
+
+def test_empty_max_tokens_is_a_field_error(app, oracle):
+    app.page.click("#new-chat")
+    app.page.fill("#s-max_tokens", "")
+    err = app.page.locator("#s-max_tokens-error")
+    assert err.is_visible() and "enter a value" in err.inner_text()
+    assert app.page.get_attribute("#s-max_tokens", "aria-invalid") == "true"
+    assert app.page.is_disabled("#send")
+    app.page.fill("#input", PROMPT)
+    app.page.press("#input", "Enter")                              # nothing is sent
+    assert app.page.locator(".msg").count() == 0
+    assert "Max tokens" in app.page.inner_text("#send-problem")
+    app.page.fill("#s-max_tokens", "0")
+    assert "integer from 1" in err.inner_text()
+    app.set(max_tokens=12)
+    assert err.is_hidden() and app.page.is_enabled("#send")
+    app.page.press("#input", "Enter")
+    assert app.reply(1)["text"] == oracle["tiny"]["text"]           # nothing broke
+    no_errors(app)
+
+
+def test_reload_keeps_the_chat_and_the_cached_model_loads_offline(app, oracle):
+    """A reload (here with the network blocked) keeps the open conversation; the model comes from
+    the cache, by its URL (a HEAD request that fails: offline) and by name (no request at all)."""
+    before = app.messages()
+    assert len(before) >= 2
     blocked = []
 
     def abort(route):
@@ -375,9 +533,12 @@ def test_cached_model_loads_with_network_blocked(app, oracle):
     try:
         # the default source (?model=) with no network: its cached copy; then a cached model by name
         info = app.open()
-        assert info["model"]["name"] == "tiny.gguf"
+        assert info["name"] == "tiny.gguf"
+        assert app.messages() == before                              # the reload kept the conversation
+        assert app.page.locator(".msg").count() == len(before)
         assert blocked, "the app did not even try the network"       # the block was in force
         assert all(".gguf" in u for u in blocked)
+        app.page.click("#new-chat")
         app.set(max_tokens=12)
         r = app.reply(app.say(PROMPT))
         assert r["text"] == oracle["tiny"]["text"]
@@ -385,6 +546,7 @@ def test_cached_model_loads_with_network_blocked(app, oracle):
         app.page.click("#cache-list li:has-text('other.gguf') button:text('Load')")
         app.wait_ready("other.gguf")
         assert len(blocked) == n_blocked                              # {cached: name}: no request at all
+        app.page.click("#new-chat")
         r = app.reply(app.say(PROMPT))
         assert r["text"] == oracle["other"]["text"]
     finally:
@@ -394,12 +556,15 @@ def test_cached_model_loads_with_network_blocked(app, oracle):
 
 
 def test_device_lost_offers_reload(app, oracle):
-    app.page.evaluate("window.bitweb.worker.postMessage({type: 'debug-lose-device'})")
+    app.page.evaluate("window.bitwebApp.bitweb.debug.loseDevice()")
     app.page.wait_for_selector("#error[data-kind=device-lost]", timeout=60_000)
     assert "lost" in app.page.inner_text("#error-text")
     assert app.page.is_disabled("#send")
+    chat = app.messages()
     app.page.click("#error-actions button:text('Reload model')")
     app.wait_ready("other.gguf")
+    assert app.messages() == chat                                   # the conversation is still there
+    app.page.click("#new-chat")
     app.set(max_tokens=12)
     r = app.reply(app.say(PROMPT))
     assert r["text"] == oracle["other"]["text"]
@@ -407,23 +572,32 @@ def test_device_lost_offers_reload(app, oracle):
 
 
 def test_smaller_context_and_a_full_conversation(app, oracle):
+    app.page.fill("#max-context", "1")                             # refused beside the field
+    app.page.dispatch_event("#max-context", "change")
+    assert "at least 2" in app.page.inner_text("#max-context-error")
+    assert app.page.evaluate("document.body.dataset.state") == "ready" and app.info()["context"] == 1024
     app.page.fill("#max-context", "48")
     app.page.dispatch_event("#max-context", "change")            # reloads the model
-    app.page.wait_for_function("window.bitweb.state.model?.load.n_ctx === 48", timeout=READY_MS)
+    app.page.wait_for_function("window.bitwebApp.state.engine?.info.context === 48", timeout=READY_MS)
+    assert app.page.is_hidden("#max-context-error")
     assert "48 of 1024" in app.page.inner_text("#model-info")
+    app.page.click("#new-chat")
     app.set(max_tokens=12)
-    app.reply(app.say(PROMPT))                                   # 32 prompt tokens + 12
+    first = app.reply(app.say(PROMPT))                            # 32 prompt tokens + 12
     app.say(PROMPT)                                              # the second turn cannot fit in 48
-    app.page.wait_for_selector("#error[data-kind=context]", timeout=REPLY_MS)
-    assert "context holds 48" in app.page.inner_text("#error-text")
-    app.page.wait_for_function("document.body.dataset.state === 'ready'")
-    app.page.click("#new-chat")                                  # a new chat fits again
-    app.page.click("#error-actions button:text('Dismiss')")
-    r = app.reply(app.say(PROMPT))
-    assert r["text"] == app.page.evaluate("window.bitweb.state.lastDone.text")
+    app.page.wait_for_selector(".context-full", timeout=REPLY_MS)
+    assert "holds 48" in app.page.inner_text(".context-full")
+    assert app.page.locator(".msg.assistant").count() == 1        # no empty bubble
+    assert app.page.evaluate("document.body.dataset.state") == "ready"
+    app.page.click(".context-full button:text('Continue without the oldest turns')")
+    r = app.reply(2)
+    assert r["text"] == first["text"] == oracle["other"]["text"]   # the same turn again, on its own
+    assert app.page.locator(".divider", has_text="no longer sent").count() == 1
+    assert len(app.messages()) == 4                               # the dropped turn is still shown and saved
     app.page.fill("#max-context", "")
     app.page.dispatch_event("#max-context", "change")
-    app.page.wait_for_function("window.bitweb.state.model?.load.n_ctx === 1024", timeout=READY_MS)
+    app.page.wait_for_function("window.bitwebApp.state.engine?.info.context === 1024", timeout=READY_MS)
+    app.page.click("#new-chat")
     r = app.reply(app.say(PROMPT))                              # the whole context again
     assert r["text"] == oracle["other"]["text"]
     no_errors(app)
@@ -447,11 +621,49 @@ def test_screenshots_laptop_phone_light_dark(app):
     assert page.is_visible("#composer") and page.is_visible("#menu") and page.is_hidden("#side")
     box = page.locator("#composer").bounding_box()
     assert box["y"] + box["height"] <= 844
+    small = """() => [...document.querySelectorAll('button, .button, input, select, textarea')]
+        .filter(e => e.offsetParent && !e.closest('dialog') && !e.classList.contains('visually-hidden'))
+        .map(e => [e.id || e.textContent.trim().slice(0, 20), e.getBoundingClientRect()])
+        .filter(([, r]) => r.width < 44 || r.height < 44).map(([n, r]) => `${n} ${r.width}x${r.height}`)"""
+    assert page.evaluate(small) == [], "tap targets under 44 px on a phone"
     page.screenshot(path=str(out / "chat-phone.png"))
     page.click("#menu")
     assert page.is_visible("#side")
-    page.click("#menu")
+    assert page.evaluate(small) == [], "tap targets under 44 px in the phone drawer"
+    page.keyboard.press("Escape")                                # Escape closes the drawer
+    assert page.is_hidden("#side")
     page.set_viewport_size({"width": 1280, "height": 800})
+    no_errors(app)
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_axe_finds_no_violations(app, scheme):
+    """axe-core on a chat, the empty page, the phone layout (drawer closed and open) and the error
+    state, in light and dark."""
+    page = app.page
+    page.emulate_media(color_scheme=scheme)
+    try:
+        if not page.locator(".msg.assistant[data-done]").count():
+            app.set(max_tokens=4)
+            app.reply(app.say(PROMPT))
+        axe(page, f"a chat ({scheme})")
+        page.click("#new-chat")
+        axe(page, f"the empty page ({scheme})")
+        page.set_viewport_size({"width": 390, "height": 844})
+        axe(page, f"the phone layout ({scheme})")
+        page.click("#menu")
+        axe(page, f"the phone layout, drawer open ({scheme})")
+        page.keyboard.press("Escape")
+        page.set_viewport_size({"width": 1280, "height": 800})
+        page.fill("#url-input", app.server + "no/such/model.gguf")
+        page.click("#url-form button")
+        page.wait_for_selector("#error[data-kind=download]", timeout=READY_MS)
+        page.wait_for_function("document.body.dataset.state === 'ready'")
+        axe(page, f"the error state ({scheme})")
+        page.click("#error-actions button:text('Dismiss')")
+    finally:
+        page.emulate_media(color_scheme="light")
+        page.set_viewport_size({"width": 1280, "height": 800})
     no_errors(app)
 
 
@@ -465,7 +677,8 @@ def test_no_webgpu_says_how_to_enable(browser, server):
     page.wait_for_selector("#error[data-kind=no-webgpu]", timeout=30_000)
     text = page.inner_text("#error")
     assert "WebGPU is not available" in text and "--enable-unsafe-webgpu" in text
-    assert page.evaluate("window.bitweb.worker") is None                # nothing else started
+    assert page.workers == []                                          # nothing else started
+    axe(page, "the no-WebGPU page")
     assert errors == []
     ctx.close()
 
@@ -492,28 +705,29 @@ asyncio.run(main())
 
 def test_default_model_loads_and_matches_cli(browser, server):
     """The shipped model, with no ?model=: what `npm start` opens. A three-turn chat: the first
-    reply equals the CLI's, all of them the native engine's ChatSession. Screenshot of the chat."""
+    reply equals the CLI's, all of them the native engine's ChatSession. The intro card's example
+    prompts send themselves. Screenshot of the chat (docs/screenshot.png comes from it)."""
     path = ROOT / "web" / "models" / "bitweb-chat-i2_s.gguf"
     assert path.exists(), f"{path} is missing: the default model is part of the app (issue 5)"
-    ctx = browser.new_context(viewport={"width": 1280, "height": 800})
-    page = ctx.new_page()
-    page.errors = []
-    page.on("console", lambda m: page.errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: page.errors.append(str(e)))
-    app = App(page, server, {})
-    info = app.open(query="")
-    assert info["model"]["name"] == "bitweb-chat-i2_s.gguf"
-    questions = ["Hello!", "What is 37 + 45?", "Which is larger, 412 or 398?"]
-    app.set(temperature=0, max_tokens=48)
-    texts = [app.reply(app.say(q))["text"] for q in questions]
-    assert texts[0] == cli(path, prompt=questions[0], max_tokens=48)["text"]
-    assert texts == native_chat(path, questions, 48)
-    out = ROOT / "test-results"
-    out.mkdir(exist_ok=True)
-    page.evaluate("document.getElementById('side').scrollTop = 0")
-    page.screenshot(path=str(out / "chat-default.png"))
-    no_errors(app)
-    ctx.close()
+    a = new_app_context(browser, server, {})
+    page = a.page
+    try:
+        info = a.open(query="")
+        assert info["name"] == "bitweb-chat-i2_s.gguf"
+        assert "bitweb-chat" in page.inner_text(".intro")
+        a.set(temperature=0, max_tokens=48)
+        page.click(".intro button.example:text('What is 37 + 45?')")
+        questions = ["What is 37 + 45?", "Hello!", "Which is larger, 412 or 398?"]
+        texts = [a.reply(1)["text"]] + [a.reply(a.say(q))["text"] for q in questions[1:]]
+        assert texts[0] == cli(path, prompt=questions[0], max_tokens=48)["text"]
+        assert texts == native_chat(path, questions, 48)
+        out = ROOT / "test-results"
+        out.mkdir(exist_ok=True)
+        page.evaluate("document.getElementById('side').scrollTop = 0")
+        page.screenshot(path=str(out / "chat-default.png"))
+        no_errors(a)
+    finally:
+        a.context.close()
 
 
 def test_page_reopens_the_last_model_from_the_cache(app, oracle):
@@ -523,6 +737,7 @@ def test_page_reopens_the_last_model_from_the_cache(app, oracle):
     app.page.goto(app.server)
     app.wait_ready("other.gguf")
     assert requests == []
+    app.page.click("#new-chat")
     app.set(max_tokens=12)
     assert app.reply(app.say(PROMPT))["text"] == oracle["other"]["text"]
     no_errors(app)
@@ -549,12 +764,13 @@ def test_llama3_vocabulary_model_from_a_url(app, tmp_path):
         info = app.wait_ready("llama3-tiny.gguf")
     finally:
         shutil.rmtree(served)
-    assert info["model"]["n_vocab"] == 128256
+    assert info["vocabulary"] == 128256
     assert info["load"]["header_read"] > 4 << 20                 # several NeedMoreBytes rounds
+    app.page.click("#new-chat")
     app.set(max_tokens=3)
     r = app.reply(app.say(prompt))
     assert r["text"] == want["text"]
-    assert app.page.evaluate("window.bitweb.state.lastDone.stats.prompt_tokens") == len(want["prompt_ids"])
+    assert app.last_reply()["usage"]["prompt_tokens"] == len(want["prompt_ids"])
     no_errors(app)
 
 
@@ -569,4 +785,5 @@ def test_limits_too_small_says_which_and_by_how_much(app):
     assert "maxStorageBufferBindingSize = 65536" in text and f"short by {need - 65536} bytes" in text, text
     app.page.wait_for_function("document.body.dataset.state === 'failed'")
     assert app.page.is_disabled("#send")
+    assert app.page.locator(".msg").count() >= 1                  # the last conversation is still there
     no_errors(app)

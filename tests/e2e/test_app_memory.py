@@ -18,6 +18,7 @@ import os
 import shutil
 
 from tests.conftest import ROOT
+from tests.e2e.conftest import new_page
 from tests.e2e.test_app import App
 
 MiB = 1 << 20
@@ -90,10 +91,7 @@ def measure(browser, server, models, served, size):
     base = server + "build/web/" + served.name + "/"
     ctx = browser.new_context()
     try:
-        page = ctx.new_page()
-        page.errors = []
-        page.on("pageerror", lambda e: page.errors.append(str(e)))
-        page.on("console", lambda m: page.errors.append(m.text) if m.type == "error" else None)
+        page = new_page(ctx)
         app = App(page, server, models)
         app.serve_models(ctx)
         app.open("?model=test-models/tiny.gguf")          # Python booted, a tiny model on the GPU
@@ -108,8 +106,8 @@ def measure(browser, server, models, served, size):
         with Peak(pids) as download:
             got = worker.evaluate("""async ([app, url]) => {
                 const m = await import(app + 'models.mjs');
-                const { file } = await m.fromUrl(url, 'big.gguf', () => {});
-                const n = file.size; await m.remove('big.gguf'); return n; }""", [server, base + "big.bin"])
+                const { file, pending } = await m.fromUrl(url, 'big.gguf', () => {});
+                const n = file.size; await pending.discard(); return n; }""", [server, base + "big.bin"])
         assert got == BIG
 
         page.fill("#url-input", base + "mid.gguf")           # download + load through the UI
@@ -123,7 +121,7 @@ def measure(browser, server, models, served, size):
     finally:
         ctx.close()
 
-    assert first["model"]["file_size"] == info["model"]["file_size"] == size
+    assert first["fileSize"] == info["fileSize"] == size
     load = info["load"]
     return {"model_bytes": size, "largest_tensor": 720928, "download_bytes": BIG,
             "download": {"renderer_peak_extra": download.extra["renderer"], "gpu_process_peak_extra": download.extra["gpu"]},

@@ -329,10 +329,6 @@ class GGUFWriter:
         self._tensors[name] = e
         self._order.append(e)
 
-    def tensor_table(self) -> list[TensorEntry]:
-        """The declared tensors in file order (offsets are final after write_header)."""
-        return list(self._order)
-
     # -- writing --------------------------------------------------------------
     def _check_open_header(self, what):
         if self._closed:

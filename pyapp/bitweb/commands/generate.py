@@ -9,6 +9,8 @@ on <|eot_id|> / EOS; without --chat the prompt is encoded as plain text (BOS per
 --lm-head q8_0 converts the LM head to Q8_0 on the GPU after upload (Engine.load(lm_head=)).
 --stats prints timing and GPU counters to stderr (replayed plan dispatches = the fast path,
 re-encoded dispatches = the slow path).
+Streamed to a terminal, the text's control characters (escape sequences, bidi overrides) are
+shown escaped (commands/terminal.py); piped output and --json are exact.
 """
 from __future__ import annotations
 
@@ -52,10 +54,12 @@ def _stats(res, extra=""):
 def _on_token(args):
     if args.json:
         return None
+    from bitweb.commands.terminal import writer
+    write = writer(sys.stdout)         # a terminal gets escape sequences shown, not run
 
     def show(_id, piece):
         if piece:
-            sys.stdout.write(piece)
+            write(piece)
             sys.stdout.flush()
     return show
 

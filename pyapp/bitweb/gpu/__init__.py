@@ -20,6 +20,11 @@ Counters (dev.counters): dispatches, runs (submits), plan_runs, plan_dispatches
 (replayed: the fast path), direct_dispatches (encoded from a list: the slow
 path), host_calls (calls from Python into the backend), writes, reads,
 pipelines (compiled).
+
+Live buffers (dev.live_buffers, dev.live_bytes; dev.live() as a dict): GPU buffers created and
+not yet destroyed, through create_buffer and the backends' own helpers (the native sync buffer,
+timestamp buffers, the browser's readback staging buffers in web/gpu.mjs). Loading a model and
+closing it returns both to where they were; tests and the app's soak check use them to find leaks.
 """
 from __future__ import annotations
 
@@ -82,17 +87,26 @@ class Caps:
 
 @dataclass
 class Buffer:
-    """A GPU buffer: the backend object plus its size, usage and label."""
+    """A GPU buffer: the backend object plus its size, usage and label.
+
+    destroy() frees it once (a second call does nothing) and leaves the device's live count."""
     raw: object
     size: int
     usage: int
     label: str = ""
+    dev: object = field(default=None, repr=False, compare=False)
 
     def destroy(self):
+        if self.raw is None:
+            return
+        raw, self.raw = self.raw, None
         try:
-            self.raw.destroy()
+            raw.destroy()
         except Exception:
             pass
+        if self.dev is not None:
+            self.dev._live_n -= 1
+            self.dev._live_bytes -= self.size
 
 
 @dataclass
@@ -134,6 +148,8 @@ class Device:
 
     def __post_init__(self):
         self._pipelines: dict = {}
+        self._live_n = 0                # buffers made by create_buffer and not destroyed
+        self._live_bytes = 0
 
     # ---- checks -----------------------------------------------------------
     def check_alive(self):
@@ -155,7 +171,24 @@ class Device:
         if size > self.max_buffer:
             raise LimitsError(f"buffer '{label}' needs {size} bytes but the device allows "
                               f"maxBufferSize = {self.max_buffer} (short by {size - self.max_buffer})")
-        return Buffer(self._create_buffer(size, usage, label), size, usage, label)
+        buf = Buffer(self._create_buffer(size, usage, label), size, usage, label, self)
+        self._live_n += 1
+        self._live_bytes += size
+        return buf
+
+    def live(self) -> dict:
+        """{"live_buffers", "live_bytes"}: GPU buffers alive now (created, not destroyed),
+        the backend's own helper buffers included."""
+        n, b = self._helper_live()
+        return {"live_buffers": self._live_n + n, "live_bytes": self._live_bytes + b}
+
+    @property
+    def live_buffers(self) -> int:
+        return self.live()["live_buffers"]
+
+    @property
+    def live_bytes(self) -> int:
+        return self.live()["live_bytes"]
 
     def write_buffer(self, buf: Buffer, offset: int, data, data_offset: int = 0, size: int | None = None):
         """Copy `data` (bytes-like, numpy, or a JS ArrayBuffer/TypedArray in the browser) into buf."""
@@ -327,6 +360,7 @@ class Device:
                 f"maxStorageBufferBindingSize {self.max_binding >> 20} MiB, maxBufferSize {self.max_buffer >> 20} MiB")
 
     # ---- backend primitives (implemented by native.py / browser.py) ----------
+    def _helper_live(self) -> tuple: return 0, 0   # (buffers, bytes) the backend holds itself
     def _create_buffer(self, size, usage, label): raise NotImplementedError
     def _write(self, raw, offset, data, data_offset, size): raise NotImplementedError
     async def _read(self, raw, offset, size): raise NotImplementedError

@@ -4,6 +4,10 @@ The page's worker must have imported web/gpu.mjs as `globalThis.bitwebGPU`
 (a few JS helpers: replay a prepared plan with one call, read back a range).
 Uploads accept JS ArrayBuffers / TypedArrays as they are, so weight bytes go
 from JS memory to queue.writeBuffer without entering the wasm heap.
+
+JS `null` arrives in Python as `pyodide.ffi.jsnull` (not None; only `undefined` becomes
+None), and a missing property raises AttributeError: every optional JS value is read through
+`_js_value` / `_absent` so a null adapter, limit or info field is "absent", never a traceback.
 """
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ from bitweb.gpu import (WANTED_FEATURES, WANTED_LIMITS, Caps, Device, DeviceLost
                         NoAdapterError)
 
 import js  # noqa: E402  (pyodide)
-from pyodide.ffi import JsProxy, to_js  # noqa: E402
+from pyodide.ffi import JsProxy, jsnull, to_js  # noqa: E402
 
 NO_WEBGPU = ("WebGPU is not available in this browser. Use a recent Chrome or Edge (113+), "
              "or Firefox Nightly / Safari Technology Preview with WebGPU enabled; on Linux start Chrome "
@@ -21,6 +25,22 @@ NO_WEBGPU = ("WebGPU is not available in this browser. Use a recent Chrome or Ed
 
 def _obj(d):
     return to_js(d, dict_converter=js.Object.fromEntries)
+
+
+def _absent(v) -> bool:
+    """JS null or undefined (jsnull / None in Python)."""
+    return v is None or v is jsnull
+
+
+def _js_value(obj, name: str, default=None):
+    """obj[name], or `default` when obj is null / undefined, or the property is missing / null."""
+    if _absent(obj):
+        return default
+    try:
+        v = getattr(obj, name)
+    except AttributeError:
+        return default
+    return default if _absent(v) else v
 
 
 class BrowserDevice(Device):
@@ -37,10 +57,13 @@ class BrowserDevice(Device):
         device.lost.then(self._on_lost)
 
     def _on_lost(self, info):
-        try:
-            self.lost = f"{info.reason}: {info.message}"
-        except Exception:
-            self.lost = "unknown reason"
+        reason = _js_value(info, "reason", "unknown reason")
+        message = _js_value(info, "message", "")
+        self.lost = f"{reason}: {message}" if message else str(reason)
+
+    def _helper_live(self):
+        n, nbytes = self.helper.live(self.device).to_py()       # web/gpu.mjs readback staging
+        return int(n), int(nbytes)
 
     def _create_buffer(self, size, usage, label):
         return self.device.createBuffer(_obj({"size": size, "usage": usage, "label": label}))
@@ -123,21 +146,23 @@ class BrowserDevice(Device):
         from bitweb.gpu import COPY_SRC, QUERY_RESOLVE
         n = 2 * repeats
         qs = self.device.createQuerySet(_obj({"type": "timestamp", "count": n}))
-        out = self.device.createBuffer(_obj({"size": 8 * n, "usage": QUERY_RESOLVE | COPY_SRC}))
-        enc = self.device.createCommandEncoder()
-        for r in range(repeats):
-            cp = enc.beginComputePass(_obj({"timestampWrites": {
-                "querySet": qs, "beginningOfPassWriteIndex": 2 * r, "endOfPassWriteIndex": 2 * r + 1}}))
-            for p, bg, (x, y, z) in plan.items:
-                cp.setPipeline(p.raw)
-                cp.setBindGroup(0, bg)
-                cp.dispatchWorkgroups(x, y, z)
-            cp.end()
-        enc.resolveQuerySet(qs, 0, n, out, 0)
-        self.queue.submit(to_js([enc.finish()]))
-        raw = (await self.helper.read(self.device, out, 0, 8 * n)).to_bytes()
-        out.destroy()
-        qs.destroy()
+        out = self.create_buffer(8 * n, QUERY_RESOLVE | COPY_SRC, label="timestamps")
+        try:
+            enc = self.device.createCommandEncoder()
+            for r in range(repeats):
+                cp = enc.beginComputePass(_obj({"timestampWrites": {
+                    "querySet": qs, "beginningOfPassWriteIndex": 2 * r, "endOfPassWriteIndex": 2 * r + 1}}))
+                for p, bg, (x, y, z) in plan.items:
+                    cp.setPipeline(p.raw)
+                    cp.setBindGroup(0, bg)
+                    cp.dispatchWorkgroups(x, y, z)
+                cp.end()
+            enc.resolveQuerySet(qs, 0, n, out.raw, 0)
+            self.queue.submit(to_js([enc.finish()]))
+            raw = (await self.helper.read(self.device, out.raw, 0, 8 * n)).to_bytes()
+        finally:
+            out.destroy()
+            qs.destroy()
         t = struct.unpack(f"<{n}Q", raw)
         return [(t[2 * r + 1] - t[2 * r]) * 1e-9 for r in range(repeats)]
 
@@ -146,17 +171,24 @@ class BrowserDevice(Device):
 
 
 async def request_device() -> BrowserDevice:
-    gpu = getattr(js.navigator, "gpu", None)
+    gpu = _js_value(js.navigator, "gpu")
     if gpu is None:
         raise NoAdapterError(NO_WEBGPU)
-    adapter = await gpu.requestAdapter(_obj({"powerPreference": "high-performance"}))
-    if adapter is None:
-        raise NoAdapterError("navigator.gpu exists but no WebGPU adapter was found. " + NO_WEBGPU)
-    have = set(js.Array.from_(adapter.features).to_py())
+    try:
+        adapter = await gpu.requestAdapter(_obj({"powerPreference": "high-performance"}))
+    except Exception as e:                       # some browsers reject instead of resolving null
+        raise NoAdapterError(f"navigator.gpu exists but requesting a WebGPU adapter failed ({e}). "
+                             + NO_WEBGPU) from None
+    if _absent(adapter):                         # resolves to JS null: WebGPU is off or blocklisted
+        raise NoAdapterError("navigator.gpu exists but no WebGPU adapter was found (requestAdapter "
+                             "returned null: WebGPU is disabled or this GPU is blocklisted). " + NO_WEBGPU)
+    features = _js_value(adapter, "features")
+    have = set(js.Array.from_(features).to_py()) if features is not None else set()
     want = [f for f in WANTED_FEATURES if f in have]
+    alim = _js_value(adapter, "limits")
     limits = {}
     for name in WANTED_LIMITS:
-        v = getattr(adapter.limits, name, None)
+        v = _js_value(alim, name)
         if v is not None:
             limits[name] = int(v)
     try:
@@ -164,20 +196,23 @@ async def request_device() -> BrowserDevice:
                                                    "label": "bitweb"}))
     except Exception as e:
         raise GPUError(f"the adapter refused a device with features {want} and limits {limits}: {e}") from None
+    if _absent(device):
+        raise GPUError(f"the adapter returned no device for features {want} and limits {limits}")
+    dlim = _js_value(device, "limits")
     granted = {}
     for name in WANTED_LIMITS + ("minStorageBufferOffsetAlignment", "maxComputeWorkgroupSizeY"):
-        v = getattr(device.limits, name, None)
+        v = _js_value(dlim, name)
         if v is not None:
             granted[name] = int(v)
-    wgsl = getattr(gpu, "wgslLanguageFeatures", None)
+    wgsl = _js_value(gpu, "wgslLanguageFeatures")
     dot4 = bool(wgsl is not None and wgsl.has("packed_4x8_integer_dot_product"))
-    ai = adapter.info
-    info = {k: str(getattr(ai, k, "") or "") for k in ("vendor", "architecture", "device", "description")}
+    ai = _js_value(adapter, "info")
+    info = {k: str(_js_value(ai, k, "")) for k in ("vendor", "architecture", "device", "description")}
     caps = Caps(subgroups="subgroups" in want, shader_f16="shader-f16" in want, dot4=dot4,
                 timestamps="timestamp-query" in want,
                 subgroup_matrix="chromium-experimental-subgroup-matrix" in have,
-                subgroup_min=int(getattr(ai, "subgroupMinSize", 0) or 0),
-                subgroup_max=int(getattr(ai, "subgroupMaxSize", 0) or 0))
+                subgroup_min=int(_js_value(ai, "subgroupMinSize", 0)),
+                subgroup_max=int(_js_value(ai, "subgroupMaxSize", 0)))
     return BrowserDevice(adapter, device, want, caps, info, granted)
 
 

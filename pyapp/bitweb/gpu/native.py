@@ -83,21 +83,23 @@ class NativeDevice(Device):
         from bitweb.gpu import COPY_SRC, QUERY_RESOLVE
         n = 2 * repeats
         qs = self.device.create_query_set(type="timestamp", count=n)
-        out = self.device.create_buffer(size=8 * n, usage=QUERY_RESOLVE | COPY_SRC)
-        enc = self.device.create_command_encoder()
-        for r in range(repeats):
-            cp = enc.begin_compute_pass(timestamp_writes={
-                "query_set": qs, "beginning_of_pass_write_index": 2 * r, "end_of_pass_write_index": 2 * r + 1})
-            for p, bg, (x, y, z) in plan.items:
-                cp.set_pipeline(p.raw)
-                cp.set_bind_group(0, bg)
-                cp.dispatch_workgroups(x, y, z)
-            cp.end()
-        enc.resolve_query_set(qs, 0, n, out, 0)
-        self.queue.submit([enc.finish()])
-        t = struct.unpack(f"<{n}Q", bytes(self.queue.read_buffer(out, 0, 8 * n)))
-        out.destroy()
-        qs.destroy()
+        out = self.create_buffer(8 * n, QUERY_RESOLVE | COPY_SRC, label="timestamps")
+        try:
+            enc = self.device.create_command_encoder()
+            for r in range(repeats):
+                cp = enc.begin_compute_pass(timestamp_writes={
+                    "query_set": qs, "beginning_of_pass_write_index": 2 * r, "end_of_pass_write_index": 2 * r + 1})
+                for p, bg, (x, y, z) in plan.items:
+                    cp.set_pipeline(p.raw)
+                    cp.set_bind_group(0, bg)
+                    cp.dispatch_workgroups(x, y, z)
+                cp.end()
+            enc.resolve_query_set(qs, 0, n, out.raw, 0)
+            self.queue.submit([enc.finish()])
+            t = struct.unpack(f"<{n}Q", bytes(self.queue.read_buffer(out.raw, 0, 8 * n)))
+        finally:
+            out.destroy()
+            qs.destroy()
         return [(t[2 * r + 1] - t[2 * r]) * 1e-9 for r in range(repeats)]
 
     async def _sync(self):
@@ -105,8 +107,8 @@ class NativeDevice(Device):
         # mismatch); a 4-byte read waits for every earlier submission the same way.
         if getattr(self, "_sync_buf", None) is None:
             from bitweb.gpu import COPY_DST, COPY_SRC
-            self._sync_buf = self.device.create_buffer(size=4, usage=COPY_SRC | COPY_DST, label="sync")
-        self.queue.read_buffer(self._sync_buf, 0, 4)
+            self._sync_buf = self.create_buffer(4, COPY_SRC | COPY_DST, label="sync")   # kept: counted live
+        self.queue.read_buffer(self._sync_buf.raw, 0, 4)
 
 
 def _probe_caps(device, features) -> Caps:

@@ -1,0 +1,151 @@
+"""The JavaScript library (web/bitweb.mjs) from a page of its own: web/examples/minimal.html, which
+imports only the public module, streams the default model's answer, and the same page then drives
+the API directly (a second engine from the cache next to the first, abort, stop strings, usage,
+KV-prefix reuse, tokenize, settings errors by field, unload), checked against the CLI."""
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.e2e.conftest import new_page
+from tests.e2e.test_app import cli
+
+MODEL = ROOT / "web" / "models" / "bitweb-chat-i2_s.gguf"
+QUESTION = "What is 37 + 45?"
+READY_MS = 240_000
+
+
+@pytest.fixture(scope="module")
+def want():
+    return cli(MODEL, prompt=QUESTION, max_tokens=200)
+
+
+@pytest.fixture(scope="module")
+def page(browser, server):
+    ctx = browser.new_context()
+    yield new_page(ctx)
+    ctx.close()
+
+
+def test_minimal_page_streams_the_cli_answer(page, server, want):
+    src = (ROOT / "web" / "examples" / "minimal.html").read_text()
+    assert "from '../bitweb.mjs'" in src and src.count("import ") == 1    # the public module only
+    assert len(src.splitlines()) <= 16
+    page.goto(server + "examples/minimal.html")
+    page.wait_for_function("document.getElementById('out').dataset.done === 'yes'", timeout=READY_MS)
+    assert page.inner_text("#out") == want["text"]
+    assert want["stop_reason"] == "eot" and want["text"].endswith("82.")
+    assert page.errors == []
+
+
+API = """async (js) => {
+  const bitweb = await import('/bitweb.mjs');
+  window.engine ??= await bitweb.load(bitweb.DEFAULT_MODEL);     // from the cache: a second engine
+  const engine = window.engine;
+  const user = (content) => ({ role: 'user', content });
+  return await (new Function('bitweb', 'engine', 'user', `return (async () => { ${js} })()`))(bitweb, engine, user);
+}"""
+
+
+def api(page, js):
+    return page.evaluate(API, js)
+
+
+def test_abort_a_stream_mid_way_then_complete_one(page, want):
+    got = api(page, f"""
+      const ctl = new AbortController();
+      const chunks = [];
+      const stream = await engine.chat.completions.create({{ messages: [user({QUESTION!r})], stream: true, signal: ctl.signal }});
+      for await (const c of stream) {{ chunks.push(c); if (chunks.length === 3) ctl.abort(); }}
+      const full = await engine.chat.completions.create({{ messages: [user({QUESTION!r})] }});
+      return {{ chunks, full }};""")
+    chunks, full = got["chunks"], got["full"]
+    assert all(c["object"] == "chat.completion.chunk" for c in chunks)
+    assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
+    last = chunks[-1]
+    assert last["choices"][0]["finish_reason"] == "abort"
+    assert all(c["choices"][0]["finish_reason"] is None for c in chunks[:-1])
+    text = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks)
+    assert 0 < len(text) < len(want["text"]) and want["text"].startswith(text)   # stopped part way
+    assert last["usage"]["completion_tokens"] < len(want["ids"])
+    assert full["object"] == "chat.completion"
+    assert full["choices"][0]["message"] == {"role": "assistant", "content": want["text"]}
+    assert full["choices"][0]["finish_reason"] == "stop"
+    assert full["usage"] == {"prompt_tokens": len(want["prompt_ids"]), "completion_tokens": len(want["ids"]),
+                             "total_tokens": len(want["prompt_ids"]) + len(want["ids"])}
+    assert full["timing"]["ttft_ms"] > 0
+    assert page.errors == []
+
+
+def test_stop_strings_length_and_kv_reuse(page, want):
+    cut = want["text"].index("=")
+    got = api(page, f"""
+      const q = [user({QUESTION!r})];
+      const parts = [];
+      for await (const c of await engine.chat.completions.create({{ messages: q, stream: true, stop: ['='] }}))
+        parts.push(c.choices[0].delta.content ?? '');
+      const last = await engine.chat.completions.create({{ messages: q, stop: ['=', 'so'] }});
+      const short = await engine.chat.completions.create({{ messages: q, max_tokens: 3 }});
+      const a = await engine.chat.completions.create({{ messages: q }});
+      const again = await engine.chat.completions.create({{ messages: [...q, a.choices[0].message, user('What is 20 - 45?')] }});
+      const ids = await engine.tokenize(q);
+      return {{ parts, last, short, again, ids, info: engine.info }};""")
+    assert "".join(got["parts"]) == want["text"][:cut]            # nothing of the stop string streamed
+    assert got["last"]["choices"][0]["message"]["content"] == want["text"][:cut]
+    assert got["last"]["choices"][0]["finish_reason"] == "stop"
+    assert got["short"]["choices"][0]["finish_reason"] == "length" and got["short"]["usage"]["completion_tokens"] == 3
+    t = got["again"]["timing"]                                      # the second turn reused the first's KV cache
+    assert t["cached_tokens"] >= len(want["prompt_ids"]) and t["prefill_tokens"] < got["again"]["usage"]["prompt_tokens"]
+    assert got["ids"] == want["prompt_ids"]                          # tokenize(messages) = the prompt the CLI runs
+    info = got["info"]
+    assert info["name"] == "bitweb-chat-i2_s.gguf" and info["architecture"] == "bitnet-b1.58"
+    assert info["context"] == info["contextMax"] and info["adapter"]["backend"] == "browser"
+    assert page.errors == []
+
+
+@pytest.mark.parametrize("request_js,field", [
+    ("{ messages: [user('hi')], temperature: -1 }", "temperature"),
+    ("{ messages: [user('hi')], max_tokens: 0 }", "max_tokens"),
+    ("{ messages: [user('hi')], max_tokens: null, top_p: 2 }", "top_p"),
+    ("{ messages: [user('hi')], stop: [''] }", "stop"),
+    ("{ messages: [] }", "messages"),
+    ("{ messages: [{ role: 'robot', content: 'x' }] }", "messages"),
+])
+def test_a_bad_request_is_a_settings_error_naming_the_field(page, request_js, field):
+    got = api(page, f"""
+      try {{ await engine.chat.completions.create({request_js}); return null; }}
+      catch (e) {{ return {{ kind: e.kind, field: e.field, message: e.message, name: e.name,
+                         classes: [e instanceof bitweb.BitwebError, e instanceof bitweb.errors.settings, e instanceof Error] }}; }}""")
+    assert got is not None, "the bad request was accepted"
+    assert got["kind"] == "settings" and got["field"] == field and field in got["message"]
+    assert got["name"] == "SettingsError" and got["classes"] == [True, True, True]
+
+
+def test_load_options_are_checked_and_unload_ends_an_engine(page):
+    got = api(page, """
+      const out = {};
+      for (const [k, opts] of [['context', { context: 1 }], ['cap', { capLimits: { maxStorageBufferBindingSize: NaN } }],
+                               ['limit', { capLimits: { noSuchLimit: 5 } }], ['act', { activations: 'f16' }]]) {
+        try { await bitweb.load(bitweb.DEFAULT_MODEL, opts); out[k] = 'loaded'; } catch (e) { out[k] = [e.kind, e.field]; }
+      }
+      const spare = await bitweb.load(bitweb.DEFAULT_MODEL, { context: 64 });
+      out.spareContext = spare.info.context;
+      await spare.unload();
+      try { await spare.chat.completions.create({ messages: [user('hi')] }); out.after = 'answered'; }
+      catch (e) { out.after = e.kind; }
+      out.cached = (await bitweb.cache.list()).map((m) => m.name);
+      out.persist = typeof (await bitweb.cache.persist());
+      out.kinds = bitweb.ERROR_KINDS;
+      return out;""")
+    assert got["context"] == ["settings", "context"]
+    assert got["cap"] == ["settings", "capLimits.maxStorageBufferBindingSize"]
+    assert got["limit"] == ["settings", "capLimits.noSuchLimit"]
+    assert got["act"] == ["settings", "activations"]
+    assert got["spareContext"] == 64 and got["after"] == "unloaded"
+    assert got["cached"] == ["bitweb-chat-i2_s.gguf"] and got["persist"] == "boolean"
+    readme = (ROOT / "README.md").read_text()
+    errors = readme[readme.index("## Errors"):]
+    errors = errors[:errors.index("\n## ", 4)]
+    for kind in got["kinds"]:                                       # README lists every kind
+        assert f"`{kind}`" in errors, f"README's Errors section lacks {kind}"
+    assert page.errors == []

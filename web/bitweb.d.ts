@@ -1,0 +1,146 @@
+// Types of web/bitweb.mjs (the bitweb browser library).
+
+export declare const DEFAULT_MODEL: string;
+
+export type ErrorKind =
+  | 'no-webgpu' | 'limits' | 'format' | 'unsupported' | 'download' | 'cors' | 'storage' | 'device-lost'
+  | 'out-of-memory' | 'no-room' | 'context' | 'settings' | 'aborted' | 'unloaded' | 'busy' | 'gpu' | 'internal';
+export declare const ERROR_KINDS: readonly ErrorKind[];
+
+export declare class BitwebError extends Error {
+  kind: ErrorKind;
+  /** settings errors: the option or field that is wrong ("temperature", "capLimits.maxBufferSize" ...) */
+  field?: string;
+  /** context errors: the prompt's tokens and the context size */
+  prompt_tokens?: number;
+  context?: number;
+  constructor(kind: ErrorKind, message: string, extra?: object);
+}
+/** One subclass per kind: `e instanceof bitweb.errors.context`. */
+export declare const errors: { readonly [K in ErrorKind]: new (message: string, extra?: object) => BitwebError };
+
+export interface Progress {
+  stage: 'boot' | 'download' | 'cache' | 'header' | 'upload' | 'compile';
+  done: number;
+  total: number;
+  label?: string;
+  bytesPerSecond?: number;
+  etaSeconds?: number;
+}
+
+export interface LoadOptions {
+  onProgress?: (p: Progress) => void;
+  /** 'a8': W1.58A8 as trained (default); 'f32': float activations */
+  activations?: 'a8' | 'f32';
+  /** positions of the KV cache (at least 2; default: the model's) */
+  context?: number | null;
+  signal?: AbortSignal;
+  /** 'ask' (default): fail with kind "no-room" when this model and the loaded ones do not fit
+   *  together; 'always': unload the others first then */
+  replace?: 'ask' | 'always';
+  /** bytes of GPU memory the models may use (WebGPU does not tell; default: unknown) */
+  gpuMemory?: number | null;
+  /** behave like a GPU with at most these limits (testing) */
+  capLimits?: Partial<Record<'maxBufferSize' | 'maxStorageBufferBindingSize' | 'maxStorageBuffersPerShaderStage'
+    | 'maxComputeWorkgroupStorageSize' | 'maxComputeInvocationsPerWorkgroup' | 'maxComputeWorkgroupSizeX'
+    | 'maxComputeWorkgroupsPerDimension', number>> | null;
+  /** keep the model in the browser cache once it has loaded (default true) */
+  cache?: boolean;
+}
+
+export type Source = string | URL | Blob | { cached: string } | CachedModel;
+
+export interface Message { role: 'system' | 'user' | 'assistant'; content: string }
+
+export interface CreateRequest {
+  messages: Message[];
+  stream?: boolean;
+  max_tokens?: number | null;
+  temperature?: number;
+  top_p?: number;
+  top_k?: number;
+  min_p?: number;
+  repetition_penalty?: number;
+  seed?: number;
+  stop?: string | string[];
+  signal?: AbortSignal;
+  /** models whose chat template has a thinking switch (engine.info.thinking) */
+  enable_thinking?: boolean;
+}
+
+export type FinishReason = 'stop' | 'length' | 'abort';
+export interface Usage { prompt_tokens: number; completion_tokens: number; total_tokens: number }
+export interface Timing {
+  total_ms: number; ttft_ms: number | null; prefill_ms: number; prefill_tokens: number; cached_tokens: number;
+  prefill_tok_s?: number; decode_tok_s?: number; decode_ms_per_token: number; stop_reason: string;
+  tokens_after_stop?: number;
+}
+
+export interface ChatCompletion {
+  id: string; object: 'chat.completion'; created: number; model: string;
+  choices: [{ index: 0; message: { role: 'assistant'; content: string }; finish_reason: FinishReason }];
+  usage: Usage; timing: Timing;
+}
+
+export interface ChatCompletionChunk {
+  id: string; object: 'chat.completion.chunk'; created: number; model: string;
+  choices: [{ index: 0; delta: { role?: 'assistant'; content?: string }; finish_reason: FinishReason | null }];
+  /** on the last chunk */
+  usage?: Usage; timing?: Timing;
+}
+
+export interface ChatCompletionStream extends AsyncIterableIterator<ChatCompletionChunk> {
+  /** stop the reply (the stream then ends with finish_reason "abort") */
+  abort(): void;
+}
+
+export interface EngineInfo {
+  name: string; title: string; architecture: string; fileSize: number; tensorTypes: Record<string, number>;
+  weights: string; vocabulary: number; context: number; contextMax: number; layers: number; width: number;
+  heads: number; kvHeads: number; ffn: number; tied: boolean; activations: 'a8' | 'f32';
+  /** the chat template has a thinking switch (create()'s enable_thinking); thinkingDefault: on when unset */
+  thinking: boolean; thinkingDefault: boolean;
+  adapter: { backend: string; description: string; info: Record<string, string>; features: string[]; caps: string;
+    limits: Record<string, number> };
+  features: string[];
+  load: { ms: number; header_read: number; wasm_before: number; wasm_after: number; n_ctx: number;
+    gpu_bytes?: number; weight_bytes?: number; estimate_bytes: number };
+  cacheError: string | null;
+}
+
+export declare class Engine {
+  readonly id: number;
+  readonly info: EngineInfo;
+  readonly state: 'ready' | 'unloaded' | 'lost';
+  /** resolves with a message when the GPU device is lost */
+  readonly lost: Promise<string>;
+  readonly chat: {
+    completions: {
+      create(request: CreateRequest & { stream: true }): Promise<ChatCompletionStream>;
+      create(request: CreateRequest & { stream?: false }): Promise<ChatCompletion>;
+    };
+  };
+  tokenize(input: string | Message[], options?: { enable_thinking?: boolean }): Promise<number[]>;
+  unload(): Promise<void>;
+}
+
+export declare function load(source?: Source, options?: LoadOptions): Promise<Engine>;
+
+export interface CachedModel { name: string; size: number; source: string; saved: number }
+export declare const cache: {
+  list(): Promise<CachedModel[]>;
+  estimate(): Promise<{ usage: number | null; quota: number | null; persisted: boolean | null }>;
+  delete(name: string): Promise<boolean>;
+  persist(): Promise<boolean>;
+};
+
+/** [integer?, lowest, highest, lowest excluded?] per sampling setting */
+export declare const SETTINGS: Readonly<Record<'temperature' | 'top_k' | 'top_p' | 'min_p' | 'repetition_penalty' | 'seed' | 'max_tokens',
+  readonly [boolean, number, number, boolean]>>;
+/** why `value` is not a valid value of setting `name`, or null */
+export declare function checkSetting(name: keyof typeof SETTINGS, value: unknown): string | null;
+
+/** diagnostics of the worker: wasm heap, live GPU buffers (when the GPU layer counts them), engines */
+export declare function stats(): Promise<{ wasm_bytes: number; engines: number; live_buffers?: number; live_bytes?: number }>;
+
+export declare const debug: { loseDevice(): Promise<void> };

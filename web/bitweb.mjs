@@ -1,0 +1,333 @@
+// bitweb: BitNet b1.58 models in the browser, with an OpenAI-style chat API.
+//
+//   import * as bitweb from './bitweb.mjs';
+//   const engine = await bitweb.load(bitweb.DEFAULT_MODEL, { onProgress: (p) => console.log(p.stage, p.done, p.total) });
+//   const stream = await engine.chat.completions.create({ messages: [{ role: 'user', content: 'Hello!' }], stream: true });
+//   for await (const chunk of stream) out.textContent += chunk.choices[0].delta.content ?? '';
+//
+// The engine runs in a Web Worker (worker.mjs: Pyodide + WebGPU); this module only talks to it.
+// Types: bitweb.d.ts. Errors: BitwebError with a `kind` (README, "Errors").
+
+export const DEFAULT_MODEL = new URL('./models/bitweb-chat-i2_s.gguf', import.meta.url).href;
+
+/** Every error kind this library reports (README, "Errors"). */
+export const ERROR_KINDS = Object.freeze([
+  'no-webgpu', 'limits', 'format', 'unsupported', 'download', 'cors', 'storage', 'device-lost',
+  'out-of-memory', 'no-room', 'context', 'settings', 'aborted', 'unloaded', 'busy', 'gpu', 'internal',
+]);
+
+export class BitwebError extends Error {
+  /** @param {string} kind @param {string} message @param {object} [extra] */
+  constructor(kind, message, extra = {}) {
+    super(message);
+    this.name = 'BitwebError';
+    this.kind = kind;
+    Object.assign(this, extra);
+  }
+}
+const CLASS_NAMES = {
+  'no-webgpu': 'NoWebGPUError', limits: 'LimitsError', format: 'FormatError', unsupported: 'UnsupportedError',
+  download: 'DownloadError', cors: 'CorsError', storage: 'StorageError', 'device-lost': 'DeviceLostError',
+  'out-of-memory': 'OutOfMemoryError', 'no-room': 'NoRoomError', context: 'ContextError', settings: 'SettingsError',
+  aborted: 'AbortedError', unloaded: 'UnloadedError', busy: 'BusyError', gpu: 'GPUError', internal: 'InternalError',
+};
+/** One Error subclass per kind: `errors.context`, `errors['no-webgpu']` ... (all extend BitwebError). */
+export const errors = Object.fromEntries(ERROR_KINDS.map((kind) => {
+  const cls = class extends BitwebError { constructor(message, extra) { super(kind, message, extra); this.name = CLASS_NAMES[kind]; } };
+  Object.defineProperty(cls, 'name', { value: CLASS_NAMES[kind] });
+  return [kind, cls];
+}));
+const error = (kind, message, extra) => new (errors[kind] || errors.internal)(message, extra);
+const settingsError = (field, message) => error('settings', `${field}: ${message}`, { field });
+
+// ------------------------------------------------------------------ checks (also done in Python)
+// name -> [integer?, lowest, highest, lowest excluded?]; webapp.SETTINGS has the same table.
+export const SETTINGS = Object.freeze({
+  temperature: [false, 0, 100, false], top_k: [true, 0, 2 ** 30, false], top_p: [false, 0, 1, true],
+  min_p: [false, 0, 1, false], repetition_penalty: [false, 0, 100, true], seed: [true, 0, 2 ** 53 - 1, false],
+  max_tokens: [true, 1, 2 ** 30, false],
+});
+/** The error message for one sampling setting, or null when `value` is fine. */
+export function checkSetting(name, value) {
+  const [integer, lo, hi, open] = SETTINGS[name];
+  const want = integer ? `an integer from ${lo} to ${hi}` : `a number ${open ? 'above' : 'from'} ${lo} ${open ? 'and at most' : 'to'} ${hi}`;
+  const ok = typeof value === 'number' && Number.isFinite(value) && (open ? value > lo : value >= lo) && value <= hi
+    && (!integer || Number.isInteger(value));
+  return ok ? null : `must be ${want} (got ${value === '' ? 'nothing' : JSON.stringify(value) ?? String(value)})`;
+}
+const LIMITS = ['maxBufferSize', 'maxStorageBufferBindingSize', 'maxStorageBuffersPerShaderStage', 'maxComputeWorkgroupStorageSize',
+  'maxComputeInvocationsPerWorkgroup', 'maxComputeWorkgroupSizeX', 'maxComputeWorkgroupsPerDimension'];
+
+function checkLoadOptions(o) {
+  if (o.activations != null && !['a8', 'f32'].includes(o.activations)) throw settingsError('activations', `must be "a8" or "f32" (got ${JSON.stringify(o.activations)})`);
+  if (o.context != null && !(Number.isInteger(o.context) && o.context >= 2)) {
+    throw settingsError('context', `must be an integer of at least 2, the positions the KV cache holds (got ${JSON.stringify(o.context)})`);
+  }
+  if (o.capLimits != null) {
+    if (typeof o.capLimits !== 'object') throw settingsError('capLimits', 'must be an object {limitName: bytes or count}');
+    for (const [k, v] of Object.entries(o.capLimits)) {
+      if (!LIMITS.includes(k)) throw settingsError(`capLimits.${k}`, `not a limit bitweb uses (one of ${LIMITS.join(', ')})`);
+      if (!(Number.isInteger(v) && v > 0)) throw settingsError(`capLimits.${k}`, `must be a positive integer (got ${String(v)})`);
+    }
+  }
+  if (o.gpuMemory != null && !(Number.isFinite(o.gpuMemory) && o.gpuMemory > 0)) throw settingsError('gpuMemory', `must be a positive number of bytes (got ${JSON.stringify(o.gpuMemory)})`);
+  if (o.replace != null && !['ask', 'always'].includes(o.replace)) throw settingsError('replace', `must be "ask" or "always" (got ${JSON.stringify(o.replace)})`);
+  if (o.onProgress != null && typeof o.onProgress !== 'function') throw settingsError('onProgress', 'must be a function');
+}
+
+function checkRequest(r) {
+  if (!r || typeof r !== 'object') throw settingsError('request', 'create() takes an object {messages, ...}');
+  const msgs = r.messages;
+  if (!Array.isArray(msgs) || !msgs.length) throw settingsError('messages', 'must be a non-empty array of {role, content}');
+  msgs.forEach((m, i) => {
+    if (!m || !['system', 'user', 'assistant'].includes(m.role) || typeof m.content !== 'string') {
+      throw settingsError('messages', `messages[${i}] must be {role: "system" | "user" | "assistant", content: string}`);
+    }
+  });
+  const out = { messages: msgs.map((m) => ({ role: m.role, content: m.content })) };
+  for (const name of Object.keys(SETTINGS)) {
+    if (r[name] == null) continue;
+    const why = checkSetting(name, r[name]);
+    if (why) throw settingsError(name, why);
+    out[name] = r[name];
+  }
+  if (r.stop != null) {
+    const stops = typeof r.stop === 'string' ? [r.stop] : r.stop;
+    if (!Array.isArray(stops) || stops.length > 4 || stops.some((s) => typeof s !== 'string' || !s)) {
+      throw settingsError('stop', 'must be a non-empty string or an array of at most 4 non-empty strings');
+    }
+    out.stop = stops;
+  }
+  if (r.enable_thinking != null) {
+    if (typeof r.enable_thinking !== 'boolean') throw settingsError('enable_thinking', 'must be true or false');
+    out.enable_thinking = r.enable_thinking;
+  }
+  return out;
+}
+
+// ------------------------------------------------------------------ the worker
+let worker = null;
+let nextId = 1;
+const calls = new Map();           // id -> {resolve, reject, onProgress, onText}
+const live = new Map();            // engine id -> Engine
+
+function theWorker() {
+  if (worker) return worker;
+  if (!('gpu' in navigator)) {
+    throw error('no-webgpu', globalThis.isSecureContext === false
+      ? `this page is not a secure context (${location.origin}), so WebGPU is off: serve it from https, http://localhost or http://127.0.0.1`
+      : 'this browser does not expose WebGPU (navigator.gpu is missing)');
+  }
+  worker = new Worker(new URL('./worker.mjs', import.meta.url), { type: 'module' });
+  worker.onmessage = ({ data: m }) => {
+    if (m.type === 'device-lost') return deviceLost(m);
+    const c = calls.get(m.id);
+    if (!c) return;
+    if (m.type === 'progress') c.onProgress?.(progressOf(m));
+    else if (m.type === 'text') c.onText?.(m.text);
+    else {
+      calls.delete(m.id);
+      if (m.type === 'result') c.resolve(m.value);
+      else c.reject(error(m.error.kind, m.error.message, extraOf(m.error)));
+    }
+  };
+  worker.onerror = (e) => {
+    e.preventDefault?.();
+    const why = `the bitweb worker failed: ${e.message || 'it could not start'}` + (e.filename ? ` (${e.filename}:${e.lineno})` : '');
+    for (const [id, c] of calls) { calls.delete(id); c.reject(error('internal', why)); }
+  };
+  return worker;
+}
+
+const extraOf = (err) => Object.fromEntries(Object.entries(err).filter(([k]) => k !== 'kind' && k !== 'message'));
+function progressOf(m) {
+  const p = { stage: m.stage, done: m.done, total: m.total };
+  for (const k of ['label', 'bytesPerSecond', 'etaSeconds']) if (m[k] != null) p[k] = m[k];
+  return p;
+}
+
+function call(op, body = {}, { signal, onProgress, onText } = {}) {
+  const w = theWorker();
+  const id = nextId++;
+  return new Promise((resolve, reject) => {
+    let onAbort = null;
+    const done = (fn) => (v) => { if (onAbort) signal.removeEventListener('abort', onAbort); fn(v); };
+    calls.set(id, { resolve: done(resolve), reject: done(reject), onProgress, onText });
+    if (signal) {
+      onAbort = () => w.postMessage({ id: nextId++, op: 'abort', target: id });
+      signal.addEventListener('abort', onAbort, { once: true });
+    }
+    w.postMessage({ id, op, ...body });
+  });
+}
+
+function deviceLost(m) {
+  for (const eid of m.engines) {
+    const e = live.get(eid);
+    if (e) { live.delete(eid); e._lose(m.message); }
+  }
+}
+
+// ------------------------------------------------------------------ loading
+function sourceOf(source) {
+  if (source == null) return { url: DEFAULT_MODEL };
+  if (typeof source === 'string' || source instanceof URL) return { url: String(source) };
+  if (typeof Blob !== 'undefined' && source instanceof Blob) return { file: source, name: source.name || 'model.gguf' };
+  if (typeof source === 'object' && typeof source.cached === 'string') return { cached: source.cached };
+  if (typeof source === 'object' && typeof source.url === 'string') return { url: source.url };
+  if (typeof source === 'object' && typeof source.name === 'string' && 'saved' in source) return { cached: source.name };
+  throw settingsError('source', 'must be a URL, a File or Blob, or {cached: name} (a name from bitweb.cache.list())');
+}
+
+/**
+ * Load a model into a new engine. The engines already loaded keep working while it loads; drop
+ * the one it replaces with `old.unload()` once this resolves (or pass replace: 'always').
+ * @param {string|URL|Blob|{cached: string}} [source] default: DEFAULT_MODEL
+ * @param {import('./bitweb.d.ts').LoadOptions} [options]
+ * @returns {Promise<Engine>}
+ */
+export async function load(source, options = {}) {
+  checkLoadOptions(options);
+  const src = sourceOf(source);
+  const { signal, onProgress } = options;
+  if (signal?.aborted) throw error('aborted', 'the load was aborted before it started');
+  const opts = { activations: options.activations || 'a8', context: options.context ?? null, capLimits: options.capLimits || null,
+    gpuMemory: options.gpuMemory ?? null, replace: options.replace || 'ask', cache: options.cache !== false };
+  const v = await call('load', { source: src, options: opts }, { signal, onProgress });
+  const engine = new Engine(v);
+  live.set(v.engine, engine);
+  return engine;
+}
+
+let completionN = 0;
+const completionId = () => `chatcmpl-${Date.now().toString(36)}${(completionN++).toString(36)}`;
+
+export class Engine {
+  constructor(v) {
+    this.id = v.engine;
+    const i = v.info;
+    /** What was loaded: the model, the GPU adapter and the load's own figures. */
+    this.info = Object.freeze({
+      name: v.name || i.name, title: i.title, architecture: i.arch, fileSize: i.file_size,
+      tensorTypes: i.tensor_types, weights: i.linear_type, vocabulary: i.n_vocab,
+      context: v.load.n_ctx, contextMax: i.n_ctx, layers: i.n_layer, width: i.n_embd,
+      heads: i.n_head, kvHeads: i.n_head_kv, ffn: i.n_ff, tied: i.tied,
+      activations: v.load.activations, thinking: !!i.thinking, thinkingDefault: !!i.thinking_default,
+      adapter: v.adapter, features: v.adapter.features, load: v.load, cacheError: v.cacheError || null,
+    });
+    this._state = 'ready';
+    this._lostMessage = null;
+    let lose;
+    /** Resolves with a message when the GPU device is lost (the engine is then gone). */
+    this.lost = new Promise((r) => { lose = r; });
+    this._lose = (message) => { this._state = 'lost'; this._lostMessage = message; lose(message); };
+    const engine = this;
+    this.chat = { completions: { create: (request) => engine._create(request) } };
+  }
+
+  /** 'ready' | 'unloaded' | 'lost' */
+  get state() { return this._state; }
+
+  _check() {
+    if (this._state === 'lost') throw error('device-lost', this._lostMessage || 'the GPU device was lost; load the model again');
+    if (this._state === 'unloaded') throw error('unloaded', 'this engine was unloaded; load a model again');
+  }
+
+  /**
+   * Token ids of a text (no BOS), or of a chat's whole prompt (messages, as create() would send).
+   * @param {string|Array<{role: string, content: string}>} input
+   * @returns {Promise<number[]>}
+   */
+  async tokenize(input, { enable_thinking } = {}) {
+    this._check();
+    let request;
+    if (typeof input === 'string') request = { text: input };
+    else request = { messages: checkRequest({ messages: input }).messages, enable_thinking };
+    return (await call('tokenize', { engine: this.id, request })).ids;
+  }
+
+  /** Free the engine's GPU buffers. Later calls on it fail with kind "unloaded". */
+  async unload() {
+    if (this._state !== 'ready') return;
+    this._state = 'unloaded';
+    live.delete(this.id);
+    await call('unload', { engine: this.id });
+  }
+
+  async _create(request) {
+    this._check();
+    const req = checkRequest(request);
+    const { signal } = request;
+    if (signal?.aborted) throw error('aborted', 'the request was aborted before it started');
+    const id = completionId(), created = Math.floor(Date.now() / 1000), model = this.info.name;
+    if (!request.stream) {
+      const v = await call('generate', { engine: this.id, request: req }, { signal });
+      return { id, object: 'chat.completion', created, model,
+        choices: [{ index: 0, message: { role: 'assistant', content: v.text }, finish_reason: v.finish_reason }],
+        usage: v.usage, timing: v.timing };
+    }
+    return stream(this, req, signal, { id, created, model });
+  }
+}
+
+// An async iterator of chat.completion.chunk objects; breaking out of the loop stops the generation.
+function stream(engine, req, signal, head) {
+  const queue = [];
+  let wake = null, finished = false, failure = null, first = true;
+  const push = (chunk) => { queue.push(chunk); wake?.(); };
+  const chunk = (delta, finish_reason, extra) => ({ ...head, object: 'chat.completion.chunk',
+    choices: [{ index: 0, delta, finish_reason }], ...extra });
+  const own = new AbortController();
+  const both = signal ? AbortSignal.any([signal, own.signal]) : own.signal;
+  call('generate', { engine: engine.id, request: req }, {
+    signal: both,
+    onText: (text) => {
+      push(chunk(first ? { role: 'assistant', content: text } : { content: text }, null));
+      first = false;
+    },
+  }).then((v) => {
+    push(chunk(first ? { role: 'assistant', content: '' } : {}, v.finish_reason, { usage: v.usage, timing: v.timing }));
+    finished = true; wake?.();
+  }, (e) => { failure = e; finished = true; wake?.(); });
+  return {
+    [Symbol.asyncIterator]() { return this; },
+    async next() {
+      for (;;) {
+        if (queue.length) return { value: queue.shift(), done: false };
+        if (failure) { const e = failure; failure = null; throw e; }
+        if (finished) return { value: undefined, done: true };
+        await new Promise((r) => { wake = r; });
+        wake = null;
+      }
+    },
+    async return() {
+      if (!finished) own.abort();
+      queue.length = 0;
+      finished = true;
+      return { value: undefined, done: true };
+    },
+    /** Stop the generation (the stream then ends with finish_reason "abort"). */
+    abort() { own.abort(); },
+  };
+}
+
+// ------------------------------------------------------------------ the cache
+export const cache = {
+  /** Models in the browser cache (OPFS): [{name, size, source, saved}], newest first. */
+  async list() { return (await call('cache-list')).models; },
+  /** Storage figures: {usage, quota, persisted} (bytes; null when the browser does not say). */
+  async estimate() { const v = await call('cache-list'); return { usage: v.usage, quota: v.quota, persisted: v.persisted }; },
+  /** Delete a cached model; true when it was there. */
+  async delete(name) { return (await call('cache-delete', { name })).removed; },
+  /** Ask the browser to keep the cache (navigator.storage.persist()): true when it will. */
+  async persist() { return navigator.storage?.persist ? navigator.storage.persist() : false; },
+};
+
+/** Diagnostics: {wasm_bytes, live_buffers, live_bytes, engines} of the worker (live_*: GPU buffers alive). */
+export async function stats() { return call('stats'); }
+
+/** Test hooks. */
+export const debug = {
+  /** Destroy the GPU device as if the GPU went away: every engine's `lost` resolves. */
+  async loseDevice() { await call('debug-lose-device'); },
+};
