@@ -2,10 +2,10 @@
 the decode GEMV (shaders/bitlinear.wgsl) per row, interleaved, GPU timestamps, best of --trials.
 
     python dev/bitlinear/tiled_bench.py [--fmt I2_S] [--shape 2560x2560] [--m 64] [--f32]
-        [--v dev/bitlinear/tiled_v1.wgsl:TR=4,tc=4 ...] [--tune tm=16,wg=64 ...] [--trials 3]
+        [--v dev/bitlinear/tiled_v5.wgsl:RQ=4,NQ=2,tc=8 ...] [--tune rq=4,nq=2,wg=64 ...] [--trials 3]
 
 --v PATH:K=V,...  a version: UPPER keys are override constants (with N_IN / N_OUT / Y_*), lower keys
-                  are dispatch hints: workgroups = (ceil(N_OUT / (WG * tc)), ceil(M / TR)), tc default 4;
+                  are dispatch hints: workgroups = (ceil(N_OUT / (WG * tc)), ceil(M / (4 RQ))), tc (outputs per invocation) default 4;
                   defines: +NAME (e.g. +RESIDUAL). Its output is compared with the shaders/ kernel's
                   (exact for I2_S A8: both are exact integer sums times the same scale).
 Prints ms per call, ms per row, and "x decode" = GEMV time per row / tiled time per row.

@@ -1,8 +1,9 @@
-// dev/bitlinear/tiled_v5.wgsl: EXPERIMENT (v4 with the tile written out). Register tile as 4x4 matrices: acc[rq][nq] (4 rows x 4
+// dev/bitlinear/tiled_v5.wgsl: EXPERIMENT, I2_S A8 only (the register tile written out,
+// no loops over planes or words; tiled_bench.py runs it with --v). Register tile as 4x4 matrices: acc[rq][nq] (4 rows x 4
 // outputs) += X (4 rows x 4 positions, int8 activations) * W (4 positions x 4 outputs), fma per
-// column; rows = RQ quads, outputs = NQ quads; int8 -> f32 by exponent tricks; with QUAD the 4 lanes
+// column; rows = RQ quads, outputs = NQ quads; int8 -> f32 by exponent tricks; the 4 lanes
 // of a quad each load one plane's 16 activations per row and share them (subgroupShuffle).
-// LOOPS: tile loops over rq / nq with array accumulators; else written out (if (RQ > 1u) ...).
+// RQ / NQ fold the written-out `if (RQ > 1u) ...` blocks.
 override WG: u32 = 64u;
 override RQ: u32 = 1u;          // row quads per invocation (1, 2, 4)
 override NQ: u32 = 1u;          // output quads per invocation (1, 2)

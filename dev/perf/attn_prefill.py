@@ -1,6 +1,8 @@
-"""Attention prefill (shaders/attention.wgsl `prefill`) timing: M rows at position p0, one head layout,
-GPU timestamps and process CPU time, best of --trials; --src compares another version of attention.wgsl
-under the same launch spec (output checked against shaders/).
+"""Attention prefill (shaders/attention.wgsl `prefill`: a row per invocation, K / V rows shared by
+quads) against the fallback entry `prefill_wg` (a workgroup per (kv head, row), the decode tiles) in
+the same run: M rows at position p0, one head layout, GPU timestamps and process CPU time, best of
+--trials, outputs checked against the first plan; --src compares another version of attention.wgsl
+under the same launch spec.
 
     python dev/perf/attn_prefill.py [--heads 8,2,128] [--rows 64] [--p0 0] [--wg 8] [--src FILE:WG=8]
 """
@@ -10,7 +12,7 @@ import numpy as np
 
 from bitweb import shaders
 from bitweb.gpu import Pipeline, request_device
-from bitweb.kernels import ops
+from bitweb.kernels import Step, ops
 
 
 async def main():
@@ -37,6 +39,9 @@ async def main():
     for wg in a.wg or [None]:
         st = ops.attention_prefill(nh, nkv, hd, ctx, m, wg=wg)
         plans.append((f"shaders/ WG{st.constants['WG']}", dev.plan([await st.instantiate(dev, bufs)])))
+    fb = ops.attention_prefill(nh, nkv, hd, ctx, m, wg=None)
+    fb = Step("attention", "prefill_wg", fb.bind, (nkv, m, 1), dict(fb.constants, WG=ops._attn_wg(hd, None)))
+    plans.append(("shaders/ prefill_wg (fallback)", dev.plan([await fb.instantiate(dev, bufs)])))
     for spec in a.src:
         path, _, kv = spec.partition(":")
         c = dict(ops.attention_prefill(nh, nkv, hd, ctx, m).constants)
