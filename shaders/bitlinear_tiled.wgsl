@@ -223,12 +223,32 @@ fn plane(t: ptr<function, Tile>, r: Rows, w: Wts, p: u32) {
 }
 
 fn word(t: ptr<function, Tile>, r: Rows, w: Wts, p: u32, e: u32) {
-    {
-        let v0 = wq(w.g0, w.g1, w.g2, w.g3, p, e, w.gd0);
-        let v1 = wq(w.g4, w.g5, w.g6, w.g7, p, e, w.gd1);
+    var q: WQ;
+    q.v0 = wq(w.g0, w.g1, w.g2, w.g3, p, e, w.gd0);
+    q.v1 = wq(w.g4, w.g5, w.g6, w.g7, p, e, w.gd1);
 #if GATE_UP
-        let z0 = wq(w.u0, w.u1, w.u2, w.u3, p, e, w.ud0);
-        let z1 = wq(w.u4, w.u5, w.u6, w.u7, p, e, w.ud1);
+    q.z0 = wq(w.u0, w.u1, w.u2, w.u3, p, e, w.ud0);
+    q.z1 = wq(w.u4, w.u5, w.u6, w.u7, p, e, w.ud1);
+#endif
+    macs(t, r, q, e);
+}
+
+// The decoded weights of one word for the invocation's output quads (and the up projection's).
+struct WQ {
+    v0: W4, v1: W4,
+#if GATE_UP
+    z0: W4, z1: W4,
+#endif
+}
+
+// The tile += X W for word e: X of each row quad (rows in r) times the output quads' weights q.
+fn macs(t: ptr<function, Tile>, r: Rows, q: WQ, e: u32) {
+    {
+        let v0 = q.v0;
+        let v1 = q.v1;
+#if GATE_UP
+        let z0 = q.z0;
+        let z1 = q.z1;
 #endif
         let x0 = xq(r.r0, r.r1, r.r2, r.r3, e);
         (*t).a00 = mac((*t).a00, x0, v0);
@@ -377,48 +397,14 @@ fn grp(w: u32, e: u32) -> u32 { return fmt_group(w, e); }
 
 // word e of the tail plane: group e of the code word
 fn tail_word(t: ptr<function, Tile>, r: Rows, w: Wts, e: u32) {
-    {
-        let v0 = wdec(vec4<u32>(grp(w.g0.x, e), grp(w.g1.x, e), grp(w.g2.x, e), grp(w.g3.x, e)), w.gd0);
-        let v1 = wdec(vec4<u32>(grp(w.g4.x, e), grp(w.g5.x, e), grp(w.g6.x, e), grp(w.g7.x, e)), w.gd1);
+    var q: WQ;
+    q.v0 = wdec(vec4<u32>(grp(w.g0.x, e), grp(w.g1.x, e), grp(w.g2.x, e), grp(w.g3.x, e)), w.gd0);
+    q.v1 = wdec(vec4<u32>(grp(w.g4.x, e), grp(w.g5.x, e), grp(w.g6.x, e), grp(w.g7.x, e)), w.gd1);
 #if GATE_UP
-        let z0 = wdec(vec4<u32>(grp(w.u0.x, e), grp(w.u1.x, e), grp(w.u2.x, e), grp(w.u3.x, e)), w.ud0);
-        let z1 = wdec(vec4<u32>(grp(w.u4.x, e), grp(w.u5.x, e), grp(w.u6.x, e), grp(w.u7.x, e)), w.ud1);
+    q.z0 = wdec(vec4<u32>(grp(w.u0.x, e), grp(w.u1.x, e), grp(w.u2.x, e), grp(w.u3.x, e)), w.ud0);
+    q.z1 = wdec(vec4<u32>(grp(w.u4.x, e), grp(w.u5.x, e), grp(w.u6.x, e), grp(w.u7.x, e)), w.ud1);
 #endif
-        let x0 = xq(r.r0, r.r1, r.r2, r.r3, e);
-        (*t).a00 = mac((*t).a00, x0, v0);
-        if (NQ > 1u) { (*t).a01 = mac((*t).a01, x0, v1); }
-#if GATE_UP
-        (*t).u00 = mac((*t).u00, x0, z0);
-        if (NQ > 1u) { (*t).u01 = mac((*t).u01, x0, z1); }
-#endif
-        if (RQ > 1u) {
-            let x1 = xq(r.r4, r.r5, r.r6, r.r7, e);
-            (*t).a10 = mac((*t).a10, x1, v0);
-            if (NQ > 1u) { (*t).a11 = mac((*t).a11, x1, v1); }
-#if GATE_UP
-            (*t).u10 = mac((*t).u10, x1, z0);
-            if (NQ > 1u) { (*t).u11 = mac((*t).u11, x1, z1); }
-#endif
-        }
-        if (RQ > 2u) {
-            let x2 = xq(r.r8, r.r9, r.r10, r.r11, e);
-            (*t).a20 = mac((*t).a20, x2, v0);
-            if (NQ > 1u) { (*t).a21 = mac((*t).a21, x2, v1); }
-#if GATE_UP
-            (*t).u20 = mac((*t).u20, x2, z0);
-            if (NQ > 1u) { (*t).u21 = mac((*t).u21, x2, z1); }
-#endif
-        }
-        if (RQ > 3u) {
-            let x3 = xq(r.r12, r.r13, r.r14, r.r15, e);
-            (*t).a30 = mac((*t).a30, x3, v0);
-            if (NQ > 1u) { (*t).a31 = mac((*t).a31, x3, v1); }
-#if GATE_UP
-            (*t).u30 = mac((*t).u30, x3, z0);
-            if (NQ > 1u) { (*t).u31 = mac((*t).u31, x3, z1); }
-#endif
-        }
-    }
+    macs(t, r, q, e);
 }
 #endif
 

@@ -71,7 +71,7 @@ async def main():
     ap.add_argument("--f32", action="store_true")
     ap.add_argument("--residual", action="store_true")
     ap.add_argument("--v", action="append", default=[])
-    ap.add_argument("--tune", action="append", default=[], help="shaders/ kernel k=v,k=v (tm, wg)")
+    ap.add_argument("--tune", action="append", default=[], help="shaders/ kernel k=v,k=v (rq, nq, wg)")
     ap.add_argument("--trials", type=int, default=3)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--no-ref", action="store_true", help="skip timing the shaders/ kernel (still checked)")
