@@ -6,20 +6,29 @@
 //   gate_up  (GATE_UP on)   Y[m, n]  = act(Pg[m, n]) * Pu[m, n]       act: relu(.)^2, or silu (ACT_SILU)
 // for rows m < M = params[0] (varies per call; the dispatch covers up to M_max rows) and n < N_OUT.
 //
-// Maths (inputs already normed; W: N_OUT rows of N_IN, blocks b of the format, d[n, b] block scales):
-//   f32 activations:  S[m, n] = sum_b d[n, b] * sum_{j in b} w[n, j] * x[m, j]       f32 accumulation
-//                     P = S * (ws * mult)                                   (ws: I2_S tensor scale)
-//   A8:               S[m, n] = sum_b d[n, b] * I[m, n, b],  I = sum_{j in b} w[n, j] * q[m, j]  (int32)
-//                     P = S * (ws * s[m] * mult)      (s[m] = inv_s, evaluated left to right)
+// Maths (inputs already normed; W: N_OUT rows of N_IN, w[n, j] = c - 1 from the code c, blocks b of
+// the format with scales d[n, b]):
+//   A8:   S[m, n] = sum_j w[n, j] q[m, j]                          I2_S (no block scale): exact
+//         S[m, n] = sum_j (w[n, j] d[n, b(j)]) q[m, j]             block formats
+//         P = S * (ws * s[m] * mult)      (s[m] = inv_s; evaluated left to right, as bitlinear.wgsl)
+//   f32:  S[m, n] = sum_j (w[n, j] d[n, b(j)]) x[m, j];  P = S * (ws * mult)
 //   RESIDUAL: Y = Y + P (in place). Missing terms read as 1 (ws for block formats, d for I2_S).
+// Every product is exact (|w d| has the 11 significant bits of an f16 d, q 8 bits); the sums run in
+// f32 over j in blocks of 16 values. I2_S A8 sums integers below 2^24, so S is the exact int32 dot
+// of the decode kernel and P equals bitlinear.wgsl's bit for bit. Block formats round the sum (the
+// decode kernel rounds too, in another order): prefill and decode agree to float error there.
 // A8 input (written by ops.rmsnorm(a8=True)): q u32[M][N_IN / 4], element 4j + b of a row in byte b
-// of word j (two's complement int8); s f32[M], the row's inv_s = max(max|x|, 1e-5) * (1 / 127)
-// (x ~= q * s). q, s and P are the decode kernel's (bitlinear.wgsl: p = S * (ws * inv_s * mult)).
+// of word j (two's complement int8); s f32[M], the row's inv_s = max(max|x|, 1e-5) * (1 / 127).
 //
-// Weights: the raw GGUF tensor bytes as array<u32>, decoded through the format's include
-// (`#include format`: shaders/fmt_<name>.wgsl, the packed-format interface in
-// shaders/common_ternary.wgsl): code words fmt_word, their groups of codes fmt_codes at block
-// positions fmt_pos, block scale fmt_d, tensor scale fmt_ws.
+// Weights: the raw GGUF tensor bytes (I2_S as array<vec4<u32>>, other formats array<u32>), decoded
+// through the format's include (`#include format`: shaders/fmt_<name>.wgsl, the packed-format
+// interface of shaders/common_ternary.wgsl: fmt_word, fmt_group, fmt_pos, fmt_d, fmt_ws).
+// The tile walks a block in units of 4 code words (16 bytes, 64 values for 2-bit codes). A unit
+// holds NP planes of 16 consecutive values (I2_S, TQ2_0: the 4 bit-planes, fmt_pos(k, g) = P(g) + k;
+// TQ1_0: the 5 trits; Q1_0: two nibble-quads per word; Q2_0 / Q2_0_G128: a word, its 16
+// consecutive values, plane p = code word 4u + p): word e of plane p holds values 4e .. 4e + 3
+// of the plane, which is activation vec4 upos(u, p) of the block (16 int8, or 4 vec4 in f32 mode).
+// TQ1_0's 13th word (4 groups of its last 16 values) is one extra plane.
 //
 // Buffers (binding i = i-th that exists):
 //   params  u32[8]              word 0: M (the ops params block)
@@ -29,188 +38,481 @@
 //                               (Y_STRIDE / Y_COL0: y[m * Y_STRIDE + Y_COL0 + n], a column slice)
 //   w / gate, up                weights
 //
-// Threads: a workgroup of WG threads computes a tile of TM rows x WG outputs; thread i owns output
-// n = WG * wid.x + i and TM accumulators. K advances CHUNK = min(BLK, 128) values at a time (a
-// block, or half a 256-value block). Per chunk the workgroup stages the TM x CHUNK activations and
-// the WG x CHUNK weights, decoded once to packed int8 (wt[k][n]: thread n reads a column, no bank
-// conflicts; the CW code words of the chunk, fmt_cword), in workgroup memory; each decoded weight
-// word serves TM rows. gate_up stages and uses gate, then up, per chunk.
+// Threads: a register tile, no workgroup memory, no barriers (CPU rasterisers run a workgroup as
+// SIMD across invocations: every storage load costs a per-lane loop, arithmetic is cheap). An
+// invocation computes 4 RQ rows x 4 NQ outputs, as RQ x NQ accumulators of 4 rows x 4 outputs
+// (mat4x4, column = output); per activation word it adds X (4 rows x 4 values) . W (4 values x 4
+// outputs) with fma. Each weight unit is loaded and decoded once and serves the 4 RQ rows; each
+// activation word is decoded once and serves the 4 NQ outputs. The workgroup's WG invocations
+// take consecutive outputs (output n0 = 4 NQ (WG wid.x + i)) and share the rows (4 RQ wid.y ..).
+// SUBGROUPS (A8 only): the 4 lanes of a quad (subgroup invocations 4k .. 4k + 3, same rows) each
+// load one plane of a row and pass it round with subgroupShuffle, so a unit costs one activation
+// load per row and lane instead of NP. The tile is written out (RQ, NQ are override constants that
+// fold the `if (RQ > i)` blocks): CPU compilers keep a tile in registers only when every index is a
+// constant. Integers become floats by the exponent trick (bitcast(MAG | n) - 2^23), no conversions.
 
-override WG: u32 = 64u;        // outputs per workgroup (threads)
-override TM: u32 = 8u;         // rows per workgroup, <= 16
+override WG: u32 = 64u;        // invocations per workgroup
+override RQ: u32 = 4u;         // row quads per invocation, 1..4 (4 RQ rows)
+override NQ: u32 = 2u;         // output quads per invocation, 1..2 (4 NQ outputs)
 override N_IN: u32 = 256u;
 override N_OUT: u32 = 64u;
 override Y_STRIDE: u32 = 0u;   // row stride of y in floats (0: N_OUT); the engine writes q | k | v
 override Y_COL0: u32 = 0u;     // column of y where output n = 0 goes    into one [M][q+2kv] buffer
 
-const MAXTM: u32 = 16u;
-
 #include format
-const CHUNK: u32 = min(BLK, 128u);   // values per K step
-const KW: u32 = CHUNK / 4u;          // packed int8 words per row and chunk
-const NSRC: u32 = CW;                // code words decoded per row and chunk
+
+#if FMT_I2S
+alias WT = vec4<u32>;
+#else
+alias WT = u32;
+#endif
 
 @group(0) @binding(0) var<storage, read> params: array<u32>;
 #if A8
-@group(0) @binding(1) var<storage, read> q: array<u32>;
+@group(0) @binding(1) var<storage, read> q: array<vec4<u32>>;
 @group(0) @binding(2) var<storage, read> s: array<f32>;
 @group(0) @binding(3) var<storage, read> mult: array<f32>;
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
-@group(0) @binding(5) var<storage, read> w0: array<u32>;
+@group(0) @binding(5) var<storage, read> w0: array<WT>;
 #if GATE_UP
-@group(0) @binding(6) var<storage, read> w1: array<u32>;
+@group(0) @binding(6) var<storage, read> w1: array<WT>;
 #endif
-alias XV = vec4<u32>;           // 16 int8 values
-const XW: u32 = KW / 4u;        // xt entries per row and chunk
 #else
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> mult: array<f32>;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
-@group(0) @binding(4) var<storage, read> w0: array<u32>;
+@group(0) @binding(4) var<storage, read> w0: array<WT>;
 #if GATE_UP
-@group(0) @binding(5) var<storage, read> w1: array<u32>;
+@group(0) @binding(5) var<storage, read> w1: array<WT>;
 #endif
-alias XV = vec4<f32>;           // 4 f32 values
-const XW: u32 = KW;
 #endif
-var<workgroup> xt: array<XV, TM * XW>;         // [m * XW + k]: row m0 + m
-var<workgroup> wt: array<vec4<u32>, KW / 4u * WG>;   // [k4 * WG + n]: 16 int8 weights of output n
-var<workgroup> wd: array<f32, WG>;             // block scale of output n for this chunk
 
-fn wl(t: u32, i: u32) -> u32 {
+fn wv(t: u32, i: u32) -> WT {
 #if GATE_UP
     if (t == 1u) { return w1[i]; }
 #endif
     return w0[i];
 }
 
+fn wl(t: u32, i: u32) -> u32 {
+#if FMT_I2S
+    return wv(t, i >> 2u)[i & 3u];
+#else
+    return wv(t, i);
+#endif
+}
+
 #include common_act
 
-// Decode code word i (< NSRC) of chunk c of row n (tensor t) into wt column j (and wd[j] for i = 0).
-fn decode(t: u32, n: u32, c: u32, i: u32, j: u32) {
-    let bi = n * (N_IN / BLK) + c / (BLK / CHUNK);     // the block holding chunk c
-    let h = c % (BLK / CHUNK);                          // which chunk of that block
-    let k = fmt_cword(h, i);
-    let cs = fmt_codes(fmt_word(t, bi, k));
-    for (var g = 0u; g < QG; g++) {
-        let p = fmt_pos(k, g);
-        if (fmt_has(k, g) && p / KW == h) {
-            let pw = p % KW;
-            wt[(pw / 4u) * WG + j][pw % 4u] = tern8(cs[g]);
-        }
-    }
-    if (i == 0u) { wd[j] = fmt_d(t, bi); }
+const MAG: u32 = 0x4B000000u;      // f32 2^23: bitcast<f32>(MAG | n) = 2^23 + n for n < 2^23
+const BIAS: u32 = 0x80808080u;     // int8 bytes ^ 0x80 = the byte + 128
+
+// ---- units -----------------------------------------------------------------------------------
+#if FMT_Q1
+const NP: u32 = 8u;            // planes per unit: word p / 2, nibbles 4 (p % 2) .. + 3
+#else
+const NP: u32 = QG;            // planes per unit: group p of the 4 words (Q2_0: word p)
+#endif
+const NU: u32 = QW / 4u;       // units per block (TQ1_0: and its 13th word)
+override NB: u32 = N_IN / BLK; // derived: blocks per row
+
+// The 4 code words of unit u of block bi (tensor t).
+fn unit(t: u32, bi: u32, u: u32) -> vec4<u32> {
+#if FMT_I2S
+    return wv(t, bi * 2u + u);                     // one 16-byte load
+#else
+    let k = 4u * u;
+    return vec4<u32>(fmt_word(t, bi, k), fmt_word(t, bi, k + 1u), fmt_word(t, bi, k + 2u), fmt_word(t, bi, k + 3u));
+#endif
 }
 
-#if GATE_UP
-const NACC: u32 = 2u;
+// Activation vec4 (16 values) of plane p of unit u, within its block.
+fn upos(u: u32, p: u32) -> u32 {
+#if FMT_Q1
+    return fmt_pos(4u * u + p / 2u, 4u * (p % 2u)) / 4u;
+#elif FMT_Q2
+    return fmt_pos(4u * u + p, 0u) / 4u;
+#elif FMT_Q2G128
+    return fmt_pos(4u * u + p, 0u) / 4u;
 #else
-const NACC: u32 = 1u;
+    return fmt_pos(4u * u, p) / 4u;
+#endif
+}
+
+// The codes of word e of plane p (4 values, one code per byte).
+fn ucodes(w: vec4<u32>, p: u32, e: u32) -> u32 {
+#if FMT_Q1
+    return fmt_group(w[p / 2u], 4u * (p % 2u) + e);
+#elif FMT_Q2
+    return fmt_group(w[p], e);
+#elif FMT_Q2G128
+    return fmt_group(w[p], e);
+#else
+    return fmt_group(w[e], p);
+#endif
+}
+
+// ---- the 4 x 4 x 4 step ------------------------------------------------------------------------
+// byte i of four words as f32, minus off - 2^23 (exact: off = 2^23 + 128 turns a biased int8 into
+// its value, off = 2^23 + 1 a code c into c - 1)
+fn byte4(v: vec4<u32>, i: u32, off: f32) -> vec4<f32> {
+    return bitcast<vec4<f32>>(((v >> vec4<u32>(8u * i)) & vec4<u32>(0xFFu)) | vec4<u32>(MAG)) - off;
+}
+
+// Weights of 4 outputs (vector over outputs) for values i = 0..3: codes c of word e -> (c - 1) d.
+struct W4 { w0: vec4<f32>, w1: vec4<f32>, w2: vec4<f32>, w3: vec4<f32> }
+
+fn wdec(c: vec4<u32>, d: vec4<f32>) -> W4 {
+    let k = 8388609.0;
+    return W4(byte4(c, 0u, k) * d, byte4(c, 1u, k) * d, byte4(c, 2u, k) * d, byte4(c, 3u, k) * d);
+}
+
+// Activations of 4 rows (vector over rows) for values i = 0..3.
+struct X4 { x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32> }
+
+// a + X W: column c of a is output c over the 4 rows.
+fn mac(a: mat4x4<f32>, x: X4, w: W4) -> mat4x4<f32> {
+    return mat4x4<f32>(
+        fma(x.x3, vec4<f32>(w.w3.x), fma(x.x2, vec4<f32>(w.w2.x), fma(x.x1, vec4<f32>(w.w1.x), fma(x.x0, vec4<f32>(w.w0.x), a[0])))),
+        fma(x.x3, vec4<f32>(w.w3.y), fma(x.x2, vec4<f32>(w.w2.y), fma(x.x1, vec4<f32>(w.w1.y), fma(x.x0, vec4<f32>(w.w0.y), a[1])))),
+        fma(x.x3, vec4<f32>(w.w3.z), fma(x.x2, vec4<f32>(w.w2.z), fma(x.x1, vec4<f32>(w.w1.z), fma(x.x0, vec4<f32>(w.w0.z), a[2])))),
+        fma(x.x3, vec4<f32>(w.w3.w), fma(x.x2, vec4<f32>(w.w2.w), fma(x.x1, vec4<f32>(w.w1.w), fma(x.x0, vec4<f32>(w.w0.w), a[3])))));
+}
+
+// The accumulators: a<row quad><output quad>, and the up projection's (gate_up) u<..>.
+struct Tile {
+    a00: mat4x4<f32>, a01: mat4x4<f32>, a10: mat4x4<f32>, a11: mat4x4<f32>,
+    a20: mat4x4<f32>, a21: mat4x4<f32>, a30: mat4x4<f32>, a31: mat4x4<f32>,
+#if GATE_UP
+    u00: mat4x4<f32>, u01: mat4x4<f32>, u10: mat4x4<f32>, u11: mat4x4<f32>,
+    u20: mat4x4<f32>, u21: mat4x4<f32>, u30: mat4x4<f32>, u31: mat4x4<f32>,
+#endif
+}
+
+// The weight units of the invocation's 4 NQ outputs (tensor 0 = gate / w, 1 = up) and their block scales.
+struct Wts {
+    g0: vec4<u32>, g1: vec4<u32>, g2: vec4<u32>, g3: vec4<u32>, g4: vec4<u32>, g5: vec4<u32>, g6: vec4<u32>, g7: vec4<u32>,
+    gd0: vec4<f32>, gd1: vec4<f32>,
+#if GATE_UP
+    u0: vec4<u32>, u1: vec4<u32>, u2: vec4<u32>, u3: vec4<u32>, u4: vec4<u32>, u5: vec4<u32>, u6: vec4<u32>, u7: vec4<u32>,
+    ud0: vec4<f32>, ud1: vec4<f32>,
+#endif
+}
+
+// One activation plane of the tile's rows: A8 16 int8 (biased) per row, f32 4 vec4 per row (.. fN).
+#if A8
+alias AV = vec4<u32>;
+#else
+alias AV = mat4x4<f32>;          // column e: values 4e .. 4e + 3
+#endif
+struct Rows {
+    r0: AV, r1: AV, r2: AV, r3: AV, r4: AV, r5: AV, r6: AV, r7: AV,
+    r8: AV, r9: AV, r10: AV, r11: AV, r12: AV, r13: AV, r14: AV, r15: AV,
+}
+
+// word e of a plane for 4 rows
+fn xq(a: AV, b: AV, c: AV, d: AV, e: u32) -> X4 {
+#if A8
+    let v = vec4<u32>(a[e], b[e], c[e], d[e]);
+    let k = 8388736.0;
+    return X4(byte4(v, 0u, k), byte4(v, 1u, k), byte4(v, 2u, k), byte4(v, 3u, k));
+#else
+    let t = transpose(mat4x4<f32>(a[e], b[e], c[e], d[e]));
+    return X4(t[0], t[1], t[2], t[3]);
+#endif
+}
+
+fn wq(a: vec4<u32>, b: vec4<u32>, c: vec4<u32>, d: vec4<u32>, p: u32, e: u32, dd: vec4<f32>) -> W4 {
+    return wdec(vec4<u32>(ucodes(a, p, e), ucodes(b, p, e), ucodes(c, p, e), ucodes(d, p, e)), dd);
+}
+
+// Plane p (rows in r): the tile += X W over its 4 words.
+fn plane(t: ptr<function, Tile>, r: Rows, w: Wts, p: u32) {
+    for (var e = 0u; e < 4u; e++) { word(t, r, w, p, e); }
+}
+
+fn word(t: ptr<function, Tile>, r: Rows, w: Wts, p: u32, e: u32) {
+    var q: WQ;
+    q.v0 = wq(w.g0, w.g1, w.g2, w.g3, p, e, w.gd0);
+    q.v1 = wq(w.g4, w.g5, w.g6, w.g7, p, e, w.gd1);
+#if GATE_UP
+    q.z0 = wq(w.u0, w.u1, w.u2, w.u3, p, e, w.ud0);
+    q.z1 = wq(w.u4, w.u5, w.u6, w.u7, p, e, w.ud1);
+#endif
+    macs(t, r, q, e);
+}
+
+// The decoded weights of one word for the invocation's output quads (and the up projection's).
+struct WQ {
+    v0: W4, v1: W4,
+#if GATE_UP
+    z0: W4, z1: W4,
+#endif
+}
+
+// The tile += X W for word e: X of each row quad (rows in r) times the output quads' weights q.
+fn macs(t: ptr<function, Tile>, r: Rows, q: WQ, e: u32) {
+    {
+        let v0 = q.v0;
+        let v1 = q.v1;
+#if GATE_UP
+        let z0 = q.z0;
+        let z1 = q.z1;
+#endif
+        let x0 = xq(r.r0, r.r1, r.r2, r.r3, e);
+        (*t).a00 = mac((*t).a00, x0, v0);
+        if (NQ > 1u) { (*t).a01 = mac((*t).a01, x0, v1); }
+#if GATE_UP
+        (*t).u00 = mac((*t).u00, x0, z0);
+        if (NQ > 1u) { (*t).u01 = mac((*t).u01, x0, z1); }
+#endif
+        if (RQ > 1u) {
+            let x1 = xq(r.r4, r.r5, r.r6, r.r7, e);
+            (*t).a10 = mac((*t).a10, x1, v0);
+            if (NQ > 1u) { (*t).a11 = mac((*t).a11, x1, v1); }
+#if GATE_UP
+            (*t).u10 = mac((*t).u10, x1, z0);
+            if (NQ > 1u) { (*t).u11 = mac((*t).u11, x1, z1); }
+#endif
+        }
+        if (RQ > 2u) {
+            let x2 = xq(r.r8, r.r9, r.r10, r.r11, e);
+            (*t).a20 = mac((*t).a20, x2, v0);
+            if (NQ > 1u) { (*t).a21 = mac((*t).a21, x2, v1); }
+#if GATE_UP
+            (*t).u20 = mac((*t).u20, x2, z0);
+            if (NQ > 1u) { (*t).u21 = mac((*t).u21, x2, z1); }
+#endif
+        }
+        if (RQ > 3u) {
+            let x3 = xq(r.r12, r.r13, r.r14, r.r15, e);
+            (*t).a30 = mac((*t).a30, x3, v0);
+            if (NQ > 1u) { (*t).a31 = mac((*t).a31, x3, v1); }
+#if GATE_UP
+            (*t).u30 = mac((*t).u30, x3, z0);
+            if (NQ > 1u) { (*t).u31 = mac((*t).u31, x3, z1); }
+#endif
+        }
+    }
+}
+
+// ---- activations ---------------------------------------------------------------------------------
+// The row offsets (activation vec4 index of the row start) of the tile's 16 rows (rows past M
+// repeat the last row; their results are dropped).
+struct RowIx { i: array<u32, 16> }
+
+// plane at activation vec4 index v (within the row) of row offset o
+fn ld(o: u32, v: u32) -> AV {
+#if A8
+    return q[o + v] ^ vec4<u32>(BIAS);
+#else
+    let b = 4u * (o + v);
+    return mat4x4<f32>(x[b], x[b + 1u], x[b + 2u], x[b + 3u]);
+#endif
+}
+
+fn rows(ri: RowIx, v: u32) -> Rows {
+    var r: Rows;
+    r.r0 = ld(ri.i[0], v); r.r1 = ld(ri.i[1], v); r.r2 = ld(ri.i[2], v); r.r3 = ld(ri.i[3], v);
+    if (RQ > 1u) { r.r4 = ld(ri.i[4], v); r.r5 = ld(ri.i[5], v); r.r6 = ld(ri.i[6], v); r.r7 = ld(ri.i[7], v); }
+    if (RQ > 2u) { r.r8 = ld(ri.i[8], v); r.r9 = ld(ri.i[9], v); r.r10 = ld(ri.i[10], v); r.r11 = ld(ri.i[11], v); }
+    if (RQ > 3u) { r.r12 = ld(ri.i[12], v); r.r13 = ld(ri.i[13], v); r.r14 = ld(ri.i[14], v); r.r15 = ld(ri.i[15], v); }
+    return r;
+}
+
+#if SUBGROUPS
+fn shuf(a: Rows, src: u32) -> Rows {
+    var r: Rows;
+    r.r0 = subgroupShuffle(a.r0, src); r.r1 = subgroupShuffle(a.r1, src); r.r2 = subgroupShuffle(a.r2, src); r.r3 = subgroupShuffle(a.r3, src);
+    if (RQ > 1u) { r.r4 = subgroupShuffle(a.r4, src); r.r5 = subgroupShuffle(a.r5, src); r.r6 = subgroupShuffle(a.r6, src); r.r7 = subgroupShuffle(a.r7, src); }
+    if (RQ > 2u) { r.r8 = subgroupShuffle(a.r8, src); r.r9 = subgroupShuffle(a.r9, src); r.r10 = subgroupShuffle(a.r10, src); r.r11 = subgroupShuffle(a.r11, src); }
+    if (RQ > 3u) { r.r12 = subgroupShuffle(a.r12, src); r.r13 = subgroupShuffle(a.r13, src); r.r14 = subgroupShuffle(a.r14, src); r.r15 = subgroupShuffle(a.r15, src); }
+    return r;
+}
 #endif
 
-fn body(li: u32, wid: vec3<u32>) {
+// ---- the K loop ------------------------------------------------------------------------------------
+fn wts(t0: u32, o: array<u32, 8>, bi: u32, u: u32) -> Wts {
+    var w: Wts;
+    w.g0 = unit(0u, o[0] + bi, u); w.g1 = unit(0u, o[1] + bi, u); w.g2 = unit(0u, o[2] + bi, u); w.g3 = unit(0u, o[3] + bi, u);
+    w.gd0 = vec4<f32>(fmt_d(0u, o[0] + bi), fmt_d(0u, o[1] + bi), fmt_d(0u, o[2] + bi), fmt_d(0u, o[3] + bi));
+    if (NQ > 1u) {
+        w.g4 = unit(0u, o[4] + bi, u); w.g5 = unit(0u, o[5] + bi, u); w.g6 = unit(0u, o[6] + bi, u); w.g7 = unit(0u, o[7] + bi, u);
+        w.gd1 = vec4<f32>(fmt_d(0u, o[4] + bi), fmt_d(0u, o[5] + bi), fmt_d(0u, o[6] + bi), fmt_d(0u, o[7] + bi));
+    }
+#if GATE_UP
+    w.u0 = unit(1u, o[0] + bi, u); w.u1 = unit(1u, o[1] + bi, u); w.u2 = unit(1u, o[2] + bi, u); w.u3 = unit(1u, o[3] + bi, u);
+    w.ud0 = vec4<f32>(fmt_d(1u, o[0] + bi), fmt_d(1u, o[1] + bi), fmt_d(1u, o[2] + bi), fmt_d(1u, o[3] + bi));
+    if (NQ > 1u) {
+        w.u4 = unit(1u, o[4] + bi, u); w.u5 = unit(1u, o[5] + bi, u); w.u6 = unit(1u, o[6] + bi, u); w.u7 = unit(1u, o[7] + bi, u);
+        w.ud1 = vec4<f32>(fmt_d(1u, o[4] + bi), fmt_d(1u, o[5] + bi), fmt_d(1u, o[6] + bi), fmt_d(1u, o[7] + bi));
+    }
+#endif
+    return w;
+}
+
+// Unit u of block b (of the row): its NP planes.
+fn do_unit(t: ptr<function, Tile>, ri: RowIx, w: Wts, b: u32, u: u32, lane: u32) {
+    let vb = b * (BLK / 16u);
+#if SUBGROUPS
+    // lane l of the quad loads planes l and l + 4 (NP <= 8) of every row; plane p comes from lane p % 4
+    let mine0 = rows(ri, vb + upos(u, min(lane & 3u, NP - 1u)));
+    var mine1 = mine0;
+    if (NP > 4u) { mine1 = rows(ri, vb + upos(u, min((lane & 3u) + 4u, NP - 1u))); }
+    for (var p = 0u; p < NP; p++) {
+        var mine = mine0;
+        if (p >= 4u) { mine = mine1; }
+        plane(t, shuf(mine, (lane & ~3u) | (p & 3u)), w, p);
+    }
+#else
+    for (var p = 0u; p < NP; p++) { plane(t, rows(ri, vb + upos(u, p)), w, p); }
+#endif
+}
+
+#if FMT_TQ1
+// TQ1_0's 13th code word: groups g = 0..3 hold values 4 fmt_pos(12, g) .. + 3 = activation vec4 15,
+// word g: a plane whose word e is group e of the one code word.
+fn tq1_tail(t: ptr<function, Tile>, ri: RowIx, o: array<u32, 8>, b: u32, bi: u32) {
+    var w: Wts;
+    let k = QW - 1u;
+    w.g0 = vec4<u32>(fmt_word(0u, o[0] + bi, k)); w.g1 = vec4<u32>(fmt_word(0u, o[1] + bi, k));
+    w.g2 = vec4<u32>(fmt_word(0u, o[2] + bi, k)); w.g3 = vec4<u32>(fmt_word(0u, o[3] + bi, k));
+    w.gd0 = vec4<f32>(fmt_d(0u, o[0] + bi), fmt_d(0u, o[1] + bi), fmt_d(0u, o[2] + bi), fmt_d(0u, o[3] + bi));
+    if (NQ > 1u) {
+        w.g4 = vec4<u32>(fmt_word(0u, o[4] + bi, k)); w.g5 = vec4<u32>(fmt_word(0u, o[5] + bi, k));
+        w.g6 = vec4<u32>(fmt_word(0u, o[6] + bi, k)); w.g7 = vec4<u32>(fmt_word(0u, o[7] + bi, k));
+        w.gd1 = vec4<f32>(fmt_d(0u, o[4] + bi), fmt_d(0u, o[5] + bi), fmt_d(0u, o[6] + bi), fmt_d(0u, o[7] + bi));
+    }
+#if GATE_UP
+    w.u0 = vec4<u32>(fmt_word(1u, o[0] + bi, k)); w.u1 = vec4<u32>(fmt_word(1u, o[1] + bi, k));
+    w.u2 = vec4<u32>(fmt_word(1u, o[2] + bi, k)); w.u3 = vec4<u32>(fmt_word(1u, o[3] + bi, k));
+    w.ud0 = vec4<f32>(fmt_d(1u, o[0] + bi), fmt_d(1u, o[1] + bi), fmt_d(1u, o[2] + bi), fmt_d(1u, o[3] + bi));
+    if (NQ > 1u) {
+        w.u4 = vec4<u32>(fmt_word(1u, o[4] + bi, k)); w.u5 = vec4<u32>(fmt_word(1u, o[5] + bi, k));
+        w.u6 = vec4<u32>(fmt_word(1u, o[6] + bi, k)); w.u7 = vec4<u32>(fmt_word(1u, o[7] + bi, k));
+        w.ud1 = vec4<f32>(fmt_d(1u, o[4] + bi), fmt_d(1u, o[5] + bi), fmt_d(1u, o[6] + bi), fmt_d(1u, o[7] + bi));
+    }
+#endif
+    let r = rows(ri, b * (BLK / 16u) + fmt_pos(k, 0u) / 4u);
+    tail_plane(t, r, w);
+}
+
+fn tail_plane(t: ptr<function, Tile>, r: Rows, w: Wts) {
+    for (var e = 0u; e < 4u; e++) { tail_word(t, r, w, e); }
+}
+
+// group e of a code word
+fn grp(w: u32, e: u32) -> u32 { return fmt_group(w, e); }
+
+// word e of the tail plane: group e of the code word
+fn tail_word(t: ptr<function, Tile>, r: Rows, w: Wts, e: u32) {
+    var q: WQ;
+    q.v0 = wdec(vec4<u32>(grp(w.g0.x, e), grp(w.g1.x, e), grp(w.g2.x, e), grp(w.g3.x, e)), w.gd0);
+    q.v1 = wdec(vec4<u32>(grp(w.g4.x, e), grp(w.g5.x, e), grp(w.g6.x, e), grp(w.g7.x, e)), w.gd1);
+#if GATE_UP
+    q.z0 = wdec(vec4<u32>(grp(w.u0.x, e), grp(w.u1.x, e), grp(w.u2.x, e), grp(w.u3.x, e)), w.ud0);
+    q.z1 = wdec(vec4<u32>(grp(w.u4.x, e), grp(w.u5.x, e), grp(w.u6.x, e), grp(w.u7.x, e)), w.ud1);
+#endif
+    macs(t, r, q, e);
+}
+#endif
+
+// ---- output --------------------------------------------------------------------------------------
+// Rows m0 .. m0 + 3 x outputs n0 .. n0 + 3 of P (gate_up: act(Pg) * Pu).
+fn store(m0: u32, n0: u32, a: mat4x4<f32>, u: mat4x4<f32>) {
     let mrows = params[0];
-    let m0 = wid.y * TM;
-    let n0 = wid.x * WG;
-    let n = n0 + li;
-    let mt = min(TM, max(mrows, m0) - m0);
-    var acc: array<f32, 32>;         // [MAXTM * a + m]
-    for (var i = 0u; i < 32u; i++) { acc[i] = 0.0; }
-    for (var c = 0u; c < N_IN / CHUNK; c++) {
-        // stage the TM x CHUNK activations of this chunk
-        for (var i = li; i < TM * XW; i += WG) {
-            let m = i / XW;
+    let stride = select(Y_STRIDE, N_OUT, Y_STRIDE == 0u);
+    let ws0 = fmt_ws(0u, N_OUT * NB);
+#if GATE_UP
+    let ws1 = fmt_ws(1u, N_OUT * NB);
+#endif
+    for (var r = 0u; r < 4u; r++) {
+        let m = m0 + r;
+        if (m >= mrows) { break; }
 #if A8
-            let src = (m0 + m) * (N_IN / 4u) + c * KW + 4u * (i % XW);
-            xt[i] = select(vec4<u32>(0u), vec4<u32>(q[src], q[src + 1u], q[src + 2u], q[src + 3u]), m < mt);
-#else
-            xt[i] = select(vec4<f32>(0.0), x[(m0 + m) * (N_IN / 4u) + c * KW + i % XW], m < mt);
-#endif
-        }
-        for (var a = 0u; a < NACC; a++) {
-            // stage the WG x CHUNK weights of tensor a, decoded (rows past N_OUT: the last row, unused)
-            for (var i = li; i < WG * NSRC; i += WG) {
-                let j = i / NSRC;
-                decode(a, min(n0 + j, N_OUT - 1u), c, i % NSRC, j);
-            }
-            workgroupBarrier();
-#if A8
-            var part: array<i32, MAXTM>;
-            for (var m = 0u; m < MAXTM; m++) { part[m] = 0; }
-            for (var k4 = 0u; k4 < KW / 4u; k4++) {
-                let wk = wt[k4 * WG + li];
-                for (var m = 0u; m < TM; m++) {
-                    let xk = xt[m * XW + k4];
-                    part[m] += dot4(wk.x, xk.x) + dot4(wk.y, xk.y) + dot4(wk.z, xk.z) + dot4(wk.w, xk.w);
-                }
-            }
-            let d = wd[li];
-            for (var m = 0u; m < TM; m++) { acc[MAXTM * a + m] += f32(part[m]) * d; }
-#else
-            var part: array<f32, MAXTM>;
-            for (var m = 0u; m < MAXTM; m++) { part[m] = 0.0; }
-            for (var k4 = 0u; k4 < KW / 4u; k4++) {
-                let wk = wt[k4 * WG + li];
-                let w0 = i8x4(wk.x);
-                let w1 = i8x4(wk.y);
-                let w2 = i8x4(wk.z);
-                let w3 = i8x4(wk.w);
-                for (var m = 0u; m < TM; m++) {
-                    let b = m * KW + 4u * k4;
-                    part[m] += dot(w0, xt[b]) + dot(w1, xt[b + 1u]) + dot(w2, xt[b + 2u]) + dot(w3, xt[b + 3u]);
-                }
-            }
-            let d = wd[li];
-            for (var m = 0u; m < TM; m++) { acc[MAXTM * a + m] += part[m] * d; }
-#endif
-            workgroupBarrier();
-        }
-    }
-    if (n >= N_OUT) { return; }
-    let ws0 = fmt_ws(0u, N_OUT * (N_IN / BLK));
+        let f0 = ws0 * s[m] * mult[0];
 #if GATE_UP
-    let ws1 = fmt_ws(1u, N_OUT * (N_IN / BLK));
-#endif
-    let f0 = ws0 * mult[0];
-#if GATE_UP
-    let f1 = ws1 * mult[1];
-#endif
-    for (var m = 0u; m < mt; m++) {
-        let o = (m0 + m) * select(Y_STRIDE, N_OUT, Y_STRIDE == 0u) + Y_COL0 + n;
-#if A8
-        let sm = s[m0 + m];
-#if GATE_UP
-        let pg = acc[m] * (ws0 * sm * mult[0]);
-        let pu = acc[MAXTM + m] * (ws1 * sm * mult[1]);
-#else
-        let p = acc[m] * (ws0 * sm * mult[0]);
+        let f1 = ws1 * s[m] * mult[1];
 #endif
 #else
+        let f0 = ws0 * mult[0];
 #if GATE_UP
-        let pg = acc[m] * f0;
-        let pu = acc[MAXTM + m] * f1;
-#else
-        let p = acc[m] * f0;
+        let f1 = ws1 * mult[1];
 #endif
 #endif
+        for (var c = 0u; c < 4u; c++) {
+            let n = n0 + c;
+            if (n < N_OUT) {
+                let o = m * stride + Y_COL0 + n;
 #if GATE_UP
-        y[o] = act(pg) * pu;
+                y[o] = act(a[c][r] * f0) * (u[c][r] * f1);
 #elif RESIDUAL
-        y[o] = y[o] + p;
+                y[o] = y[o] + a[c][r] * f0;
 #else
-        y[o] = p;
+                y[o] = a[c][r] * f0;
 #endif
+            }
+        }
     }
 }
 
+fn body(li: u32, wid: vec3<u32>, lane: u32) {
+    let last = max(params[0], 1u) - 1u;
+    let m0 = wid.y * (4u * RQ);
+    let n0 = (wid.x * WG + li) * (4u * NQ);
+    var ri: RowIx;
+    for (var r = 0u; r < 16u; r++) { ri.i[r] = min(m0 + r, last) * (N_IN / 16u); }
+    var o: array<u32, 8>;                          // first block of each output row (past N_OUT: the last)
+    for (var c = 0u; c < 8u; c++) { o[c] = min(n0 + c, N_OUT - 1u) * NB; }
+    var t: Tile;
+    for (var b = 0u; b < NB; b++) {
+        for (var u = 0u; u < NU; u++) {
+            do_unit(&t, ri, wts(0u, o, b, u), b, u, lane);
+        }
+#if FMT_TQ1
+        tq1_tail(&t, ri, o, b, b);
+#endif
+    }
+#if GATE_UP
+    store(m0, n0, t.a00, t.u00);
+    if (NQ > 1u) { store(m0, n0 + 4u, t.a01, t.u01); }
+    if (RQ > 1u) { store(m0 + 4u, n0, t.a10, t.u10); if (NQ > 1u) { store(m0 + 4u, n0 + 4u, t.a11, t.u11); } }
+    if (RQ > 2u) { store(m0 + 8u, n0, t.a20, t.u20); if (NQ > 1u) { store(m0 + 8u, n0 + 4u, t.a21, t.u21); } }
+    if (RQ > 3u) { store(m0 + 12u, n0, t.a30, t.u30); if (NQ > 1u) { store(m0 + 12u, n0 + 4u, t.a31, t.u31); } }
+#else
+    let z = mat4x4<f32>();
+    store(m0, n0, t.a00, z);
+    if (NQ > 1u) { store(m0, n0 + 4u, t.a01, z); }
+    if (RQ > 1u) { store(m0 + 4u, n0, t.a10, z); if (NQ > 1u) { store(m0 + 4u, n0 + 4u, t.a11, z); } }
+    if (RQ > 2u) { store(m0 + 8u, n0, t.a20, z); if (NQ > 1u) { store(m0 + 8u, n0 + 4u, t.a21, z); } }
+    if (RQ > 3u) { store(m0 + 12u, n0, t.a30, z); if (NQ > 1u) { store(m0 + 12u, n0 + 4u, t.a31, z); } }
+#endif
+}
+
+#if SUBGROUPS
+#if GATE_UP
+@compute @workgroup_size(WG)
+fn gate_up(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: vec3<u32>,
+           @builtin(subgroup_invocation_id) sid: u32) {
+    body(li, wid, sid);
+}
+#else
+@compute @workgroup_size(WG)
+fn matmul(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: vec3<u32>,
+          @builtin(subgroup_invocation_id) sid: u32) {
+    body(li, wid, sid);
+}
+#endif
+#else
 #if GATE_UP
 @compute @workgroup_size(WG)
 fn gate_up(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: vec3<u32>) {
-    body(li, wid);
+    body(li, wid, 0u);
 }
 #else
 @compute @workgroup_size(WG)
 fn matmul(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: vec3<u32>) {
-    body(li, wid);
+    body(li, wid, 0u);
 }
+#endif
 #endif

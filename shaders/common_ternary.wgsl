@@ -19,6 +19,7 @@
 //                        w = c - 1 (a binary format gives c = 2b: 0 or 2)
 //   fmt_pos(k, g)        p: group g of code word k holds values 4p .. 4p + 3 of its block (always
 //                        < BLK / 4, also for a group that holds nothing)
+//   fmt_group(w, g)      fmt_codes(w)[g] for any g < QG (no array: g need not be a constant)
 //   fmt_has(k, g)        false for a group that holds no values (TQ1_0's last word, group 4)
 //   fmt_cword(h, i)      the i-th (i < CW) code word holding values of chunk h of a block
 //   fmt_d(t, bi)         the block scale d as f32 (1.0 for a format without block scales)

@@ -17,6 +17,9 @@ const CW: u32 = 4u;
 
 fn fmt_word(t: u32, bi: u32, k: u32) -> u32 { return ldb(t, bi * BBYTES + 2u + 4u * k); }
 
+fn fmt_group(w: u32, g: u32) -> u32 {
+    return ((((w >> (4u * g)) & 0xFu) * 0x00204081u) & 0x01010101u) << 1u;     // bit i -> byte i, 2b
+}
 fn fmt_codes(w: u32) -> array<u32, QG> {
     var c: array<u32, QG>;
     for (var g = 0u; g < QG; g++) {

@@ -23,13 +23,12 @@ const QG: u32 = 4u;
 const CW: u32 = QW;
 
 fn fmt_word(t: u32, bi: u32, k: u32) -> u32 { return ldb(t, bi * BBYTES + 2u + 4u * k); }
+fn fmt_group(w: u32, g: u32) -> u32 {
+    let b = (w >> (8u * g)) & 0xFFu;
+    return (b | (b << 6u) | (b << 12u) | (b << 18u)) & M3;           // crumb i -> byte i
+}
 fn fmt_codes(w: u32) -> array<u32, QG> {
-    var c: array<u32, QG>;
-    for (var g = 0u; g < QG; g++) {
-        let b = (w >> (8u * g)) & 0xFFu;
-        c[g] = (b | (b << 6u) | (b << 12u) | (b << 18u)) & M3;       // crumb i -> byte i
-    }
-    return c;
+    return array<u32, QG>(fmt_group(w, 0u), fmt_group(w, 1u), fmt_group(w, 2u), fmt_group(w, 3u));
 }
 fn fmt_pos(k: u32, g: u32) -> u32 { return 4u * k + g; }
 fn fmt_has(k: u32, g: u32) -> bool { return true; }

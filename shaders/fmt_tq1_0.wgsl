@@ -34,6 +34,13 @@ fn trits(w: u32) -> array<u32, 5> {
 }
 
 fn fmt_codes(w: u32) -> array<u32, QG> { return trits(w); }
+// trit g alone: byte q times 3^g (mod 256), times 3, >> 8, in the same 16-bit lanes as trits()
+fn fmt_group(w: u32, g: u32) -> u32 {
+    let p3 = select(select(1u, 3u, g == 1u), select(select(9u, 27u, g == 3u), 81u, g == 4u), g >= 2u);
+    let lo = ((w & 0x00FF00FFu) * p3) & 0x00FF00FFu;
+    let hi = (((w >> 8u) & 0x00FF00FFu) * p3) & 0x00FF00FFu;
+    return (((lo * 3u) >> 8u) & 0x00030003u) | ((hi * 3u) & 0x03000300u);
+}
 fn fmt_pos(k: u32, g: u32) -> u32 {
     if (k < 8u) { return k + 8u * g; }
     if (k < 12u) { return k + 32u + 4u * g; }

@@ -16,6 +16,7 @@ const QG: u32 = 4u;
 const CW: u32 = 8u;
 
 fn fmt_word(t: u32, bi: u32, k: u32) -> u32 { return ldb(t, bi * BBYTES + 4u * k); }
+fn fmt_group(w: u32, g: u32) -> u32 { return (w >> (2u * g)) & M3; }
 fn fmt_codes(w: u32) -> array<u32, QG> {
     return array<u32, QG>(w & M3, (w >> 2u) & M3, (w >> 4u) & M3, (w >> 6u) & M3);
 }

@@ -97,7 +97,7 @@ async def main():
     ap.add_argument("--src", action="append", default=[], help="an experimental copy of bitlinear.wgsl to compare")
     ap.add_argument("--trials", type=int, default=3, help="best of this many timings (the machine is shared)")
     ap.add_argument("--tiled", type=int, default=0, metavar="M", help="also time bitlinear_tiled.matmul for M rows")
-    ap.add_argument("--ttune", action="append", default=[], help="tiled k=v,k=v (several: compared)")
+    ap.add_argument("--ttune", action="append", default=[], help="tiled k=v,k=v: rq, nq, wg (several: compared)")
     ap.add_argument("--tsrc", default=None, help="an experimental copy of bitlinear_tiled.wgsl")
     a = ap.parse_args()
     dev = await request_device("native")
@@ -137,7 +137,7 @@ async def main():
         if a.tiled:
             m = a.tiled
             for tt_kw in [dict((kv.split("=")[0], int(kv.split("=")[1])) for kv in t.split(",")) for t in a.ttune] or [{}]:
-                st = bitlinear_tiled.matmul(a.fmt, n_in, rows, m, a8=not a.f32, **tt_kw)
+                st = bitlinear_tiled.matmul(a.fmt, n_in, rows, m, a8=not a.f32, dev=dev, **tt_kw)
                 tb = {"params": dev.create_buffer(32), "x": dev.create_buffer(m * n_in * 4), "q": dev.create_buffer(m * n_in),
                       "scale": dev.create_buffer(m * 4), "mult": bufs["mult"], "y": dev.create_buffer(m * rows * 4), "w": bufs["w0"]}
                 dev.write_buffer(tb["params"], 0, np.array([m, 0, 0, 0, 0, 0, 0, 0], np.uint32))
@@ -150,7 +150,7 @@ async def main():
                     ref, check = await same_output(dev, work, tb["y"], ref)
                     tt = min([(await timed(dev, work, a.reps, tb["y"]))[0] for _ in range(a.trials)])
                     print(f"  tiled M={m}: {tt * 1e3:.3f} ms = {tt / m * 1e3:.3f} ms per row "
-                          f"(shaders/ gemv {tg_ref * 1e3:.3f} ms per row: {tg_ref * m / tt:.2f}x) [TM{st.constants['TM']} WG{st.constants['WG']}"
+                          f"(shaders/ gemv {tg_ref * 1e3:.3f} ms per row: {tg_ref * m / tt:.2f}x) [RQ{st.constants['RQ']} NQ{st.constants['NQ']} WG{st.constants['WG']}"
                           f"{' ' + src if src else ''}]{check}", flush=True)
 
 

@@ -442,6 +442,9 @@ async def bench_decode(dev, gf, src, tokens: int = 32, prompt_tokens: int = 32, 
             "prefill_ms": res.prefill_ms, "prefill_tok_s": sig(len(ids) / res.prefill_ms * 1e3),
             "decode_ms_per_token": res.decode_ms_per_token,
             "decode_tok_s": sig(1e3 / res.decode_ms_per_token) if res.decode_ms_per_token else None,
+            # prefill tokens/s over decode tokens/s, both from this one generate() call
+            "prefill_over_decode": (sig(len(ids) / res.prefill_ms * res.decode_ms_per_token)
+                                    if res.decode_ms_per_token and res.prefill_ms else None),
             "step_ms_median": sig(step_ms),
             "dispatches_per_layer": eng.dispatches_per_layer, "dispatches_per_token": res.dispatches_per_token,
             "host_calls_per_token": res.host_calls_per_token,
@@ -462,7 +465,8 @@ async def bench_decode(dev, gf, src, tokens: int = 32, prompt_tokens: int = 32, 
 
 def describe_decode(r: dict) -> str:
     return (f"{r['model']}\n  {r['activations']} activations, LM head {r['lm_head']}; prompt {r['prompt_tokens']} tokens: "
-            f"prefill {r['prefill_tok_s']} tok/s; decode {r['decode_ms_per_token']} ms/token ({r['decode_tok_s']} tok/s)\n"
+            f"prefill {r['prefill_tok_s']} tok/s; decode {r['decode_ms_per_token']} ms/token ({r['decode_tok_s']} tok/s); "
+            f"prefill / decode {r['prefill_over_decode']}\n"
             f"  {r['dispatches_per_layer']:g} dispatches per layer, {r['dispatches_per_token']:g} per token, "
             f"{r['host_calls_per_token']:g} host calls per token; "
             f"{'greedy one step ahead of the host' if r['overlap'] else 'one step at a time'}\n"

@@ -184,7 +184,7 @@ class PrefillOps(_Ops):
         inp = self.normed if inp is None else inp
         if self.eng.ternary:
             st = bitlinear_tiled.matmul(self.fmt, n_in, n_out, M, a8=self.a8, residual=residual,
-                                        y_stride=y_stride, y_col0=y_col0)
+                                        y_stride=y_stride, y_col0=y_col0, dev=self.eng.dev)
             return [(st, dict(inp, params=P, mult=mult, y=y, w=w))]
         st = dense.matmul(self.fmt, n_in, n_out, M)[0].with_constants(ROW0=y_col0, Y_STRIDE=y_stride or n_out)
         if not residual:
@@ -222,7 +222,7 @@ class PrefillOps(_Ops):
         e, ff = cfg.n_embd, cfg.n_ff
         steps, inp = self.norm(e, self.buf(x), self.w(i, norm))
         if self.eng.ternary:
-            return steps + [(bitlinear_tiled.gate_up(self.fmt, e, ff, M, a8=self.a8, act=cfg.ffn),
+            return steps + [(bitlinear_tiled.gate_up(self.fmt, e, ff, M, a8=self.a8, act=cfg.ffn, dev=self.eng.dev),
                              dict(inp, params=B["params"], mult=self.eng._mult(i, "gu"), y=self.buf(g),
                                   gate=self.w(i, "ffn_gate"), up=self.w(i, "ffn_up")))]
         steps += self.mm(e, ff, self.w(i, "ffn_gate"), B["p.gate"], None, inp=inp)

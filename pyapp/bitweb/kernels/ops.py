@@ -194,8 +194,15 @@ def attention_prefill(n_head: int, n_kv_head: int, head_dim: int, max_ctx: int, 
     _heads(n_head, n_kv_head, head_dim)
     if not 1 <= rows <= 65535:
         raise OpsSpecError(f"attention prefill: rows = {rows} out of range 1..65535")
-    c = dict(_consts(n_head, n_kv_head, head_dim, max_ctx), WG=_attn_wg(head_dim, wg))
-    return Step("attention", "prefill", ("k_cache", "v_cache", "qkv", "o", "params"), (n_kv_head, rows, 1), c)
+    bind = ("k_cache", "v_cache", "qkv", "o", "params")
+    if head_dim % 16 or head_dim > 256:   # the fallback: a workgroup of >= head_dim threads per (kv head, row)
+        c = dict(_consts(n_head, n_kv_head, head_dim, max_ctx), WG=_attn_wg(head_dim, wg))
+        return Step("attention", "prefill_wg", bind, (n_kv_head, rows, 1), c)
+    wg = 8 if wg is None else wg          # rows (invocations) per workgroup, a multiple of 4 (quads)
+    if wg % 4 or not 4 <= wg <= 256:
+        raise OpsSpecError(f"attention prefill: wg = {wg} rows per workgroup must be a multiple of 4 in 4..256")
+    c = dict(_consts(n_head, n_kv_head, head_dim, max_ctx), WG=wg)
+    return Step("attention", "prefill", bind, (n_head, -(-rows // wg), 1), c)
 
 
 def embedding(wtype: str, n_embd: int, n_vocab: int, rows: int = 1, *, shards=None,

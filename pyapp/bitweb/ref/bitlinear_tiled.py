@@ -6,6 +6,8 @@ Maths (as the shader header):
          (s = the rows' inv_s from ops.rmsnorm(a8=True); the decode kernel's formula and order)
     Y = P, or Y = residual + P; gate_up: Y = act(P_gate) * P_up (relu(.)^2 or silu).
 
+(The kernel sums the products (w d) q over j in f32, 16 values at a time: the same S in exact
+arithmetic; for I2_S A8 every partial sum is an integer below 2^24, so S is exact on any data.)
 Tolerances: as in bitweb.ref.bitlinear, the case data make every f32 sum exact in any order
 (dyadic x and block scales, integer q; checked per case by `exact_terms`), so only the final
 products round: f = ws * mult (1 rounding; A8: (ws * s[m]) * mult, 2), S * f (1)
@@ -138,20 +140,22 @@ def cases(builder, scope: str = "full"):
     if scope == "browser":
         for i, fmt in enumerate(browser_formats()):
             n = BLOCK[fmt] * 2
-            matmul_case(builder, rng, fmt, n, 37, 5, 8, a8=i % 2 == 0, residual=True, tm=4)
-        gate_up_case(builder, rng, "I2_S", 256, 19, 3, 4, a8=True, act="relu2", tm=4)
+            matmul_case(builder, rng, fmt, n, 37, 5, 8, a8=i % 2 == 0, residual=True, rq=1, nq=2, wg=8)
+        gate_up_case(builder, rng, "I2_S", 256, 19, 3, 4, a8=True, act="relu2", rq=1, nq=1, wg=4)
+        matmul_case(builder, rng, "TQ1_0", 256, 21, 6, 8, a8=True, rq=2, nq=2, wg=4, subgroups=False)
         return
     for fmt in fmts:
         n = BLOCK[fmt] * 3
         for a8 in (False, True):
-            matmul_case(builder, rng, fmt, n, 70, 11, 16, a8=a8, tm=8)                       # M tile partly past M
-            matmul_case(builder, rng, fmt, n, 33, 3, 3, a8=a8, residual=True, mult=1.5, tm=4, wg=16)
-            gate_up_case(builder, rng, fmt, n, 45, 9, 12, a8=a8, act="relu2", mult=(0.5, 2.0), tm=16, wg=32)
-            gate_up_case(builder, rng, fmt, n, 20, 2, 2, a8=a8, act="silu", mult=(0.125, 1.0), tm=2)
+            matmul_case(builder, rng, fmt, n, 70, 11, 16, a8=a8, rq=2, nq=2, wg=8)          # M tile partly past M
+            matmul_case(builder, rng, fmt, n, 33, 3, 3, a8=a8, residual=True, mult=1.5, rq=1, nq=1, wg=16)
+            gate_up_case(builder, rng, fmt, n, 45, 9, 12, a8=a8, act="relu2", mult=(0.5, 2.0), rq=4 if a8 else 2,
+                         nq=2, wg=4)
+            gate_up_case(builder, rng, fmt, n, 20, 2, 2, a8=a8, act="silu", mult=(0.125, 1.0), rq=1, nq=1, wg=4)
     for i, fmt in enumerate(fmts):                 # 2B4T-sized rows, a few tokens
         n_in, n_out = ((2560, 640), (6912, 2560), (2560, 2560), (2560, 6912))[i % 4]
         matmul_case(builder, rng, fmt, n_in, n_out, 7, 8, a8=i % 2 == 0, residual=i % 2 == 1)
-        matmul_case(builder, rng, fmt, BLOCK[fmt], 9, 4, 4, a8=True, dot4=False, tm=4)
-        matmul_case(builder, rng, fmt, BLOCK[fmt], 1, 1, 2, a8=False, tm=2, wg=4)
-        matmul_case(builder, rng, fmt, BLOCK[fmt] * 2, 24, 5, 6, a8=True, residual=True, tm=4, wg=16,
+        matmul_case(builder, rng, fmt, BLOCK[fmt], 9, 13, 16, a8=True, rq=4, nq=2, wg=4, subgroups=False)
+        matmul_case(builder, rng, fmt, BLOCK[fmt], 1, 1, 2, a8=False, rq=1, nq=1, wg=4)
+        matmul_case(builder, rng, fmt, BLOCK[fmt] * 2, 24, 5, 6, a8=True, residual=True, rq=3, nq=1, wg=4,
                     y_stride=60, y_col0=19)

@@ -358,11 +358,14 @@ def attention_decode_cases(b, rng, scope):
 
 def attention_prefill_cases(b, rng, scope):
     """rope (writes the cache rows) then attention prefill, as the engine runs a prefill chunk."""
-    # (n_head, n_kv, head_dim, max_ctx, p0, rows, wg, mode, qk_norm)
+    # (n_head, n_kv, head_dim, max_ctx, p0, rows, wg, mode, qk_norm); wg: rows per workgroup of the
+    # prefill entry; head_dim 40 (not a multiple of 16) takes the prefill_wg fallback
     shapes = [(4, 2, 32, 16, 2, 5, None, "neox", False)] if scope == "browser" else \
         [(8, 2, 64, 48, 0, 13, None, "neox", False), (8, 2, 64, 48, 30, 18, None, "neox", False),
-         (2, 2, 32, 16, 3, 5, None, "neox", False), (4, 1, 64, 260, 200, 3, 64, "neox", False),
-         (8, 2, 64, 48, 30, 9, None, "norm", False), (16, 8, 128, 48, 20, 7, None, "neox", True)]
+         (2, 2, 32, 16, 3, 5, None, "neox", False), (4, 1, 64, 260, 200, 3, 4, "neox", False),
+         (20, 5, 128, 80, 9, 70, 16, "neox", False), (4, 2, 40, 24, 5, 6, None, "neox", False),
+         (8, 2, 64, 48, 30, 9, None, "norm", False), (16, 8, 128, 48, 20, 7, None, "neox", True),
+         (4, 2, 40, 24, 5, 6, None, "norm", True)]
     for nh, nkv, hd, max_ctx, p0, m, wg, mode, qkn_on in shapes:
         freqs = rope_freqs(hd, 10000.0)
         width = (nh + 2 * nkv) * hd
