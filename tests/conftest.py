@@ -24,14 +24,6 @@ def need(ok: bool, why: str) -> None:
     pytest.skip(why)
 
 
-def pytest_collection_modifyitems(config, items):
-    """Parallel runs (`pytest -n 2 --dist loadgroup`, as npm test runs): the tests of one browser
-    module stay on one worker (they share its page and loaded model); every other test goes alone."""
-    for item in items:
-        if item.path.parent.name == "e2e":
-            item.add_marker(pytest.mark.xdist_group(item.path.stem))
-
-
 def run(coro):
     return asyncio.run(coro)
 
