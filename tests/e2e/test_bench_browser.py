@@ -36,7 +36,7 @@ def bench_model() -> str:
 
 def test_bench_in_browser(server, page):
     model = bench_model()
-    query = f"model=/{model}" + ("" if FULL else "&quick=1&tokens=5&prompt=8&repeats=3")
+    query = f"model=/{model}" + ("" if FULL else "&quick=1&tokens=5&prompt=8&repeats=1")
     page.goto(server + "bench.html?" + query)
     long = FULL or os.environ.get("BITWEB_BENCH_MODEL")
     page.wait_for_function("window.benchResults !== undefined", timeout=(3_600_000 if long else 600_000))
