@@ -25,7 +25,7 @@ from bitweb.tokenizer import (BYTE, CONTROL, NORMAL, UNKNOWN, USER_DEFINED, Stre
                               TokenizerError, _U16_L, _U16_N, split_llama3, split_qwen2, to_byte_level)
 
 DATA = pathlib.Path(__file__).resolve().parent / "data" / "tokenizer"
-# llama.cpp's tokenizer test vectors (models/ggml-vocab-llama-bpe.gguf.{inp,out}), copied from ../shared/testdata
+# llama.cpp's tokenizer test vectors (models/ggml-vocab-llama-bpe.gguf.{inp,out}), copied into data/tokenizer/llama-bpe/
 LLAMA_BPE = pathlib.Path(__file__).resolve().parent / "data" / "tokenizer" / "llama-bpe"
 CORPUS = json.loads((DATA / "multilingual.json").read_text(encoding="utf-8"))
 # held out from bitweb.authoring.qwen_vocab.TRAIN_TEXT: scripts, combining marks (also decomposed), digits
