@@ -25,6 +25,8 @@ cache rows before any step reads them. counters["discarded_steps"] counts such s
 """
 from __future__ import annotations
 
+import asyncio
+import copy
 import struct
 
 from bitweb import formats, gpu
@@ -44,6 +46,17 @@ NEED_STORAGE_BUFFERS = 7      # the fused QKV gemv binds x, norm, mult, y and th
 
 class EngineError(ValueError):
     """A model / option combination the GPU engine does not run (names it)."""
+
+
+class _Names(dict):
+    """Stand-in buffers for listing a model's steps before any buffer exists (Engine._compile_keys):
+    every name maps to itself."""
+
+    def __missing__(self, key):
+        return key
+
+    def get(self, key, default=None):
+        return key
 
 
 def _align(n: int, a: int = 256) -> int:
@@ -268,6 +281,8 @@ class Engine:
         self.context_note = ""        # why the default context is below the file's (generation.fit_context)
         self.load_ms = 0.0
         self.weight_bytes = self.gpu_bytes = 0      # file tensor bytes; bytes of every GPU buffer made at load
+        self.n_pipelines = 0          # distinct pipelines the model's plans use (compiled at load: _compile)
+        self.stage_ms = {}            # load stage -> [start, end] ms since load() began (upload, compile, plans)
 
     # ------------------------------------------------------------------ loading
     @classmethod
@@ -276,8 +291,13 @@ class Engine:
                    lm_head: str | None = None) -> "Engine":
         """Pick the context (max_context, else the default that fits: generation.fit_context, its
         note in `context_note`), check limits, upload every tensor from `src` (FileSource / BytesSource natively, a JS
-        Blob or File in the browser), compile the kernels and record the decode plans.
-        progress(stage, done, total): stage "upload" (bytes), "compile" (steps), "ready".
+        Blob or File in the browser), compile the kernels and record the decode plans. Every kernel
+        the plans use (decode, prefill, the sampler's top-k) is compiled at once while the weights
+        upload (_compile: in the browser all createComputePipelineAsync calls are in flight together
+        in the GPU process); the plans are recorded once both are done.
+        progress(stage, done, total): stage "upload" (bytes), "compile" (distinct pipelines
+        compiled), "ready". stage_ms: [start, end] of "upload", "compile" and "plans", in ms from
+        the start of load().
         lm_head="q8_0": the LM head's float rows are converted to Q8_0 on the GPU after upload
         (kernels/requant.py: 34 bytes per 32 values instead of 64 for F16); a tied head is also the
         embedding table, which then reads the Q8_0 rows too."""
@@ -296,11 +316,30 @@ class Engine:
         eng.prefill_rows = max(1, min(int(prefill_rows), n_ctx, dev.max_binding // row))
         eng._check_support()
         eng.check_limits()
-        await eng._upload(src, progress)
-        await eng._build(progress)
-        if eng.prefill_rows > 1:           # compile the prefill kernels now, not at the first prompt
+
+        def span(name, start):
+            eng.stage_ms[name] = [round(start - t0, 1), round(now_ms() - t0, 1)]
+
+        async def compile_all():
+            c0 = now_ms()
+            await eng._compile(progress)
+            span("compile", c0)
+        compiling = asyncio.ensure_future(compile_all())   # every kernel, all in flight, while the
+        try:                                                # weights upload
+            u0 = now_ms()
+            await eng._upload(src, progress)
+            span("upload", u0)
+        except BaseException:
+            compiling.cancel()
+            await asyncio.gather(compiling, return_exceptions=True)     # nothing left running
+            raise
+        await compiling
+        p0 = now_ms()
+        await eng._build()                 # bind groups and decode plans (the pipelines are compiled)
+        if eng.prefill_rows > 1:           # the prefill plan now, not at the first prompt
             await eng._prefill_plan(eng.prefill_rows, 0)
         await dev.sync()                   # the uploads have landed: load time is real
+        span("plans", p0)
         eng.load_ms = now_ms() - t0
         eng.weight_bytes = sum(ti.nbytes for ti in model.tensors())
         eng.gpu_bytes = sum(b.size for b in eng._all_buffers())
@@ -441,7 +480,8 @@ class Engine:
     def _mult(self, i: int, group: str):
         return self.buf.get(f"mult.{i}.{group}", self.buf["ones"])
 
-    async def _build(self, progress):
+    def _state_buffers(self):
+        """Activations, params, token, penalty ids, RoPE freqs, the KV cache (and the prefill rows)."""
         dev, cfg = self.dev, self.cfg
         B = self.buf
         f4 = 4
@@ -467,39 +507,73 @@ class Engine:
             B[f"k.{i}"] = dev.create_buffer(kv, label=f"k_cache.{i}")
             B[f"v.{i}"] = dev.create_buffer(kv, label=f"v_cache.{i}")
 
+    def _decode_steps(self) -> dict:
+        """The decode plans' steps, [(Step, {bind name: buffer})] per part: embed (reads `token`),
+        embed2 (reads `token2`), blocks, head, argmax / argmax2 (write `token` / `token2`)."""
+        cfg, B = self.cfg, self.buf
         embed = self._embed_steps()
         do = DecodeOps(self)
-        steps = embed + [s for i in range(cfg.n_layer) for s in block(do, i)]
-        head = self._head_steps()
 
         def argmax(out):
             return [(ops.argmax(cfg.n_vocab), {"logits": B["logits"], "token": out,
                                                "penalty_ids": B["pids"], "params": B["params"]})]
-        embed2 = [(st, dict(bufs, ids=B["token2"])) for st, bufs in embed]     # the odd steps' input
-        self._n_compile = len(steps) + len(head) + 1 + len(embed2) + 1
-        self._compiled = 0
-        items = await self._instantiate(steps, progress)
+        return {"embed": embed, "blocks": [s for i in range(cfg.n_layer) for s in block(do, i)],
+                "head": self._head_steps(), "argmax": argmax(B["token"]), "argmax2": argmax(B["token2"]),
+                "embed2": [(st, dict(bufs, ids=B["token2"])) for st, bufs in embed]}     # the odd steps' input
+
+    def _compile_keys(self) -> list:
+        """The pipeline keys of every step the plans use: decode, prefill of prefill_rows rows, the
+        sampler's top-k of TOPK_MIN, the LM head's re-quantization. Listed before any buffer exists,
+        on a copy of the engine whose buffers are stand-ins (their names): only the kernels matter."""
+        cfg, m = self.cfg, self.model
+        dry = copy.copy(self)
+        dry.w, dry.buf = _Names(), _Names()
+        dry.shards = {ti.name: [(r0, r1, ti.name) for r0, r1 in self._table_shards(ti)[0]]
+                      for ti in (m.token_embd, m.lm_head)}
+        requant_head = self.lm_head == "q8_0" and m.lm_head.type_name != "Q8_0"
+        if requant_head:
+            dry.table_types = dict(self.table_types, **{m.lm_head.name: "Q8_0"})
+        steps = [st for part in Engine._decode_steps(dry).values() for st, _ in part]
+        if self.prefill_rows > 1:
+            steps += [st for st, _ in Engine._prefill_steps(dry, self.prefill_rows, 0)]
+        steps.append(ops.topk(cfg.n_vocab, min(TOPK_MIN, cfg.n_vocab)))
+        if requant_head and m.lm_head.type_name in requant.SRC_TYPES:
+            rows = {r1 - r0 for r0, r1, _ in dry.shards[m.lm_head.name]}
+            steps += [requant.q8_0(m.lm_head.type_name, m.lm_head.shape[0], n) for n in sorted(rows)]
+        return [(st.shader, st.entry, st.constants, st.defines) for st in steps]
+
+    async def _compile(self, progress=None):
+        """Compile every pipeline the model's plans use with one dev.pipelines() call (all in flight
+        at once); progress("compile", done, total) per distinct pipeline."""
+        keys = self._compile_keys()
+        self.n_pipelines = len({self.dev.pipeline_key(*k) for k in keys})
+
+        def on_done(done, total):
+            if progress:
+                progress("compile", done, total)
+        await self.dev.pipelines(keys, on_done)
+
+    async def _build(self):
+        """Create the state buffers, bind the decode steps and record the decode plans."""
+        dev, cfg = self.dev, self.cfg
+        self._state_buffers()
+        d = self._decode_steps()
+        items = await self._instantiate(d["embed"] + d["blocks"])
         self.items_layers = items
-        self.items_head = await self._instantiate(head, progress)
-        self.items_argmax = await self._instantiate(argmax(B["token"]), progress)
+        self.items_head = await self._instantiate(d["head"])
+        self.items_argmax = await self._instantiate(d["argmax"])
         self.plan_layers = dev.plan(items)
         self.plan_greedy = self._plans[0] = dev.plan(items + self.items_head + self.items_argmax)
         # overlapped greedy decode: even steps token -> token2, odd steps token2 -> token
-        blocks = items[len(embed):]
-        to2 = await self._instantiate(argmax(B["token2"]), progress)
+        blocks = items[len(d["embed"]):]
+        to2 = await self._instantiate(d["argmax2"])
         self.plans_ahead = (dev.plan(items + self.items_head + to2),
-                            dev.plan(await self._instantiate(embed2, progress) + blocks + self.items_head
+                            dev.plan(await self._instantiate(d["embed2"]) + blocks + self.items_head
                                      + self.items_argmax))
         self.dispatches_per_layer = len(blocks) / cfg.n_layer
 
-    async def _instantiate(self, steps, progress):
-        out = []
-        for step, bufs in steps:
-            out.append(await step.instantiate(self.dev, bufs))
-            self._compiled += 1
-            if progress:
-                progress("compile", self._compiled, self._n_compile)
-        return out
+    async def _instantiate(self, steps):
+        return [await step.instantiate(self.dev, bufs) for step, bufs in steps]
 
     def _embed_steps(self):
         cfg, ti = self.cfg, self.model.token_embd
@@ -575,32 +649,35 @@ class Engine:
         """f32[1] multiplier of one linear (the tiled kernel binds one per weight)."""
         return self.buf.get(f"mult1.{i}.{name}", self.buf["ones"])
 
+    def _prefill_steps(self, M: int, k) -> list:
+        """Steps over M rows (a bucket: rows past params.m are scratch): embedding, blocks, then
+        (k = None) nothing, or the LM head on the last row (_prefill_plan adds the sampler)."""
+        cfg, B = self.cfg, self.buf
+        ti = self.model.token_embd
+        shards = self.shards[ti.name]
+        n_sb = int(self.dev.limits.get("maxStorageBuffersPerShaderStage", 8))
+        emb = {"ids": B["p.ids"], "x": B["p.x"]}
+        emb.update({f"w{j}": b for j, (_, _, b) in enumerate(shards)})
+        steps = [(s, emb) for s in ops.embedding(self.table_type(ti), cfg.n_embd, cfg.n_vocab, M,
+                                                 shards=[(a, b) for a, b, _ in shards],
+                                                 max_shard_bindings=max(1, min(8, n_sb - 2)))]
+        do = PrefillOps(self, M)
+        for i in range(cfg.n_layer):
+            steps += block(do, i)
+        if k is not None:
+            head = self.model.lm_head
+            hs = self.shards[head.name]
+            hb = {"x": B["p.x"], "y": B["logits"], "norm": self.w[self.model.output_norm.name], "params": B["params"]}
+            hb.update({f"w{j}": b for j, (_, _, b) in enumerate(hs)})
+            wtype, rows = self.table_type(head), [(a, b) for a, b, _ in hs]
+            steps += [(s, hb) for s in self._head_gemv(wtype, rows, last_row=True)]
+        return steps
+
     async def _prefill_plan(self, M: int, k):
-        """Plan over M rows (a bucket: rows past params.m are scratch): embedding, blocks, then
-        (k = None) nothing, or the LM head on the last row + argmax (k = 0) / top-k."""
+        """Plan over M rows: _prefill_steps, then (k not None) argmax (k = 0) / top-k."""
         key = (M, k)
         if key not in self._plans:
-            cfg, B = self.cfg, self.buf
-            ti = self.model.token_embd
-            shards = self.shards[ti.name]
-            n_sb = int(self.dev.limits.get("maxStorageBuffersPerShaderStage", 8))
-            emb = {"ids": B["p.ids"], "x": B["p.x"]}
-            emb.update({f"w{j}": b for j, (_, _, b) in enumerate(shards)})
-            steps = [(s, emb) for s in ops.embedding(self.table_type(ti), cfg.n_embd, cfg.n_vocab, M,
-                                                     shards=[(a, b) for a, b, _ in shards],
-                                                     max_shard_bindings=max(1, min(8, n_sb - 2)))]
-            do = PrefillOps(self, M)
-            for i in range(cfg.n_layer):
-                steps += block(do, i)
-            if k is not None:
-                head = self.model.lm_head
-                hs = self.shards[head.name]
-                hb = {"x": B["p.x"], "y": B["logits"], "norm": self.w[self.model.output_norm.name], "params": B["params"]}
-                hb.update({f"w{j}": b for j, (_, _, b) in enumerate(hs)})
-                wtype, rows = self.table_type(head), [(a, b) for a, b, _ in hs]
-                hsteps = self._head_gemv(wtype, rows, last_row=True)
-                steps += [(s, hb) for s in hsteps]
-            items = [await st.instantiate(self.dev, bufs) for st, bufs in steps]
+            items = await self._instantiate(self._prefill_steps(M, k))
             if k is not None:
                 items.append((await self._sampler_item(k))[0])
             self._plans[key] = self.dev.plan(items)

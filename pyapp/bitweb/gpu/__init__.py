@@ -4,6 +4,7 @@
     buf = dev.create_buffer(nbytes, label="x")   # STORAGE | COPY_DST | COPY_SRC by default
     dev.write_buffer(buf, 0, data)               # bytes / memoryview / numpy / JS ArrayBuffer
     pipe = await dev.pipeline("bitlinear", "gemv_i2s", constants={"WG": 64}, defines={"A8": True})
+    pipes = await dev.pipelines([(shader, entry, constants, defines), ...])   # many, all in flight at once
     bg = dev.bind_group(pipe, [wbuf, xbuf, (ybuf, 0, 4096)])   # binding i = entry i
     dev.run([(pipe, bg, (rows, 1, 1))])          # one encoder, one pass, one submit
     plan = dev.plan([...]); dev.run(plan)        # prepared once, replayed with O(1) host calls
@@ -14,7 +15,15 @@
 Names follow WebGPU (limits are camelCase as in JS: maxStorageBufferBindingSize).
 Features are WebGPU names; wgpu-native's "subgroup" is reported as "subgroups".
 Pipelines are cached by (shader, entry, constants, defines). Shader sources are
-specialised per device by bitweb.shaders (subgroups, f16, ...).
+specialised per device by bitweb.shaders (subgroups, f16, ...). `pipelines(keys)` compiles many
+at once: in the browser every createComputePipelineAsync is in flight together (the GPU process
+compiles them while the page goes on: the engine uploads weights meanwhile); wgpu-native has no
+asynchronous pipeline creation (wgpu-py 0.32 creates them synchronously), so natively it is the
+same as one after another. A compile asked for while the same key is in flight waits for that one;
+a failed compile is not cached.
+
+`dev.software`: why the adapter is taken to be a CPU rasteriser ("SwiftShader", "llvmpipe",
+"fallback adapter" ...), or None for a hardware GPU (software_reason).
 
 Counters (dev.counters): dispatches, runs (submits), plan_runs, plan_dispatches
 (replayed: the fast path), direct_dispatches (encoded from a list: the slow
@@ -28,6 +37,7 @@ closing it returns both to where they were; tests and the app's soak check use t
 """
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 
 # GPUBufferUsage flags
@@ -83,6 +93,26 @@ class Caps:
     def summary(self) -> str:
         on = [k for k in ("subgroups", "shader_f16", "dot4", "timestamps", "subgroup_matrix") if getattr(self, k)]
         return ", ".join(on) or "none"
+
+
+# Adapter names of CPU rasterisers (WebGPU / Vulkan / D3D software implementations) -> the name said.
+SOFTWARE_NAMES = {"swiftshader": "SwiftShader", "llvmpipe": "llvmpipe", "lavapipe": "lavapipe",
+                  "softpipe": "softpipe", "microsoft basic render": "Microsoft Basic Render Driver"}
+
+
+def software_reason(info: dict, fallback: bool = False) -> str | None:
+    """Why an adapter is a software one: a CPU rasteriser's name in its vendor / architecture /
+    device / description, the browser's isFallbackAdapter (`fallback`), or wgpu's adapter_type
+    "CPU". None: a hardware GPU as far as the adapter tells."""
+    text = " ".join(str(info.get(k, "")) for k in ("vendor", "architecture", "device", "description")).lower()
+    for key, name in SOFTWARE_NAMES.items():
+        if key in text:
+            return name
+    if fallback:
+        return "fallback adapter"
+    if str(info.get("adapter_type", "")).lower() == "cpu":
+        return "CPU adapter"
+    return None
 
 
 @dataclass
@@ -145,6 +175,7 @@ class Device:
          "host_calls", "writes", "write_bytes", "reads", "pipelines"), 0))
     lost: str | None = None
     log: object = None
+    fallback: bool = False                            # the adapter says it is a fallback (software) one
 
     def __post_init__(self):
         self._pipelines: dict = {}
@@ -155,6 +186,11 @@ class Device:
     def check_alive(self):
         if self.lost is not None:
             raise DeviceLostError(f"GPU device lost: {self.lost}. Reload the model to continue.")
+
+    @property
+    def software(self) -> str | None:
+        """Why this adapter is a CPU rasteriser (software_reason), or None for a hardware GPU."""
+        return software_reason(self.info, self.fallback)
 
     @property
     def max_binding(self) -> int:
@@ -233,27 +269,82 @@ class Device:
         return await self._read(buf.raw, int(offset), int(size))
 
     # ---- pipelines ----------------------------------------------------------
+    @staticmethod
+    def pipeline_key(shader: str, entry: str = "main", constants: dict | None = None,
+                     defines: dict | None = None) -> tuple:
+        """The cache key of a pipeline: (shader, entry, sorted constants, sorted defines)."""
+        return (shader, entry, tuple(sorted((constants or {}).items())), tuple(sorted((defines or {}).items())))
+
     async def pipeline(self, shader: str, entry: str = "main", constants: dict | None = None,
                        defines: dict | None = None) -> Pipeline:
         """Compile (once) `shaders/<shader>.wgsl` specialised for this device."""
-        from bitweb import shaders
         self.check_alive()
-        consts = tuple(sorted((constants or {}).items()))
-        defs = tuple(sorted((defines or {}).items()))
-        key = (shader, entry, consts, defs)
-        p = self._pipelines.get(key)
-        if p is None:
-            code = shaders.specialise(shaders.source(shader), self, dict(defs), shader)
-            try:
-                raw = await self._pipeline(code, entry, dict(consts), f"{shader}:{entry}")
-            except GPUError:
-                raise
-            except Exception as e:
-                raise ShaderError(f"shader '{shader}' entry '{entry}' (constants {dict(consts)}, "
-                                  f"defines {dict(defs)}) failed to compile: {e}") from e
-            p = self._pipelines[key] = Pipeline(raw, key)
-            self.counters["pipelines"] += 1
+        key = self.pipeline_key(shader, entry, constants, defines)
+        while True:
+            p = self._pipelines.get(key)
+            if isinstance(p, Pipeline):
+                return p
+            if p is None:
+                break
+            try:                               # in flight (pipelines() or another caller): wait for it
+                return await asyncio.shield(p)
+            except asyncio.CancelledError:
+                if not p.cancelled():          # this caller was cancelled
+                    raise
+                                               # that compile was cancelled: compile it here
+        fut = self._pipelines[key] = asyncio.get_running_loop().create_future()
+        try:
+            p = await self._compile(key)
+        except BaseException as e:
+            del self._pipelines[key]           # not cached: asked again, it compiles again
+            if isinstance(e, asyncio.CancelledError):
+                fut.cancel()
+            else:
+                fut.set_exception(e)
+                fut.exception()                # retrieved: no "never retrieved" warning when no one waits
+            raise
+        self._pipelines[key] = p
+        fut.set_result(p)
         return p
+
+    async def pipelines(self, keys, on_done=None) -> list:
+        """Compile every (shader, entry, constants, defines) of keys not compiled yet, all at once
+        (in the browser every createComputePipelineAsync is in flight together). on_done(done,
+        total) after each distinct pipeline settles (once, with done = total, when all are cached). Returns the Pipelines in keys' order; the
+        first failure is raised once every compile has settled (none is left running)."""
+        keys = [self.pipeline_key(*k) for k in keys]
+        distinct = list(dict.fromkeys(keys))
+        todo = [k for k in distinct if not isinstance(self._pipelines.get(k), Pipeline)]
+        count = [len(distinct) - len(todo)]
+
+        async def one(k):
+            try:
+                return await self.pipeline(k[0], k[1], dict(k[2]), dict(k[3]))
+            finally:
+                count[0] += 1
+                if on_done:
+                    on_done(count[0], len(distinct))
+        if not todo and distinct and on_done:     # all cached: say so once
+            on_done(len(distinct), len(distinct))
+        res = await asyncio.gather(*[one(k) for k in todo], return_exceptions=True)
+        for r in res:
+            if isinstance(r, BaseException):
+                raise r
+        return [self._pipelines[k] for k in keys]
+
+    async def _compile(self, key) -> Pipeline:
+        from bitweb import shaders
+        shader, entry, consts, defs = key
+        code = shaders.specialise(shaders.source(shader), self, dict(defs), shader)
+        try:
+            raw = await self._pipeline(code, entry, dict(consts), f"{shader}:{entry}")
+        except GPUError:
+            raise
+        except Exception as e:
+            raise ShaderError(f"shader '{shader}' entry '{entry}' (constants {dict(consts)}, "
+                              f"defines {dict(defs)}) failed to compile: {e}") from e
+        self.counters["pipelines"] += 1
+        return Pipeline(raw, key)
 
     def bind_group(self, pipeline: Pipeline, entries: list):
         """entries[i] is binding i: a Buffer or (Buffer, offset, size)."""
@@ -356,7 +447,8 @@ class Device:
     def describe(self) -> str:
         i = self.info
         name = i.get("description") or i.get("device") or i.get("architecture") or "?"
-        return (f"{self.backend}: {i.get('vendor', '?')} {name}; features: {self.caps.summary()}; "
+        soft = f" (software: {self.software})" if self.software else ""
+        return (f"{self.backend}: {i.get('vendor', '?')} {name}{soft}; features: {self.caps.summary()}; "
                 f"maxStorageBufferBindingSize {self.max_binding >> 20} MiB, maxBufferSize {self.max_buffer >> 20} MiB")
 
     # ---- backend primitives (implemented by native.py / browser.py) ----------

@@ -213,7 +213,10 @@ async def request_device() -> BrowserDevice:
                 subgroup_matrix="chromium-experimental-subgroup-matrix" in have,
                 subgroup_min=int(_js_value(ai, "subgroupMinSize", 0)),
                 subgroup_max=int(_js_value(ai, "subgroupMaxSize", 0)))
-    return BrowserDevice(adapter, device, want, caps, info, granted)
+    dev = BrowserDevice(adapter, device, want, caps, info, granted)
+    # GPUAdapterInfo.isFallbackAdapter (Chrome 127+; earlier GPUAdapter.isFallbackAdapter)
+    dev.fallback = bool(_js_value(ai, "isFallbackAdapter", False) or _js_value(adapter, "isFallbackAdapter", False))
+    return dev
 
 
 __all__ = ["request_device", "BrowserDevice", "DeviceLostError"]

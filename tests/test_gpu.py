@@ -1,0 +1,176 @@
+"""bitweb.gpu's device layer: pipelines compiled all at once (every compile in flight together on a
+device whose compiles take time), each distinct one once, natively (wgpu-py; lavapipe in CI) too;
+failures that name the kernel and leave nothing cached; the engine compiling every kernel it
+needs at load, while it uploads; software-adapter detection."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from bitweb import gpu as gpu_mod
+from bitweb.engine import Engine
+from bitweb.gguf import FileSource, open_gguf
+from bitweb.kernels import ops
+from bitweb.sampling import SamplingParams
+from tests.conftest import run
+
+
+def _key(n, eps):
+    st = ops.rmsnorm(n, 1, eps=eps)
+    return (st.shader, st.entry, st.constants, st.defines)
+
+
+def test_pipelines_compiles_each_distinct_key_once(gpu):
+    keys = [_key(256, 0.125), _key(512, 0.125), _key(256, 0.125), _key(256, 0.25)]
+    n0 = gpu.counters["pipelines"]
+    done = []
+    pipes = run(gpu.pipelines(keys, on_done=lambda d, t: done.append((d, t))))
+    assert gpu.counters["pipelines"] - n0 == 3
+    assert [p.key for p in pipes] == [gpu.pipeline_key(*k) for k in keys]
+    assert pipes[0] is pipes[2] and pipes[0] is not pipes[3]
+    assert done == [(1, 3), (2, 3), (3, 3)]
+    # cached: the same objects, nothing compiled again (progress says so once)
+    done.clear()
+    again = run(gpu.pipelines(keys[::-1], on_done=lambda d, t: done.append((d, t))))
+    assert done == [(3, 3)]
+    assert again == pipes[::-1] and gpu.counters["pipelines"] - n0 == 3
+    assert run(gpu.pipeline(*keys[1])) is pipes[1]
+
+
+def test_concurrent_requests_for_one_key_compile_it_once(gpu):
+    key = _key(256, 0.375)
+    n0 = gpu.counters["pipelines"]
+
+    async def both():
+        return await asyncio.gather(gpu.pipeline(*key), gpu.pipeline(*key), gpu.pipelines([key, key]))
+    a, b, c = run(both())
+    assert a is b is c[0] is c[1]
+    assert gpu.counters["pipelines"] - n0 == 1
+
+
+def test_a_failed_compile_names_the_kernel_and_is_not_cached(gpu):
+    good = _key(256, 0.625)
+    bad = ("rmsnorm", "no_such_entry", {"N": 256}, {})
+    n0 = gpu.counters["pipelines"]
+    with pytest.raises(gpu_mod.ShaderError, match="rmsnorm.*no_such_entry"):
+        run(gpu.pipelines([bad, good]))
+    assert gpu.counters["pipelines"] - n0 == 1            # the good one settled and is cached
+    assert gpu.pipeline_key(*bad) not in gpu._pipelines
+    with pytest.raises(gpu_mod.ShaderError, match="no_such_entry"):
+        run(gpu.pipeline(*bad))                            # tried again, fails again
+    assert run(gpu.pipeline(*good)) is run(gpu.pipelines([good]))[0]
+
+
+class SlowCompiles(gpu_mod.Device):
+    """A device whose compiles take a while, as createComputePipelineAsync does: counts how many
+    are in flight at once; `fail` names entries whose compile fails."""
+
+    def __init__(self, fail=()):
+        super().__init__(backend="test")
+        self.in_flight = self.most = 0
+        self.fail = set(fail)
+
+    async def _pipeline(self, code, entry, constants, label):
+        self.in_flight += 1
+        self.most = max(self.most, self.in_flight)
+        try:
+            await asyncio.sleep(0.02)
+            if entry in self.fail:
+                raise RuntimeError(f"no entry point {entry}")
+            return object()
+        finally:
+            self.in_flight -= 1
+
+
+def test_pipelines_are_all_in_flight_at_once():
+    dev = SlowCompiles()
+    keys = [_key(256 * (i + 1), 0.5) for i in range(12)]
+    pipes = run(dev.pipelines(keys + keys[:3]))
+    assert dev.most == 12 and dev.counters["pipelines"] == 12
+    assert pipes[12] is pipes[0] and len({id(p) for p in pipes}) == 12
+
+
+def test_a_waiter_compiles_it_when_the_compile_it_waited_for_is_cancelled():
+    dev = SlowCompiles()
+    key = _key(256, 0.75)
+
+    async def go():
+        first = asyncio.ensure_future(dev.pipeline(*key))
+        await asyncio.sleep(0)                       # first is in flight
+        second = asyncio.ensure_future(dev.pipeline(*key))
+        await asyncio.sleep(0)
+        first.cancel()
+        return await second, first
+    p, first = run(go())
+    assert first.cancelled() and isinstance(p, gpu_mod.Pipeline)
+    assert dev.counters["pipelines"] == 1 and dev._pipelines[dev.pipeline_key(*key)] is p
+
+
+def test_a_failed_compile_among_many_settles_the_others_first():
+    dev = SlowCompiles(fail={"rmsnorm_bad"})
+    keys = [_key(256, 0.5), ("rmsnorm", "rmsnorm_bad", {"N": 256}, {}), _key(512, 0.5)]
+    done = []
+    with pytest.raises(gpu_mod.ShaderError, match="rmsnorm_bad"):
+        run(dev.pipelines(keys, on_done=lambda d, t: done.append((d, t))))
+    assert done == [(1, 3), (2, 3), (3, 3)] and dev.counters["pipelines"] == 2
+    assert all(isinstance(p, gpu_mod.Pipeline) for p in dev._pipelines.values())
+
+
+def test_engine_compiles_every_kernel_at_load(gpu, tiny_model):
+    """Engine.load compiles the decode, prefill and top-k kernels in one batch (Engine._compile):
+    a prompt through the prefill plan and sampled tokens after it compile nothing more."""
+    path = tiny_model(arch="bitnet", fmt="tq2_0", seed=3)
+    seen = []
+    n0 = gpu.counters["pipelines"]                   # (the session's device may have some cached)
+    with FileSource(path) as src:
+        eng = run(Engine.load(gpu, open_gguf(path), src, progress=lambda *a: seen.append(a)))
+    compiled = gpu.counters["pipelines"] - n0
+    assert eng.n_pipelines >= 10
+    comp = [(d, t) for s, d, t in seen if s == "compile"]
+    assert len(comp) == max(1, compiled) and comp[-1] == (eng.n_pipelines, eng.n_pipelines)
+    assert [d for d, _ in comp] == list(range(eng.n_pipelines - len(comp) + 1, eng.n_pipelines + 1))
+    assert eng.n_pipelines == len({gpu.pipeline_key(*k) for k in eng._compile_keys()})
+    st = eng.stage_ms                                # [start, end] ms from the start of load()
+    assert set(st) == {"upload", "compile", "plans"}
+    assert all(0 <= a <= b <= eng.load_ms + 0.1 for a, b in st.values())     # (rounded to 0.1 ms)
+    assert st["plans"][0] >= max(st["upload"][1], st["compile"][1])   # the plans need both
+    n0 = gpu.counters["pipelines"]
+    ids = eng.tokenizer.encode("a prompt of a few tokens for the prefill plan")
+    assert len(ids) > 4
+    res = run(eng.generate(ids, SamplingParams(temperature=0.8, top_k=40, seed=1), 6, ignore_eos=True))
+    assert len(res.ids) == 6
+    assert gpu.counters["pipelines"] == n0
+    eng.close()
+
+
+def test_engine_load_failure_leaves_no_compile_running(gpu, tiny_model):
+    path = tiny_model(seed=4)
+
+    class Broken:
+        def read(self, off, n):
+            raise OSError("disk gone")
+    with pytest.raises(OSError, match="disk gone"):
+        run(Engine.load(gpu, open_gguf(path), Broken()))
+    assert not [p for p in gpu._pipelines.values() if not isinstance(p, gpu_mod.Pipeline)]
+
+
+@pytest.mark.parametrize("info, fallback, want", [
+    ({"vendor": "google", "device": "", "description": "SwiftShader Device (Subzero)"}, False, "SwiftShader"),
+    ({"vendor": "google", "architecture": "swiftshader"}, False, "SwiftShader"),
+    ({"vendor": "llvmpipe", "device": "llvmpipe (LLVM 15.0.6, 256 bits)"}, False, "llvmpipe"),
+    ({"vendor": "mesa", "description": "lavapipe"}, False, "lavapipe"),
+    ({"vendor": "nvidia", "architecture": "hopper"}, True, "fallback adapter"),
+    ({"vendor": "x", "adapter_type": "CPU"}, False, "CPU adapter"),
+    ({"vendor": "nvidia", "architecture": "hopper", "description": "NVIDIA H200", "adapter_type": "DiscreteGPU"},
+     False, None),
+    ({}, False, None),
+])
+def test_software_adapter_detection(info, fallback, want):
+    assert gpu_mod.software_reason(info, fallback) == want
+
+
+def test_native_device_says_whether_it_is_software(gpu):
+    assert gpu.software == gpu_mod.software_reason(gpu.info, gpu.fallback)
+    if gpu.software:
+        assert f"(software: {gpu.software})" in gpu.describe()
