@@ -130,11 +130,13 @@ def test_engine_compiles_every_kernel_at_load(gpu, tiny_model):
     comp = [(d, t) for s, d, t in seen if s == "compile"]
     assert len(comp) == max(1, compiled) and comp[-1] == (eng.n_pipelines, eng.n_pipelines)
     assert [d for d, _ in comp] == list(range(eng.n_pipelines - len(comp) + 1, eng.n_pipelines + 1))
-    assert eng.n_pipelines == len({gpu.pipeline_key(*k) for k in eng._compile_keys()})
+    first, later = eng._compile_keys()
+    assert eng.n_pipelines == len({gpu.pipeline_key(*k) for k in first + later}) and later
     st = eng.stage_ms                                # [start, end] ms from the start of load()
-    assert set(st) == {"upload", "compile", "plans"}
+    assert set(st) == {"upload", "compile", "compile_prefill", "plans"}
     assert all(0 <= a <= b <= eng.load_ms + 0.1 for a, b in st.values())     # (rounded to 0.1 ms)
-    assert st["plans"][0] >= max(st["upload"][1], st["compile"][1])   # the plans need both
+    assert st["compile_prefill"][0] >= st["compile"][1]                        # decode kernels first
+    assert st["plans"][0] >= max(st["upload"][1], st["compile_prefill"][1])   # the plans need them all
     n0 = gpu.counters["pipelines"]
     ids = eng.tokenizer.encode("a prompt of a few tokens for the prefill plan")
     assert len(ids) > 4
@@ -142,6 +144,28 @@ def test_engine_compiles_every_kernel_at_load(gpu, tiny_model):
     assert len(res.ids) == 6
     assert gpu.counters["pipelines"] == n0
     eng.close()
+
+
+def test_engine_ready_before_its_prefill_kernels_answers_the_same(gpu, tiny_model):
+    """load(wait_prefill=False) returns once the decode kernels are compiled; the first prompt
+    through the prefill plan waits for the rest, and the tokens are those of a load that waited."""
+    path = tiny_model(arch="bitnet", fmt="tq2_0", seed=5)
+    ids = list(range(3, 40))
+
+    async def go(wait):
+        with FileSource(path) as src:
+            eng = await Engine.load(gpu, open_gguf(path), src, wait_prefill=wait)
+        try:
+            assert (eng.prefill_compiled is None) == wait
+            assert ((eng.prefill_rows, 0) in eng._plans) == wait          # no prefill plan yet
+            res = await eng.generate(ids, SamplingParams(), 6, ignore_eos=True)
+            if not wait:
+                await eng.prefill_compiled
+                assert "compile_prefill" in eng.stage_ms
+            return res.ids
+        finally:
+            eng.close()
+    assert run(go(False)) == run(go(True))
 
 
 def test_engine_load_failure_leaves_no_compile_running(gpu, tiny_model):

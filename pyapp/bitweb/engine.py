@@ -283,21 +283,26 @@ class Engine:
         self.weight_bytes = self.gpu_bytes = 0      # file tensor bytes; bytes of every GPU buffer made at load
         self.n_pipelines = 0          # distinct pipelines the model's plans use (compiled at load: _compile)
         self.stage_ms = {}            # load stage -> [start, end] ms since load() began (upload, compile, plans)
+        self.prefill_compiled = None  # load(wait_prefill=False): the task compiling the prefill kernels
 
     # ------------------------------------------------------------------ loading
     @classmethod
     async def load(cls, dev, gf, src, activations: str = "a8", max_context: int | None = None,
                    progress=None, log=None, prefill_rows: int = PREFILL_ROWS,
-                   lm_head: str | None = None) -> "Engine":
+                   lm_head: str | None = None, wait_prefill: bool = True) -> "Engine":
         """Pick the context (max_context, else the default that fits: generation.fit_context, its
         note in `context_note`), check limits, upload every tensor from `src` (FileSource / BytesSource natively, a JS
-        Blob or File in the browser), compile the kernels and record the decode plans. Every kernel
-        the plans use (decode, prefill, the sampler's top-k) is compiled at once while the weights
-        upload (_compile: in the browser all createComputePipelineAsync calls are in flight together
-        in the GPU process); the plans are recorded once both are done.
+        Blob or File in the browser), compile the kernels and record the decode plans. The kernels
+        compile while the weights upload (_compile: in the browser every createComputePipelineAsync
+        of a batch is in flight together in the GPU process): first the decode plans' (with the
+        sampler's top-k), then the prefill plan's. wait_prefill=False: the engine is returned once
+        the decode kernels are ready, the prefill kernels go on compiling (the first prompt through
+        the prefill plan waits for them: `prefill_compiled`); a CPU rasteriser takes seconds per
+        kernel, so this makes an app ready sooner.
         progress(stage, done, total): stage "upload" (bytes), "compile" (distinct pipelines
-        compiled), "ready". stage_ms: [start, end] of "upload", "compile" and "plans", in ms from
-        the start of load().
+        compiled; the decode kernels' when wait_prefill is False), "ready". stage_ms: [start, end]
+        of "upload", "compile" and "plans" ([start, end] ms from the start of load()); the
+        prefill kernels' "compile_prefill" is added when they are done.
         lm_head="q8_0": the LM head's float rows are converted to Q8_0 on the GPU after upload
         (kernels/requant.py: 34 bytes per 32 values instead of 64 for F16); a tied head is also the
         embedding table, which then reads the Q8_0 rows too."""
@@ -320,26 +325,39 @@ class Engine:
         def span(name, start):
             eng.stage_ms[name] = [round(start - t0, 1), round(now_ms() - t0, 1)]
 
+        first, later = eng._compile_keys()
+        n_first = len({dev.pipeline_key(*k) for k in first})
+        eng.n_pipelines = n_first + len({dev.pipeline_key(*k) for k in later})
+        total = eng.n_pipelines if wait_prefill else n_first
+
         async def compile_all():
             c0 = now_ms()
-            await eng._compile(progress)
+            await eng._compile(first, progress, 0, total)
             span("compile", c0)
-        compiling = asyncio.ensure_future(compile_all())   # every kernel, all in flight, while the
-        try:                                                # weights upload
+            c1 = now_ms()
+            await eng._compile(later, progress if wait_prefill else None, n_first, total)
+            span("compile_prefill", c1)
+        compiling = asyncio.ensure_future(compile_all())    # while the weights upload
+        try:
             u0 = now_ms()
             await eng._upload(src, progress)
             span("upload", u0)
+            if wait_prefill:
+                await compiling
+            else:                          # ready with the decode kernels; the prefill kernels go on
+                await eng._compile(first)  # (in flight already: this waits for them)
+                eng.prefill_compiled = compiling
+                compiling.add_done_callback(lambda t: t.cancelled() or t.exception())   # retrieved
+            p0 = now_ms()
+            await eng._build()             # bind groups and decode plans (their pipelines are compiled)
+            if eng.prefill_rows > 1 and wait_prefill:      # the prefill plan now, not at the first prompt
+                await eng._prefill_plan(eng.prefill_rows, 0)
+            await dev.sync()               # the uploads have landed: load time is real
+            span("plans", p0)
         except BaseException:
             compiling.cancel()
             await asyncio.gather(compiling, return_exceptions=True)     # nothing left running
             raise
-        await compiling
-        p0 = now_ms()
-        await eng._build()                 # bind groups and decode plans (the pipelines are compiled)
-        if eng.prefill_rows > 1:           # the prefill plan now, not at the first prompt
-            await eng._prefill_plan(eng.prefill_rows, 0)
-        await dev.sync()                   # the uploads have landed: load time is real
-        span("plans", p0)
         eng.load_ms = now_ms() - t0
         eng.weight_bytes = sum(ti.nbytes for ti in model.tensors())
         eng.gpu_bytes = sum(b.size for b in eng._all_buffers())
@@ -521,10 +539,11 @@ class Engine:
                 "head": self._head_steps(), "argmax": argmax(B["token"]), "argmax2": argmax(B["token2"]),
                 "embed2": [(st, dict(bufs, ids=B["token2"])) for st, bufs in embed]}     # the odd steps' input
 
-    def _compile_keys(self) -> list:
-        """The pipeline keys of every step the plans use: decode, prefill of prefill_rows rows, the
-        sampler's top-k of TOPK_MIN, the LM head's re-quantization. Listed before any buffer exists,
-        on a copy of the engine whose buffers are stand-ins (their names): only the kernels matter."""
+    def _compile_keys(self) -> tuple:
+        """The pipeline keys of every step the plans use, as (first, later): first the decode plans',
+        the sampler's top-k of TOPK_MIN and the LM head's re-quantization; later the prefill plan's
+        (prefill_rows rows) that are not among them. Listed before any buffer exists, on a copy of
+        the engine whose buffers are stand-ins (their names): only the kernels matter."""
         cfg, m = self.cfg, self.model
         dry = copy.copy(self)
         dry.w, dry.buf = _Names(), _Names()
@@ -534,24 +553,26 @@ class Engine:
         if requant_head:
             dry.table_types = dict(self.table_types, **{m.lm_head.name: "Q8_0"})
         steps = [st for part in Engine._decode_steps(dry).values() for st, _ in part]
-        if self.prefill_rows > 1:
-            steps += [st for st, _ in Engine._prefill_steps(dry, self.prefill_rows, 0)]
         steps.append(ops.topk(cfg.n_vocab, min(TOPK_MIN, cfg.n_vocab)))
         if requant_head and m.lm_head.type_name in requant.SRC_TYPES:
             rows = {r1 - r0 for r0, r1, _ in dry.shards[m.lm_head.name]}
             steps += [requant.q8_0(m.lm_head.type_name, m.lm_head.shape[0], n) for n in sorted(rows)]
-        return [(st.shader, st.entry, st.constants, st.defines) for st in steps]
+        prefill = [st for st, _ in Engine._prefill_steps(dry, self.prefill_rows, 0)] if self.prefill_rows > 1 else []
+        key = self.dev.pipeline_key
+        first = [(st.shader, st.entry, st.constants, st.defines) for st in steps]
+        have = {key(*k) for k in first}
+        later = [(st.shader, st.entry, st.constants, st.defines) for st in prefill]
+        return first, [k for k in later if key(*k) not in have]
 
-    async def _compile(self, progress=None):
-        """Compile every pipeline the model's plans use with one dev.pipelines() call (all in flight
-        at once); progress("compile", done, total) per distinct pipeline."""
-        keys = self._compile_keys()
-        self.n_pipelines = len({self.dev.pipeline_key(*k) for k in keys})
+    async def _compile(self, keys, progress=None, base: int = 0, total: int = 0):
+        """Compile `keys` with one dev.pipelines() call (all in flight at once; those compiled or in
+        flight already are waited for); progress("compile", base + done, total) per distinct one."""
 
-        def on_done(done, total):
+        def on_done(done, n):
             if progress:
-                progress("compile", done, total)
-        await self.dev.pipelines(keys, on_done)
+                progress("compile", base + done, total or n)
+        if keys:
+            await self.dev.pipelines(keys, on_done)
 
     async def _build(self):
         """Create the state buffers, bind the decode steps and record the decode plans."""
