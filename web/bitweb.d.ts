@@ -105,11 +105,16 @@ export interface EngineInfo {
   heads: number; kvHeads: number; ffn: number; tied: boolean; activations: 'a8' | 'f32';
   /** the chat template has a thinking switch (create()'s enable_thinking); thinkingDefault: on when unset */
   thinking: boolean; thinkingDefault: boolean;
+  /** software: why the adapter is a CPU rasteriser ('SwiftShader', 'llvmpipe', 'fallback adapter' ...), null for a GPU */
   adapter: { backend: string; description: string; info: Record<string, string>; features: string[]; caps: string;
-    limits: Record<string, number> };
+    limits: Record<string, number>; software: string | null };
   features: string[];
+  /** stages: [start, end] in this page's ms (performance.now()) of the load's stages that ran: boot (the wait
+   *  for Python), download, cache, header, device, upload, compile (the decode kernels; the prefill kernels
+   *  go on compiling after ready), plans, ready (the whole load); pipelines: kernels the model uses */
   load: { ms: number; header_read: number; wasm_before: number; wasm_after: number; n_ctx: number;
-    gpu_bytes?: number; weight_bytes?: number; estimate_bytes: number };
+    gpu_bytes?: number; weight_bytes?: number; estimate_bytes: number; pipelines: number;
+    stages: Record<string, [number, number]> };
   cacheError: string | null;
 }
 

@@ -202,10 +202,21 @@ export async function load(source, options = {}) {
 let completionN = 0;
 const completionId = () => `chatcmpl-${Date.now().toString(36)}${(completionN++).toString(36)}`;
 
+// The load's stage times, from the worker's clock (epoch ms) to this page's (ms since it started,
+// as performance.now()): {stage: [start, end]}.
+function pageTimes(stages) {
+  const out = {};
+  for (const [k, [a, b]] of Object.entries(stages || {})) {
+    out[k] = [a, b].map((t) => Math.round((t - performance.timeOrigin) * 10) / 10);
+  }
+  return out;
+}
+
 export class Engine {
   constructor(v) {
     this.id = v.engine;
     const i = v.info;
+    v.load.stages = pageTimes(v.load.stages);
     /** What was loaded: the model, the GPU adapter and the load's own figures. */
     this.info = Object.freeze({
       name: v.name || i.name, title: i.title, architecture: i.arch, fileSize: i.file_size, headerBytes: i.header_bytes,

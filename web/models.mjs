@@ -108,43 +108,131 @@ export async function remove(name) {
 // Returns {file, commit(), discard()}: commit() puts it in the index as `name` (replacing an older
 // copy), discard() deletes it. Nothing is indexed before commit().
 async function write(name, next, onBytes, meta) {
+  const copy = await startWrite(name, next, onBytes, meta);
+  await copy.written;
+  return { file: await copy.fileHandle.getFile(), commit: copy.commit, discard: copy.discard };
+}
+
+// The same copy, returned as soon as the pending file exists: `file` is a GrowingFile that reads
+// the bytes written so far (and waits for the rest) while the copy goes on; `written` settles when
+// the copy is complete (rejects as it fails; a failed copy is already deleted). commit() and
+// discard() wait for the copy to end first (discard() asks it to stop: `stop()`).
+async function startWrite(name, next, onBytes, meta, size = -1) {
   const d = await dir();
   const fname = `${name}.${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}.part`;
   pending.add(fname);
   const drop = async () => { pending.delete(fname); await d.removeEntry(fname).catch(() => {}); };
-  let h = null, pos = 0;
+  let h = null, pos = 0, stopped = null;
+  let fh;
   try {
-    const fh = await d.getFileHandle(fname, { create: true });
+    fh = await d.getFileHandle(fname, { create: true });
     h = await fh.createSyncAccessHandle();
-    for (let chunk = await next(); chunk; chunk = await next()) {
-      let off = 0;
-      while (off < chunk.byteLength) off += h.write(chunk.subarray(off), { at: pos + off });
-      pos += chunk.byteLength;
-      onBytes(pos);
-    }
-    h.flush();
-    h.close();
-    h = null;
-    const file = await fh.getFile();
-    return {
-      file,
-      async commit() {
-        const idx = await readIndex(d);
-        const old = idx[name];
-        idx[name] = { size: pos, saved: Date.now(), file: fname, ...meta };
-        await writeIndex(d, idx);
-        pending.delete(fname);
-        if (old && fileOf(name, old) !== fname) await d.removeEntry(fileOf(name, old)).catch(() => {});
-      },
-      discard: drop,
-    };
   } catch (e) {
     if (h) h.close();
     await drop();
-    if (e.name === 'QuotaExceededError') {
-      throw fail('storage', `not enough browser storage to cache "${name}" (${pos} bytes written): free space or delete cached models`);
-    }
     throw e;
+  }
+  const growing = new GrowingFile(h, size);
+  const written = (async () => {
+    try {
+      for (let chunk = await next(); chunk; chunk = await next()) {
+        if (stopped) throw stopped;
+        let off = 0;
+        while (off < chunk.byteLength) off += h.write(chunk.subarray(off), { at: pos + off });
+        pos += chunk.byteLength;
+        growing.grew(pos);
+        onBytes(pos);
+      }
+      if (stopped) throw stopped;
+      h.flush();
+      growing.ended(pos, null);
+      return pos;
+    } catch (e0) {
+      let e = e0;
+      if (e.name === 'QuotaExceededError') {
+        e = fail('storage', `not enough browser storage to cache "${name}" (${pos} bytes written): free space or delete cached models`);
+      }
+      growing.ended(pos, e);
+      throw e;
+    }
+  })();
+  let closed = false;
+  const close = () => { if (!closed) { closed = true; growing.closed = true; h.close(); } };
+  written.catch(async () => { close(); await drop(); });
+  return {
+    file: growing, fileHandle: fh, written,
+    async commit() {
+      await written;
+      close();
+      const idx = await readIndex(d);
+      const old = idx[name];
+      idx[name] = { size: pos, saved: Date.now(), file: fname, ...meta };
+      await writeIndex(d, idx);
+      pending.delete(fname);
+      if (old && fileOf(name, old) !== fname) await d.removeEntry(fileOf(name, old)).catch(() => {});
+    },
+    async discard() {
+      stopped ??= fail('aborted', 'the copy was stopped');
+      await written.catch(() => {});
+      close();
+      await drop();
+    },
+  };
+}
+
+// A model file still being written (a download streaming into the cache): what the engine reads
+// of a Blob (`size`, `slice(a, b).arrayBuffer()`) and `readInto(view, at)` for web/gpu.mjs
+// uploadBlob. Reads wait until the bytes are there and fail with the copy's error if it fails.
+export class GrowingFile {
+  constructor(handle, size) {
+    this.handle = handle;
+    this.size = size;               // the final size (the download's content-length)
+    this.have = 0;                  // bytes written so far
+    this.error = null;
+    this.done = false;
+    this.closed = false;
+    this.waiters = [];
+  }
+  grew(n) { this.have = n; this.wake(); }
+  ended(n, error) { this.have = n; this.done = true; this.error = error; this.wake(); }
+  wake() {
+    const keep = [];
+    for (const w of this.waiters) {
+      if (this.error) w.reject(this.error);
+      else if (this.have >= w.end || this.done) w.resolve();
+      else keep.push(w);
+    }
+    this.waiters = keep;
+  }
+  until(end) {
+    if (this.error) return Promise.reject(this.error);
+    if (this.have >= end || this.done) return Promise.resolve();
+    return new Promise((resolve, reject) => this.waiters.push({ end, resolve, reject }));
+  }
+  // Read bytes [at, at + view.byteLength) into view once written; returns the bytes read (fewer
+  // only at the end of a copy shorter than promised).
+  async readInto(view, at) {
+    await this.until(at + view.byteLength);
+    if (this.closed) throw fail('storage', 'the model file was closed while it was being read');
+    const n = Math.max(0, Math.min(view.byteLength, this.have - at));
+    let got = 0;
+    while (got < n) {
+      const r = this.handle.read(view.subarray(got, n), { at: at + got });
+      if (!r) break;
+      got += r;
+    }
+    return got;
+  }
+  slice(start = 0, end = this.size) {
+    const file = this;
+    return {
+      size: end - start,
+      async arrayBuffer() {
+        const out = new Uint8Array(end - start);
+        const n = await file.readInto(out, start);
+        return n === out.byteLength ? out.buffer : out.slice(0, n).buffer;
+      },
+    };
   }
 }
 
@@ -170,9 +258,11 @@ function chunksOf(stream, size = CHUNK) {
   };
 }
 
-// A pending cache copy of a local File (commit() after it has loaded).
-export async function saveFile(file, name, progress) {
-  return write(name, chunksOf(file.stream()), (n) => progress(n, file.size), { source: 'file: ' + file.name, lastModified: file.lastModified });
+// A pending cache copy of a local File (commit() after it has loaded). With `started`, returned as
+// soon as it starts (startWrite: the copy runs alongside the load; discard() stops it).
+export async function saveFile(file, name, progress, started = false) {
+  const args = [name, chunksOf(file.stream()), (n) => progress(n, file.size), { source: 'file: ' + file.name, lastModified: file.lastModified }];
+  return started ? startWrite(...args, file.size) : write(...args);
 }
 
 const aborted = () => fail('aborted', 'the download was aborted');
@@ -251,7 +341,10 @@ async function head(url, signal) {
 // The bytes of `url`: {file, cached: true} when the cached copy is still current (or the network
 // cannot be reached), else {file, pending} with pending = a fresh download streamed into the cache
 // that the caller commits once the model has loaded (or discards).
-export async function fromUrl(url, name, progress, signal) {
+// With `streaming`, a fresh download whose size is known (content-length, no content-encoding)
+// returns at once: `file` is a GrowingFile the load reads while the download goes on, and
+// `pending.written` settles when it is all in the cache (its failure is the download's error).
+export async function fromUrl(url, name, progress, signal, streaming = false) {
   const e = await entry(name);
   const h = await head(url, signal);
   if (e && e.source === url) {
@@ -263,11 +356,31 @@ export async function fromUrl(url, name, progress, signal) {
   progress(0, total);                      // the download has started (its label shows at once)
   let last = 0, got = 0;
   const next = guarded(chunksOf(r.body, 1 << 20), url, total, signal, () => got);
-  const copy = await write(name, next, (n) => {
+  const onBytes = (n) => {
     got = n;
     const now = performance.now();
     if (now - last > 50 || n === total) { last = now; progress(n, total); }
-  }, { source: url, lastModified: r.headers.get('last-modified') });
+  };
+  const meta = { source: url, lastModified: r.headers.get('last-modified') };
+  if (streaming && total > 0 && !r.headers.get('content-encoding')) {
+    const copy = await startWrite(name, next, onBytes, meta, total);
+    const written = copy.written.then((n) => {
+      if (n !== total) {
+        throw fail('download', `the download of ${url} broke off after ${n} of ${total} bytes: the connection dropped; try again`);
+      }
+      progress(n, n);
+      return n;
+    });
+    written.catch(() => copy.discard());
+    copy.written = written;
+    copy.file.until = ((until) => (end) => until.call(copy.file, end).then(() => {
+      if (copy.file.done && copy.file.have < Math.min(end, total)) {
+        throw fail('download', `the download of ${url} broke off after ${copy.file.have} of ${total} bytes: the connection dropped; try again`);
+      }
+    }))(copy.file.until);
+    return { file: copy.file, cached: false, pending: copy };
+  }
+  const copy = await write(name, next, onBytes, meta);
   if (total && copy.file.size !== total) {
     await copy.discard();
     throw fail('download', `the download of ${url} broke off after ${copy.file.size} of ${total} bytes: the connection dropped; try again`);

@@ -47,15 +47,33 @@ const controllers = new Map();      // request id -> AbortController (downloads,
 
 self.bitwebWasmBytes = () => (wasmMemory ? wasmMemory.buffer.byteLength : 0);
 
+// Times for a load's stage figures: ms since the epoch (performance.timeOrigin + now), so the page
+// can put them on its own clock (web/bitweb.mjs).
+const clock = () => performance.timeOrigin + performance.now();
+const BOOT_LABEL = 'Starting Python (Pyodide)';
+const bootWaiting = new Set();      // request ids waiting for Python (they get the boot progress)
+const boot = { start: null, end: null };
+
+// Python boots once, from the worker's start: while the page asks for a model and its bytes arrive.
 function python(id) {
   booting ??= (async () => {
-    const py = await bootPython((p) => post({ id, type: 'progress', stage: 'boot', done: p.done, total: p.total, label: 'Starting Python (Pyodide)' }));
+    boot.start = clock();
+    const py = await bootPython((p) => {
+      for (const w of bootWaiting) post({ id: w, type: 'progress', stage: 'boot', done: p.done, total: p.total, label: BOOT_LABEL });
+    });
     wasmMemory = findMemory(py);
     app = py.pyimport('bitweb.webapp').WebApp(self.bitwebPost);
+    boot.end = clock();
     return app;
   })();
+  if (id != null && !app) {
+    bootWaiting.add(id);
+    post({ id, type: 'progress', stage: 'boot', done: 0, total: 1, label: BOOT_LABEL });
+    booting.finally(() => bootWaiting.delete(id)).catch(() => {});
+  }
   return booting;
 }
+python(null).catch(() => {});       // (a failed boot is reported to each request that needs Python)
 
 // The wasm linear memory behind Pyodide (it never shrinks: its size shows the peak).
 function findMemory(py) {
@@ -94,51 +112,81 @@ function stage(id, name, label) {
 }
 
 // A File / Blob for the source, and what to do with the cache once the load is known to work.
-async function bytesOf(id, src, opts, signal) {
+// A fresh download streams into the cache and is returned at once (models.fromUrl streaming: the
+// header is parsed and the upload starts while it goes on); a local file's cache copy starts
+// alongside the load (`copy`, committed once the model has loaded).
+async function bytesOf(id, src, opts, signal, times) {
+  const timed = (name, label) => {
+    const f = stage(id, name, label);
+    return (done, total) => {
+      times[name] ??= [clock(), clock()];
+      times[name][1] = clock();
+      f(done, total);
+    };
+  };
   if (src.url) {
     const url = new URL(src.url, self.location.href).href;
     const name = src.name || models.nameFrom(url);
     if (opts.cache === false || !models.hasCache()) {
       const why = models.hasCache() ? 'not cached' : 'this browser has no OPFS: not cached';
-      return { file: await models.fetchBlob(url, stage(id, 'download', `Downloading ${name} (${why})`), signal), name };
+      return { file: await models.fetchBlob(url, timed('download', `Downloading ${name} (${why})`), signal), name };
     }
-    const r = await models.fromUrl(url, name, stage(id, 'download', 'Downloading ' + name), signal);
+    const r = await models.fromUrl(url, name, timed('download', 'Downloading ' + name), signal, true);
     return { file: r.file, name, pending: r.pending };
   }
   if (src.cached) return { file: await models.open(src.cached), name: src.cached };
   if (src.file) {
     const name = models.nameFrom(src.name || src.file.name || 'model.gguf');
-    return { file: src.file, name, copyAfter: opts.cache !== false && models.hasCache() };
+    let copy = null;
+    if (opts.cache !== false && models.hasCache()) {
+      copy = models.saveFile(src.file, name, timed('cache', `Saving ${name} in the browser cache`), true);
+      copy.catch(() => {});
+    }
+    return { file: src.file, name, copy };
   }
   throw new models.ModelsError('settings', 'load: unknown source');
 }
 
 async function load(id, msg) {
   const ctl = controllers.get(id);
-  const py = await python(id);
-  if (ctl.signal.aborted) throw new models.ModelsError('aborted', 'the load was aborted');
-  const { file, name, pending, copyAfter } = await bytesOf(id, msg.source, msg.options, ctl.signal);
-  const opts = msg.options;
-  const pyOpts = { activations: opts.activations, context: opts.context ?? null, cap_limits: opts.capLimits || null,
-    gpu_memory: opts.gpuMemory ?? null, replace: opts.replace || 'ask' };
+  const t0 = clock();
+  const times = {};                            // stage -> [start, end] (epoch ms) measured here
+  const booted = python(id);                   // Python boots (or has booted) while the bytes come
+  booted.catch(() => {});
+  const { file, name, pending, copy } = await bytesOf(id, msg.source, msg.options, ctl.signal, times);
   let value;
   try {
+    const py = await booted;
+    if (ctl.signal.aborted) throw new models.ModelsError('aborted', 'the load was aborted');
+    const opts = msg.options;
+    const pyOpts = { activations: opts.activations, context: opts.context ?? null, cap_limits: opts.capLimits || null,
+      gpu_memory: opts.gpuMemory ?? null, replace: opts.replace || 'ask' };
     post({ id, type: 'progress', stage: 'header', done: 0, total: 1, label: 'Reading the header of ' + name });
-    value = unwrap(await py.load(id, file, name, JSON.stringify(pyOpts)));
+    try {
+      value = unwrap(await py.load(id, file, name, JSON.stringify(pyOpts)));
+    } catch (e) {                              // a download that failed is what went wrong
+      const dl = pending ? await pending.written.then(() => null, (err) => err) : null;
+      throw dl || e;
+    }
+    if (pending) await pending.commit();       // (after the download has ended)
   } catch (e) {
-    if (pending) await pending.discard();       // a fresh copy that does not load is not kept
+    ctl.abort();                               // a download still going is stopped
+    if (pending) await pending.discard();      // a fresh copy that does not load is not kept
+    if (copy) await copy.then((c) => c.discard(), () => {});
     throw e;
   }
-  if (pending) await pending.commit();
-  else if (copyAfter) {
+  if (copy) {
     try {
-      const copy = await models.saveFile(file, name, stage(id, 'cache', `Saving ${name} in the browser cache`));
-      await copy.commit();
+      await (await copy).commit();
     } catch (e) {
-      value.cacheError = errorOf(e).message;     // the model works; it is just not cached
+      value.cacheError = errorOf(e).message;   // the model works; it is just not cached
     }
   }
   value.name = name;
+  const stages = { ...times, ...(value.load.stages || {}) };
+  if (boot.end != null) stages.boot = [Math.max(boot.start, t0), Math.max(boot.end, t0)];   // (this load's wait for it)
+  stages.ready = [t0, clock()];
+  value.load.stages = stages;
   return value;
 }
 

@@ -281,6 +281,7 @@ class WebApp:
         self.loading: dict = {}          # asyncio task -> buffers it created (freed if the load fails)
         self.load_lock = asyncio.Lock()
         self._progress_at = {}
+        self.device_ready = None         # clock() when the current device was made
 
     # ------------------------------------------------------------------ helpers
     def send(self, type_: str, rid, **kw):
@@ -314,6 +315,7 @@ class WebApp:
             return self.dev
         self.dev = None
         dev = await gpu.request_device("browser")
+        self.device_ready = clock()
         dev.device.lost.then(create_once_callable(lambda info: self._on_lost(dev, info)))
         dev.granted = dict(dev.limits)
         self._track(dev)
@@ -346,7 +348,7 @@ class WebApp:
 
     def adapter_info(self) -> dict:
         d = self.dev
-        return {"backend": d.backend, "info": dict(d.info), "description": d.describe(),
+        return {"backend": d.backend, "info": dict(d.info), "description": d.describe(), "software": d.software,
                 "features": sorted(d.features), "caps": d.caps.summary(),
                 "limits": dict(d.limits)}
 
@@ -393,15 +395,24 @@ class WebApp:
     async def _load(self, rid, blob, name: str, opts: dict) -> dict:
         from bitweb import engine, generation, model
         t0 = time.perf_counter()
+        stages = {}                                     # stage -> [start, end], epoch ms (clock())
         self.progress(rid, "header", 0, 1)
-        gf = await parse_header(blob)
+        d0 = clock()
+        getting = asyncio.ensure_future(self.device())  # the adapter and device while the header is read
+        try:
+            gf = await parse_header(blob)
+        except BaseException:
+            await asyncio.gather(getting, return_exceptions=True)
+            raise
+        stages["header"] = [d0, clock()]
         header_ms = (time.perf_counter() - t0) * 1000
         cfg = model.Config.from_gguf(gf)
         info = model_info(gf, cfg, name)
         info.update(header_ms=round(header_ms, 1), header_read=gf.header_read)
         self.progress(rid, "header", 1, 1)
         gf.source = BlobSource(blob)
-        dev = await self.device()
+        dev = await getting
+        stages["device"] = [d0, max(d0, self.device_ready or d0)]
         dev.limits = dict(dev.granted)
         for k, v in (opts.get("cap_limits") or {}).items():   # act as a smaller GPU would
             dev.limits[k] = min(int(v), int(dev.limits.get(k, v)))
@@ -437,9 +448,12 @@ class WebApp:
         dev.device.pushErrorScope("out-of-memory")
         scoped = True
         try:
+            e0 = clock()
             eng = await engine.Engine.load(
                 dev, gf, blob, activations=opts.get("activations", "a8"), max_context=n_ctx,
-                progress=lambda stage, done, total: self.progress(rid, stage, done, total))
+                progress=lambda stage, done, total: self.progress(rid, stage, done, total),
+                wait_prefill=False)        # ready with the decode kernels; the prefill ones go on compiling
+            stages.update({k: [e0 + a, e0 + b] for k, (a, b) in eng.stage_ms.items()})
             scoped = False
             err = await dev.device.popErrorScope()
             if err is not None and err is not jsnull:
@@ -463,7 +477,7 @@ class WebApp:
         load = {"ms": round((time.perf_counter() - t0) * 1000, 1), "header_ms": info["header_ms"],
                 "header_read": info["header_read"], "wasm_before": wasm0, "wasm_after": wasm_bytes(),
                 "activations": opts.get("activations", "a8"), "n_ctx": eng.n_ctx, "context_note": note,
-                "estimate_bytes": need}
+                "estimate_bytes": need, "stages": stages, "pipelines": eng.n_pipelines}
         for k in ("weight_bytes", "gpu_bytes"):
             v = getattr(eng, k, None)
             if isinstance(v, int):
@@ -639,6 +653,15 @@ def _overlap(text: str, stop: str) -> int:
         if text.endswith(stop[:k]):
             return k
     return 0
+
+
+def clock() -> float:
+    """Now, in ms since the epoch as the worker's JS sees it (performance.timeOrigin + now()): the
+    load's stage times go to the page on that clock (web/worker.mjs, web/bitweb.mjs)."""
+    try:
+        return float(js.performance.timeOrigin + js.performance.now())
+    except Exception:                   # CPython (tests of the plain parts)
+        return time.time() * 1000
 
 
 def mib(n: int) -> str:
