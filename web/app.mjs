@@ -195,8 +195,12 @@ function showModel(engine) {
     ['Weights', i.weights], ['Activations', i.activations],
   ]);
   const a = i.adapter, L = a.limits || {};
+  // a CPU rasteriser (SwiftShader, llvmpipe, a fallback adapter): said as text, next to the message box
+  $('software-gpu').hidden = !a.software;
+  $('software-gpu').textContent = a.software ? `No hardware GPU: expect a few tokens per second (WebGPU runs on the CPU here: ${a.software}).` : '';
   kv($('adapter'), [
     ['Adapter', [a.info.vendor, a.info.description || a.info.device || a.info.architecture].filter(Boolean).join(' ') || '(unnamed)'],
+    ['Hardware GPU', a.software ? `no (${a.software})` : 'yes'],
     ['Features used', a.features.length ? a.features.join(', ') : 'none'],
     ['Shader paths', a.caps],
     ['maxBufferSize', mb(L.maxBufferSize)],

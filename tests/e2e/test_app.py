@@ -249,6 +249,23 @@ def axe(page, what):
 
 # ---------------------------------------------------------------- tests (in order)
 
+def check_stages(st: dict, download: bool):
+    """A load's stage times (engine.info.load.stages: [start, end] in page ms): each stage that must
+    run is there, inside the whole load ("ready"), in the order the data needs: Python is up before
+    the header is read, the header before the upload, the kernels and the upload before the plans.
+    (Not timed: speed is for the benchmarks.)"""
+    want = {"boot", "header", "device", "upload", "compile", "plans", "ready"} | ({"download"} if download else set())
+    assert want <= set(st), st
+    r0, r1 = st["ready"]
+    assert all(r0 - 1 <= a <= b <= r1 + 1 for a, b in st.values()), st        # (times rounded to 0.1 ms)
+    assert st["boot"][1] <= st["header"][0] + 1 and st["header"][1] <= st["upload"][0] + 1, st
+    assert max(st["upload"][1], st["compile"][1]) <= st["plans"][0] + 1, st
+    assert st["compile"][0] < st["upload"][1], st                              # compiling while uploading
+    if download:
+        assert st["download"][0] <= st["header"][0], st
+    return st
+
+
 def test_boot_and_load(app):
     info = app.open()
     assert info["name"] == "tiny.gguf"
@@ -260,9 +277,14 @@ def test_boot_and_load(app):
         assert stage in seen, f"no {stage} progress: {seen}"
     up = seen["upload"]
     assert up["done"] == up["total"] > 0
-    # the page shows the model and the adapter
+    check_stages(app.page.evaluate("window.bitwebApp.state.engine.info.load.stages"), download=True)
+    # the page shows the model and the adapter, and says when the adapter is a CPU rasteriser
     assert "tiny.gguf" in app.page.inner_text("#model-info")
     assert "maxStorageBufferBindingSize" in app.page.inner_text("#adapter")
+    assert info["adapter"]["software"] == "SwiftShader", info["adapter"]      # headless Chromium's WebGPU
+    assert app.page.is_visible("#software-gpu")
+    assert "No hardware GPU: expect a few tokens per second" in app.page.inner_text("#software-gpu")
+    assert "no (SwiftShader)" in app.page.inner_text("#adapter")
     app.page.wait_for_function("document.getElementById('cache-list').innerText.includes('tiny.gguf')")
     assert app.page.evaluate("document.activeElement.id") == "input"      # focus to the message box
     assert app.page.is_visible(".intro")                                  # the empty chat's card
