@@ -1,6 +1,6 @@
 // Static server for the app: http://127.0.0.1:PORT (default 8080; PORT or --port to change).
-// Serves only files from the repo (web/, node_modules/pyodide/ and markdown-it's browser build, build/web/,
-// shaders/), no network.
+// Serves only files from the repo (web/, node_modules/pyodide/, markdown-it's browser build, wllama's
+// esm/ build for the ready-time benchmark when installed, build/web/, shaders/), no network.
 import http from 'node:http';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -15,6 +15,7 @@ const HOST = process.env.HOST || '127.0.0.1';
 const MOUNTS = [
   ['/node_modules/pyodide/', 'node_modules/pyodide/'],
   ['/node_modules/markdown-it/dist/browser/', 'node_modules/markdown-it/dist/browser/'],
+  ['/node_modules/@wllama/wllama/esm/', 'node_modules/@wllama/wllama/esm/'],
   ['/build/web/', 'build/web/'],
   ['/shaders/', 'shaders/'],
   ['/', 'web/'],

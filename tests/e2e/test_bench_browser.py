@@ -1,20 +1,38 @@
-"""The benchmarks in headless Chromium (SwiftShader) through Pyodide: web/bench.html.
+"""The benchmarks in headless Chromium (SwiftShader) through Pyodide: web/bench.html, and ready time
+against wllama: web/bench-ready.html.
 
 By default (the test suite) the --quick kernel shapes and a short decode of a tiny generated
 model, checked for well-formed JSON like the native ones (tests/test_bench.py); no timed
 assertions. `npm run bench` sets BITWEB_BENCH=full: the 2B4T kernel shapes and a decode of the
 generated `small` model (BITWEB_BENCH_MODEL=preset or path to change it), and prints the JSON.
+
+Ready time (test_ready_time_against_wllama): bitweb (this library) and wllama (npm @wllama/wllama:
+llama.cpp in WebAssembly, one thread, CPU) load the same TQ2_0 file from page start in a fresh
+browser context (nothing cached: a first visit), then answer two chat messages greedily (the first right after ready: its first token is
+"first reply"; the second gives prefill and decode tokens/s); the file
+is the default model with its I2_S linears written as TQ2_0 and its architecture named `bitnet`
+(what llama.cpp reads; that architecture's FFN is SiLU where the default model's is ReLU², so
+both engines run the same, slightly different, model). The engines take turns (interleaved);
+printed: ready time, first reply, prefill and decode tokens/s per engine and the ratios
+(bitweb / wllama for times). The suite runs one round of first visits; BITWEB_BENCH=full runs
+BITWEB_READY_ROUNDS (default 3) rounds, each a first visit and a second (cached) one. Without
+wllama installed it says so and runs bitweb alone (in CI wllama must be there: it is a
+devDependency). Stage times are checked as tests/e2e/test_app.py checks the app's.
 """
 import json
 import os
 import shutil
+import statistics
 
 from bitweb import bench
 from bitweb.authoring.makemodel import PRESETS, ModelSpec, load_vocab, write_model
-from tests.conftest import ROOT
+from tests.conftest import IN_CI, ROOT
+from tests.e2e.conftest import new_page
+from tests.e2e.test_app import check_stages
 from tests.test_bench import KERNEL_FIELDS, check_kernel_results
 
 FULL = os.environ.get("BITWEB_BENCH", "") == "full"
+DEFAULT_MODEL = ROOT / "web" / "models" / "bitweb-chat-i2_s.gguf"
 
 
 def bench_model() -> str:
@@ -52,3 +70,127 @@ def test_bench_in_browser(server, page):
     assert page.errors == []
     if FULL or os.environ.get("BITWEB_BENCH_PRINT"):
         print(json.dumps({"kernels": k, "decode": d}, indent=1))
+
+
+def tq2_0_twin() -> str:
+    """URL path of the default model as a `bitnet` TQ2_0 file (written when missing or older than
+    the default model): I2_S codes unchanged, the tensor scale as every block's f16 d."""
+    import numpy as np
+    from bitweb import formats, gguf
+    from bitweb.authoring.gguf_writer import Value, write_gguf
+    path = ROOT / "build" / "web" / "bench" / "bitweb-chat-tq2_0-bitnet.gguf"
+    if path.exists() and path.stat().st_mtime >= DEFAULT_MODEL.stat().st_mtime:
+        return "build/web/bench/" + path.name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    gf = gguf.open_gguf(DEFAULT_MODEL)
+    old, arch = gf.arch, "bitnet"
+    md = []
+    for k, v in gf.metadata.items():
+        vt, sub = gf.metadata_types[k]
+        md.append((arch + k[len(old):] if k.startswith(old + ".") else k,
+                   Value(vt, arch if k == "general.architecture" else v, sub)))
+    tensors = []
+    for ti in gf.tensors.values():
+        data = gf.tensor_data(ti.name)
+        if ti.type_name == "I2_S":
+            t, scale = formats.by_name("I2_S").unpack_ternary(data, ti.n_elements)
+            d = np.full(ti.n_elements // 256, float(scale[0]), np.float32)
+            tensors.append((ti.name, ti.shape, "TQ2_0", formats.by_name("TQ2_0").pack_ternary(t, d)))
+        else:
+            tensors.append((ti.name, ti.shape, ti.type_name, data))
+    tmp = path.with_suffix(".tmp")
+    write_gguf(tmp, md, tensors, alignment=gf.alignment)
+    os.replace(tmp, path)
+    return "build/web/bench/" + path.name
+
+
+def ready_visits(browser, server, engine: str, model: str, visits: int) -> list:
+    """`visits` loads of web/bench-ready.html in one fresh browser context (the first: nothing
+    cached): window.readyResult of each."""
+    ctx = browser.new_context()
+    out = []
+    try:
+        page = new_page(ctx)
+        for _ in range(visits):
+            page.goto(server + f"bench-ready.html?engine={engine}&model=/{model}&max_tokens=32")
+            page.wait_for_function("window.readyResult !== undefined", timeout=600_000)
+            r = page.evaluate("window.readyResult")
+            r["console_errors"] = list(page.errors)
+            out.append(r)
+    finally:
+        ctx.close()
+    return out
+
+
+def test_ready_time_against_wllama(browser, server):
+    model = tq2_0_twin()
+    rounds = int(os.environ.get("BITWEB_READY_ROUNDS", "3")) if FULL else 1
+    visits = 2 if FULL else 1
+    load0 = os.getloadavg()
+    runs = {"bitweb": [], "wllama": []}
+    missing = None
+    for r in range(rounds):
+        for engine in (("bitweb", "wllama") if r % 2 == 0 else ("wllama", "bitweb")):
+            if engine == "wllama" and missing:
+                continue
+            for v, res in enumerate(ready_visits(browser, server, engine, model, visits)):
+                assert "error" not in res, res
+                if res.get("missing"):
+                    missing = res["missing"]
+                    break
+                res["visit"] = "first" if v == 0 else "cached"
+                runs[engine].append(res)
+    load1 = os.getloadavg()
+    if missing:
+        print(f"\nwllama: {missing}; bitweb alone")
+        assert not IN_CI, f"required in CI but missing: {missing}"
+    for res in runs["bitweb"]:                    # bitweb: stage times present and consistent
+        check_stages(res["stages"], download=res["visit"] == "first")
+        assert res["software"] == "SwiftShader" and res["completion_tokens"] > 0 and res["text"]
+        assert res["console_errors"] == [], res["console_errors"]
+        assert res["ready_ms"] >= res["stages"]["ready"][1] - 1
+    for res in runs["wllama"]:
+        assert res["threads"] == 1 and res["completion_tokens"] > 0 and res["ready_ms"] > 0
+        assert res["prompt_tokens"] == runs["bitweb"][0]["prompt_tokens"], (res, runs["bitweb"][0])   # same file
+    print("\n" + describe_ready(runs, model, load0, load1))
+
+
+def describe_ready(runs: dict, model: str, load0, load1) -> str:
+    """The benchmark's table: per engine and visit, the medians over the rounds, and the ratios."""
+    def med(rows, key):
+        vals = [r[key] for r in rows if r.get(key) is not None]
+        return statistics.median(vals) if vals else None
+
+    def first_reply(r):                            # page start -> the first reply's first token
+        return r["ready_ms"] + r["ttft_ms"] if r.get("ttft_ms") is not None else None
+    lines = [f"ready time (page start -> model loaded); first reply: page start -> its first token; speeds: "
+             f"a second reply; {model}; "
+             f"load average {load0[0]:.1f} before, {load1[0]:.1f} after",
+             "| engine | visit | rounds | ready ms | first reply ms | prefill tok/s | decode tok/s | stages (bitweb, ms) |",
+             "|---|---|---:|---:|---:|---:|---:|---|"]
+    table = {}
+    for engine, rows in runs.items():
+        for visit in ("first", "cached"):
+            rs = [r for r in rows if r["visit"] == visit]
+            if not rs:
+                continue
+            for r in rs:
+                r["first_reply_ms"] = first_reply(r)
+            row = {k: med(rs, k) for k in ("ready_ms", "first_reply_ms", "prefill_tok_s", "decode_tok_s")}
+            table[engine, visit] = row
+            st = ""
+            if engine == "bitweb":
+                spans = {k: statistics.median(r["stages"][k][1] - r["stages"][k][0] for r in rs)
+                         for k in ("boot", "download", "header", "upload", "compile", "plans") if all(k in r["stages"] for r in rs)}
+                st = ", ".join(f"{k} {v:.0f}" for k, v in spans.items())
+            fmt = lambda x: "-" if x is None else f"{x:.1f}"           # noqa: E731
+            lines.append(f"| {engine} | {visit} | {len(rs)} | {fmt(row['ready_ms'])} | {fmt(row['first_reply_ms'])} | "
+                         f"{fmt(row['prefill_tok_s'])} | {fmt(row['decode_tok_s'])} | {st} |")
+    for visit in ("first", "cached"):
+        b, w = table.get(("bitweb", visit)), table.get(("wllama", visit))
+        if b and w:
+            ratio = lambda k: b[k] / w[k] if b[k] and w[k] else float("nan")   # noqa: E731
+            lines.append(f"{visit} visit, bitweb / wllama: ready {ratio('ready_ms'):.2f}x, first reply "
+                         f"{ratio('first_reply_ms'):.2f}x, prefill tok/s {ratio('prefill_tok_s'):.2f}x, "
+                         f"decode tok/s {ratio('decode_tok_s'):.2f}x")
+    return "\n".join(lines)
