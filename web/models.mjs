@@ -86,11 +86,20 @@ export async function entry(name) {
   return (await readIndex(await dir()))[name] || null;
 }
 
+// A cached model for loading: a GrowingFile that is complete, over a read-only sync access handle
+// (reads go straight into the caller's buffer: no stream, no garbage; several loads may read it at
+// once); close() it after the load. Where read-only handles are missing, the File itself.
 export async function open(name) {
   const d = await dir();
   const e = (await readIndex(d))[name];
   if (!e) throw fail('storage', `"${name}" is not in the model cache`);
-  return (await d.getFileHandle(fileOf(name, e))).getFile();
+  const fh = await d.getFileHandle(fileOf(name, e));
+  let h;
+  try { h = await fh.createSyncAccessHandle({ mode: 'read-only' }); } catch { return fh.getFile(); }
+  const size = h.getSize();
+  const f = new GrowingFile(h, size);
+  f.ended(size, null);
+  return f;
 }
 
 export async function remove(name) {
@@ -110,6 +119,7 @@ export async function remove(name) {
 async function write(name, next, onBytes, meta) {
   const copy = await startWrite(name, next, onBytes, meta);
   await copy.written;
+  copy.file.close();                         // (the load reads the File, not the writer's handle)
   return { file: await copy.fileHandle.getFile(), commit: copy.commit, discard: copy.discard };
 }
 
@@ -156,8 +166,7 @@ async function startWrite(name, next, onBytes, meta, size = -1) {
       throw e;
     }
   })();
-  let closed = false;
-  const close = () => { if (!closed) { closed = true; growing.closed = true; h.close(); } };
+  const close = () => growing.close();
   written.catch(async () => { close(); await drop(); });
   return {
     file: growing, fileHandle: fh, written,
@@ -194,6 +203,15 @@ export class GrowingFile {
     this.waiters = [];
   }
   grew(n) { this.have = n; this.wake(); }
+  close() { if (!this.closed) { this.closed = true; this.handle.close(); } }
+  // The bytes [at, at + n) now, when they are there (for the few small host reads a load may make).
+  readSync(at, n) {
+    if (this.closed || at + n > this.have) throw fail('storage', `bytes ${at}..${at + n} of the model file are not there yet`);
+    const out = new Uint8Array(n);
+    let got = 0;
+    while (got < n) { const r = this.handle.read(out.subarray(got), { at: at + got }); if (!r) break; got += r; }
+    return out;
+  }
   ended(n, error) { this.have = n; this.done = true; this.error = error; this.wake(); }
   wake() {
     const keep = [];

@@ -169,7 +169,9 @@ async function load(id, msg) {
       throw dl || e;
     }
     if (pending) await pending.commit();       // (after the download has ended)
+    else file.close?.();                       // a cached model's read handle
   } catch (e) {
+    if (!pending) file.close?.();
     ctl.abort();                               // a download still going is stopped
     if (pending) await pending.discard();      // a fresh copy that does not load is not kept
     if (copy) await copy.then((c) => c.discard(), () => {});

@@ -229,6 +229,8 @@ class BlobSource:
     def read(self, offset: int, n: int) -> bytes:
         if offset < 0 or n < 0 or offset + n > self.size:
             raise gguf.GGUFError(f"read of {n} bytes at byte {offset} outside the file (size {self.size})")
+        if getattr(self.blob, "readSync", None) is not None:       # web/models.mjs GrowingFile
+            return self.blob.readSync(offset, n).to_bytes()
         ab = js.FileReaderSync.new().readAsArrayBuffer(self.blob.slice(offset, offset + n))
         return ab.to_bytes()
 
