@@ -173,7 +173,10 @@ function progress(p) {
   state.seen[p.stage] = { done: p.done, total: p.total };
   $('progress').hidden = false;
   const label = p.label || STAGE_LABEL[p.stage];
-  if (label) $('progress-label').textContent = label;
+  // a download still going names the load (the header and the upload read it as it arrives)
+  const dl = state.seen.download;
+  const downloading = p.stage !== 'download' && dl && dl.total > 0 && dl.done < dl.total;
+  if (label && !downloading) $('progress-label').textContent = label;
   const bar = document.querySelector(`#progress .bar[data-stage="${BAR_OF[p.stage] || p.stage}"]`);
   if (!bar) return;
   bar.classList.add('active');
