@@ -27,10 +27,10 @@ if [ "$want_test" = 1 ]; then
   fi
 fi
 
-# 2. npm dependencies (pyodide, markdown-it, axe-core for the tests; pinned exactly in package.json /
+# 2. npm dependencies (pyodide, markdown-it; axe-core and wllama for the tests and the bench; pinned exactly in package.json /
 #    package-lock.json).
 if [ ! -f node_modules/pyodide/pyodide.mjs ] || [ ! -f node_modules/markdown-it/dist/browser/markdown-it.esm.min.mjs ] \
-   || [ ! -f node_modules/axe-core/axe.min.js ]; then
+   || [ ! -f node_modules/axe-core/axe.min.js ] || [ ! -f node_modules/@wllama/wllama/esm/index.js ]; then
   say "npm ci"
   if [ -f package-lock.json ]; then npm ci --no-audit --no-fund >&2; else npm install --no-audit --no-fund >&2; fi
 fi

@@ -14,8 +14,9 @@ is the default model with its I2_S linears written as TQ2_0 and its architecture
 (what llama.cpp reads; that architecture's FFN is SiLU where the default model's is ReLU², so
 both engines run the same, slightly different, model). The engines take turns (interleaved);
 printed: ready time, first reply, prefill and decode tokens/s per engine and the ratios
-(bitweb / wllama for times). The suite runs one round of first visits; BITWEB_BENCH=full runs
-BITWEB_READY_ROUNDS (default 3) rounds, each a first visit and a second (cached) one. Without
+(bitweb / wllama for times). The suite runs one round of first visits and times the loads only
+(replies=0); BITWEB_BENCH=full runs BITWEB_READY_ROUNDS (default 3) rounds, each a first visit
+and a second (cached) one, with the replies. Without
 wllama installed it says so and runs bitweb alone (in CI wllama must be there: it is a
 devDependency). Stage times are checked as tests/e2e/test_app.py checks the app's.
 """
@@ -104,7 +105,7 @@ def tq2_0_twin() -> str:
     return "build/web/bench/" + path.name
 
 
-def ready_visits(browser, server, engine: str, model: str, visits: int) -> list:
+def ready_visits(browser, server, engine: str, model: str, visits: int, replies: bool) -> list:
     """`visits` loads of web/bench-ready.html in one fresh browser context (the first: nothing
     cached): window.readyResult of each."""
     ctx = browser.new_context()
@@ -112,7 +113,8 @@ def ready_visits(browser, server, engine: str, model: str, visits: int) -> list:
     try:
         page = new_page(ctx)
         for _ in range(visits):
-            page.goto(server + f"bench-ready.html?engine={engine}&model=/{model}&max_tokens=32")
+            page.goto(server + f"bench-ready.html?engine={engine}&model=/{model}&max_tokens=32"
+                      + ("" if replies else "&replies=0"))
             page.wait_for_function("window.readyResult !== undefined", timeout=600_000)
             r = page.evaluate("window.readyResult")
             r["console_errors"] = list(page.errors)
@@ -133,7 +135,7 @@ def test_ready_time_against_wllama(browser, server):
         for engine in (("bitweb", "wllama") if r % 2 == 0 else ("wllama", "bitweb")):
             if engine == "wllama" and missing:
                 continue
-            for v, res in enumerate(ready_visits(browser, server, engine, model, visits)):
+            for v, res in enumerate(ready_visits(browser, server, engine, model, visits, replies=FULL)):
                 assert "error" not in res, res
                 if res.get("missing"):
                     missing = res["missing"]
@@ -146,12 +148,13 @@ def test_ready_time_against_wllama(browser, server):
         assert not IN_CI, f"required in CI but missing: {missing}"
     for res in runs["bitweb"]:                    # bitweb: stage times present and consistent
         check_stages(res["stages"], download=res["visit"] == "first")
-        assert res["software"] == "SwiftShader" and res["completion_tokens"] > 0 and res["text"]
-        assert res["console_errors"] == [], res["console_errors"]
+        assert res["software"] == "SwiftShader" and res["console_errors"] == [], res
         assert res["ready_ms"] >= res["stages"]["ready"][1] - 1
+        assert not FULL or (res["completion_tokens"] > 0 and res["text"])
     for res in runs["wllama"]:
-        assert res["threads"] == 1 and res["completion_tokens"] > 0 and res["ready_ms"] > 0
-        assert res["prompt_tokens"] == runs["bitweb"][0]["prompt_tokens"], (res, runs["bitweb"][0])   # same file
+        assert res["threads"] == 1 and res["ready_ms"] > 0
+        if FULL:                                  # the same file: the same prompt tokens
+            assert res["completion_tokens"] > 0 and res["prompt_tokens"] == runs["bitweb"][0]["prompt_tokens"], res
     print("\n" + describe_ready(runs, model, load0, load1))
 
 
