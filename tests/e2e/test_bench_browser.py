@@ -192,8 +192,8 @@ def describe_ready(runs: dict, model: str, load0, load1) -> str:
     for visit in ("first", "cached"):
         b, w = table.get(("bitweb", visit)), table.get(("wllama", visit))
         if b and w:
-            ratio = lambda k: b[k] / w[k] if b[k] and w[k] else float("nan")   # noqa: E731
-            lines.append(f"{visit} visit, bitweb / wllama: ready {ratio('ready_ms'):.2f}x, first reply "
-                         f"{ratio('first_reply_ms'):.2f}x, prefill tok/s {ratio('prefill_tok_s'):.2f}x, "
-                         f"decode tok/s {ratio('decode_tok_s'):.2f}x")
+            names = {"ready_ms": "ready", "first_reply_ms": "first reply", "prefill_tok_s": "prefill tok/s",
+                     "decode_tok_s": "decode tok/s"}
+            parts = [f"{n} {b[k] / w[k]:.2f}x" for k, n in names.items() if b[k] and w[k]]
+            lines.append(f"{visit} visit, bitweb / wllama: " + ", ".join(parts))
     return "\n".join(lines)
