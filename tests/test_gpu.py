@@ -128,8 +128,9 @@ def test_engine_compiles_every_kernel_at_load(gpu, tiny_model):
     compiled = gpu.counters["pipelines"] - n0
     assert eng.n_pipelines >= 10
     comp = [(d, t) for s, d, t in seen if s == "compile"]
-    assert len(comp) == max(1, compiled) and comp[-1] == (eng.n_pipelines, eng.n_pipelines)
-    assert [d for d, _ in comp] == list(range(eng.n_pipelines - len(comp) + 1, eng.n_pipelines + 1))
+    # one event per pipeline compiled here, plus one per batch (decode, prefill) that was all cached
+    assert compiled <= len(comp) <= compiled + 2 and comp[-1] == (eng.n_pipelines, eng.n_pipelines)
+    assert all(t == eng.n_pipelines for _, t in comp) and [d for d, _ in comp] == sorted(d for d, _ in comp)
     first, later = eng._compile_keys()
     assert eng.n_pipelines == len({gpu.pipeline_key(*k) for k in first + later}) and later
     st = eng.stage_ms                                # [start, end] ms from the start of load()

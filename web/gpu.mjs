@@ -60,76 +60,70 @@ export async function read(device, buffer, offset, size) {
 }
 
 // Stream bytes [start, end) of a Blob/File into a GPU buffer in chunks:
-// JS memory -> queue.writeBuffer; the bytes never enter the wasm heap.
-// The blob's stream is read with a default reader and its pieces (tens of KiB) are copied into one
+// JS memory -> queue.writeBuffer; the bytes never enter the wasm heap. Each chunk is read into one
 // reused chunk buffer (writeBuffer copies at the call), so an upload of any size holds one chunk of
-// memory. (A BYOB reader would skip that copy, but in Chromium 156 its reads of an OPFS File in the
-// library's worker sometimes never resolved while pipeline compiles were in flight.)
+// memory: a models.mjs GrowingFile (a download streaming into the cache, or a cached model) reads
+// straight into it (readInto, waiting for bytes still to come); a Blob's stream is read with a
+// default reader and its pieces (tens of KiB) are copied in. (A BYOB reader would skip that copy,
+// but in Chromium 156 its reads of an OPFS File in the library's worker sometimes never resolved
+// while pipeline compiles were in flight.)
 // Every `settle` bytes (over all calls) it waits for the queue, so the GPU process's staging memory stays bounded too.
 let spare = null, unsettled = 0;
 export async function uploadBlob(device, buffer, bufferOffset, blob, start, end, chunk = 16 << 20, onBytes = null, settle = 64 << 20) {
   const size = end - start;
   const cap = Math.max(4, Math.ceil(Math.min(chunk, size) / 4) * 4);
-  if (blob.readInto) return uploadGrowing(device, buffer, bufferOffset, blob, start, end, cap, onBytes, settle);
-  let reader;
-  try { reader = blob.slice(start, end).stream().getReader(); } catch { reader = null; }
-  if (!reader) return uploadBlobCopies(device, buffer, bufferOffset, blob, start, end, chunk, onBytes);
+  let reader = null, fill;
+  if (blob.readInto) {
+    fill = (view, at) => blob.readInto(view, start + at);
+  } else {
+    try { reader = blob.slice(start, end).stream().getReader(); } catch { reader = null; }
+    if (!reader) return uploadBlobCopies(device, buffer, bufferOffset, blob, start, end, chunk, onBytes);
+    fill = fromReader(reader);
+  }
   const buf = spare && spare.byteLength >= cap ? spare : new ArrayBuffer(cap);
   spare = null;
-  const view = new Uint8Array(buf);
-  let pos = 0, ended = false, piece = null, used = 0;     // piece: the reader's last value, `used` bytes of it taken
+  let pos = 0;
   try {
-    while (pos < size && !ended) {
+    while (pos < size) {
       const want = Math.min(cap, size - pos);
-      let filled = 0;
-      while (filled < want) {
-        if (!piece || used === piece.byteLength) {
-          const r = await reader.read();
-          if (r.done) { ended = true; break; }
-          piece = r.value; used = 0;
-        }
-        const n = Math.min(piece.byteLength - used, want - filled);
-        view.set(piece.subarray(used, used + n), filled);
-        used += n; filled += n;
-      }
+      const filled = await fill(new Uint8Array(buf, 0, want), pos);
       if (!filled) break;
       const padded = Math.ceil(filled / 4) * 4;
-      if (padded > filled) view.fill(0, filled, padded);
+      if (padded > filled) new Uint8Array(buf, filled, padded - filled).fill(0);
       device.queue.writeBuffer(buffer, bufferOffset + pos, buf, 0, padded);
       pos += filled;
       unsettled += filled;
       if (onBytes) onBytes(filled);
+      if (filled < want) break;
       if (unsettled >= settle) { unsettled = 0; await device.queue.onSubmittedWorkDone(); }
     }
   } finally {
-    if (pos < size) reader.cancel().catch(() => {});
-    reader.releaseLock();
+    if (reader) {
+      if (pos < size) reader.cancel().catch(() => {});
+      reader.releaseLock();
+    }
     spare = buf;
   }
-  if (pos !== size) throw new Error(`upload: read ${pos} of ${size} bytes of the file (was it changed or removed?)`);
+  if (pos !== size) throw new Error(`upload: read ${pos} of ${size} bytes of the file (was it changed or removed, or did its download end early?)`);
 }
 
-// A file still being written (models.mjs GrowingFile: a download streaming into the cache): each
-// chunk is read, once it has arrived, straight into the reused chunk buffer.
-async function uploadGrowing(device, buffer, bufferOffset, file, start, end, cap, onBytes, settle) {
-  const buf = spare && spare.byteLength >= cap ? spare : new ArrayBuffer(cap);
-  spare = null;
-  try {
-    for (let pos = 0; pos < end - start;) {
-      const want = Math.min(cap, end - start - pos);
-      const got = await file.readInto(new Uint8Array(buf, 0, want), start + pos);
-      if (got !== want) throw new Error(`upload: read ${pos + got} of ${end - start} bytes of the file (the download ended early)`);
-      const padded = Math.ceil(want / 4) * 4;
-      if (padded > want) new Uint8Array(buf, want, padded - want).fill(0);
-      device.queue.writeBuffer(buffer, bufferOffset + pos, buf, 0, padded);
-      pos += want;
-      unsettled += want;
-      if (onBytes) onBytes(want);
-      if (unsettled >= settle) { unsettled = 0; await device.queue.onSubmittedWorkDone(); }
+// fill(view) from a stream's default reader: copies its pieces in order; fewer bytes only at its end.
+function fromReader(reader) {
+  let piece = null, used = 0;                 // the reader's last value, `used` bytes of it taken
+  return async (view) => {
+    let filled = 0;
+    while (filled < view.byteLength) {
+      if (!piece || used === piece.byteLength) {
+        const r = await reader.read();
+        if (r.done) break;
+        piece = r.value; used = 0;
+      }
+      const n = Math.min(piece.byteLength - used, view.byteLength - filled);
+      view.set(piece.subarray(used, used + n), filled);
+      used += n; filled += n;
     }
-  } finally {
-    spare = buf;
-  }
+    return filled;
+  };
 }
 
 // Fallback without blob streams: one new ArrayBuffer per chunk.
