@@ -164,9 +164,10 @@ async function load(id, msg) {
     post({ id, type: 'progress', stage: 'header', done: 0, total: 1, label: 'Reading the header of ' + name });
     try {
       value = unwrap(await py.load(id, file, name, JSON.stringify(pyOpts)));
-    } catch (e) {                              // a download that failed is what went wrong
-      const dl = pending ? await pending.written.then(() => null, (err) => err) : null;
-      throw dl || e;
+    } catch (e) {                              // a download that failed (or ended short) is what went wrong
+      const ended = pending && (pending.file.error || pending.file.done);
+      const dl = ended ? await pending.written.then(() => null, (err) => err) : null;
+      throw dl || e;                           // (a download still going is stopped below, not waited for)
     }
     if (pending) await pending.commit();       // (after the download has ended)
     else file.close?.();                       // a cached model's read handle
