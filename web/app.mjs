@@ -193,6 +193,7 @@ function showModel(engine) {
     ['Vocabulary', i.vocabulary], ['Context', i.context !== i.contextMax ? `${i.context} of ${i.contextMax}` : i.context],
     ['Context note', i.contextNote || null],
     ['Weights', i.weights], ['Activations', i.activations],
+    ['KV cache', i.kvCache ? `${i.kvCache}, ${mb(i.load.kv_cache_bytes)}` : null],
   ]);
   const a = i.adapter, L = a.limits || {};
   kv($('adapter'), [

@@ -10,7 +10,7 @@
 //                                       when current / offline), loaded from there
 //              | {file: Blob, name?}    a local file, loaded as it is; copied into the cache after
 //              | {cached: name}         a cached model; no network at all
-//        options: {activations: 'a8'|'f32', context: n|null, capLimits: {limit: n}, gpuMemory: n|null,
+//        options: {activations: 'a8'|'f32', kvCache: 'f16'|'f32', context: n|null, capLimits: {limit: n}, gpuMemory: n|null,
 //                  replace: 'ask'|'always', cache: bool}   (checked by bitweb.mjs)
 //        -> result {engine, info, adapter, load}. A copy enters the cache index only when the model
 //           has loaded; a fresh copy whose load fails is deleted.
@@ -119,7 +119,7 @@ async function load(id, msg) {
   if (ctl.signal.aborted) throw new models.ModelsError('aborted', 'the load was aborted');
   const { file, name, pending, copyAfter } = await bytesOf(id, msg.source, msg.options, ctl.signal);
   const opts = msg.options;
-  const pyOpts = { activations: opts.activations, context: opts.context ?? null, cap_limits: opts.capLimits || null,
+  const pyOpts = { activations: opts.activations, kv_cache: opts.kvCache || 'f16', context: opts.context ?? null, cap_limits: opts.capLimits || null,
     gpu_memory: opts.gpuMemory ?? null, replace: opts.replace || 'ask' };
   let value;
   try {
