@@ -61,20 +61,28 @@ FLIP = 0.5
 
 def assert_same_greedy(eng, ref, ids, act, n=N):
     """The engine's greedy tokens equal the numpy model's (see FLIP); returns "exact" or "tie"."""
-    import numpy as np
     want = ref.generate(ids, SamplingParams(), n, ignore_eos=True)
     got = gen(eng, ids, n=n)
-    assert len(want.ids) == n and len(got.ids) == n
-    if act == "f32" or got.ids == want.ids:
-        assert got.ids == want.ids and got.text == want.text
+    return check_same_greedy(ref, ids, want, got.ids, got.text, act, lambda seq: run(eng.forward_logits(seq)))
+
+
+def check_same_greedy(ref, ids, want, got_ids, got_text, act, gpu_logits):
+    """assert_same_greedy's check on results from anywhere (the browser: tests/e2e/test_engine_browser.py).
+    want: the numpy model's GenerateResult; gpu_logits(ids + want.ids): the GPU's teacher-forced
+    logits (one row per id), asked for only when the tokens differ."""
+    import numpy as np
+    n = len(want.ids)
+    assert len(got_ids) == n
+    if act == "f32" or got_ids == want.ids:
+        assert got_ids == want.ids and got_text == want.text
         return "exact"
     seq = ids + want.ids
-    lg = np.array(run(eng.forward_logits(seq)), np.float32)[len(ids) - 1:-1]    # predicting want.ids[k]
+    lg = np.array(gpu_logits(seq), np.float32)[len(ids) - 1:-1]    # predicting want.ids[k]
     ln = ref.logits(seq)[len(ids) - 1:-1]
     diff = np.abs(lg - ln).max(axis=1)
     assert diff.max() <= FLIP, diff
-    k = next(i for i in range(n) if got.ids[i] != want.ids[i])
-    a, b = want.ids[k], got.ids[k]
+    k = next(i for i in range(n) if got_ids[i] != want.ids[i])
+    a, b = want.ids[k], got_ids[k]
     assert abs(ln[k][a] - ln[k][b]) <= FLIP and abs(lg[k][a] - lg[k][b]) <= FLIP, (k, ln[k][[a, b]], lg[k][[a, b]])
     return "tie"
 

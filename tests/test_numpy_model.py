@@ -243,7 +243,7 @@ def test_stop_tokens_and_streaming(tiny):
     pieces = []
     res = ref.generate(tok.encode("stream"), SamplingParams(temperature=1.0, seed=11), 40,
                        on_token=lambda i, p: pieces.append((i, p)))
-    assert "".join(p for _, p in pieces) == res.text == tok.decode(res.ids)
+    assert "".join(p for _, p in pieces) == res.text == tok.decode(res.ids, skip_special=True)
     assert [i for i, _ in pieces if i is not None] == res.ids
     assert res.stop_reason in ("eos", "eot", "max_tokens")
     if res.stop_reason in ("eos", "eot"):

@@ -207,6 +207,7 @@ function showModel(engine) {
   ]);
   setStats({ 'Load time': sec(i.load.ms), 'Header read': mb(i.load.header_read) });
   $('thinking-row').hidden = !i.thinking;
+  $('thinking').checked = thinkingChoices()[i.name] ?? i.thinkingDefault;
   $('s-max_tokens').max = String(i.context - 1);
 }
 
@@ -339,7 +340,6 @@ function restoreSettings() {
     if (saved.activations) $('activations').value = saved.activations;
     if (saved.maxContext != null) $('max-context').value = saved.maxContext;
     if (saved.cacheFiles != null) $('cache-files').checked = saved.cacheFiles;
-    if (saved.thinking != null) $('thinking').checked = saved.thinking;
   } catch { /* a bad saved value: the defaults */ }
 }
 
@@ -347,8 +347,23 @@ function saveSettings() {
   const s = {};
   for (const input of FIELDS()) s[input.name] = input.value;
   Object.assign(s, { system: $('system').value, activations: $('activations').value, maxContext: $('max-context').value,
-    cacheFiles: $('cache-files').checked, thinking: $('thinking').checked });
+    cacheFiles: $('cache-files').checked });
   localStorage.setItem('bitweb.settings', JSON.stringify(s));
+}
+
+// The Thinking switch starts from the model's own default (what its template does without
+// enable_thinking); a change the user makes is kept for that model (by file name), not for others.
+function thinkingChoices() {
+  try { return JSON.parse(localStorage.getItem('bitweb.thinking') || '{}'); } catch { return {}; }
+}
+
+function saveThinkingChoice() {
+  const name = state.engine?.info.name;
+  if (!name) return;
+  const c = thinkingChoices();
+  delete c[name];                       // most recent last; keep the last 32 models
+  c[name] = $('thinking').checked;
+  localStorage.setItem('bitweb.thinking', JSON.stringify(Object.fromEntries(Object.entries(c).slice(-32))));
 }
 
 // ------------------------------------------------------------------ conversations
@@ -877,6 +892,7 @@ function wire() {
   });
   $('settings').addEventListener('input', () => { checkFields(); updatePhase(); saveSettings(); });
   $('side').addEventListener('change', saveSettings);
+  $('thinking').addEventListener('change', saveThinkingChoice);
   $('menu').addEventListener('click', () => setDrawer(!document.body.classList.contains('side-open')));
   let depth = 0;
   window.addEventListener('dragenter', (e) => { if (e.dataTransfer?.types.includes('Files')) { depth++; $('drop').hidden = false; } });

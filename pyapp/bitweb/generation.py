@@ -126,7 +126,7 @@ class GenerationRun:
         self.should_stop = should_stop
         self.ids, self.pieces = [], []
         self.stop_reason, self.stop_id = None, None
-        self.stream = tokenizer.stream()
+        self.stream = tokenizer.stream(skip_special=True)      # specials not rendered, as llama.cpp prints text
         self.t0 = now_ms()
         self.t_prefill = None
         self.n_decode = 0

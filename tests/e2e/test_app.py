@@ -457,16 +457,20 @@ def test_thinking_is_shown_collapsed_not_as_the_answer(app, models, oracle):
 def switch_model(tmp_path_factory):
     """A tiny model with the Qwen-style vocabulary and the Qwen3 template changed so that its
     generation prompt opens the <think> block (as some reasoning models' templates do) unless
-    enable_thinking is false, which closes it empty."""
+    enable_thinking is false, which closes it empty. Beside it, switch-off.gguf: the same weights
+    with a template that thinks only when enable_thinking is true (its default: off)."""
     from bitweb.authoring.makemodel import PRESETS, ModelSpec, write_model
     from bitweb.authoring.qwen_vocab import QWEN3_CHAT_TEMPLATE, qwen_vocab
     template = QWEN3_CHAT_TEMPLATE.replace("{{- '<|im_start|>assistant\\n' }}",
                                            "{{- '<|im_start|>assistant\\n<think>\\n' }}")
-    assert template != QWEN3_CHAT_TEMPLATE
-    path = tmp_path_factory.mktemp("switch") / "switch.gguf"
-    write_model(ModelSpec(arch="bitnet", fmt="tq2_0", preset="tiny", seed=5, scale_tensors=False, **PRESETS["tiny"]),
-                {**qwen_vocab(), "tokenizer.chat_template": template}, path)
-    return path
+    off = QWEN3_CHAT_TEMPLATE.replace("{%- if enable_thinking is defined and enable_thinking is false %}",
+                                      "{%- if not (enable_thinking is defined and enable_thinking) %}")
+    assert template != QWEN3_CHAT_TEMPLATE != off
+    d = tmp_path_factory.mktemp("switch")
+    spec = ModelSpec(arch="bitnet", fmt="tq2_0", preset="tiny", seed=5, scale_tensors=False, **PRESETS["tiny"])
+    write_model(spec, {**qwen_vocab(), "tokenizer.chat_template": template}, d / "switch.gguf")
+    write_model(spec, {**qwen_vocab(), "tokenizer.chat_template": off}, d / "switch-off.gguf")
+    return d / "switch.gguf"
 
 
 def test_thinking_switch_follows_the_files_template(app, switch_model):
@@ -504,6 +508,21 @@ def test_thinking_switch_follows_the_files_template(app, switch_model):
                 assert thinking.strip() not in msg.locator(".answer").text_content()
     assert switch == "off" and thinking is None                # off: no thinking block at all
     app.page.set_checked("#thinking", True)
+    # The switch starts from each model's default, not from another model's setting; a change the
+    # user makes sticks to that model (here across loads of other models).
+    off_model = switch_model.parent / "switch-off.gguf"
+    assert ChatFormat.from_metadata(gguf.open_gguf(off_model).metadata).thinking_default is False
+    seen = []
+    for path, user in ((off_model, True), (switch_model, None), (off_model, None)):
+        app.page.set_input_files("#file-input", str(path))
+        info = app.wait_ready(path.name)
+        assert info["thinking"] is True and app.page.is_visible("#thinking-row")
+        seen.append((path.name, info["thinkingDefault"], app.page.is_checked("#thinking")))
+        if user is not None:
+            app.page.set_checked("#thinking", user)
+    assert seen == [("switch-off.gguf", False, False),        # its default, not switch.gguf's "on"
+                    ("switch.gguf", True, True),
+                    ("switch-off.gguf", False, True)], seen    # the user's "on" stuck to it
     no_errors(app)
 
 
