@@ -853,24 +853,24 @@ def test_llama3_vocabulary_model_from_a_url(app, tmp_path):
 
 def test_limits_too_small_says_which_and_by_how_much(app):
     """?cap= makes the app treat the GPU as one with smaller limits. With the context left empty the
-    app picks the largest that fits (one layer's K buffer: 65536 / (2 KV heads x 64 x 4 bytes) = 128
-    positions) and says why; asked for the file's 1024, the engine's check names the limit, the
-    shortfall (1024 x 2 x 64 x 4 bytes) and the most that fits, and the loaded model stays."""
+    app picks the largest that fits (one layer's K buffer, f16 cache: 65536 / (2 KV heads x 64 x 2 bytes)
+    = 256 positions) and says why; asked for the file's 1024, the engine's check names the limit, the
+    shortfall (1024 x 2 x 64 x 2 bytes) and the most that fits, and the loaded model stays."""
     app.page.goto(app.server + "?model=test-models/tiny.gguf&cap=maxStorageBufferBindingSize:65536")
     info = app.wait_ready("tiny.gguf")
-    assert info["context"] == 128 and info["contextMax"] == 1024
+    assert info["context"] == 256 and info["contextMax"] == 1024
     shown = app.page.inner_text("#model-info")
-    assert "128 of 1024" in shown and "maxStorageBufferBindingSize (65536 bytes)" in shown, shown
+    assert "256 of 1024" in shown and "maxStorageBufferBindingSize (65536 bytes)" in shown, shown
     app.page.fill("#max-context", "1024")
     app.page.dispatch_event("#max-context", "change")              # reloads at 1024: does not fit
     app.page.wait_for_selector("#error[data-kind=limits]", timeout=READY_MS)
     text = app.page.inner_text("#error")
     assert "limits are too small" in text
-    need = 1024 * 2 * 64 * 4
+    need = 1024 * 2 * 64 * 2
     assert "maxStorageBufferBindingSize = 65536" in text and f"short by {need - 65536} bytes" in text, text
-    assert "at most 128 positions of context fit" in text, text
+    assert "at most 256 positions of context fit" in text, text
     app.page.wait_for_function("document.body.dataset.state === 'ready'")
-    assert app.info()["context"] == 128                              # the model that fits still answers
+    assert app.info()["context"] == 256                              # the model that fits still answers
     app.page.fill("#max-context", "")                                # (a saved setting: leave it empty)
     app.page.dispatch_event("#max-context", "change")
     app.page.wait_for_function("!window.bitwebApp.state.loading && document.body.dataset.state === 'ready'",
