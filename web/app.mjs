@@ -752,8 +752,9 @@ function contextFull(n, N) {
   card.setAttribute('role', 'alert');
   const p = document.createElement('p');
   p.textContent = `This conversation no longer fits the model's context (${n} tokens; it holds ${N}).`;
-  const drop = button('Continue without the oldest turns', () => dropOldest(), 'primary');
-  const fresh = button('Start a new chat', () => newChat());
+  // The card goes at once (before any await), so a second click cannot start a second reply.
+  const drop = button('Continue without the oldest turns', () => { card.remove(); dropOldest(); }, 'primary');
+  const fresh = button('Start a new chat', () => { card.remove(); newChat(); });
   const row = document.createElement('div');
   row.className = 'row';
   row.append(drop, fresh);

@@ -667,6 +667,7 @@ def test_smaller_context_and_a_full_conversation(app, oracle):
     assert app.page.locator(".msg.assistant").count() == 1        # no empty bubble
     assert app.page.evaluate("document.body.dataset.state") == "ready"
     app.page.click(".context-full button:text('Continue without the oldest turns')")
+    assert app.page.locator(".context-full").count() == 0         # gone with the click, not later
     r = app.reply(2)
     assert r["text"] == first["text"] == oracle["other"]["text"]   # the same turn again, on its own
     assert app.page.locator(".divider", has_text="no longer sent").count() == 1
@@ -856,6 +857,8 @@ def test_limits_too_small_says_which_and_by_how_much(app):
     app picks the largest that fits (one layer's K buffer, f16 cache: 65536 / (2 KV heads x 64 x 2 bytes)
     = 256 positions) and says why; asked for the file's 1024, the engine's check names the limit, the
     shortfall (1024 x 2 x 64 x 2 bytes) and the most that fits, and the loaded model stays."""
+    app.page.evaluate("""() => { const s = JSON.parse(localStorage.getItem('bitweb.settings') || '{}');
+        delete s.maxContext; localStorage.setItem('bitweb.settings', JSON.stringify(s)); }""")  # context: empty
     app.page.goto(app.server + "?model=test-models/tiny.gguf&cap=maxStorageBufferBindingSize:65536")
     info = app.wait_ready("tiny.gguf")
     assert info["context"] == 256 and info["contextMax"] == 1024
