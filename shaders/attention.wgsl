@@ -1,12 +1,14 @@
-// attention.wgsl: causal GQA attention over the KV cache (decode and prefill), f32 throughout.
+// attention.wgsl: causal GQA attention over the KV cache (decode and prefill), computed in f32.
 //
 // Maths, for q head h (kv head g = h / G, G = NH / NKV) of the token at position P:
 //   s[t] = (q_h . K[g, t]) / sqrt(HD),  t = 0..P            (causal: positions <= P)
 //   o_h  = sum_t exp(s[t] - max s) V[g, t] / sum_t exp(s[t] - max s)
 // computed online over tiles of WG positions (running max m, running sum l, rescale by
 // exp(m_old - m_new)), the max subtracted in f32 before every exp.
-// KV cache (one K and one V buffer per layer): [NKV][MAX_CTX][HD] f32, K[g, p, d] at
-//   (g * MAX_CTX + p) * HD + d.
+// KV cache (one K and one V buffer per layer): [NKV][MAX_CTX][HD] values, K[g, p, d] is value
+//   (g * MAX_CTX + p) * HD + d, stored as common_kv.wgsl says (f32; KV_F16: f16, as array<f16> with
+//   shader-f16, else pack2x16float pairs in u32). Values are loaded as f32 (kv_load, kv1_at) and
+//   everything after is f32; decode stores its K / V row with kv_store (the rounding rope.wgsl does).
 // RoPE (decode entry only) is rope.wgsl's rotation (NEOX, or adjacent pairs with ROPE_NORM) with
 //   the same angle a = f32(P) * freqs[i] and the same functions (common_sincos.wgsl); with
 //   QK_NORM each q and k head is first RMS-normalised and multiplied by its norm weight (qkn),
@@ -45,8 +47,8 @@ override EPS: f32 = 1e-6;      // QK_NORM epsilon (the model's RMS norm epsilon)
 
 #include common_params
 
-@group(0) @binding(0) var<storage, read_write> kc: array<vec4<f32>>;
-@group(0) @binding(1) var<storage, read_write> vc: array<f32>;
+@group(0) @binding(0) var<storage, read_write> kc: array<KV4>;
+@group(0) @binding(1) var<storage, read_write> vc: array<KV1>;     // decode's scalar view of the v cache
 @group(0) @binding(2) var<storage, read> qkv: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 @group(0) @binding(4) var<storage, read> params: Params;
@@ -67,6 +69,7 @@ var<workgroup> hr: array<f32, 9>;                           // rinv of the G q h
 #endif
 
 #include common_sincos
+#include common_kv
 
 // Online softmax over positions [pb, pe) of kv head g with the q heads in qs.
 // Returns o[j] (unnormalised) for this thread's dimension d = lid (lid < HD); wm/wl hold m, l.
@@ -82,7 +85,7 @@ fn attend(g: u32, pb: u32, pe: u32, lid: u32) -> array<f32, 8> {
             let kb = (g * MAX_CTX + t0 + lid) * h4;
             var acc = array<f32, 8>();     // explicit: naga 0.32 does not re-zero loop-local vars (wgpu#9489)
             for (var d = 0u; d < h4; d++) {
-                let k = kc[kb + d];
+                let k = kv_load(kc[kb + d]);
                 for (var j = 0u; j < G; j++) { acc[j] += dot(qs[j * h4 + d], k); }
             }
             for (var j = 0u; j < G; j++) { sc[j * WG + lid] = acc[j]; }
@@ -108,7 +111,10 @@ fn attend(g: u32, pb: u32, pe: u32, lid: u32) -> array<f32, 8> {
             let vb = (g * MAX_CTX + t0) * HD + lid;
             for (var j = 0u; j < G; j++) {
                 var a = o[j] * wc[j];
-                for (var t = 0u; t < tv; t++) { a += sc[j * WG + t] * vc[vb + t * HD]; }
+                for (var t = 0u; t < tv; t++) {
+                    let e = vb + t * HD;
+                    a += sc[j * WG + t] * kv1_at(vc[kv1_word(e)], e);
+                }
                 o[j] = a;
             }
         }
@@ -145,17 +151,14 @@ fn decode(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
             b = (b * hr[G]) * qkn[h4 + ix.y];
 #endif
             let r = rope2(a, b, sincos4(fp * freqs[i]));
-            kc[kb + ix.x] = r[0];
-            kc[kb + ix.y] = r[1];
+            kc[kb + ix.x] = kv_store(r[0]);
+            kc[kb + ix.y] = kv_store(r[1]);
         }
         let vq = (NH + NKV + g) * h4;
         for (var d = lid; d < h4; d += WG) {
-            let v = qkv[vq + d];
-            let vb = (g * MAX_CTX + pos) * HD + 4u * d;
-            vc[vb] = v.x;
-            vc[vb + 1u] = v.y;
-            vc[vb + 2u] = v.z;
-            vc[vb + 3u] = v.w;
+            let w = kv_store(qkv[vq + d]);
+            let vb = kv1_word((g * MAX_CTX + pos) * HD + 4u * d);
+            for (var c = 0u; c < KV_W; c++) { vc[vb + c] = w[c]; }
         }
         storageBarrier();
     }
@@ -200,7 +203,7 @@ fn decode(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
 // chunks are written out (HD is an override: `if (HD > ..)` folds away): CPU compilers keep a head
 // vector in registers only with constant indices. HD % 16 == 0, HD <= 256.
 
-@group(0) @binding(1) var<storage, read_write> vcv: array<vec4<f32>>;  // prefill's views of v cache and out
+@group(0) @binding(1) var<storage, read_write> vcv: array<KV4>;        // prefill's views of v cache and out
 @group(0) @binding(3) var<storage, read_write> outv: array<vec4<f32>>;
 
 struct HV { c0: mat4x4<f32>, c1: mat4x4<f32>, c2: mat4x4<f32>, c3: mat4x4<f32>, c4: mat4x4<f32>, c5: mat4x4<f32>, c6: mat4x4<f32>, c7: mat4x4<f32>, c8: mat4x4<f32>, c9: mat4x4<f32>, c10: mat4x4<f32>, c11: mat4x4<f32>, c12: mat4x4<f32>, c13: mat4x4<f32>, c14: mat4x4<f32>, c15: mat4x4<f32> }
@@ -210,11 +213,11 @@ fn chunk(kv: u32, b: u32, lane: u32) -> mat4x4<f32> {
 #if SUBGROUPS
     let q0 = lane & ~3u;
     var v: vec4<f32>;
-    if (kv == 0u) { v = kc[b + (lane & 3u)]; } else { v = vcv[b + (lane & 3u)]; }
+    if (kv == 0u) { v = kv_load(kc[b + (lane & 3u)]); } else { v = kv_load(vcv[b + (lane & 3u)]); }
     return mat4x4<f32>(subgroupShuffle(v, q0), subgroupShuffle(v, q0 | 1u), subgroupShuffle(v, q0 | 2u), subgroupShuffle(v, q0 | 3u));
 #else
-    if (kv == 0u) { return mat4x4<f32>(kc[b], kc[b + 1u], kc[b + 2u], kc[b + 3u]); }
-    return mat4x4<f32>(vcv[b], vcv[b + 1u], vcv[b + 2u], vcv[b + 3u]);
+    if (kv == 0u) { return mat4x4<f32>(kv_load(kc[b]), kv_load(kc[b + 1u]), kv_load(kc[b + 2u]), kv_load(kc[b + 3u])); }
+    return mat4x4<f32>(kv_load(vcv[b]), kv_load(vcv[b + 1u]), kv_load(vcv[b + 2u]), kv_load(vcv[b + 3u]));
 #endif
 }
 

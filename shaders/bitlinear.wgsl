@@ -26,8 +26,8 @@
 // shaders/common_ternary.wgsl): blocks of BLK values, QW code words per block, QG groups of 4
 // values per code word, block scale d (fmt_d), tensor scale ws (fmt_ws).
 //
-// The work unit of one lane is one code word (QG groups of 4 values: TQ2_0 16 values, TQ1_0 20,
-// Q1_0 32). A8 turns each group's codes into packed int8 c - 1 and takes dot4I8Packed against 4
+// The work unit of one lane is UW code words of one block (common_packed: TQ2_0 and Q2_0 4 words, 64
+// values, one 16-byte read and one block scale; TQ1_0 one word, 20 values; Q1_0 one word, 32). A8 turns each group's codes into packed int8 c - 1 and takes dot4I8Packed against 4
 // packed activations (plain-integer fallback without DOT4); f32 turns them into vec4<f32> c - 1. I2_S has its own path: a
 // unit is 16 bytes (one vec4<u32> load, 64 values), and A8 uses the codes directly:
 // sum (c-1) q = sum c q - sum q.
@@ -68,7 +68,7 @@ const MAXRB: u32 = 4u;
 const UPB: u32 = 2u;       // units per block (I2_S: vec4<u32>, 64 values; others: one code word)
 alias WT = vec4<u32>;      // weight words as bound
 #else
-const UPB: u32 = QW;
+const UPB: u32 = UPK;
 alias WT = u32;
 #endif
 
@@ -288,7 +288,7 @@ const NA: u32 = 16u;
 #endif
 #else
 alias AV = PV;             // [g]: group g of the code word (common_packed)
-const NA: u32 = QG;
+const NA: u32 = UN;
 #endif
 alias Acts = array<AV, NA>;
 
@@ -307,7 +307,7 @@ fn acts(u: u32) -> Acts {
 #endif
     return a;
 #else
-    return unit_acts(u);                      // code word u % QW of block u / QW (common_packed)
+    return unit_acts(u);                      // unit u % UPK of block u / UPK (common_packed)
 #endif
 }
 

@@ -15,6 +15,10 @@
 //   QW, QG               code words (u32) per block; groups of 4 values per code word
 //   CW                   code words holding the values of one chunk of min(BLK, 128) values
 //   fmt_word(t, bi, k)   code word k (< QW) of block bi of tensor t
+//   UW                   code words per lane unit of the M = 1 kernels (common_packed.wgsl): 4 where a
+//                        block's code bytes come as 16-byte chunks (one block scale load per 64+
+//                        values), else 1; QW is a multiple of UW
+//   fmt_words(t, bi, j)  code words UW j .. UW j + UW - 1 of block bi (unit j of the block)
 //   fmt_codes(w)         the QG groups of a code word as codes c, one per byte (byte i: value 4p + i),
 //                        w = c - 1 (a binary format gives c = 2b: 0 or 2)
 //   fmt_pos(k, g)        p: group g of code word k holds values 4p .. 4p + 3 of its block (always

@@ -14,9 +14,11 @@ const BBYTES: u32 = 18u;
 const QW: u32 = 4u;
 const QG: u32 = 8u;
 const CW: u32 = 4u;
+const UW: u32 = 1u;
 
 fn fmt_word(t: u32, bi: u32, k: u32) -> u32 { return ldb(t, bi * BBYTES + 2u + 4u * k); }
 
+fn fmt_words(t: u32, bi: u32, j: u32) -> array<u32, UW> { return array<u32, UW>(fmt_word(t, bi, j)); }
 fn fmt_group(w: u32, g: u32) -> u32 {
     return ((((w >> (4u * g)) & 0xFu) * 0x00204081u) & 0x01010101u) << 1u;     // bit i -> byte i, 2b
 }

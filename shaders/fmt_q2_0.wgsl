@@ -21,8 +21,13 @@ const BBYTES: u32 = 18u;
 const QW: u32 = BLK / 16u;
 const QG: u32 = 4u;
 const CW: u32 = QW;
+const UW: u32 = 4u;
 
 fn fmt_word(t: u32, bi: u32, k: u32) -> u32 { return ldb(t, bi * BBYTES + 2u + 4u * k); }
+fn fmt_words(t: u32, bi: u32, j: u32) -> array<u32, UW> {
+    let v = ld16(t, bi * BBYTES + 2u + 16u * j);
+    return array<u32, UW>(v.x, v.y, v.z, v.w);
+}
 fn fmt_group(w: u32, g: u32) -> u32 {
     let b = (w >> (8u * g)) & 0xFFu;
     return (b | (b << 6u) | (b << 12u) | (b << 18u)) & M3;           // crumb i -> byte i

@@ -16,6 +16,7 @@ const BBYTES: u32 = 54u;
 const QW: u32 = 13u;
 const QG: u32 = 5u;
 const CW: u32 = 13u;
+const UW: u32 = 1u;
 
 fn fmt_word(t: u32, bi: u32, k: u32) -> u32 { return ldb(t, bi * BBYTES + 4u * k); }
 
@@ -35,6 +36,7 @@ fn trits(w: u32) -> array<u32, 5> {
 
 fn fmt_codes(w: u32) -> array<u32, QG> { return trits(w); }
 // trit g alone: byte q times 3^g (mod 256), times 3, >> 8, in the same 16-bit lanes as trits()
+fn fmt_words(t: u32, bi: u32, j: u32) -> array<u32, UW> { return array<u32, UW>(fmt_word(t, bi, j)); }
 fn fmt_group(w: u32, g: u32) -> u32 {
     let p3 = select(select(1u, 3u, g == 1u), select(select(9u, 27u, g == 3u), 81u, g == 4u), g >= 2u);
     let lo = ((w & 0x00FF00FFu) * p3) & 0x00FF00FFu;

@@ -14,8 +14,13 @@ const BBYTES: u32 = 66u;
 const QW: u32 = 16u;
 const QG: u32 = 4u;
 const CW: u32 = 8u;
+const UW: u32 = 4u;
 
 fn fmt_word(t: u32, bi: u32, k: u32) -> u32 { return ldb(t, bi * BBYTES + 4u * k); }
+fn fmt_words(t: u32, bi: u32, j: u32) -> array<u32, UW> {
+    let v = ld16(t, bi * BBYTES + 16u * j);
+    return array<u32, UW>(v.x, v.y, v.z, v.w);
+}
 fn fmt_group(w: u32, g: u32) -> u32 { return (w >> (2u * g)) & M3; }
 fn fmt_codes(w: u32) -> array<u32, QG> {
     return array<u32, QG>(w & M3, (w >> 2u) & M3, (w >> 4u) & M3, (w >> 6u) & M3);

@@ -30,7 +30,7 @@
 //   FMT_BF16 upper 16 bits of an f32 (element 2j = low half of word j);
 //   FMT_Q8_0 blocks of 34 bytes (f16 d, int8 q[32]), w = d q; a pair of blocks is 17 whole words:
 //            word 0 = d0 | q0[0..1], words 1..7 = q0[2..29], word 8 = q0[30..31] | d1, 9..16 = q1.
-//   PACKED   the packed-format interface (common_ternary.wgsl); a unit is one code word (4 QG
+//   PACKED   the packed-format interface (common_ternary.wgsl); a unit is UW code words (4 UN
 //            values), read through common_packed.wgsl as bitlinear.wgsl does.
 // LASTROW: x is f32[m][K] and row params.m - 1 is used (the last prompt row of a prefill), with
 // params the 32-byte block of bitweb.kernels.ops (only m is read).
@@ -52,7 +52,7 @@ const XS4: u32 = 1024u;          // vec4s of m in workgroup memory: K <= 4096
 #if PACKED
 @group(0) @binding(0) var<storage, read> w: array<u32>;
 fn wl(t: u32, i: u32) -> u32 { return w[i]; }
-const UNIT: u32 = 4u * QG;       // values per unit: one code word
+const UNIT: u32 = 4u * UN;       // values per unit: UW code words (common_packed)
 #elif FMT_Q8_0
 @group(0) @binding(0) var<storage, read> w: array<u32>;
 fn wl(t: u32, i: u32) -> u32 { return w[i]; }
@@ -102,7 +102,7 @@ fn act4(i: u32) -> PV {                   // activation word i (common_packed)
 // sum over the UNIT values of unit u of row r of W[r, k] m[k]
 fn unit(r: u32, u: u32) -> f32 {
 #if PACKED
-    return unit_dot(0u, r * (K / BLK) + u / QW, u % QW, unit_acts(u));
+    return unit_dot(0u, r * (K / BLK) + u / UPK, u % UPK, unit_acts(u));
 #elif FMT_Q8_0
     let o = (r * (K / 64u) + u) * 17u;
     let j = u * 16u;                          // first vec4 of m under this pair

@@ -14,11 +14,12 @@
 // (cos a, sin a): sincos4, pairs: rope_at / rope2, all in common_sincos.wgsl, the same functions as
 // attention.wgsl's decode, so a prompt's K rows are the same bits prefilled or decoded.
 // Outputs: q heads roped in place in qkv; k heads roped into the cache, v copied into the cache.
-// KV cache layout (one buffer per layer for K, one for V): [NKV][MAX_CTX][HD] f32, i.e.
-//   K[g, p, d] at ((g * MAX_CTX + p) * HD + d).
+// KV cache layout (one buffer per layer for K, one for V): [NKV][MAX_CTX][HD] values, i.e.
+//   K[g, p, d] is value ((g * MAX_CTX + p) * HD + d), stored as common_kv.wgsl says: f32, or with
+//   KV_F16 f16 (array<f16> with shader-f16, else pack2x16float pairs in u32): kv_store rounds.
 // Rows with p >= MAX_CTX are not written (the engine keeps p0 + M <= MAX_CTX).
 //
-// Bindings: 0 qkv f32[M][(NH + 2 NKV) HD] (read_write), 1 freqs f32[HD/2], 2 k cache, 3 v cache,
+// Bindings: 0 qkv f32[M][(NH + 2 NKV) HD] (read_write), 1 freqs f32[HD/2], 2 k cache, 3 v cache (KV4),
 //           4 params (m = M rows, pos = p0 of row 0), 5 qkn f32[2][HD] (QK_NORM: q weight | k weight).
 // Thread mapping: one workgroup per row; QK_NORM: thread t first sums the squares of heads t,
 // t + WG, ... (serially, into workgroup memory); then thread t handles the vec4 pair groups it,
@@ -35,8 +36,8 @@ override EPS: f32 = 1e-6;      // QK_NORM epsilon (the model's RMS norm epsilon)
 
 @group(0) @binding(0) var<storage, read_write> qkv: array<vec4<f32>>;
 @group(0) @binding(1) var<storage, read> freqs: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read_write> kc: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read_write> vc: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read_write> kc: array<KV4>;
+@group(0) @binding(3) var<storage, read_write> vc: array<KV4>;
 @group(0) @binding(4) var<storage, read> params: Params;
 #if QK_NORM
 @group(0) @binding(5) var<storage, read> qkn: array<vec4<f32>>;
@@ -45,6 +46,7 @@ var<workgroup> hr: array<f32, NH + NKV>;                  // rinv of each q and 
 #endif
 
 #include common_sincos
+#include common_kv
 
 @compute @workgroup_size(WG)
 fn rope(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -77,11 +79,11 @@ fn rope(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             qkv[row + h * h4 + o.y] = r[1];
         } else {
             let kb = ((h - NH) * MAX_CTX + p) * h4;
-            kc[kb + o.x] = r[0];
-            kc[kb + o.y] = r[1];
+            kc[kb + o.x] = kv_store(r[0]);
+            kc[kb + o.y] = kv_store(r[1]);
         }
     }
     for (var it = lid; it < NKV * h4; it += WG) {
-        vc[((it / h4) * MAX_CTX + p) * h4 + it % h4] = qkv[row + (NH + NKV) * h4 + it];
+        vc[((it / h4) * MAX_CTX + p) * h4 + it % h4] = kv_store(qkv[row + (NH + NKV) * h4 + it]);
     }
 }

@@ -120,7 +120,10 @@ def test_decode_json(gpu, tiny, capsys):
     assert b["embedding_row"] == dense.row_bytes(ti["token_embd.weight"].type_name, gf.get("embedding_length"))
     mean_pos = 10 + 5 / 2
     n_kv = gf.get("attention.head_count_kv") * gf.get("embedding_length") // gf.get("attention.head_count")
-    assert b["kv_cache"] == int(2 * gf.get("block_count") * n_kv * 4 * (mean_pos + 1))
+    assert b["kv_cache"] == int(2 * gf.get("block_count") * n_kv * 2 * (mean_pos + 1))      # f16 K and V rows read
+    # the KV cache allocated: f16 by default, half of f32's (tests/test_engine.py loads both)
+    assert r["kv_cache"] == "f16" and r["kv_variant"] in ("f16", "f16 pack2x16float")
+    assert r["kv_cache_bytes"] == 2 * gf.get("block_count") * n_kv * 2 * r["n_ctx"] and r["n_ctx"] == gf.get("context_length")
     assert r["bytes_per_token"] == b["total"] == int(blocks + ti["output_norm.weight"].nbytes + b["lm_head"]
                                                     + b["embedding_row"] + b["kv_cache"])
     assert close(r["roofline_ms"], r["bytes_per_token"] / r["stream_gbps"] / 1e6)

@@ -61,20 +61,28 @@ FLIP = 0.5
 
 def assert_same_greedy(eng, ref, ids, act, n=N):
     """The engine's greedy tokens equal the numpy model's (see FLIP); returns "exact" or "tie"."""
-    import numpy as np
     want = ref.generate(ids, SamplingParams(), n, ignore_eos=True)
     got = gen(eng, ids, n=n)
-    assert len(want.ids) == n and len(got.ids) == n
-    if act == "f32" or got.ids == want.ids:
-        assert got.ids == want.ids and got.text == want.text
+    return check_same_greedy(ref, ids, want, got.ids, got.text, act, lambda seq: run(eng.forward_logits(seq)))
+
+
+def check_same_greedy(ref, ids, want, got_ids, got_text, act, gpu_logits):
+    """assert_same_greedy's check on results from anywhere (the browser: tests/e2e/test_engine_browser.py).
+    want: the numpy model's GenerateResult; gpu_logits(ids + want.ids): the GPU's teacher-forced
+    logits (one row per id), asked for only when the tokens differ."""
+    import numpy as np
+    n = len(want.ids)
+    assert len(got_ids) == n
+    if act == "f32" or got_ids == want.ids:
+        assert got_ids == want.ids and got_text == want.text
         return "exact"
     seq = ids + want.ids
-    lg = np.array(run(eng.forward_logits(seq)), np.float32)[len(ids) - 1:-1]    # predicting want.ids[k]
+    lg = np.array(gpu_logits(seq), np.float32)[len(ids) - 1:-1]    # predicting want.ids[k]
     ln = ref.logits(seq)[len(ids) - 1:-1]
     diff = np.abs(lg - ln).max(axis=1)
     assert diff.max() <= FLIP, diff
-    k = next(i for i in range(n) if got.ids[i] != want.ids[i])
-    a, b = want.ids[k], got.ids[k]
+    k = next(i for i in range(n) if got_ids[i] != want.ids[i])
+    a, b = want.ids[k], got_ids[k]
     assert abs(ln[k][a] - ln[k][b]) <= FLIP and abs(lg[k][a] - lg[k][b]) <= FLIP, (k, ln[k][[a, b]], lg[k][[a, b]])
     return "tie"
 
@@ -94,6 +102,48 @@ def test_greedy_equals_numpy(gpu, models, arch, fmt, act):
     if arch == "bitnet" and fmt == "tq2_0":
         assert any(k.startswith("mult.") for k in eng.buf)          # .scale tensors were bound
     eng.close()
+
+
+# The f16 KV cache (the default) against the f32 one. K and V rounded to f16 (relative error
+# <= 2^-11) move the tiny models' logits by at most 0.012-0.020 (logit std 3; measured teacher-forced
+# over prompt + 64 tokens on six test models, f32 activations), and greedy tokens stay identical for
+# 64 steps on every one; KV16_TOL allows 2.5x that on the last step's logits. A broken cache (a
+# wrong half, row or clamp) moves them by far more than 1. With A8 activations the rounding also
+# flips .5 ties of the A8 quantisation of attention outputs (see FLIP), so the f16 and f32 caches'
+# tokens part after 5-20 steps there (0.27-0.65 logit moves); the f16 path in A8 mode is checked
+# against numpy's f16 mirror instead (test_greedy_equals_numpy: both default to f16).
+KV16_TOL = 0.05
+
+
+@pytest.mark.parametrize("arch,fmt", [("bitnet-b1.58", "i2_s"), ("qwen3", "q1_0")])
+def test_f16_kv_cache_equals_f32(gpu, models, arch, fmt):
+    """Greedy tokens with the f16 cache (array<f16> where the device has shader-f16, pack2x16float
+    pairs in u32 elsewhere: forced for the first model by hiding the feature) equal the f32
+    cache's for 64 steps (prompt prefilled by the multi-row kernels, then decode); half the bytes."""
+    import numpy as np
+    path = models(arch, fmt)
+    variants = [("f32", True), ("f16", True)] + ([("f16", False)] if fmt == "i2_s" else [])
+    runs = []
+    saved = gpu.caps.shader_f16
+    for kv, f16 in variants:
+        gpu.caps.shader_f16 = saved and f16          # as on a device without shader-f16
+        try:
+            eng = load(gpu, path, "f32", kv_cache=kv)
+        finally:
+            gpu.caps.shader_f16 = saved
+        assert eng.kv_variant == {"f32": "f32", "f16": "f16" if saved and f16 else "f16 pack2x16float"}[kv]
+        cfg = eng.cfg
+        assert eng.buf["k.0"].size == eng.buf["v.1"].size == {"f32": 4, "f16": 2}[kv] * cfg.kv_dim * eng.n_ctx
+        assert eng.kv_bytes == 2 * cfg.n_layer * eng.buf["k.0"].size
+        res = gen(eng, eng.tokenizer.encode(PROMPT))
+        runs.append((eng.kv_variant, res.ids, np.frombuffer(run(gpu.read(eng.buf["logits"])), "<f4").copy(), eng.kv_bytes))
+        eng.close()
+    (_, want, l32, b32), *rest = runs
+    for kv, got, lg, nb in rest:
+        k = next((i for i in range(N) if got[i] != want[i]), None)
+        assert k is None, f"{kv} cache: tokens part from the f32 cache's at step {k}"
+        assert np.abs(lg - l32).max() <= KV16_TOL, (kv, np.abs(lg - l32).max())
+        assert 2 * nb == b32
 
 
 # Packed linears and packed tables (token_embd = the tied LM head): Bonsai's Q1_0 everywhere,
@@ -193,8 +243,11 @@ def test_decode_plan_is_replayed_with_o1_host_calls(gpu, models):
 
 def test_sampling_on_gpu_equals_numpy_and_repeats_with_seed(gpu, models):
     path = models("bitnet", "tq2_0")
-    eng = load(gpu, path, "f32")                 # f32: no A8 rounding ties (see FLIP)
-    ref = NumpyModel.from_gguf(open_gguf(path), "f32")
+    # f32 activations: no A8 rounding ties (see FLIP); an f32 KV cache: no f16 rounding ties either
+    # (where the GPU's and numpy's f32 K differ in the last bit, f16 can round them to neighbouring
+    # halves: logits then differ by up to ~4e-3 instead of ~3e-5, enough to move a flat T = 4 draw)
+    eng = load(gpu, path, "f32", kv_cache="f32")
+    ref = NumpyModel.from_gguf(open_gguf(path), "f32", kv_cache="f32")
     ids = eng.tokenizer.encode(PROMPT)
     for p in (SamplingParams(temperature=0.8, top_k=20, top_p=0.9, repeat_penalty=1.2, seed=3),
               SamplingParams(temperature=1.0, min_p=0.05, seed=4),

@@ -37,7 +37,7 @@ def test_json_output_is_exactly_the_contract(model, capsys):
     ref = NumpyModel.from_gguf(open_gguf(model), "a8")
     want = ref.generate(ref.tokenizer.encode("Hello"), SamplingParams(), 10, ignore_eos=True)
     assert obj["prompt_ids"] == want.prompt_ids and obj["ids"] == want.ids and len(obj["ids"]) == 10
-    assert obj["text"] == ref.tokenizer.decode(want.ids) and obj["stop_reason"] == "max_tokens"
+    assert obj["text"] == ref.tokenizer.decode(want.ids, skip_special=True) and obj["stop_reason"] == "max_tokens"
 
 
 def test_streams_text_and_stats(model, capsys):

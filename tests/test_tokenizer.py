@@ -21,7 +21,7 @@ import tokenizers
 
 from bitweb.authoring import vocab
 from bitweb.authoring.qwen_vocab import QWEN2_PATTERN, TRAIN_TEXT, qwen_vocab, train_qwen_bpe
-from bitweb.tokenizer import (BYTE, CONTROL, NORMAL, UNKNOWN, USER_DEFINED, StreamDecoder, Tokenizer,
+from bitweb.tokenizer import (BYTE, CONTROL, NORMAL, UNDEFINED, UNKNOWN, UNUSED, USER_DEFINED, StreamDecoder, Tokenizer,
                               TokenizerError, _U16_L, _U16_N, split_llama3, split_qwen2, to_byte_level)
 
 DATA = pathlib.Path(__file__).resolve().parent / "data" / "tokenizer"
@@ -224,6 +224,63 @@ def test_token_to_bytes(tok):
     for bad in (-1, 128256, 1.0, True):
         with pytest.raises(TokenizerError, match="out of range"):
             tok.token_to_bytes(bad)
+
+
+# What llama.cpp's llama_vocab::impl::token_to_piece (src/llama-vocab.cpp) returns for a token of
+# each tokenizer.ggml.token_type, with special=false (what llama-cli / llama-server print by default)
+# and special=true. The type maps one to one to the token's attribute (UNDEFINED 0 -> no attribute);
+# the gpt2 (BPE) and llama (SPM) branches agree on all of them: NORMAL is the decoded text
+# (byte-level / "▁" -> " "), BYTE "<0xXX>" that byte, USER_DEFINED and (only with special)
+# CONTROL / UNKNOWN their text, and UNUSED / UNDEFINED match no branch: nothing, in both modes.
+LLAMA_CPP_PIECE = {  # type: (special=false, special=true), for a token whose text is TEXT[type]
+    NORMAL: ("decoded", "decoded"), BYTE: (b"A", b"A"), USER_DEFINED: (b"<think>", b"<think>"),
+    CONTROL: (b"", b"<|ctl|>"), UNKNOWN: (b"", b"<unk>"), UNUSED: (b"", b""), UNDEFINED: (b"", b"")}
+TYPE_TEXT = {BYTE: "<0x41>", USER_DEFINED: "<think>", CONTROL: "<|ctl|>", UNKNOWN: "<unk>", UNUSED: "[PAD9]",
+             UNDEFINED: "undefined"}
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "llama"])
+def test_token_types_decode_as_llama_cpp(qmd, kind):
+    md = dict(qmd) if kind == "gpt2" else train_spm(SPM_TRAIN)
+    tokens, types = list(md["tokenizer.ggml.tokens"]), list(md["tokenizer.ggml.token_type"])
+    text_of = ((lambda t: bytes(vocab.BYTE_TO_CHAR.index(c) for c in t)) if kind == "gpt2"
+               else (lambda t: t.replace("\u2581", " ").encode()))
+    normal = next(i for i, (t, ty) in enumerate(zip(tokens, types))         # a word with its space: " the"
+                  if ty == NORMAL and text_of(t)[:1] == b" " and text_of(t)[1:].isalpha())
+    decoded = text_of(tokens[normal])
+    added = {ty: len(tokens) + k for k, ty in enumerate(TYPE_TEXT)}
+    md.update({"tokenizer.ggml.tokens": tokens + list(TYPE_TEXT.values()),
+               "tokenizer.ggml.token_type": types + list(TYPE_TEXT)})
+    if "tokenizer.ggml.scores" in md:
+        md["tokenizer.ggml.scores"] = list(md["tokenizer.ggml.scores"]) + [0.0] * len(TYPE_TEXT)
+    t = Tokenizer.from_metadata(md)
+    ids = {NORMAL: normal, **added}
+    for ty, want in LLAMA_CPP_PIECE.items():
+        want = tuple(decoded if w == "decoded" else w for w in want)
+        got = (t.token_to_bytes(ids[ty], skip_special=True), t.token_to_bytes(ids[ty]))
+        assert got == want, (ty, got, want)
+    seq = [ids[ty] for ty in (NORMAL, CONTROL, UNUSED, USER_DEFINED, BYTE, UNKNOWN, UNDEFINED, NORMAL)]
+    text = (decoded + b"<think>A" + decoded).decode()
+    assert t.decode(seq, skip_special=True) == text.removeprefix(" " if kind == "llama" else "")
+    assert "".join(t.stream(skip_special=True).push(i) for i in seq) == text
+    assert t.piece(ids[UNUSED]) == "[PAD9]" and t.piece(ids[CONTROL]) == "<|ctl|>"   # listings show them
+
+
+def test_generated_text_shows_no_padding_tokens(tmp_path):
+    """A random model on a vocabulary padded with [PADi] rows (as Bonsai's 151669 -> 151936) emits
+    padding tokens greedily; the text shows none of them, as llama.cpp prints nothing for them."""
+    from bitweb.gguf import open_gguf
+    from bitweb.numpy_model import NumpyModel
+    from bitweb.sampling import SamplingParams
+    from tests.conftest import write_tiny
+    path = write_tiny(tmp_path / "pad.gguf", arch="qwen3", fmt="q1_0", seed=3, vocab="qwen", n_vocab=4096)
+    m = NumpyModel.from_gguf(open_gguf(path), "f32")
+    assert m.tokenizer.tokens[-1] == "[PAD4095]" and m.tokenizer.token_types[-1] == UNUSED
+    res = m.generate(m.tokenizer.encode("Hello there"), SamplingParams(), 24, ignore_eos=True)
+    pads = [i for i in res.ids if m.tokenizer.token_types[i] == UNUSED]
+    assert pads and len(pads) < len(res.ids), res.ids                  # both kinds were generated
+    assert "[PAD" not in res.text
+    assert res.text == m.tokenizer.decode([i for i in res.ids if i not in pads], skip_special=True)
 
 
 def test_bytes_vocab_matches_hf():

@@ -186,7 +186,7 @@ def test_file_is_like_a_real_one(pair):
 
 def test_f32_logits_and_greedy(pair):
     model, _, gf = pair
-    ref = NumpyModel.from_gguf(gf, "f32")
+    ref = NumpyModel.from_gguf(gf, "f32", kv_cache="f32")       # transformers keeps an f32 KV cache
     ids = _prompt(ref)
     with torch.no_grad():
         want = model(torch.tensor([ids])).logits[0].numpy()
@@ -201,14 +201,14 @@ def test_f32_logits_and_greedy(pair):
 def test_a8_logits_and_greedy(pair):
     model, tern, gf = pair
     hf = to_bitlinear(model, tern)
-    ref = NumpyModel.from_gguf(gf, "a8")
+    ref = NumpyModel.from_gguf(gf, "a8", kv_cache="f32")
     ids = _prompt(ref)
     with torch.no_grad():
         want = hf(torch.tensor([ids])).logits[0].numpy()
     got = ref.logits(ids)
     assert np.abs(got - want).max() <= 1e-4, np.abs(got - want).max(axis=-1)
     # a8 really differs from f32 (the activation quantization is exercised)
-    f32 = NumpyModel.from_gguf(gf, "f32").logits(ids)
+    f32 = NumpyModel.from_gguf(gf, "f32", kv_cache="f32").logits(ids)
     assert np.abs(f32 - got).max() > 1e-3
     res = ref.generate(ids, SamplingParams(), 64, ignore_eos=True)
     assert ids + res.ids == hf_greedy(hf, ids, 64)

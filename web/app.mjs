@@ -196,6 +196,7 @@ function showModel(engine) {
     ['Vocabulary', i.vocabulary], ['Context', i.context !== i.contextMax ? `${i.context} of ${i.contextMax}` : i.context],
     ['Context note', i.contextNote || null],
     ['Weights', i.weights], ['Activations', i.activations],
+    ['KV cache', i.kvCache ? `${i.kvCache}, ${mb(i.load.kv_cache_bytes)}` : null],
   ]);
   const a = i.adapter, L = a.limits || {};
   // a CPU rasteriser (SwiftShader, llvmpipe, a fallback adapter): said as text, next to the message box
@@ -213,6 +214,7 @@ function showModel(engine) {
   ]);
   setStats({ 'Load time': sec(i.load.ms), 'Header read': mb(i.load.header_read) });
   $('thinking-row').hidden = !i.thinking;
+  $('thinking').checked = thinkingChoices()[i.name] ?? i.thinkingDefault;
   $('s-max_tokens').max = String(i.context - 1);
 }
 
@@ -345,7 +347,6 @@ function restoreSettings() {
     if (saved.activations) $('activations').value = saved.activations;
     if (saved.maxContext != null) $('max-context').value = saved.maxContext;
     if (saved.cacheFiles != null) $('cache-files').checked = saved.cacheFiles;
-    if (saved.thinking != null) $('thinking').checked = saved.thinking;
   } catch { /* a bad saved value: the defaults */ }
 }
 
@@ -353,8 +354,23 @@ function saveSettings() {
   const s = {};
   for (const input of FIELDS()) s[input.name] = input.value;
   Object.assign(s, { system: $('system').value, activations: $('activations').value, maxContext: $('max-context').value,
-    cacheFiles: $('cache-files').checked, thinking: $('thinking').checked });
+    cacheFiles: $('cache-files').checked });
   localStorage.setItem('bitweb.settings', JSON.stringify(s));
+}
+
+// The Thinking switch starts from the model's own default (what its template does without
+// enable_thinking); a change the user makes is kept for that model (by file name), not for others.
+function thinkingChoices() {
+  try { return JSON.parse(localStorage.getItem('bitweb.thinking') || '{}'); } catch { return {}; }
+}
+
+function saveThinkingChoice() {
+  const name = state.engine?.info.name;
+  if (!name) return;
+  const c = thinkingChoices();
+  delete c[name];                       // most recent last; keep the last 32 models
+  c[name] = $('thinking').checked;
+  localStorage.setItem('bitweb.thinking', JSON.stringify(Object.fromEntries(Object.entries(c).slice(-32))));
 }
 
 // ------------------------------------------------------------------ conversations
@@ -743,8 +759,9 @@ function contextFull(n, N) {
   card.setAttribute('role', 'alert');
   const p = document.createElement('p');
   p.textContent = `This conversation no longer fits the model's context (${n} tokens; it holds ${N}).`;
-  const drop = button('Continue without the oldest turns', () => dropOldest(), 'primary');
-  const fresh = button('Start a new chat', () => newChat());
+  // The card goes at once (before any await), so a second click cannot start a second reply.
+  const drop = button('Continue without the oldest turns', () => { card.remove(); dropOldest(); }, 'primary');
+  const fresh = button('Start a new chat', () => { card.remove(); newChat(); });
   const row = document.createElement('div');
   row.className = 'row';
   row.append(drop, fresh);
@@ -883,6 +900,7 @@ function wire() {
   });
   $('settings').addEventListener('input', () => { checkFields(); updatePhase(); saveSettings(); });
   $('side').addEventListener('change', saveSettings);
+  $('thinking').addEventListener('change', saveThinkingChoice);
   $('menu').addEventListener('click', () => setDrawer(!document.body.classList.contains('side-open')));
   let depth = 0;
   window.addEventListener('dragenter', (e) => { if (e.dataTransfer?.types.includes('Files')) { depth++; $('drop').hidden = false; } });

@@ -34,6 +34,8 @@ export interface LoadOptions {
   onProgress?: (p: Progress) => void;
   /** 'a8': W1.58A8 as trained (default); 'f32': float activations */
   activations?: 'a8' | 'f32';
+  /** the KV cache's values: 'f16' (default: half the memory of 'f32'; attention computes in f32) or 'f32' */
+  kvCache?: 'f16' | 'f32';
   /** positions of the KV cache (at least 2; default: the model's, or the largest that fits the
    *  GPU's limits and a 1 GiB KV cache; info.contextNote says which) */
   context?: number | null;
@@ -103,6 +105,8 @@ export interface EngineInfo {
   /** why the default context is below contextMax (the KV cache budget or a GPU limit); '' otherwise */
   contextNote: string;
   heads: number; kvHeads: number; ffn: number; tied: boolean; activations: 'a8' | 'f32';
+  /** how the KV cache is stored: 'f16' (array<f16>, shader-f16), 'f16 pack2x16float' (f16 pairs in u32), 'f32' */
+  kvCache: 'f16' | 'f16 pack2x16float' | 'f32';
   /** the chat template has a thinking switch (create()'s enable_thinking); thinkingDefault: on when unset */
   thinking: boolean; thinkingDefault: boolean;
   /** software: why the adapter is a CPU rasteriser ('SwiftShader', 'llvmpipe', 'fallback adapter' ...), null for a GPU */
@@ -113,8 +117,8 @@ export interface EngineInfo {
    *  for Python), download, cache, header, device, upload, compile (the decode kernels; the prefill kernels
    *  go on compiling after ready), plans, ready (the whole load); pipelines: kernels the model uses */
   load: { ms: number; header_read: number; wasm_before: number; wasm_after: number; n_ctx: number;
-    gpu_bytes?: number; weight_bytes?: number; estimate_bytes: number; pipelines: number;
-    stages: Record<string, [number, number]> };
+    kv_cache: string; kv_cache_bytes: number; gpu_bytes?: number; weight_bytes?: number; estimate_bytes: number;
+    pipelines: number; stages: Record<string, [number, number]> };
   cacheError: string | null;
 }
 

@@ -60,6 +60,7 @@ const LIMITS = ['maxBufferSize', 'maxStorageBufferBindingSize', 'maxStorageBuffe
 
 function checkLoadOptions(o) {
   if (o.activations != null && !['a8', 'f32'].includes(o.activations)) throw settingsError('activations', `must be "a8" or "f32" (got ${JSON.stringify(o.activations)})`);
+  if (o.kvCache != null && !['f16', 'f32'].includes(o.kvCache)) throw settingsError('kvCache', `must be "f16" or "f32" (got ${JSON.stringify(o.kvCache)})`);
   if (o.context != null && !(Number.isInteger(o.context) && o.context >= 2)) {
     throw settingsError('context', `must be an integer of at least 2, the positions the KV cache holds (got ${JSON.stringify(o.context)})`);
   }
@@ -191,7 +192,7 @@ export async function load(source, options = {}) {
   const src = sourceOf(source);
   const { signal, onProgress } = options;
   if (signal?.aborted) throw error('aborted', 'the load was aborted before it started');
-  const opts = { activations: options.activations || 'a8', context: options.context ?? null, capLimits: options.capLimits || null,
+  const opts = { activations: options.activations || 'a8', kvCache: options.kvCache || 'f16', context: options.context ?? null, capLimits: options.capLimits || null,
     gpuMemory: options.gpuMemory ?? null, replace: options.replace || 'ask', cache: options.cache !== false };
   const v = await call('load', { source: src, options: opts }, { signal, onProgress });
   const engine = new Engine(v);
@@ -223,7 +224,7 @@ export class Engine {
       tensorTypes: i.tensor_types, weights: i.linear_type, vocabulary: i.n_vocab,
       context: v.load.n_ctx, contextMax: i.n_ctx, contextNote: v.load.context_note || '', layers: i.n_layer, width: i.n_embd,
       heads: i.n_head, kvHeads: i.n_head_kv, ffn: i.n_ff, tied: i.tied,
-      activations: v.load.activations, thinking: !!i.thinking, thinkingDefault: !!i.thinking_default,
+      activations: v.load.activations, kvCache: v.load.kv_cache, thinking: !!i.thinking, thinkingDefault: !!i.thinking_default,
       adapter: v.adapter, features: v.adapter.features, load: v.load, cacheError: v.cacheError || null,
     });
     this._state = 'ready';

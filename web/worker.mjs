@@ -10,7 +10,7 @@
 //                                       when current / offline), loaded from there
 //              | {file: Blob, name?}    a local file, loaded as it is; copied into the cache after
 //              | {cached: name}         a cached model; no network at all
-//        options: {activations: 'a8'|'f32', context: n|null, capLimits: {limit: n}, gpuMemory: n|null,
+//        options: {activations: 'a8'|'f32', kvCache: 'f16'|'f32', context: n|null, capLimits: {limit: n}, gpuMemory: n|null,
 //                  replace: 'ask'|'always', cache: bool}   (checked by bitweb.mjs)
 //        -> result {engine, info, adapter, load}. A copy enters the cache index only when the model
 //           has loaded; a fresh copy whose load fails is deleted.
@@ -159,7 +159,7 @@ async function load(id, msg) {
     const py = await booted;
     if (ctl.signal.aborted) throw new models.ModelsError('aborted', 'the load was aborted');
     const opts = msg.options;
-    const pyOpts = { activations: opts.activations, context: opts.context ?? null, cap_limits: opts.capLimits || null,
+    const pyOpts = { activations: opts.activations, kv_cache: opts.kvCache || 'f16', context: opts.context ?? null, cap_limits: opts.capLimits || null,
       gpu_memory: opts.gpuMemory ?? null, replace: opts.replace || 'ask' };
     post({ id, type: 'progress', stage: 'header', done: 0, total: 1, label: 'Reading the header of ' + name });
     try {

@@ -56,7 +56,7 @@ import sys
 import time
 
 from bitweb import formats
-from bitweb.kernels import bitlinear, dense, lmhead
+from bitweb.kernels import bitlinear, dense, lmhead, ops
 from bitweb.tokenizer import Tokenizer
 
 SHAPES = ((2560, 2560), (2560, 640), (2560, 6912), (6912, 2560), (2560, 16384))
@@ -335,13 +335,14 @@ def timing(dev) -> str:
 # ---------------------------------------------------------------------------- decode
 def bytes_per_token(eng, pos: float) -> dict:
     """Bytes a decode step reads at position pos: weights (every block tensor, output_norm),
-    the LM head as loaded, one embedding row, K and V rows 0..pos of every layer."""
+    the LM head as loaded, one embedding row, K and V rows 0..pos of every layer (of the cache's
+    value type)."""
     m, cfg = eng.model, eng.cfg
     blocks = sum(ti.nbytes for ti in m.tensors() if ti.name.startswith("blk."))
     head = sum(b.size for *_, b in eng.shards[m.lm_head.name])
     table_type = getattr(eng, "table_types", {}).get(m.token_embd.name, m.token_embd.type_name)
     embd = dense.row_bytes(table_type, cfg.n_embd)
-    kv = 2 * cfg.n_layer * cfg.n_head_kv * cfg.head_dim * 4 * (pos + 1)
+    kv = 2 * cfg.n_layer * cfg.n_head_kv * cfg.head_dim * ops.KV_BYTES[eng.kv_cache] * (pos + 1)
     total = blocks + m.output_norm.nbytes + head + embd + kv
     return {"total": int(total), "blocks": blocks, "lm_head": head, "embedding_row": embd, "kv_cache": int(kv),
             "lm_head_share": round(head / total, 4)}
@@ -406,10 +407,12 @@ def prompt_for(tokenizer, n: int) -> list:
 
 async def bench_decode(dev, gf, src, tokens: int = 32, prompt_tokens: int = 32, activations: str = "a8",
                        lm_head: str | None = None, repeats: int | None = None, log=None,
-                       overlap: bool = True) -> dict:
+                       overlap: bool = True, kv_cache: str | None = None) -> dict:
     from bitweb.engine import Engine
     from bitweb.sampling import SamplingParams
     kw = {"lm_head": lm_head} if lm_head else {}
+    if kv_cache:
+        kw["kv_cache"] = kv_cache
     eng = await Engine.load(dev, gf, src, activations=activations, **kw)
     eng.overlap = overlap
     try:
@@ -438,6 +441,9 @@ async def bench_decode(dev, gf, src, tokens: int = 32, prompt_tokens: int = 32, 
             "bench": "decode", "device": dev.describe(), "timing": timing(dev),
             "model": cfg.summary(), "activations": activations, "overlap": bool(overlap),
             "lm_head": lm_head or eng.model.lm_head.type_name,
+            # the KV cache: value type, how it is stored here, bytes allocated (K and V, every layer, n_ctx)
+            "kv_cache": eng.kv_cache, "kv_variant": eng.kv_variant, "n_ctx": eng.n_ctx,
+            "kv_cache_bytes": eng.kv_bytes,
             "prompt_tokens": len(ids), "decoded_tokens": n_dec,
             "prefill_ms": res.prefill_ms, "prefill_tok_s": sig(len(ids) / res.prefill_ms * 1e3),
             "decode_ms_per_token": res.decode_ms_per_token,
@@ -464,7 +470,8 @@ async def bench_decode(dev, gf, src, tokens: int = 32, prompt_tokens: int = 32, 
 
 
 def describe_decode(r: dict) -> str:
-    return (f"{r['model']}\n  {r['activations']} activations, LM head {r['lm_head']}; prompt {r['prompt_tokens']} tokens: "
+    return (f"{r['model']}\n  {r['activations']} activations, LM head {r['lm_head']}; KV cache {r['kv_variant']}, "
+            f"{r['kv_cache_bytes'] / 2**20:.1f} MiB at {r['n_ctx']} positions; prompt {r['prompt_tokens']} tokens: "
             f"prefill {r['prefill_tok_s']} tok/s; decode {r['decode_ms_per_token']} ms/token ({r['decode_tok_s']} tok/s); "
             f"prefill / decode {r['prefill_over_decode']}\n"
             f"  {r['dispatches_per_layer']:g} dispatches per layer, {r['dispatches_per_token']:g} per token, "
@@ -479,7 +486,8 @@ def describe_decode(r: dict) -> str:
 
 
 # ---------------------------------------------------------------------------- load
-async def bench_load(dev, path: str, activations: str = "a8", lm_head: str | None = None) -> dict:
+async def bench_load(dev, path: str, activations: str = "a8", lm_head: str | None = None,
+                     kv_cache: str | None = None) -> dict:
     import os
     import tracemalloc
     from bitweb.engine import Engine
@@ -499,6 +507,8 @@ async def bench_load(dev, path: str, activations: str = "a8", lm_head: str | Non
     t0 = time.perf_counter()
     gf = open_gguf(path)
     kw = {"lm_head": lm_head} if lm_head else {}
+    if kv_cache:
+        kw["kv_cache"] = kv_cache
     with FileSource(path) as src:
         eng = await Engine.load(dev, gf, src, activations=activations, progress=progress, **kw)
     t1 = time.perf_counter()
@@ -507,6 +517,7 @@ async def bench_load(dev, path: str, activations: str = "a8", lm_head: str | Non
     rss1 = rss()
     t_compile = marks.get("compile", t1)
     out = {"bench": "load", "device": dev.describe(), "model": eng.cfg.summary(), "file_bytes": size,
+           "kv_cache": eng.kv_variant, "n_ctx": eng.n_ctx, "kv_cache_bytes": eng.kv_bytes,
            "load_s": round(t1 - t0, 3), "upload_s": round(t_compile - t0, 3), "compile_s": round(t1 - t_compile, 3),
            "bytes_per_s": round(size / (t1 - t0)), "upload_bytes_per_s": round(size / max(t_compile - t0, 1e-9)),
            "python_heap_peak_bytes": peak,

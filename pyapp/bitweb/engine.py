@@ -30,8 +30,8 @@ import copy
 import struct
 
 from bitweb import formats, gpu
-from bitweb.generation import (ContextError, GenerateResult, GenerationRun, check_prompt, common_prefix,
-                               fit_context, now_ms)
+from bitweb.generation import (KV_CACHE, ContextError, GenerateResult, GenerationRun, check_prompt,
+                               common_prefix, fit_context, now_ms)
 from bitweb.kernels import bitlinear, bitlinear_tiled, dense, glue, lmhead, ops, requant
 from bitweb.model import LINEARS, TERNARY_TYPES, Model
 from bitweb.sampling import Sampler, SamplingError, SamplingParams, choose, penalty_ids
@@ -138,7 +138,7 @@ class DecodeOps(_Ops):
     def attention(self, i, qkv, o):
         cfg, B = self.cfg, self.B
         attn = ops.attention_decode(cfg.n_head, cfg.n_head_kv, cfg.head_dim, self.eng.n_ctx, mode=cfg.rope,
-                                    qk_norm=cfg.qk_norm, eps=cfg.eps)
+                                    qk_norm=cfg.qk_norm, eps=cfg.eps, kv=self.eng.kv_cache, f16=self.eng.kv_f16)
         if len(attn) != 1:
             raise EngineError("attention with splits > 1 is not wired")
         kv = {"k_cache": B[f"k.{i}"], "v_cache": B[f"v.{i}"], "params": B["params"], "freqs": B["freqs"]}
@@ -224,10 +224,11 @@ class PrefillOps(_Ops):
         cfg, B = self.cfg, self.B
         kv = {"k_cache": B[f"k.{i}"], "v_cache": B[f"v.{i}"], "params": B["params"]}
         rope = {"qkn": B[f"qkn.{i}"]} if cfg.qk_norm else {}
-        return [(ops.rope(cfg.n_head, cfg.n_head_kv, cfg.head_dim, self.eng.n_ctx, self.M, mode=cfg.rope,
-                          qk_norm=cfg.qk_norm, eps=cfg.eps),
+        n_ctx, t = self.eng.n_ctx, {"kv": self.eng.kv_cache, "f16": self.eng.kv_f16}
+        return [(ops.rope(cfg.n_head, cfg.n_head_kv, cfg.head_dim, n_ctx, self.M, mode=cfg.rope,
+                          qk_norm=cfg.qk_norm, eps=cfg.eps, **t),
                  dict(kv, qkv=self.buf(qkv), freqs=B["freqs"], **rope)),
-                (ops.attention_prefill(cfg.n_head, cfg.n_head_kv, cfg.head_dim, self.eng.n_ctx, self.M),
+                (ops.attention_prefill(cfg.n_head, cfg.n_head_kv, cfg.head_dim, n_ctx, self.M, **t),
                  dict(kv, qkv=self.buf(qkv), o=self.buf(o)))]
 
     def ffn(self, i, x, g, norm):
@@ -249,7 +250,8 @@ class Engine:
 
     Buffers: every GGUF tensor in its own buffer, bytes unchanged (token_embd / output split in
     shards of whole rows when larger than maxStorageBufferBindingSize); the KV cache (per layer a
-    K and a V buffer, f32[n_head_kv][n_ctx][head_dim]); activations x (residual stream), qkv, o,
+    K and a V buffer of [n_head_kv][n_ctx][head_dim] values, `kv_cache` "f16" (stored as the
+    device allows: `kv_variant`, kernels/ops.py) or "f32"); activations x (residual stream), qkv, o,
     g (FFN), logits; `params` (ops.params: pos, penalty ...), `token` (the sampled id, fed to the
     next step's embedding on the GPU), `top` (top-k ids | values + softmax stats).
 
@@ -260,9 +262,16 @@ class Engine:
     turns that off: the same tokens, one step at a time).
     """
 
-    def __init__(self, dev, model: Model, activations: str, n_ctx: int, log=None):
+    def __init__(self, dev, model: Model, activations: str, n_ctx: int, log=None, kv_cache: str = KV_CACHE):
         if activations not in ACTIVATIONS:
             raise EngineError(f"activations {activations!r}: must be one of {ACTIVATIONS}")
+        if kv_cache not in ops.KV_TYPES:
+            raise EngineError(f"kv_cache {kv_cache!r}: must be one of {', '.join(ops.KV_TYPES)}")
+        self.kv_cache = kv_cache                  # the KV cache's value type
+        # f16 values as array<f16> (shader-f16) or pack2x16float pairs in u32: chosen once, here
+        f16 = bool(dev is not None and dev.caps.shader_f16)
+        self.kv_f16 = f16 if kv_cache == "f16" else None
+        self.kv_variant = ops.kv_variant(kv_cache, f16)        # its name (logged at load)
         self.dev, self.model, self.cfg = dev, model, model.cfg
         self.activations, self.a8 = activations, activations == "a8"
         self.n_ctx = n_ctx
@@ -289,7 +298,8 @@ class Engine:
     @classmethod
     async def load(cls, dev, gf, src, activations: str = "a8", max_context: int | None = None,
                    progress=None, log=None, prefill_rows: int = PREFILL_ROWS,
-                   lm_head: str | None = None, wait_prefill: bool = True) -> "Engine":
+                   lm_head: str | None = None, kv_cache: str = KV_CACHE,
+                   wait_prefill: bool = True) -> "Engine":
         """Pick the context (max_context, else the default that fits: generation.fit_context, its
         note in `context_note`), check limits, upload every tensor from `src` (FileSource / BytesSource natively, a JS
         Blob or File in the browser), compile the kernels and record the decode plans. The kernels
@@ -305,14 +315,18 @@ class Engine:
         prefill kernels' "compile_prefill" is added when they are done.
         lm_head="q8_0": the LM head's float rows are converted to Q8_0 on the GPU after upload
         (kernels/requant.py: 34 bytes per 32 values instead of 64 for F16); a tied head is also the
-        embedding table, which then reads the Q8_0 rows too."""
+        embedding table, which then reads the Q8_0 rows too.
+        kv_cache: "f16" (default: half the memory; array<f16> with shader-f16, else pack2x16float
+        pairs in u32, chosen here once from the device's features and logged) or "f32"."""
         t0 = now_ms()
         model = Model.from_gguf(gf)
         cfg = model.cfg
-        n_ctx, note = fit_context(cfg, max_context, min(dev.max_binding, dev.max_buffer))
+        if kv_cache not in ops.KV_TYPES:          # (before fit_context, which needs it)
+            raise EngineError(f"kv_cache {kv_cache!r}: must be one of {', '.join(ops.KV_TYPES)}")
+        n_ctx, note = fit_context(cfg, max_context, min(dev.max_binding, dev.max_buffer), kv=kv_cache)
         if n_ctx < 2:
             raise ContextError(f"max_context {max_context}: the context must hold at least 2 positions")
-        eng = cls(dev, model, activations, n_ctx, log)
+        eng = cls(dev, model, activations, n_ctx, log, kv_cache)
         eng.context_note = note
         if lm_head is not None and lm_head not in LM_HEADS:
             raise EngineError(f"lm_head {lm_head!r}: must be one of {LM_HEADS} (or None: as in the file)")
@@ -366,7 +380,8 @@ class Engine:
         if log and note:
             log(f"engine: {note}")
         if log:
-            log(f"engine: {cfg.summary()}; {activations} activations; context {n_ctx}; "
+            log(f"engine: {cfg.summary()}; {activations} activations; context {n_ctx}; KV cache "
+                f"{eng.kv_variant} ({eng.kv_bytes / 2**20:.1f} MiB); "
                 f"loaded in {eng.load_ms:.0f} ms; decode plan {eng.plan_greedy.n_dispatches} dispatches "
                 f"({eng.dispatches_per_layer} per layer)")
         return eng
@@ -374,6 +389,12 @@ class Engine:
     @property
     def tokenizer(self):
         return self.model.tokenizer
+
+    @property
+    def kv_bytes(self) -> int:
+        """Bytes of the KV cache (K and V of every layer at n_ctx positions)."""
+        return 2 * self.cfg.n_layer * ops.kv_cache_bytes(self.cfg.n_head_kv, self.cfg.head_dim, self.n_ctx,
+                                                         self.kv_cache)
 
     def _check_support(self):
         m, cfg = self.model, self.cfg
@@ -405,12 +426,12 @@ class Engine:
         if n_sb < NEED_STORAGE_BUFFERS:
             raise gpu.LimitsError(f"the fused QKV kernel binds {NEED_STORAGE_BUFFERS} storage buffers; this GPU allows "
                                   f"maxStorageBuffersPerShaderStage = {n_sb}")
-        kv = ops.kv_cache_bytes(cfg.n_head_kv, cfg.head_dim, self.n_ctx)
+        kv = ops.kv_cache_bytes(cfg.n_head_kv, cfg.head_dim, self.n_ctx, self.kv_cache)
         lim, limit = min((dev.max_binding, "maxStorageBufferBindingSize"), (dev.max_buffer, "maxBufferSize"))
         if kv > lim:
-            raise gpu.LimitsError(f"KV cache of one layer ({self.n_ctx} positions) needs a buffer of {kv} bytes; this "
-                                  f"GPU allows {limit} = {lim} (short by {kv - lim} bytes): at most "
-                                  f"{lim // (4 * cfg.kv_dim)} positions of context fit")
+            raise gpu.LimitsError(f"KV cache of one layer ({self.n_ctx} positions, {self.kv_cache}) needs a buffer of "
+                                  f"{kv} bytes; this GPU allows {limit} = {lim} (short by {kv - lim} bytes): at most "
+                                  f"{lim // (ops.KV_BYTES[self.kv_cache] * cfg.kv_dim)} positions of context fit")
         tables = {m.token_embd.name, m.lm_head.name}
         items = [(ti.nbytes, ti.name) for ti in m.tensors() if ti.name not in tables]
         items += [(4 * cfg.n_vocab, "logits"), (4 * cfg.n_ff, "FFN activations")]
@@ -520,7 +541,7 @@ class Engine:
             B["up"] = dev.create_buffer(cfg.n_ff * f4, label="up")
         if self.prefill_rows > 1:
             self._prefill_buffers()
-        kv = ops.kv_cache_bytes(cfg.n_head_kv, cfg.head_dim, self.n_ctx)
+        kv = ops.kv_cache_bytes(cfg.n_head_kv, cfg.head_dim, self.n_ctx, self.kv_cache)
         for i in range(cfg.n_layer):
             B[f"k.{i}"] = dev.create_buffer(kv, label=f"k_cache.{i}")
             B[f"v.{i}"] = dev.create_buffer(kv, label=f"v_cache.{i}")

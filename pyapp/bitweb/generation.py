@@ -4,9 +4,9 @@ ChatSession (multi-turn over either). Stdlib only; runs in Pyodide.
 
 Context length: the KV cache holds `n_ctx` positions: `max_context` when given (at most the
 file's context length), else the default of fit_context(): the file's context length unless the
-KV cache (f32 K and V of every layer) would pass KV_BUDGET bytes or one layer's K buffer a
-binding limit, then the largest multiple of 256 positions that fits (Bonsai's 32768 .. 65536
-positions would need 7.5 .. 19 GB). A prompt must leave room for one generated token
+KV cache (K and V of every layer, f16 by default: KV_CACHE; "f32" on request) would pass
+KV_BUDGET bytes or one layer's K buffer a binding limit, then the largest multiple of 256
+positions that fits (Bonsai's 32768 .. 65536 positions would need 3.75 .. 9.5 GB in f16). A prompt must leave room for one generated token
 (len(prompt) <= n_ctx - 1), else ContextError before any GPU work. Generation stops
 with stop_reason "context" once prompt + generated tokens == n_ctx (the last token
 then sits at position n_ctx - 1 and is never fed back). Nothing ever writes past the cache.
@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 
 from bitweb.chat import ChatFormat
+from bitweb.kernels.ops import KV_BYTES, KV_TYPES
 from bitweb.sampling import SamplingParams
 
 
@@ -26,29 +27,37 @@ class ContextError(ValueError):
 
 KV_BUDGET = 1 << 30        # bytes the default context lets the KV cache take (max_context may ask for more)
 CONTEXT_STEP = 256         # a default context below the file's is a multiple of this
+KV_CACHE = "f16"           # the KV cache's value type unless asked otherwise (KV_TYPES: "f16", "f32")
 
 
-def kv_bytes(cfg, n_ctx: int) -> int:
-    """Bytes of the KV cache at n_ctx positions: f32 K and V rows of n_head_kv * head_dim per layer."""
-    return 2 * cfg.n_layer * 4 * cfg.kv_dim * n_ctx
+def check_kv(kv: str) -> str:
+    if kv not in KV_TYPES:
+        raise ValueError(f"KV cache type {kv!r}: must be one of {', '.join(KV_TYPES)}")
+    return kv
+
+
+def kv_bytes(cfg, n_ctx: int, kv: str = KV_CACHE) -> int:
+    """Bytes of the KV cache at n_ctx positions: K and V rows of n_head_kv * head_dim values of
+    type kv (KV_BYTES: f16 2, f32 4) per layer."""
+    return 2 * cfg.n_layer * KV_BYTES[check_kv(kv)] * cfg.kv_dim * n_ctx
 
 
 def fit_context(cfg, max_context: int | None = None, max_binding: int | None = None,
-                budget: int | None = None) -> tuple[int, str]:
+                budget: int | None = None, kv: str = KV_CACHE) -> tuple[int, str]:
     """(n_ctx, note). max_context given: min(max_context, the file's context length), note "" (the
     caller checks it fits: Engine.check_limits). Else the file's context length, or, when the KV
-    cache would pass `budget` bytes (default KV_BUDGET) or one layer's K buffer `max_binding` bytes, the largest
-    multiple of CONTEXT_STEP that fits (any smaller size that fits below that), with a note that says
-    why. ContextError when not even 2 positions fit."""
+    cache (values of type kv) would pass `budget` bytes (default KV_BUDGET) or one layer's K buffer
+    `max_binding` bytes, the largest multiple of CONTEXT_STEP that fits (any smaller size that fits
+    below that), with a note that says why. ContextError when not even 2 positions fit."""
     if max_context:
         return min(int(max_context), cfg.n_ctx), ""
     budget = KV_BUDGET if budget is None else budget
-    per_pos = kv_bytes(cfg, 1)
-    caps = [(budget // per_pos, f"the KV cache (f32 K and V, {per_pos} bytes per position) is held "
+    per_pos = kv_bytes(cfg, 1, kv)
+    caps = [(budget // per_pos, f"the KV cache ({kv} K and V, {per_pos} bytes per position) is held "
                                 f"to {budget / 2**20:.0f} MiB by default")]
     if max_binding:
-        caps.append((max_binding // (4 * cfg.kv_dim), f"one layer's K buffer must fit this GPU's "
-                                                        f"maxStorageBufferBindingSize ({max_binding} bytes)"))
+        caps.append((max_binding // (KV_BYTES[kv] * cfg.kv_dim), f"one layer's K buffer must fit this GPU's "
+                                                                 f"maxStorageBufferBindingSize ({max_binding} bytes)"))
     n, why = min(caps)
     if n >= cfg.n_ctx:
         return cfg.n_ctx, ""
@@ -56,7 +65,7 @@ def fit_context(cfg, max_context: int | None = None, max_binding: int | None = N
         n -= n % CONTEXT_STEP
     if n < 2:
         raise ContextError(f"not even 2 positions of context fit: {why}")
-    return n, (f"context {n} of the model's {cfg.n_ctx} positions ({kv_bytes(cfg, n) / 2**20:.0f} MiB "
+    return n, (f"context {n} of the model's {cfg.n_ctx} positions ({kv_bytes(cfg, n, kv) / 2**20:.0f} MiB "
                f"of KV cache): {why}; ask for more with a larger context setting")
 
 
@@ -117,7 +126,7 @@ class GenerationRun:
         self.should_stop = should_stop
         self.ids, self.pieces = [], []
         self.stop_reason, self.stop_id = None, None
-        self.stream = tokenizer.stream()
+        self.stream = tokenizer.stream(skip_special=True)      # specials not rendered, as llama.cpp prints text
         self.t0 = now_ms()
         self.t_prefill = None
         self.n_decode = 0

@@ -10,7 +10,7 @@ A case:
      "buffers": [{"name": str, "size": int,               # bytes
                   "data": [offset, length] | None,        # initial contents from the blob
                   "expect": [offset, length] | None,      # expected contents after the steps
-                  "dtype": "f32" | "i32" | "u32",         # how to compare
+                  "dtype": "f32" | "f16" | "i32" | "u32", # how to compare (f16: IEEE halves)
                   "atol": float, "rtol": float}],         # |got-exp| <= atol + rtol*|exp|
      "steps": [{"shader": str, "entry": str, "constants": {}, "defines": {},
                 "bind": [buffer index, ...],             # binding i -> buffers[bind[i]]
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import array
 import json
+import struct
 
 
 class CaseBuilder:
@@ -61,17 +62,24 @@ class CaseBuilder:
         return json.dumps({"version": 1, "cases": self.cases})
 
 
+SIZES = {"f32": 4, "f16": 2, "i32": 4, "u32": 4}
+
+
+def _values(dtype: str, data: bytes):
+    if dtype == "f16":                       # array has no half type; struct does
+        return struct.unpack(f"<{len(data) // 2}e", data)
+    a = array.array({"f32": "f", "i32": "i", "u32": "I"}[dtype])
+    a.frombytes(data)
+    return a
+
+
 def compare(dtype: str, got: bytes, exp: bytes, atol: float, rtol: float):
     """(ok, worst_abs_err, index_of_worst, count_bad)."""
-    code = {"f32": "f", "i32": "i", "u32": "I"}[dtype]
-    g = array.array(code)
-    g.frombytes(bytes(got))
-    e = array.array(code)
-    e.frombytes(bytes(exp))
+    g, e = _values(dtype, bytes(got)), _values(dtype, bytes(exp))
     if len(g) != len(e):
         return False, float("inf"), -1, abs(len(g) - len(e))
     worst, where, bad = 0.0, -1, 0
-    exact = dtype != "f32"
+    exact = dtype not in ("f32", "f16")
     for i in range(len(e)):
         a, b = g[i], e[i]
         if exact:
@@ -114,7 +122,7 @@ async def run_case(dev, case: dict, blob) -> dict:
         got = await dev.read(buf, 0, n)
         ok, worst, where, bad = compare(b["dtype"], got, mv[off:off + n], b["atol"], b["rtol"])
         result["checks"].append({"buffer": b["name"], "ok": ok, "max_abs_err": worst, "worst_index": where,
-                                 "n_bad": bad, "n": n // 4})
+                                 "n_bad": bad, "n": n // SIZES[b["dtype"]]})
         result["ok"] = result["ok"] and ok
     for buf in bufs:
         buf.destroy()

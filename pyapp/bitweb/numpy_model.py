@@ -28,15 +28,19 @@ Activation modes (`activations=`):
 `bitnet` models with `.scale` tensors multiply each linear's output by that scale.
 Attention (Config flags): QK-norm (qwen3: each q / k head RMS-normalised and times attn_q_norm /
 attn_k_norm, f32, before RoPE), RoPE pairs NEOX (i, i + head_dim/2) or NORM (2i, 2i + 1, llama).
+KV cache (`kv_cache=`, the engine's option): "f16" (default) keeps the roped K and the V rows as
+the GPU's f16 cache stores them (bitweb.ref.ops.kv_round: clamped to +-65504, rounded to nearest
+even), "f32" as computed; attention then runs on those values in float.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from bitweb import formats
-from bitweb.generation import GenerationRun, check_prompt, common_prefix, fit_context
+from bitweb.generation import KV_CACHE, GenerationRun, check_kv, check_prompt, common_prefix, fit_context
 from bitweb.model import LINEARS, NORMS, TERNARY_TYPES, Model, ModelError
 from bitweb.ref.bitlinear import activations
+from bitweb.ref.ops import kv_round
 from bitweb.sampling import Sampler, SamplingParams, apply_penalty, top_candidates
 
 ACTIVATIONS = ("a8", "f32")
@@ -128,12 +132,14 @@ class Linear:
 class NumpyModel:
     """The numpy forward pass with a KV cache, and the same generate() as the engine (sync)."""
 
-    def __init__(self, model: Model, activations: str = "a8", max_context: int | None = None):
+    def __init__(self, model: Model, activations: str = "a8", max_context: int | None = None,
+                 kv_cache: str = KV_CACHE):
         if activations not in ACTIVATIONS:
             raise ValueError(f"activations {activations!r}: must be one of {ACTIVATIONS}")
         cfg, gf = model.cfg, model.gguf
         self.model, self.cfg, self.activations = model, cfg, activations
-        self.n_ctx, self.context_note = fit_context(cfg, max_context)      # the engine's default, less GPU limits
+        self.kv_cache = check_kv(kv_cache)       # "f16": K / V rows stored rounded as the GPU's f16 cache
+        self.n_ctx, self.context_note = fit_context(cfg, max_context, kv=kv_cache)   # the engine's default, less GPU limits
 
         def vec(ti):
             return formats.TYPES[ti.type_id].dequantize(gf.tensor_data(ti.name), ti.n_elements)
@@ -156,8 +162,9 @@ class NumpyModel:
         self.reset()
 
     @classmethod
-    def from_gguf(cls, gf, activations: str = "a8", max_context: int | None = None) -> "NumpyModel":
-        return cls(Model.from_gguf(gf), activations, max_context)
+    def from_gguf(cls, gf, activations: str = "a8", max_context: int | None = None,
+                  kv_cache: str = KV_CACHE) -> "NumpyModel":
+        return cls(Model.from_gguf(gf), activations, max_context, kv_cache)
 
     @property
     def tokenizer(self):
@@ -208,9 +215,9 @@ class NumpyModel:
             q = head_norm(q, L["attn_q_norm"], c.n_head, c.head_dim, c.eps)
             k = head_norm(k, L["attn_k_norm"], c.n_head_kv, c.head_dim, c.eps)
         q = rope(q, pos, c.n_head, c.head_dim, c.rope_base, c.rope)
-        self.K[i, pos] = rope(k, pos, c.n_head_kv, c.head_dim, c.rope_base, c.rope)   # roped keys
-
-        self.V[i, pos] = v
+        k = rope(k, pos, c.n_head_kv, c.head_dim, c.rope_base, c.rope)                 # roped keys
+        self.K[i, pos] = kv_round(k, self.kv_cache)             # as the cache stores them (f16: rounded)
+        self.V[i, pos] = kv_round(v, self.kv_cache)
         return attention(q, self.K[i, :end], self.V[i, :end], int(pos[0]), c.n_head, c.n_head_kv, c.head_dim)
 
     def ffn(self, L, x, norm):

@@ -48,8 +48,10 @@ Two vocabulary kinds, chosen by `tokenizer.ggml.model`:
 
 Special tokens: tokens of type CONTROL (3) are matched in the text only with
 `parse_special=True`; USER_DEFINED (4) tokens always (as llama.cpp does).
-Longest match wins. Decoding maps tokens back to bytes and decodes UTF-8
-(invalid bytes -> U+FFFD); `StreamDecoder` emits only complete characters.
+Longest match wins. Decoding maps tokens back to bytes by their type, as llama.cpp's
+token_to_piece does (`Tokenizer.token_to_bytes`: CONTROL / UNKNOWN text only when specials are
+rendered, UNUSED padding rows never), and decodes UTF-8 (invalid bytes -> U+FFFD);
+`StreamDecoder` emits only complete characters. Generated text renders no specials.
 Generation stops on `stop_ids`: the file's EOS, EOT and EOM ids (EOT / EOM
 found by name when the keys are absent, as llama.cpp does).
 """
@@ -61,7 +63,7 @@ import re
 import unicodedata
 
 # GGUF tokenizer.ggml.token_type values (llama.cpp llama_token_type)
-NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
+UNDEFINED, NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 0, 1, 2, 3, 4, 5, 6
 
 SPM_SPACE = "\u2581"          # "▁"
 _CACHE_LIMIT = 200_000        # BPE results memoized per piece, cleared when full
@@ -502,23 +504,32 @@ class Tokenizer:
     # --------------------------------------------------------------- decoding
 
     def token_to_bytes(self, token_id: int, skip_special: bool = False) -> bytes:
-        """The bytes one token stands for. CONTROL tokens give their text (b"" when
-        skip_special); byte-level tokens their raw bytes; SPM '▁' -> space, <0xXX> -> byte."""
+        """The bytes one token stands for, by its type, as llama.cpp's token_to_piece gives them
+        (llama-vocab.cpp; skip_special=True is its special=false, what llama-cli and llama-server
+        print by default, and what generated text uses):
+          NORMAL         its text: gpt2 byte-level characters -> their bytes; llama '▁' -> space
+          BYTE           "<0xXX>" -> that byte
+          USER_DEFINED   its text as it is (Qwen3's <think>), whatever skip_special
+          CONTROL, UNKNOWN  its text, or b"" when skip_special
+          UNUSED, UNDEFINED (0)  b"" always (the [PADi] rows converters add to fill a model's
+                         vocabulary; llama.cpp prints nothing for them, even with special=true)."""
         if isinstance(token_id, bool) or not isinstance(token_id, int) or not 0 <= token_id < self.n_vocab:
             raise TokenizerError(f"token id {token_id!r} is out of range (vocabulary has {self.n_vocab} tokens)")
         ty = self.token_types[token_id]
-        if ty == CONTROL and skip_special:
+        if skip_special and ty in (CONTROL, UNKNOWN):
             return b""
         b = self._bytes[token_id]
         if b is None:
             text = self.tokens[token_id]
-            if ty in (CONTROL, USER_DEFINED, UNKNOWN, UNUSED):
+            if ty in (UNUSED, UNDEFINED):
+                b = b""
+            elif ty in (CONTROL, USER_DEFINED, UNKNOWN):
                 b = text.encode("utf-8")
+            elif ty == BYTE and len(text) == 6 and text.startswith("<0x") and text.endswith(">"):
+                b = bytes((int(text[3:5], 16),))
             elif self.model == "gpt2":
                 b = b"".join(bytes((_FROM_BYTE_LEVEL[ord(c)],)) if ord(c) in _FROM_BYTE_LEVEL
                              else c.encode("utf-8") for c in text)
-            elif ty == BYTE and len(text) == 6 and text.startswith("<0x") and text.endswith(">"):
-                b = bytes((int(text[3:5], 16),))
             else:
                 b = text.replace(SPM_SPACE, " ").encode("utf-8")
             self._bytes[token_id] = b
@@ -546,8 +557,10 @@ class Tokenizer:
         return token_id in self.stop_ids
 
     def piece(self, token_id: int) -> str:
-        """Printable form of one token (for listings)."""
-        return self.token_to_bytes(token_id).decode("utf-8", "backslashreplace")
+        """Printable form of one token (for listings): its bytes with specials rendered, or, for
+        a token that decodes to nothing (UNUSED, UNDEFINED), its text ("[PAD151669]")."""
+        b = self.token_to_bytes(token_id)
+        return b.decode("utf-8", "backslashreplace") if b or not self.tokens[token_id] else self.tokens[token_id]
 
 
 class StreamDecoder:

@@ -195,12 +195,13 @@ def model_info(gf, cfg, name: str) -> dict:
     return info
 
 
-def estimate_bytes(cfg, gf, n_ctx: int) -> int:
-    """GPU bytes a model needs: its tensors, the KV cache (f32 K and V per layer) and, roughly,
-    the activation buffers (a few prefill rows of the widest layer, the logits)."""
+def estimate_bytes(cfg, gf, n_ctx: int, kv_cache: str | None = None) -> int:
+    """GPU bytes a model needs: its tensors, the KV cache (K and V per layer, of kv_cache values:
+    default generation.KV_CACHE) and, roughly, the activation buffers (a few prefill rows of the
+    widest layer, the logits)."""
     weights = sum(t.nbytes for t in gf.tensors.values())
-    from bitweb.generation import kv_bytes
-    kv = kv_bytes(cfg, n_ctx)
+    from bitweb.generation import KV_CACHE, kv_bytes
+    kv = kv_bytes(cfg, n_ctx, kv_cache or KV_CACHE)
     widest = max(cfg.n_embd, cfg.q_dim + 2 * cfg.kv_dim, cfg.n_ff)
     return weights + kv + 4 * (64 * 4 * widest + 2 * cfg.n_vocab)
 
@@ -423,15 +424,20 @@ class WebApp:
                                         or max_context < 2):
             raise AppError("settings", f"context = {max_context!r}: must be an integer of at least 2 "
                                        "(positions in the KV cache)", field="context")
+        kv = opts.get("kv_cache") or generation.KV_CACHE
+        if kv not in generation.KV_TYPES:
+            raise AppError("settings", f"kvCache = {kv!r}: must be one of {', '.join(generation.KV_TYPES)}",
+                           field="kvCache")
         budget = opts.get("gpu_memory")
         kv_budget = generation.KV_BUDGET                # the default context also fits gpu_memory
         if budget:
-            kv_budget = max(0, min(kv_budget, budget - estimate_bytes(cfg, gf, 0)))
+            kv_budget = max(0, min(kv_budget, budget - estimate_bytes(cfg, gf, 0, kv)))
         try:
-            n_ctx, note = generation.fit_context(cfg, max_context, min(dev.max_binding, dev.max_buffer), kv_budget)
+            n_ctx, note = generation.fit_context(cfg, max_context, min(dev.max_binding, dev.max_buffer), kv_budget,
+                                                 kv=kv)
         except generation.ContextError as e:
             raise AppError("out-of-memory" if budget else "limits", f"{name}: {e}") from None
-        need = estimate_bytes(cfg, gf, n_ctx)
+        need = estimate_bytes(cfg, gf, n_ctx, kv)
         if budget:
             held = sum(s.eng.gpu_bytes for s in self.engines.values())
             if need > budget:
@@ -452,7 +458,7 @@ class WebApp:
         try:
             e0 = clock()
             eng = await engine.Engine.load(
-                dev, gf, blob, activations=opts.get("activations", "a8"), max_context=n_ctx,
+                dev, gf, blob, activations=opts.get("activations", "a8"), max_context=n_ctx, kv_cache=kv,
                 progress=lambda stage, done, total: self.progress(rid, stage, done, total),
                 wait_prefill=False)        # ready with the decode kernels; the prefill ones go on compiling
             stages.update({k: [e0 + a, e0 + b] for k, (a, b) in eng.stage_ms.items()})
@@ -479,6 +485,7 @@ class WebApp:
         load = {"ms": round((time.perf_counter() - t0) * 1000, 1), "header_ms": info["header_ms"],
                 "header_read": info["header_read"], "wasm_before": wasm0, "wasm_after": wasm_bytes(),
                 "activations": opts.get("activations", "a8"), "n_ctx": eng.n_ctx, "context_note": note,
+                "kv_cache": eng.kv_variant, "kv_cache_bytes": eng.kv_bytes,
                 "estimate_bytes": need, "stages": stages, "pipelines": eng.n_pipelines}
         for k in ("weight_bytes", "gpu_bytes"):
             v = getattr(eng, k, None)

@@ -282,6 +282,49 @@ def page(browser):
     ctx.close()
 
 
+PY_PAGE = "py-test.html"      # a blank page of the server's origin (a route), for Python run on the page
+PY_RUN_JS = """async ([code, args]) => {
+  window.__py ??= import('/py.mjs').then((m) => m.bootPython());
+  const py = await window.__py;
+  py.globals.set('args_json', args);
+  return await py.runPythonAsync(code);
+}"""
+
+
+class PyPage:
+    """A page with Pyodide booted from build/web/bitweb.zip on the page itself (web/py.mjs, as the
+    app's worker boots it), shared by the session's tests that run bitweb's Python in the browser
+    directly (test_chat_browser, test_engine_browser): the boot is paid once. run(code, **args) runs
+    code in the page's Python main namespace (its globals stay between runs) with `args_json` =
+    json.dumps(args) and returns the value of its last expression."""
+
+    def __init__(self, browser, server):
+        self.server = server
+        self.context = browser.new_context()
+        self.context.route(server + PY_PAGE, lambda route: route.fulfill(
+            status=200, content_type="text/html", body="<!doctype html><title>bitweb python</title>"))
+        self.page = new_page(self.context)
+        self.page.goto(server + PY_PAGE)
+
+    @property
+    def errors(self):
+        return self.page.errors
+
+    def run(self, code: str, **args):
+        return self.page.evaluate(PY_RUN_JS, [code, json.dumps(args)])
+
+
+@pytest.fixture(scope="session")
+def py_page(browser, server):
+    """The session's PyPage (above)."""
+    p = PyPage(browser, server)
+    yield p
+    try:
+        p.context.close()
+    except Exception:               # the browser was killed for a retry
+        pass
+
+
 # ------------------------------------------------------------------ one retry after a dead GPU
 
 def gpu_verdict(report) -> tuple[str | None, dict]:

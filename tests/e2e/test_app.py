@@ -479,16 +479,20 @@ def test_thinking_is_shown_collapsed_not_as_the_answer(app, models, oracle):
 def switch_model(tmp_path_factory):
     """A tiny model with the Qwen-style vocabulary and the Qwen3 template changed so that its
     generation prompt opens the <think> block (as some reasoning models' templates do) unless
-    enable_thinking is false, which closes it empty."""
+    enable_thinking is false, which closes it empty. Beside it, switch-off.gguf: the same weights
+    with a template that thinks only when enable_thinking is true (its default: off)."""
     from bitweb.authoring.makemodel import PRESETS, ModelSpec, write_model
     from bitweb.authoring.qwen_vocab import QWEN3_CHAT_TEMPLATE, qwen_vocab
     template = QWEN3_CHAT_TEMPLATE.replace("{{- '<|im_start|>assistant\\n' }}",
                                            "{{- '<|im_start|>assistant\\n<think>\\n' }}")
-    assert template != QWEN3_CHAT_TEMPLATE
-    path = tmp_path_factory.mktemp("switch") / "switch.gguf"
-    write_model(ModelSpec(arch="bitnet", fmt="tq2_0", preset="tiny", seed=5, scale_tensors=False, **PRESETS["tiny"]),
-                {**qwen_vocab(), "tokenizer.chat_template": template}, path)
-    return path
+    off = QWEN3_CHAT_TEMPLATE.replace("{%- if enable_thinking is defined and enable_thinking is false %}",
+                                      "{%- if not (enable_thinking is defined and enable_thinking) %}")
+    assert template != QWEN3_CHAT_TEMPLATE != off
+    d = tmp_path_factory.mktemp("switch")
+    spec = ModelSpec(arch="bitnet", fmt="tq2_0", preset="tiny", seed=5, scale_tensors=False, **PRESETS["tiny"])
+    write_model(spec, {**qwen_vocab(), "tokenizer.chat_template": template}, d / "switch.gguf")
+    write_model(spec, {**qwen_vocab(), "tokenizer.chat_template": off}, d / "switch-off.gguf")
+    return d / "switch.gguf"
 
 
 def test_thinking_switch_follows_the_files_template(app, switch_model):
@@ -526,6 +530,21 @@ def test_thinking_switch_follows_the_files_template(app, switch_model):
                 assert thinking.strip() not in msg.locator(".answer").text_content()
     assert switch == "off" and thinking is None                # off: no thinking block at all
     app.page.set_checked("#thinking", True)
+    # The switch starts from each model's default, not from another model's setting; a change the
+    # user makes sticks to that model (here across loads of other models).
+    off_model = switch_model.parent / "switch-off.gguf"
+    assert ChatFormat.from_metadata(gguf.open_gguf(off_model).metadata).thinking_default is False
+    seen = []
+    for path, user in ((off_model, True), (switch_model, None), (off_model, None)):
+        app.page.set_input_files("#file-input", str(path))
+        info = app.wait_ready(path.name)
+        assert info["thinking"] is True and app.page.is_visible("#thinking-row")
+        seen.append((path.name, info["thinkingDefault"], app.page.is_checked("#thinking")))
+        if user is not None:
+            app.page.set_checked("#thinking", user)
+    assert seen == [("switch-off.gguf", False, False),        # its default, not switch.gguf's "on"
+                    ("switch.gguf", True, True),
+                    ("switch-off.gguf", False, True)], seen    # the user's "on" stuck to it
     no_errors(app)
 
 
@@ -670,6 +689,7 @@ def test_smaller_context_and_a_full_conversation(app, oracle):
     assert app.page.locator(".msg.assistant").count() == 1        # no empty bubble
     assert app.page.evaluate("document.body.dataset.state") == "ready"
     app.page.click(".context-full button:text('Continue without the oldest turns')")
+    assert app.page.locator(".context-full").count() == 0         # gone with the click, not later
     r = app.reply(2)
     assert r["text"] == first["text"] == oracle["other"]["text"]   # the same turn again, on its own
     assert app.page.locator(".divider", has_text="no longer sent").count() == 1
@@ -856,24 +876,26 @@ def test_llama3_vocabulary_model_from_a_url(app, tmp_path):
 
 def test_limits_too_small_says_which_and_by_how_much(app):
     """?cap= makes the app treat the GPU as one with smaller limits. With the context left empty the
-    app picks the largest that fits (one layer's K buffer: 65536 / (2 KV heads x 64 x 4 bytes) = 128
-    positions) and says why; asked for the file's 1024, the engine's check names the limit, the
-    shortfall (1024 x 2 x 64 x 4 bytes) and the most that fits, and the loaded model stays."""
+    app picks the largest that fits (one layer's K buffer, f16 cache: 65536 / (2 KV heads x 64 x 2 bytes)
+    = 256 positions) and says why; asked for the file's 1024, the engine's check names the limit, the
+    shortfall (1024 x 2 x 64 x 2 bytes) and the most that fits, and the loaded model stays."""
+    app.page.evaluate("""() => { const s = JSON.parse(localStorage.getItem('bitweb.settings') || '{}');
+        delete s.maxContext; localStorage.setItem('bitweb.settings', JSON.stringify(s)); }""")  # context: empty
     app.page.goto(app.server + "?model=test-models/tiny.gguf&cap=maxStorageBufferBindingSize:65536")
     info = app.wait_ready("tiny.gguf")
-    assert info["context"] == 128 and info["contextMax"] == 1024
+    assert info["context"] == 256 and info["contextMax"] == 1024
     shown = app.page.inner_text("#model-info")
-    assert "128 of 1024" in shown and "maxStorageBufferBindingSize (65536 bytes)" in shown, shown
+    assert "256 of 1024" in shown and "maxStorageBufferBindingSize (65536 bytes)" in shown, shown
     app.page.fill("#max-context", "1024")
     app.page.dispatch_event("#max-context", "change")              # reloads at 1024: does not fit
     app.page.wait_for_selector("#error[data-kind=limits]", timeout=READY_MS)
     text = app.page.inner_text("#error")
     assert "limits are too small" in text
-    need = 1024 * 2 * 64 * 4
+    need = 1024 * 2 * 64 * 2
     assert "maxStorageBufferBindingSize = 65536" in text and f"short by {need - 65536} bytes" in text, text
-    assert "at most 128 positions of context fit" in text, text
+    assert "at most 256 positions of context fit" in text, text
     app.page.wait_for_function("document.body.dataset.state === 'ready'")
-    assert app.info()["context"] == 128                              # the model that fits still answers
+    assert app.info()["context"] == 256                              # the model that fits still answers
     app.page.fill("#max-context", "")                                # (a saved setting: leave it empty)
     app.page.dispatch_event("#max-context", "change")
     app.page.wait_for_function("!window.bitwebApp.state.loading && document.body.dataset.state === 'ready'",

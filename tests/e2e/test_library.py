@@ -125,11 +125,15 @@ def test_load_options_are_checked_and_unload_ends_an_engine(page):
     got = api(page, """
       const out = {};
       for (const [k, opts] of [['context', { context: 1 }], ['cap', { capLimits: { maxStorageBufferBindingSize: NaN } }],
-                               ['limit', { capLimits: { noSuchLimit: 5 } }], ['act', { activations: 'f16' }]]) {
+                               ['limit', { capLimits: { noSuchLimit: 5 } }], ['act', { activations: 'f16' }],
+                               ['kv', { kvCache: 'f8' }]]) {
         try { await bitweb.load(bitweb.DEFAULT_MODEL, opts); out[k] = 'loaded'; } catch (e) { out[k] = [e.kind, e.field]; }
       }
-      const spare = await bitweb.load(bitweb.DEFAULT_MODEL, { context: 64 });
+      const spare = await bitweb.load(bitweb.DEFAULT_MODEL, { context: 64, kvCache: 'f32' });
       out.spareContext = spare.info.context;
+      const i = engine.info;
+      out.kvCache = [i.kvCache, i.load.kv_cache_bytes, spare.info.kvCache, spare.info.load.kv_cache_bytes,
+                     2 * i.layers * i.kvHeads * (i.width / i.heads), i.context];
       await spare.unload();
       try { await spare.chat.completions.create({ messages: [user('hi')] }); out.after = 'answered'; }
       catch (e) { out.after = e.kind; }
@@ -140,7 +144,10 @@ def test_load_options_are_checked_and_unload_ends_an_engine(page):
     assert got["context"] == ["settings", "context"]
     assert got["cap"] == ["settings", "capLimits.maxStorageBufferBindingSize"]
     assert got["limit"] == ["settings", "capLimits.noSuchLimit"]
-    assert got["act"] == ["settings", "activations"]
+    assert got["act"] == ["settings", "activations"] and got["kv"] == ["settings", "kvCache"]
+    # the default f16 cache (SwiftShader has no shader-f16: pack2x16float pairs); f32 on request
+    kv16, b16, kv32, b32, per_pos, ctx = got["kvCache"]      # per_pos: K and V values per position
+    assert kv16 == "f16 pack2x16float" and b16 == 2 * per_pos * ctx and kv32 == "f32" and b32 == 4 * per_pos * 64
     assert got["spareContext"] == 64 and got["after"] == "unloaded"
     assert got["cached"] == ["bitweb-chat-i2_s.gguf"] and got["persist"] == "boolean"
     readme = (ROOT / "README.md").read_text()

@@ -23,6 +23,7 @@ import os
 import sys
 
 from bitweb.authoring import tasks
+from bitweb.generation import KV_CACHE
 
 MAX_TOKENS = 64
 
@@ -90,16 +91,16 @@ def _prompt_fn(tok):
     return lambda messages: chat_ids(tok, messages)
 
 
-def numpy_report(gf, activations="a8", limit=None) -> dict:
+def numpy_report(gf, activations="a8", limit=None, kv_cache=KV_CACHE) -> dict:
     from bitweb.numpy_model import NumpyModel
     from bitweb.sampling import SamplingParams
-    ref = NumpyModel.from_gguf(gf, activations=activations)
+    ref = NumpyModel.from_gguf(gf, activations=activations, kv_cache=kv_cache)
     tok = ref.tokenizer
     return evaluate(_prompt_fn(tok), tok.decode, limit=limit,
                     generate=lambda ids, n: ref.generate(ids, SamplingParams(), n).ids)
 
 
-def native_report(path, gf, activations="a8", limit=None) -> dict:
+def native_report(path, gf, activations="a8", limit=None, kv_cache=KV_CACHE) -> dict:
     import asyncio
 
     async def run():
@@ -109,7 +110,7 @@ def native_report(path, gf, activations="a8", limit=None) -> dict:
         from bitweb.sampling import SamplingParams
         dev = await gpu.request_device("native")
         with FileSource(path) as src:
-            eng = await Engine.load(dev, gf, src, activations=activations)
+            eng = await Engine.load(dev, gf, src, activations=activations, kv_cache=kv_cache)
         tok = eng.tokenizer
         its = items(limit)
         prompts = [_prompt_fn(tok)(ex.messages(with_answer=False)) for _, ex in its]

@@ -20,6 +20,12 @@ def _gen_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", choices=["native", "numpy"], default="native")
     p.add_argument("--activations", choices=["a8", "f32"], default="a8",
                    help="a8: W1.58A8 per-token int8 activations (as trained); f32: float activations")
+    _kv_arg(p)
+
+
+def _kv_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--kv-cache", choices=["f16", "f32"], default="f16",
+                   help="KV cache values: f16 (default, half the memory; attention still computes in f32) or f32")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -85,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ignore-eos", action="store_true", help="do not stop on EOS / <|eot_id|>")
     p.add_argument("--max-context", "--ctx", type=int, default=None,
                    help="KV cache positions (default: the model's context length, or the largest that fits "
-                        "the GPU's limits and a 1 GiB KV cache; a note on stderr says so)")
+                        "the GPU's limits and a 1 GiB KV cache of --kv-cache values; a note on stderr says so)")
     p.add_argument("--stats", action="store_true")
     p.add_argument("--json", action="store_true")
     p.add_argument("--lm-head", choices=["q8_0"], default=None,
@@ -119,6 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--activations", choices=["a8", "f32"], default="a8")
     p.add_argument("--lm-head", choices=["q8_0"], default=None,
                    help="decode/load: re-quantize the LM head on load (default: as in the file)")
+    _kv_arg(p)
     p.add_argument("--no-overlap", action="store_true",
                    help="decode: one step at a time (Engine.overlap off), for a before/after")
     p.add_argument("--quick", action="store_true", help="kernels: two small shapes, default variants")

@@ -37,9 +37,9 @@ async def _main(args) -> int:
         with FileSource(args.model) as src:
             r = await bench_decode(dev, gf, src, tokens=args.tokens, prompt_tokens=args.prompt_tokens,
                                    activations=args.activations, lm_head=lm_head, repeats=args.repeats,
-                                   overlap=not getattr(args, "no_overlap", False))
+                                   overlap=not getattr(args, "no_overlap", False), kv_cache=args.kv_cache)
         print(json.dumps(r) if args.json else describe_decode(r))
     else:
-        r = await bench_load(dev, args.model, activations=args.activations, lm_head=lm_head)
+        r = await bench_load(dev, args.model, activations=args.activations, lm_head=lm_head, kv_cache=args.kv_cache)
         print(json.dumps(r) if args.json else "\n".join(f"{k}: {v}" for k, v in r.items()))
     return 0

@@ -12,9 +12,9 @@ from bitweb.gguf import open_gguf
 def main(args) -> int:
     gf = open_gguf(args.model)
     if args.backend == "numpy":
-        eng = numpy_report(gf, args.activations, args.limit)
+        eng = numpy_report(gf, args.activations, args.limit, kv_cache=args.kv_cache)
     else:
-        eng = native_report(args.model, gf, args.activations, args.limit)
+        eng = native_report(args.model, gf, args.activations, args.limit, kv_cache=args.kv_cache)
     ref = torch_report(args.model, gf, args.limit)
     out = {"model": args.model, "backend": args.backend, "activations": args.activations,
            args.backend: eng}

@@ -9,6 +9,7 @@ the template's end of turn); --thinking on|off sets the template's thinking swit
   {"prompt_ids", "ids", "text", "stop_reason", "prefill_ms", "decode_ms_per_token",
    "dispatches_per_token", "host_calls_per_token"}
 --lm-head q8_0 converts the LM head to Q8_0 on the GPU after upload (Engine.load(lm_head=)).
+--kv-cache f16 (default) | f32: the KV cache's values (Engine.load(kv_cache=); numpy rounds as the GPU).
 --stats prints timing and GPU counters to stderr (replayed plan dispatches = the fast path,
 re-encoded dispatches = the slow path).
 Streamed to a terminal, the text's control characters (escape sequences, bidi overrides) are
@@ -77,7 +78,7 @@ def main(args) -> int:
         if getattr(args, "lm_head", None):
             raise ValueError("--lm-head re-quantizes on the GPU: use --backend native")
         from bitweb.numpy_model import NumpyModel
-        ref = NumpyModel.from_gguf(gf, activations=args.activations, max_context=max_ctx)
+        ref = NumpyModel.from_gguf(gf, activations=args.activations, max_context=max_ctx, kv_cache=args.kv_cache)
         if ref.context_note:
             print(f"bitweb generate: {ref.context_note} (--ctx)", file=sys.stderr)
         ids, stops = prompt_ids(ref.tokenizer, args)
@@ -103,7 +104,7 @@ async def _native(gf, args, params, max_ctx):
     dev = await gpu.request_device("native", log=log)
     with FileSource(args.model) as src:
         eng = await Engine.load(dev, gf, src, activations=args.activations, max_context=max_ctx, log=log,
-                                lm_head=getattr(args, "lm_head", None))
+                                lm_head=getattr(args, "lm_head", None), kv_cache=args.kv_cache)
     if eng.context_note:
         print(f"bitweb generate: {eng.context_note} (--ctx)", file=sys.stderr)
     ids, stops = prompt_ids(eng.tokenizer, args)

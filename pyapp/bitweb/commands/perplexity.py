@@ -89,7 +89,7 @@ def main(args) -> int:
         ids = model.tokenizer.encode(text)
     check_ids(ids, cfg.n_vocab)
     if args.ctx is None:
-        ctx, note = fit_context(cfg)
+        ctx, note = fit_context(cfg, kv=args.kv_cache)
         if note and len(ids) > ctx:
             print(f"bitweb perplexity: {note} (--ctx)", file=sys.stderr)
     else:
@@ -102,7 +102,7 @@ def main(args) -> int:
     spans = chunks(len(ids), ctx)
     if args.backend == "numpy":
         from bitweb.numpy_model import NumpyModel
-        ref = NumpyModel(model, activations=args.activations, max_context=ctx)
+        ref = NumpyModel(model, activations=args.activations, max_context=ctx, kv_cache=args.kv_cache)
         logits = np.concatenate([ref.logits(ids[a:b]) for a, b in spans]).astype(np.float32)
     else:
         logits = asyncio.run(_native(args, gf, ids, spans, ctx))
@@ -111,7 +111,8 @@ def main(args) -> int:
         raise PerplexityError(f"--ctx {ctx}: no chunk holds 2 tokens, nothing to score")
     nll = total / n
     out = {"n_tokens": n, "nll": nll, "ppl": math.exp(nll), "n_ids": len(ids), "ctx": ctx,
-           "n_chunks": len(spans), "backend": args.backend, "activations": args.activations}
+           "n_chunks": len(spans), "backend": args.backend, "activations": args.activations,
+           "kv_cache": args.kv_cache}
     if args.logits_out:
         np.save(args.logits_out, logits)
         out["logits_out"] = args.logits_out
@@ -130,7 +131,7 @@ async def _native(args, gf, ids, spans, ctx) -> np.ndarray:
     from bitweb.gguf import FileSource
     dev = await gpu.request_device("native")
     with FileSource(args.model) as src:
-        eng = await Engine.load(dev, gf, src, activations=args.activations, max_context=ctx)
+        eng = await Engine.load(dev, gf, src, activations=args.activations, max_context=ctx, kv_cache=args.kv_cache)
     try:
         rows = []
         for a, b in spans:

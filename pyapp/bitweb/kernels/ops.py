@@ -13,9 +13,14 @@ params block (little endian, 8 words), written with `params(...)`:
     words 5..7        reserved, 0
 
 Buffers and layouts
-    KV cache   per layer one K and one V buffer, f32[n_kv_head][max_ctx][head_dim]:
-               K[g, p, d] at float index (g * max_ctx + p) * head_dim + d  (kv_cache_bytes()).
-               K rows are stored roped.
+    KV cache   per layer one K and one V buffer of [n_kv_head][max_ctx][head_dim] values:
+               K[g, p, d] is value (g * max_ctx + p) * head_dim + d  (kv_cache_bytes()).
+               K rows are stored roped. kv="f32": f32 values; kv="f16": f16 values (2 bytes:
+               half the memory), as array<f16> where the device has shader-f16, else the same
+               bytes as pack2x16float pairs in u32 (value 2j low half of word j); written
+               clamped to +-65504 and rounded to f16, read back exactly and used in f32
+               (shaders/common_kv.wgsl). f16=None: the device picks (kv_variant() names it);
+               f16=False forces the u32 pairs (tests run both on an adapter with shader-f16).
     qkv        f32[(n_head + 2 n_kv_head) * head_dim] per token: q heads | k heads | v heads,
                unroped (prefill: M such rows; rope() ropes q in place).
     freqs      f32[head_dim / 2] = rope_freqs(head_dim, base): f32(base ** (-2 i / head_dim)),
@@ -44,24 +49,27 @@ on GPUs with long contexts 8..32 splits keep the machine busy (n_kv_head workgro
 API (rows = M; workgroup counts are in the Steps)
     params(m=1, pos=0, n_ids=0, penalty=1.0, inv_temp=1.0) -> bytes (PARAMS_BYTES)
     rope_freqs(head_dim, base, factors=None) -> bytes
-    kv_cache_bytes(n_kv_head, head_dim, max_ctx) -> int           (one of K or V, one layer)
+    KV_TYPES = ("f16", "f32"), KV_BYTES {type: bytes per value}
+    kv_cache_bytes(n_kv_head, head_dim, max_ctx, kv="f32") -> int (one of K or V, one layer)
+    kv_variant(kv, shader_f16) -> "f32" | "f16" (array<f16>) | "f16 pack2x16float" (u32 pairs)
     rmsnorm(n, rows, *, eps=1e-5, a8=False, wg=64, norm=True) -> Step
         bind ("x", "norm", "y") or with a8 ("x", "norm", "q", "scale"); x, y f32[rows][n]
         (a8: pass the decode kernel's wg so the prefill A8 rows equal the decode ones bit for bit)
         norm=False (a8 only): the A8 rows of x as is (no norm before the linear): ("x", "q", "scale")
-    rope(n_head, n_kv_head, head_dim, max_ctx, rows, *, mode="neox", qk_norm=False, eps=1e-6) -> Step
+    rope(n_head, n_kv_head, head_dim, max_ctx, rows, *, mode="neox", qk_norm=False, eps=1e-6,
+         kv="f32", f16=None) -> Step
         bind ("qkv", "freqs", "k_cache", "v_cache", "params") (+ "qkn" with qk_norm)
         params: m = rows, pos = p0. mode "neox" pairs (i, i + hd/2), "norm" adjacent pairs
         (2i, 2i + 1); qk_norm: each q / k head RMS-normalised (eps) and multiplied by qkn
         (f32[2][head_dim]: attn_q_norm | attn_k_norm) before the rotation.
     attention_decode(n_head, n_kv_head, head_dim, max_ctx, *, splits=1, wg=None, mode="neox",
-                     qk_norm=False, eps=1e-6) -> [Step] (1 or 2)
+                     qk_norm=False, eps=1e-6, kv="f32", f16=None) -> [Step] (1 or 2)
         decode: bind ("k_cache", "v_cache", "qkv", "o", "params", "freqs")       splits == 1
                 bind ("k_cache", "v_cache", "qkv", "attn_part", "params", "freqs") splits > 1
                 (+ "qkn" with qk_norm), then combine: bind ("attn_part", "o")   attn_part: attn_part_bytes(...)
         reads params.pos; ropes q and k itself (mode, qk_norm as rope()) and writes cache row pos.
         o: f32[n_head * head_dim].
-    attention_prefill(n_head, n_kv_head, head_dim, max_ctx, rows, *, wg=None) -> Step
+    attention_prefill(n_head, n_kv_head, head_dim, max_ctx, rows, *, wg=None, kv="f32", f16=None) -> Step
         bind ("k_cache", "v_cache", "qkv", "o", "params")  after rope(); o f32[rows][n_head*head_dim]
     embedding(wtype, n_embd, n_vocab, rows=1, *, shards=None, max_shard_bindings=8) -> [Step]
         bind ("ids", "x", "w0", "w1", ...): ids u32[rows], x f32[rows][n_embd]; shards are
@@ -107,8 +115,32 @@ def rope_freqs(head_dim: int, base: float, factors=None) -> bytes:
     return struct.pack(f"<{half}f", *f)
 
 
-def kv_cache_bytes(n_kv_head: int, head_dim: int, max_ctx: int) -> int:
-    return 4 * n_kv_head * max_ctx * head_dim
+KV_BYTES = {"f16": 2, "f32": 4}           # bytes per cached value
+KV_TYPES = tuple(KV_BYTES)
+
+
+def _kv(kv: str) -> None:
+    if kv not in KV_BYTES:
+        raise OpsSpecError(f"KV cache type {kv!r}: must be one of {KV_TYPES}")
+
+
+def kv_cache_bytes(n_kv_head: int, head_dim: int, max_ctx: int, kv: str = "f32") -> int:
+    _kv(kv)
+    return KV_BYTES[kv] * n_kv_head * max_ctx * head_dim
+
+
+def kv_variant(kv: str, shader_f16: bool) -> str:
+    """How a cache of type kv is stored on a device with (or without) shader-f16."""
+    _kv(kv)
+    return "f32" if kv == "f32" else ("f16" if shader_f16 else "f16 pack2x16float")
+
+
+def _kv_defines(kv: str, f16) -> dict:
+    """The defines of a KV cache type (common_kv.wgsl); f16 None: the device's F16."""
+    _kv(kv)
+    if kv == "f32":
+        return {}
+    return {"KV_F16": True} if f16 is None else {"KV_F16": True, "F16": bool(f16)}
 
 
 def attn_part_bytes(n_head: int, head_dim: int, splits: int) -> int:
@@ -165,20 +197,23 @@ def _rope_switches(mode: str, qk_norm: bool, eps: float) -> tuple:
 
 
 def rope(n_head: int, n_kv_head: int, head_dim: int, max_ctx: int, rows: int, *, wg: int = 64,
-         mode: str = "neox", qk_norm: bool = False, eps: float = 1e-6) -> Step:
+         mode: str = "neox", qk_norm: bool = False, eps: float = 1e-6, kv: str = "f32", f16=None) -> Step:
     _heads(n_head, n_kv_head, head_dim)
     c, d, b = _rope_switches(mode, qk_norm, eps)
+    d.update(_kv_defines(kv, f16))
     return Step("rope", "rope", ("qkv", "freqs", "k_cache", "v_cache", "params") + b, workgroups_1d(rows),
                 dict(_consts(n_head, n_kv_head, head_dim, max_ctx), WG=wg, **c), d)
 
 
 def attention_decode(n_head: int, n_kv_head: int, head_dim: int, max_ctx: int, *, splits: int = 1,
-                     wg: int | None = None, mode: str = "neox", qk_norm: bool = False, eps: float = 1e-6) -> list:
+                     wg: int | None = None, mode: str = "neox", qk_norm: bool = False, eps: float = 1e-6,
+                     kv: str = "f32", f16=None) -> list:
     _heads(n_head, n_kv_head, head_dim)
     wg = _attn_wg(head_dim, wg)
     if not 1 <= splits <= 65535:
         raise OpsSpecError(f"attention: splits = {splits} out of range")
     rc, rd, rb = _rope_switches(mode, qk_norm, eps)
+    rd.update(_kv_defines(kv, f16))
     c = dict(_consts(n_head, n_kv_head, head_dim, max_ctx), WG=wg, SPLITS=splits)
     out = "o" if splits == 1 else "attn_part"
     steps = [Step("attention", "decode", ("k_cache", "v_cache", "qkv", out, "params", "freqs") + rb,
@@ -190,19 +225,20 @@ def attention_decode(n_head: int, n_kv_head: int, head_dim: int, max_ctx: int, *
 
 
 def attention_prefill(n_head: int, n_kv_head: int, head_dim: int, max_ctx: int, rows: int, *,
-                      wg: int | None = None) -> Step:
+                      wg: int | None = None, kv: str = "f32", f16=None) -> Step:
     _heads(n_head, n_kv_head, head_dim)
+    d = _kv_defines(kv, f16)
     if not 1 <= rows <= 65535:
         raise OpsSpecError(f"attention prefill: rows = {rows} out of range 1..65535")
     bind = ("k_cache", "v_cache", "qkv", "o", "params")
     if head_dim % 16 or head_dim > 256:   # the fallback: a workgroup of >= head_dim threads per (kv head, row)
         c = dict(_consts(n_head, n_kv_head, head_dim, max_ctx), WG=_attn_wg(head_dim, wg))
-        return Step("attention", "prefill_wg", bind, (n_kv_head, rows, 1), c)
+        return Step("attention", "prefill_wg", bind, (n_kv_head, rows, 1), c, d)
     wg = 8 if wg is None else wg          # rows (invocations) per workgroup, a multiple of 4 (quads)
     if wg % 4 or not 4 <= wg <= 256:
         raise OpsSpecError(f"attention prefill: wg = {wg} rows per workgroup must be a multiple of 4 in 4..256")
     c = dict(_consts(n_head, n_kv_head, head_dim, max_ctx), WG=wg)
-    return Step("attention", "prefill", bind, (n_head, -(-rows // wg), 1), c)
+    return Step("attention", "prefill", bind, (n_head, -(-rows // wg), 1), c, d)
 
 
 def embedding(wtype: str, n_embd: int, n_vocab: int, rows: int = 1, *, shards=None,

@@ -29,6 +29,13 @@ rounding, / 2.5 ulp, exp (3 + 2|x|) ulp, sqrt ~3 ulp):
             scaling, the penalty division), the tree sum adds D u S: bound_S = sum e_t p_t + D u S
             evaluated on the case's data; softmax y: rtol = max e_t + bound_S / S + 3 u.
   embedding exact (rows are exact dequantized values; compared as u32 bits, NaN rows included).
+  KV cache  kv="f16" (common_kv.wgsl): the mirror stores kv_round(x) = f16(clip(x, +-65504)),
+            rounded to nearest even (numpy's astype; lavapipe and SwiftShader do the same). WGSL
+            lets a conversion pick either neighbour, so a row the kernel writes is compared as f16
+            with one f16 ulp more (rtol 2^-10, atol 2^-24 for subnormals) on top of the f32 bound,
+            and the attention bound adds, for those rows, that ulp of each K value to the score
+            error (2^-10 scale sum_i |q_i k_ti|) and of each V value to the output (2^-10 p_t |v_t| / L).
+            Rows the case gives (older positions) are f16 values, exact.
 """
 from __future__ import annotations
 
@@ -41,6 +48,16 @@ from bitweb.kernels import ops as spec
 from bitweb.ref.dense import add_case, encode, f32b, pad4
 
 U = 2.0 ** -24
+H = 2.0 ** -10            # one f16 ulp, relative (the neighbour WGSL's f32 -> f16 conversion may pick)
+F16_MAX = 65504.0
+
+
+def kv_round(x: np.ndarray, kv: str = "f16") -> np.ndarray:
+    """The values a KV cache of type kv stores for x, as f32: f16 = round to nearest even of
+    x clamped to +-65504 (common_kv.wgsl's kv_store); f32 = x."""
+    if kv == "f32":
+        return np.asarray(x, np.float32)
+    return np.clip(np.asarray(x, np.float32), -F16_MAX, F16_MAX).astype(np.float16).astype(np.float32)
 
 
 # ---- references ------------------------------------------------------------------------------
@@ -232,18 +249,37 @@ def _pairsum(x, mode="neox"):
     return np.abs(x[..., :half]).astype(np.float64) + np.abs(x[..., half:])
 
 
-def _cache(rng, nkv, max_ctx, hd, n_filled):
-    """Random roped K and V rows for positions < n_filled, zeros after (as a fresh cache)."""
+def _cache(rng, nkv, max_ctx, hd, n_filled, kv="f32"):
+    """Random roped K and V rows for positions < n_filled, zeros after (as a fresh cache), as a
+    cache of type kv stores them."""
     k = np.zeros((nkv, max_ctx, hd), np.float32)
     v = np.zeros((nkv, max_ctx, hd), np.float32)
     k[:, :n_filled] = rng.normal(size=(nkv, n_filled, hd))
     v[:, :n_filled] = rng.normal(size=(nkv, n_filled, hd))
-    return k, v
+    return kv_round(k, kv), kv_round(v, kv)
 
 
-def _attn_atol(qr, k, v, n, splits, mode="neox", extra=0.0):
+def _kv_bytes(x, kv):
+    return np.ascontiguousarray(x, dtype="<f2").tobytes() if kv == "f16" else f32b(x)
+
+
+def _kv_buf(name, init, expect, kv, atol=0.0):
+    """A K or V cache buffer of a case: initial rows `init` (None: zeros), the expected rows
+    (kv_round'ed), compared as the cache's type with one f16 ulp of latitude (module docstring)."""
+    b = {"name": name, "expect": _kv_bytes(expect, kv), "atol": atol}
+    if init is None:
+        b["size"] = len(b["expect"])
+    else:
+        b["data"] = _kv_bytes(init, kv)
+    if kv == "f16":
+        b.update(dtype="f16", rtol=H, atol=atol + U)
+    return b
+
+
+def _attn_atol(qr, k, v, n, splits, mode="neox", extra=0.0, new=()):
     """Bound on |o - o_ref| for roped q (nh, hd) over k, v (nkv, >= n, hd) (module docstring);
-    extra: more units of u of relative error in q and k (QK-norm)."""
+    extra: more units of u of relative error in q and k (QK-norm); new: the positions whose K / V
+    the kernels rounded to f16 (either neighbour)."""
     nh, hd = qr.shape
     g = nh // k.shape[0]
     worst = 0.0
@@ -255,8 +291,11 @@ def _attn_atol(qr, k, v, n, splits, mode="neox", extra=0.0):
         o = p @ vv / big_l
         e = (hd / 4 + 28 + extra) * U * (_pairsum(kk, mode) @ _pairsum(qr[h], mode)) / math.sqrt(hd) \
             + (3 + 2 * (s.max() - s)) * U
-
-        b = (p * e) @ np.abs(vv - o) / big_l + (n + 8 + 4 * splits) * U * (p @ np.abs(vv)) / big_l
+        fresh = np.zeros(n, bool)
+        fresh[[t for t in new if t < n]] = True
+        e = e + fresh * H * (np.abs(kk) @ np.abs(qr[h])) / math.sqrt(hd)
+        b = (p * e) @ np.abs(vv - o) / big_l + (n + 8 + 4 * splits) * U * (p @ np.abs(vv)) / big_l \
+            + H * (p * fresh) @ np.abs(vv) / big_l
         worst = max(worst, float(b.max()))
     return 2 * worst
 
@@ -278,20 +317,34 @@ def _qkn(rng, hd):
     return rng.uniform(0.5, 1.5, size=(2, hd)).astype(np.float32)
 
 
+# KV cache variants of a case: "f32"; "f16" (the device's choice: array<f16> with shader-f16);
+# "f16u32" (pack2x16float pairs in u32 forced, as on a device without shader-f16)
+KV_VARIANTS = {"f32": ("f32", None), "f16": ("f16", None), "f16u32": ("f16", False)}
+
+
+def _kv_tag(variant):
+    return "" if variant == "f32" else f".kv{variant}"
+
+
 def rope_cases(b, rng, scope):
-    # (n_head, n_kv, head_dim, max_ctx, p0, rows, base, mode, qk_norm)
+    # (n_head, n_kv, head_dim, max_ctx, p0, rows, base, mode, qk_norm[, KV cache variant])
     shapes = [(4, 1, 32, 16, 3, 4, 10000.0, "norm", True)] if scope == "browser" else \
         [(4, 1, 64, 40, 33, 7, 10000.0, "neox", False), (3, 3, 32, 8, 0, 1, 10000.0, "neox", False),
          (20, 5, 128, 64, 60, 4, 500000.0, "neox", False), (4, 1, 64, 4096, 4093, 3, 10000.0, "neox", False),
          (4, 1, 64, 40, 33, 7, 10000.0, "norm", False), (16, 8, 128, 64, 60, 4, 1e6, "neox", True),
          (8, 2, 256, 40, 30, 3, 1000042.0, "norm", False), (4, 2, 32, 16, 5, 6, 10000.0, "norm", True),
-         (40, 8, 64, 16, 9, 2, 1e6, "neox", True)]
-    for nh, nkv, hd, max_ctx, p0, m, base, mode, qkn_on in shapes:
+         (40, 8, 64, 16, 9, 2, 1e6, "neox", True),
+         (4, 1, 64, 40, 33, 7, 10000.0, "neox", False, "f16"), (4, 2, 32, 16, 5, 6, 10000.0, "norm", True, "f16u32")]
+    for nh, nkv, hd, max_ctx, p0, m, base, mode, qkn_on, *variant in shapes:
+        variant = variant[0] if variant else "f32"
+        kv, f16 = KV_VARIANTS[variant]
         freqs = rope_freqs(hd, base)
         width = (nh + 2 * nkv) * hd
         qkv = rng.normal(size=(m, width)).astype(np.float32)
         if qkn_on:
             qkv *= rng.uniform(0.1, 10, size=(m, 1)).astype(np.float32)     # the norm removes the row scale
+        if kv == "f16":
+            qkv[-1, -hd:] *= np.float32(1e5)       # V values past the f16 range: stored clamped to +-65504
         qkn = _qkn(rng, hd) if qkn_on else None
         pos = p0 + np.arange(m)
         heads = qkv.reshape(m, nh + 2 * nkv, hd)
@@ -301,21 +354,22 @@ def rope_cases(b, rng, scope):
         kc, vc = np.zeros((nkv, max_ctx, hd), np.float32), np.zeros((nkv, max_ctx, hd), np.float32)
         kc[:, pos] = kr.transpose(1, 0, 2)
         vc[:, pos] = heads[:, nh + nkv:].transpose(1, 0, 2)
-        step = spec.rope(nh, nkv, hd, max_ctx, m, mode=mode, qk_norm=qkn_on, eps=1e-6)
+        step = spec.rope(nh, nkv, hd, max_ctx, m, mode=mode, qk_norm=qkn_on, eps=1e-6, kv=kv, f16=f16)
         bufs = [{"name": "qkv", "data": f32b(qkv), "expect": f32b(exp_qkv), "atol": atol},
                 {"name": "freqs", "data": f32b(freqs)},
-                {"name": "k_cache", "size": kc.nbytes, "expect": f32b(kc), "atol": atol},
-                {"name": "v_cache", "size": vc.nbytes, "expect": f32b(vc)},
+                _kv_buf("k_cache", None, kv_round(kc, kv), kv, atol),
+                _kv_buf("v_cache", None, kv_round(vc, kv), kv),
                 {"name": "params", "data": spec.params(m=m, pos=p0)}]
         if qkn_on:
             bufs.append({"name": "qkn", "data": f32b(qkn)})
-        tag = (".norm" if mode == "norm" else "") + (".qknorm" if qkn_on else "")
+        tag = (".norm" if mode == "norm" else "") + (".qknorm" if qkn_on else "") + _kv_tag(variant)
         add_case(b, f"ops.rope{tag}.h{nh}x{nkv}.hd{hd}.p{p0}+{m}", [step], bufs)
 
 
 def attention_decode_cases(b, rng, scope):
-    # (n_head, n_kv, head_dim, max_ctx, pos, splits, wg, mode, qk_norm)
-    shapes = [(4, 1, 32, 16, 9, 2, None, "neox", False), (4, 2, 64, 16, 7, 1, None, "norm", True)] \
+    # (n_head, n_kv, head_dim, max_ctx, pos, splits, wg, mode, qk_norm[, KV cache variant])
+    shapes = [(4, 1, 32, 16, 9, 2, None, "neox", False), (4, 2, 64, 16, 7, 1, None, "norm", True),
+              (4, 1, 32, 16, 9, 2, None, "neox", False, "f16u32")] \
         if scope == "browser" else \
         [(8, 2, 64, 40, 0, 1, None, "neox", False), (8, 2, 64, 40, 39, 1, None, "neox", False),
          (8, 2, 64, 40, 39, 4, None, "neox", False), (3, 3, 32, 24, 2, 8, None, "neox", False),
@@ -324,76 +378,83 @@ def attention_decode_cases(b, rng, scope):
          (20, 5, 128, 256, 255, 4, None, "neox", False),
          (8, 2, 64, 40, 39, 1, None, "norm", False), (16, 8, 128, 64, 40, 1, None, "neox", True),
          (8, 1, 64, 40, 21, 3, None, "norm", True), (8, 4, 256, 32, 17, 1, None, "norm", False),
-         (16, 2, 128, 64, 0, 1, None, "neox", True)]
-    for nh, nkv, hd, max_ctx, pos, splits, wg, mode, qkn_on in shapes:
+         (16, 2, 128, 64, 0, 1, None, "neox", True),
+         (4, 1, 64, 400, 300, 3, 128, "neox", False, "f16"), (8, 1, 64, 40, 21, 3, None, "norm", True, "f16u32")]
+    for nh, nkv, hd, max_ctx, pos, splits, wg, mode, qkn_on, *variant in shapes:
+        variant = variant[0] if variant else "f32"
+        kv, f16 = KV_VARIANTS[variant]
         freqs = rope_freqs(hd, 10000.0)
         qkv = rng.normal(size=(nh + 2 * nkv, hd)).astype(np.float32)
         if qkn_on:
             qkv *= np.float32(rng.uniform(0.1, 10))
         qkn = _qkn(rng, hd) if qkn_on else None
-        kc, vc = _cache(rng, nkv, max_ctx, hd, pos)
+        kc, vc = _cache(rng, nkv, max_ctx, hd, pos, kv)
         ekc, evc = kc.copy(), vc.copy()
         qr, kr, k_atol, qn, kn = _rope_heads(qkv[None], np.array([pos]), freqs, mode, qkn, nh, 1e-6)
         qr, kr = qr[0], kr[0]
-        ekc[:, pos] = kr
-        evc[:, pos] = qkv[nh + nkv:]
+        ekc[:, pos] = kv_round(kr, kv)
+        evc[:, pos] = kv_round(qkv[nh + nkv:], kv)
         o = attention(qr, ekc[:, :pos + 1], evc[:, :pos + 1])
         extra = 2 * qk_norm_ulps(hd) if qkn_on else 0.0
         steps = spec.attention_decode(nh, nkv, hd, max_ctx, splits=splits, wg=wg, mode=mode, qk_norm=qkn_on,
-                                      eps=1e-6)
-        bufs = [{"name": "k_cache", "data": f32b(kc), "expect": f32b(ekc), "atol": k_atol},
-                {"name": "v_cache", "data": f32b(vc), "expect": f32b(evc)},
+                                      eps=1e-6, kv=kv, f16=f16)
+        bufs = [_kv_buf("k_cache", kc, ekc, kv, k_atol), _kv_buf("v_cache", vc, evc, kv),
                 {"name": "qkv", "data": f32b(qkv)},
                 {"name": "o", "size": 4 * nh * hd, "expect": f32b(o),
-                 "atol": _attn_atol(qr, ekc, evc, pos + 1, splits, mode, extra)},
+                 "atol": _attn_atol(qr, ekc, evc, pos + 1, splits, mode, extra, [pos] if kv == "f16" else ())},
                 {"name": "params", "data": spec.params(pos=pos)},
                 {"name": "freqs", "data": f32b(freqs)}]
         if qkn_on:
             bufs.append({"name": "qkn", "data": f32b(qkn)})
         if splits > 1:
             bufs.append({"name": "attn_part", "size": spec.attn_part_bytes(nh, hd, splits)})
-        tag = (".norm" if mode == "norm" else "") + (".qknorm" if qkn_on else "")
+        tag = (".norm" if mode == "norm" else "") + (".qknorm" if qkn_on else "") + _kv_tag(variant)
         add_case(b, f"ops.attention.decode{tag}.h{nh}x{nkv}.hd{hd}.pos{pos}.split{splits}", steps, bufs)
 
 
 def attention_prefill_cases(b, rng, scope):
     """rope (writes the cache rows) then attention prefill, as the engine runs a prefill chunk."""
-    # (n_head, n_kv, head_dim, max_ctx, p0, rows, wg, mode, qk_norm); wg: rows per workgroup of the
-    # prefill entry; head_dim 40 (not a multiple of 16) takes the prefill_wg fallback
-    shapes = [(4, 2, 32, 16, 2, 5, None, "neox", False)] if scope == "browser" else \
+    # (n_head, n_kv, head_dim, max_ctx, p0, rows, wg, mode, qk_norm[, KV cache variant]); wg: rows per
+    # workgroup of the prefill entry; head_dim 40 (not a multiple of 16) takes the prefill_wg fallback
+    shapes = [(4, 2, 32, 16, 2, 5, None, "neox", False), (4, 2, 32, 16, 2, 5, None, "neox", False, "f16u32")] \
+        if scope == "browser" else \
         [(8, 2, 64, 48, 0, 13, None, "neox", False), (8, 2, 64, 48, 30, 18, None, "neox", False),
          (2, 2, 32, 16, 3, 5, None, "neox", False), (4, 1, 64, 260, 200, 3, 4, "neox", False),
          (20, 5, 128, 80, 9, 70, 16, "neox", False), (4, 2, 40, 24, 5, 6, None, "neox", False),
          (8, 2, 64, 48, 30, 9, None, "norm", False), (16, 8, 128, 48, 20, 7, None, "neox", True),
-         (4, 2, 40, 24, 5, 6, None, "norm", True)]
-    for nh, nkv, hd, max_ctx, p0, m, wg, mode, qkn_on in shapes:
+         (4, 2, 40, 24, 5, 6, None, "norm", True),
+         (8, 2, 64, 48, 30, 18, None, "neox", False, "f16"), (8, 2, 64, 48, 30, 9, None, "norm", True, "f16u32"),
+         (4, 2, 40, 24, 5, 6, None, "norm", True, "f16u32")]
+    for nh, nkv, hd, max_ctx, p0, m, wg, mode, qkn_on, *variant in shapes:
+        variant = variant[0] if variant else "f32"
+        kv, f16 = KV_VARIANTS[variant]
         freqs = rope_freqs(hd, 10000.0)
         width = (nh + 2 * nkv) * hd
         qkv = rng.normal(size=(m, width)).astype(np.float32)
         qkn = _qkn(rng, hd) if qkn_on else None
         heads = qkv.reshape(m, nh + 2 * nkv, hd)
         pos = p0 + np.arange(m)
-        kc, vc = _cache(rng, nkv, max_ctx, hd, p0)
+        kc, vc = _cache(rng, nkv, max_ctx, hd, p0, kv)
         ekc, evc = kc.copy(), vc.copy()
         qr, kr, r_atol, _, _ = _rope_heads(heads, pos, freqs, mode, qkn, nh, 1e-6)
-        ekc[:, pos] = kr.transpose(1, 0, 2)
-        evc[:, pos] = heads[:, nh + nkv:].transpose(1, 0, 2)
+        ekc[:, pos] = kv_round(kr.transpose(1, 0, 2), kv)
+        evc[:, pos] = kv_round(heads[:, nh + nkv:].transpose(1, 0, 2), kv)
         exp_qkv = heads.copy().astype(np.float64)
         exp_qkv[:, :nh] = qr
         o = np.stack([attention(qr[i], ekc[:, :p + 1], evc[:, :p + 1]) for i, p in enumerate(pos)])
         extra = 2 * qk_norm_ulps(hd) if qkn_on else 0.0
-        atol_o = max(_attn_atol(qr[i], ekc, evc, p + 1, 1, mode, extra) for i, p in enumerate(pos))
-        steps = [spec.rope(nh, nkv, hd, max_ctx, m, mode=mode, qk_norm=qkn_on, eps=1e-6),
-                 spec.attention_prefill(nh, nkv, hd, max_ctx, m, wg=wg)]
+        new = list(pos) if kv == "f16" else []
+        atol_o = max(_attn_atol(qr[i], ekc, evc, p + 1, 1, mode, extra, new) for i, p in enumerate(pos))
+        steps = [spec.rope(nh, nkv, hd, max_ctx, m, mode=mode, qk_norm=qkn_on, eps=1e-6, kv=kv, f16=f16),
+                 spec.attention_prefill(nh, nkv, hd, max_ctx, m, wg=wg, kv=kv, f16=f16)]
         bufs = [{"name": "qkv", "data": f32b(qkv), "expect": f32b(exp_qkv), "atol": r_atol},
                 {"name": "freqs", "data": f32b(freqs)},
-                {"name": "k_cache", "data": f32b(kc), "expect": f32b(ekc), "atol": r_atol},
-                {"name": "v_cache", "data": f32b(vc), "expect": f32b(evc)},
+                _kv_buf("k_cache", kc, ekc, kv, r_atol), _kv_buf("v_cache", vc, evc, kv),
                 {"name": "params", "data": spec.params(m=m, pos=p0)},
                 {"name": "o", "size": 4 * m * nh * hd, "expect": f32b(o), "atol": atol_o}]
         if qkn_on:
             bufs.append({"name": "qkn", "data": f32b(qkn)})
-        tag = (".norm" if mode == "norm" else "") + (".qknorm" if qkn_on else "")
+        tag = (".norm" if mode == "norm" else "") + (".qknorm" if qkn_on else "") + _kv_tag(variant)
         add_case(b, f"ops.attention.prefill{tag}.h{nh}x{nkv}.hd{hd}.p{p0}+{m}", steps, bufs)
 
 
