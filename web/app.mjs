@@ -69,7 +69,7 @@ function updatePhase() {
 // ------------------------------------------------------------------ loading models
 function loadOptions(extra = {}) {
   const ctx = $('max-context').value;
-  return { activations: $('activations').value, context: ctx === '' ? null : Number(ctx), capLimits: ADDRESS.capLimits,
+  return { activations: $('activations').value, kvCache: $('kv-cache').value, context: ctx === '' ? null : Number(ctx), capLimits: ADDRESS.capLimits,
     gpuMemory: ADDRESS.gpuMemory, cache: $('cache-files').checked, ...extra };
 }
 
@@ -151,7 +151,7 @@ function remember(source, engine) {
   localStorage.setItem('bitweb.last', JSON.stringify(byName ? { cached: engine.info.name } : 'default'));
 }
 
-// The current model again with the settings now in the form (activations, context).
+// The current model again with the settings now in the form (activations, KV cache, context).
 function reloadCurrent() {
   if (!state.engine || !state.source) return;
   const s = state.source;
@@ -345,6 +345,7 @@ function restoreSettings() {
     for (const input of FIELDS()) if (saved[input.name] != null) input.value = saved[input.name];
     if (saved.system != null) $('system').value = saved.system;
     if (saved.activations) $('activations').value = saved.activations;
+    if (saved.kvCache === 'f16' || saved.kvCache === 'f32') $('kv-cache').value = saved.kvCache;
     if (saved.maxContext != null) $('max-context').value = saved.maxContext;
     if (saved.cacheFiles != null) $('cache-files').checked = saved.cacheFiles;
   } catch { /* a bad saved value: the defaults */ }
@@ -353,7 +354,7 @@ function restoreSettings() {
 function saveSettings() {
   const s = {};
   for (const input of FIELDS()) s[input.name] = input.value;
-  Object.assign(s, { system: $('system').value, activations: $('activations').value, maxContext: $('max-context').value,
+  Object.assign(s, { system: $('system').value, activations: $('activations').value, kvCache: $('kv-cache').value, maxContext: $('max-context').value,
     cacheFiles: $('cache-files').checked });
   localStorage.setItem('bitweb.settings', JSON.stringify(s));
 }
@@ -890,6 +891,7 @@ function wire() {
   $('cancel-load').addEventListener('click', () => { state.loading?.ctl.abort(); });
   $('persist').addEventListener('click', async () => { await bitweb.cache.persist(); refreshCache(); });
   $('activations').addEventListener('change', () => { saveSettings(); reloadCurrent(); });
+  $('kv-cache').addEventListener('change', () => { saveSettings(); reloadCurrent(); });
   $('max-context').addEventListener('input', () => { checkFields(); });
   $('max-context').addEventListener('change', () => {
     checkFields();

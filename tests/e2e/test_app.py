@@ -879,8 +879,9 @@ def test_limits_too_small_says_which_and_by_how_much(app):
     app picks the largest that fits (one layer's K buffer, f16 cache: 65536 / (2 KV heads x 64 x 2 bytes)
     = 256 positions) and says why; asked for the file's 1024, the engine's check names the limit, the
     shortfall (1024 x 2 x 64 x 2 bytes) and the most that fits, and the loaded model stays."""
-    app.page.evaluate("""() => { const s = JSON.parse(localStorage.getItem('bitweb.settings') || '{}');
-        delete s.maxContext; localStorage.setItem('bitweb.settings', JSON.stringify(s)); }""")  # context: empty
+    if app.page.url.startswith(app.server):                         # (run alone, the context is new)
+        app.page.evaluate("""() => { const s = JSON.parse(localStorage.getItem('bitweb.settings') || '{}');
+            delete s.maxContext; localStorage.setItem('bitweb.settings', JSON.stringify(s)); }""")  # context: empty
     app.page.goto(app.server + "?model=test-models/tiny.gguf&cap=maxStorageBufferBindingSize:65536")
     info = app.wait_ready("tiny.gguf")
     assert info["context"] == 256 and info["contextMax"] == 1024
@@ -897,7 +898,14 @@ def test_limits_too_small_says_which_and_by_how_much(app):
     app.page.wait_for_function("document.body.dataset.state === 'ready'")
     assert app.info()["context"] == 256                              # the model that fits still answers
     app.page.fill("#max-context", "")                                # (a saved setting: leave it empty)
-    app.page.dispatch_event("#max-context", "change")
-    app.page.wait_for_function("!window.bitwebApp.state.loading && document.body.dataset.state === 'ready'",
+    app.page.select_option("#kv-cache", "f32")                      # reloads: an f32 cache fits half as many
+    app.page.wait_for_function("window.bitwebApp.state.engine?.info.kvCache === 'f32'", timeout=READY_MS)
+    info = app.wait_ready("tiny.gguf")
+    assert info["context"] == 128 and info["load"]["kv_cache_bytes"] == 2 * 2 * 128 * 2 * 64 * 4, info["load"]
+    assert "128 of 1024" in app.page.inner_text("#model-info")
+    app.page.select_option("#kv-cache", "f16")                      # (a saved setting: back to the default)
+    app.page.wait_for_function("window.bitwebApp.state.engine?.info.kvCache?.startsWith('f16')"
+                               " && !window.bitwebApp.state.loading && document.body.dataset.state === 'ready'",
                                timeout=READY_MS)
+    assert app.info()["context"] == 256
     no_errors(app)
