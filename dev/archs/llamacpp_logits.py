@@ -21,7 +21,7 @@ import argparse, json, os, subprocess, sys, tempfile
 
 import numpy as np
 
-from bitweb import gguf, numpy_model
+from bitweb import gguf
 from bitweb.numpy_model import Linear, NumpyModel
 
 CASES = ("qwen3:q1_0:q1_0", "qwen3:q2_0:q2_0", "qwen3:tq2_0:f16", "qwen3:tq1_0:q8_0", "qwen3:bf16:f32",
@@ -94,22 +94,17 @@ def llamacpp(path, ids):
 
 def numpy_logits(path, ids, emulate):
     gf = gguf.open_gguf(path)
-    saved = numpy_model.Linear
+    nm = NumpyModel.from_gguf(gf, activations="f32", kv_cache="f32",     # llama.cpp runs with an F32 cache here
+                              linear=GgmlLinear if emulate else None)
     if emulate:
-        numpy_model.Linear = GgmlLinear
-    try:
-        nm = NumpyModel.from_gguf(gf, activations="f32")
-        if emulate:
-            nm.head = GgmlLinear(gf, nm.model.lm_head)
-    finally:
-        numpy_model.Linear = saved
+        nm.head = GgmlLinear(gf, nm.model.lm_head)
     return nm.logits(ids).astype(F32)
 
 
 def gpu_logits(path, ids, tmp):
     out = os.path.join(tmp, "gpu.npy")
     subprocess.run([sys.executable, "-m", "bitweb", "perplexity", path, "--backend", "native",
-                    "--activations", "f32", "--ids", " ".join(map(str, ids)), "--logits-out", out],
+                    "--activations", "f32", "--kv-cache", "f32", "--ids", " ".join(map(str, ids)), "--logits-out", out],
                    check=True, capture_output=True)
     return np.load(out)
 

@@ -133,7 +133,10 @@ class NumpyModel:
     """The numpy forward pass with a KV cache, and the same generate() as the engine (sync)."""
 
     def __init__(self, model: Model, activations: str = "a8", max_context: int | None = None,
-                 kv_cache: str = KV_CACHE):
+                 kv_cache: str = KV_CACHE, linear=None):
+        """linear: the class of the packed linears (default Linear; a subclass can change how one
+        computes, e.g. dev/archs/llamacpp_logits.py emulates llama.cpp's activation quantization)."""
+        linear = linear or Linear
         if activations not in ACTIVATIONS:
             raise ValueError(f"activations {activations!r}: must be one of {ACTIVATIONS}")
         cfg, gf = model.cfg, model.gguf
@@ -151,20 +154,20 @@ class NumpyModel:
         self.lm_head = self.token_embd if model.output is None else mat(model.output)   # (V, e)
         # a packed head (Q1_0 / Q2_0) computes what a block linear does (lmhead.wgsl PACKED), a8 included
         packed = formats.TYPES[model.lm_head.type_id].kind != "float"
-        self.head = Linear(gf, model.lm_head) if packed else None
+        self.head = linear(gf, model.lm_head) if packed else None
         self.output_norm = vec(model.output_norm)
         self.blk = []
         for b in model.blk:                       # a tensor the architecture lacks stays None
             layer = {n: None if getattr(b, n) is None else vec(getattr(b, n)) for n in NORMS}
             for n in LINEARS:
-                layer[n] = Linear(gf, getattr(b, n), getattr(b, n + "_scale"))
+                layer[n] = linear(gf, getattr(b, n), getattr(b, n + "_scale"))
             self.blk.append(layer)
         self.reset()
 
     @classmethod
     def from_gguf(cls, gf, activations: str = "a8", max_context: int | None = None,
-                  kv_cache: str = KV_CACHE) -> "NumpyModel":
-        return cls(Model.from_gguf(gf), activations, max_context, kv_cache)
+                  kv_cache: str = KV_CACHE, linear=None) -> "NumpyModel":
+        return cls(Model.from_gguf(gf), activations, max_context, kv_cache, linear)
 
     @property
     def tokenizer(self):
