@@ -53,10 +53,20 @@ def check_kernel_results(res, shapes):
 
 
 def test_kernels_quick_json(capsys):
-    """The CLI on the --quick shapes: one JSON object, every family at every shape."""
-    assert cli.main(["bench", "kernels", "--quick", "--json", "--repeats", "3"]) == 0
+    """The CLI, default variants (--quick) on one shape of its own (--shapes): one JSON object,
+    every family at that shape and no other."""
+    assert cli.main(["bench", "kernels", "--quick", "--shapes", "512x128", "--json", "--repeats", "3"]) == 0
     res = json.loads(capsys.readouterr().out)
-    check_kernel_results(res, bench.QUICK_SHAPES)
+    check_kernel_results(res, ((512, 128),))
+    assert {r["shape"] for r in res["results"] if r["kernel"] != "stream"} == {"512x128"}
+
+
+def test_bad_shapes_are_refused(capsys):
+    assert bench.parse_shapes("2560x640, 256X8") == ((2560, 640), (256, 8))
+    for bad, why in (("2560", "expected N_INxROWS"), ("100x8", "multiple of 256"), ("256x0", "expected"),
+                     ("256x8,", "expected")):
+        assert cli.main(["bench", "kernels", "--shapes", bad]) == 1
+        assert why in capsys.readouterr().err, bad
 
 
 def test_kernel_variants_and_sharded_dense(gpu):

@@ -1,5 +1,5 @@
 // Worker for bench.html: boot Python (Pyodide), run bitweb.bench in this browser's WebGPU.
-// Message in: {quick: bool, model: URL or '', tokens, promptTokens, repeats}.
+// Message in: {quick: bool, shapes: 'NxM,...' or '', model: URL or '', tokens, promptTokens, repeats}.
 // Messages out: {type: 'adapter' | 'status' | 'row', text}, then {type: 'done', kernels, decode}
 // or {type: 'done', error}.
 import { bootPython } from './py.mjs';
@@ -27,6 +27,8 @@ dev = await gpu.request_device()
 post("adapter", text=dev.describe() + "; timing: " + bench.timing(dev))
 post("status", text="kernels")
 shapes = bench.QUICK_SHAPES if a.get("quick") else bench.SHAPES
+if a.get("shapes"):
+    shapes = bench.parse_shapes(a["shapes"])
 kernels = await bench.bench_kernels(dev, shapes, quick=bool(a.get("quick")), repeats=a.get("repeats"),
                                     log=lambda line: post("row", text=line))
 decode = None

@@ -73,6 +73,19 @@ class BenchError(ValueError):
     pass
 
 
+def parse_shapes(text: str) -> tuple:
+    """"2560x2560,2560x640" -> ((2560, 2560), (2560, 640)): kernel shapes as n_in x rows."""
+    out = []
+    for part in text.split(","):
+        n_in, x, rows = part.strip().lower().partition("x")
+        if not (x and n_in.isdigit() and rows.isdigit() and int(n_in) > 0 and int(rows) > 0):
+            raise BenchError(f"shape {part.strip()!r}: expected N_INxROWS, e.g. 2560x640")
+        if int(n_in) % 256:
+            raise BenchError(f"shape {part.strip()!r}: n_in must be a multiple of 256 (a TQ block)")
+        out.append((int(n_in), int(rows)))
+    return tuple(out)
+
+
 # ---------------------------------------------------------------------------- weights
 # Bytes that are valid codes: I2_S / TQ2_0 bytes of four 2-bit codes in 0..2, TQ1_0 bytes
 # q = ceil(v * 256 / 243) of five base-3 trits v in 0..242.

@@ -1,7 +1,7 @@
 """The benchmarks in headless Chromium (SwiftShader) through Pyodide: web/bench.html, and ready time
 against wllama: web/bench-ready.html.
 
-By default (the test suite) the --quick kernel shapes and a short decode of a tiny generated
+By default (the test suite) one small kernel shape (default variants) and a short decode of a tiny generated
 model, checked for well-formed JSON like the native ones (tests/test_bench.py); no timed
 assertions. `npm run bench` sets BITWEB_BENCH=full: the 2B4T kernel shapes and a decode of the
 generated `small` model (BITWEB_BENCH_MODEL=preset or path to change it), and prints the JSON.
@@ -55,7 +55,7 @@ def bench_model() -> str:
 
 def test_bench_in_browser(server, page):
     model = bench_model()
-    query = f"model=/{model}" + ("" if FULL else "&quick=1&tokens=5&prompt=8&repeats=1")
+    query = f"model=/{model}" + ("" if FULL else "&quick=1&shapes=256x256&tokens=5&prompt=8&repeats=1")
     page.goto(server + "bench.html?" + query)
     long = FULL or os.environ.get("BITWEB_BENCH_MODEL")
     page.wait_for_function("window.benchResults !== undefined", timeout=(3_600_000 if long else 600_000))
@@ -64,7 +64,7 @@ def test_bench_in_browser(server, page):
     k, d = res["kernels"], res["decode"]
     assert k["device"].startswith("browser"), k["device"]
     assert all(set(r) == KERNEL_FIELDS for r in k["results"])
-    check_kernel_results(k, bench.SHAPES if FULL else bench.QUICK_SHAPES)
+    check_kernel_results(k, bench.SHAPES if FULL else ((256, 256),))
     assert d["bench"] == "decode" and d["decoded_tokens"] == (31 if FULL else 4)
     assert d["dispatches_per_layer"] > 0 and d["host_calls_per_token"] > 0
     assert 0 <= d["host_share"] <= 1 and d["bytes_per_token"] > 0 and d["roofline_ms"] > 0

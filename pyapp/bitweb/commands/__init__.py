@@ -129,6 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-overlap", action="store_true",
                    help="decode: one step at a time (Engine.overlap off), for a before/after")
     p.add_argument("--quick", action="store_true", help="kernels: two small shapes, default variants")
+    p.add_argument("--shapes", help="kernels: N_INxROWS[,...] instead of the default shapes (n_in: a multiple of 256)")
     p.add_argument("--repeats", type=int, default=None, help="timed runs per kernel (default: by time budget)")
     p.add_argument("--json", action="store_true")
     return ap

@@ -5,7 +5,7 @@ import asyncio
 import json
 
 from bitweb.bench import (HEADER, QUICK_SHAPES, SHAPES, BenchError, bench_decode, bench_kernels, bench_load,
-                          bench_tokenizer, describe_decode, timing)
+                          bench_tokenizer, describe_decode, parse_shapes, timing)
 
 
 def main(args) -> int:
@@ -25,7 +25,7 @@ async def _main(args) -> int:
     log = None if args.json else (lambda m: print(m, flush=True))
     lm_head = getattr(args, "lm_head", None)
     if args.what == "kernels":
-        shapes = QUICK_SHAPES if args.quick else SHAPES
+        shapes = parse_shapes(args.shapes) if args.shapes else QUICK_SHAPES if args.quick else SHAPES
         if log:
             log(f"# {dev.describe()}\n# timing: {timing(dev)}\n{HEADER}")
         r = await bench_kernels(dev, shapes, quick=args.quick, repeats=args.repeats, log=log)
