@@ -148,25 +148,44 @@ def test_engine_compiles_every_kernel_at_load(gpu, tiny_model):
 
 
 def test_engine_ready_before_its_prefill_kernels_answers_the_same(gpu, tiny_model):
-    """load(wait_prefill=False) returns once the decode kernels are compiled; the first prompt
-    through the prefill plan waits for the rest, and the tokens are those of a load that waited."""
+    """load(wait_prefill=False) returns once the decode kernels are compiled. While the prefill
+    kernels are still compiling (forced here: the race is the adapter's), a prompt goes token by
+    token through the decode plan, no prefill plan made or waited for; the tokens (greedy, and
+    sampled with a repetition penalty) are those of a load that waited and prefilled in one plan
+    run; once the kernels are compiled, prompts take the prefill plan."""
     path = tiny_model(arch="bitnet", fmt="tq2_0", seed=5)
     ids = list(range(3, 40))
+    cases = [SamplingParams(), SamplingParams(temperature=0.8, top_k=40, repeat_penalty=1.3, seed=1)]
+
+    async def gen(eng, params):
+        eng.reset()
+        r0 = gpu.counters["plan_runs"]
+        res = await eng.generate(ids, params, 6, ignore_eos=True)
+        return res.ids, gpu.counters["plan_runs"] - r0 - res.counters["plan_runs"]     # the prompt's runs
 
     async def go(wait):
         with FileSource(path) as src:
             eng = await Engine.load(gpu, open_gguf(path), src, wait_prefill=wait)
         try:
-            assert (eng.prefill_compiled is None) == wait
+            assert (eng.prefill_compiled is None) == wait and eng.prefill_rows >= len(ids)
             assert ((eng.prefill_rows, 0) in eng._plans) == wait          # no prefill plan yet
-            res = await eng.generate(ids, SamplingParams(), 6, ignore_eos=True)
-            if not wait:
-                await eng.prefill_compiled
-                assert "compile_prefill" in eng.stage_ms
-            return res.ids
+            if wait:
+                return [await gen(eng, p) for p in cases]
+            compiling = eng.prefill_compiled
+            eng.prefill_compiled = asyncio.get_running_loop().create_future()      # "still compiling"
+            assert not eng.prefill_ready
+            out = [await gen(eng, p) for p in cases]
+            assert not [k for k in eng._plans if isinstance(k, tuple)]    # no prefill plan made
+            eng.prefill_compiled = compiling
+            await compiling
+            assert eng.prefill_ready and "compile_prefill" in eng.stage_ms
+            return out + [await gen(eng, cases[0])]
         finally:
             eng.close()
-    assert run(go(False)) == run(go(True))
+    waited, early = run(go(True)), run(go(False))
+    assert [n for _, n in waited] == [1, 1]                   # one prefill plan run per prompt
+    assert [n for _, n in early] == [len(ids), len(ids), 1]   # token by token, then the prefill plan
+    assert [t for t, _ in early] == [t for t, _ in waited] + [waited[0][0]]
 
 
 def test_engine_load_failure_leaves_no_compile_running(gpu, tiny_model):

@@ -293,6 +293,7 @@ class Engine:
         self.n_pipelines = 0          # distinct pipelines the model's plans use (compiled at load: _compile)
         self.stage_ms = {}            # load stage -> [start, end] ms since load() began (upload, compile, plans)
         self.prefill_compiled = None  # load(wait_prefill=False): the task compiling the prefill kernels
+        self.prefill_path = ""        # the last prompt's plan: "prefill" (multi-row) or "decode" (token by token)
 
     # ------------------------------------------------------------------ loading
     @classmethod
@@ -306,9 +307,10 @@ class Engine:
         compile while the weights upload (_compile: in the browser every createComputePipelineAsync
         of a batch is in flight together in the GPU process): first the decode plans' (with the
         sampler's top-k), then the prefill plan's. wait_prefill=False: the engine is returned once
-        the decode kernels are ready, the prefill kernels go on compiling (the first prompt through
-        the prefill plan waits for them: `prefill_compiled`); a CPU rasteriser takes seconds per
-        kernel, so this makes an app ready sooner.
+        the decode kernels are ready, the prefill kernels go on compiling (`prefill_compiled`);
+        until they are done prompts are prefilled token by token through the decode plan (the
+        same tokens: `prefill_ready`), so neither ready nor a first reply waits for them (a CPU
+        rasteriser takes seconds per kernel).
         progress(stage, done, total): stage "upload" (bytes), "compile" (distinct pipelines
         compiled; the decode kernels' when wait_prefill is False), "ready". stage_ms: [start, end]
         of "upload", "compile" and "plans" ([start, end] ms from the start of load()); the
@@ -395,6 +397,12 @@ class Engine:
         """Bytes of the KV cache (K and V of every layer at n_ctx positions)."""
         return 2 * self.cfg.n_layer * ops.kv_cache_bytes(self.cfg.n_head_kv, self.cfg.head_dim, self.n_ctx,
                                                          self.kv_cache)
+
+    @property
+    def prefill_ready(self) -> bool:
+        """Whether prompts go through the prefill plan: its kernels are compiled (always after
+        load(wait_prefill=True); with wait_prefill=False once `prefill_compiled` is done)."""
+        return self.prefill_compiled is None or self.prefill_compiled.done()
 
     def _check_support(self):
         m, cfg = self.model, self.cfg
@@ -778,8 +786,12 @@ class Engine:
                        context: list) -> int:
         """Run tokens at positions pos0.. and return the token after the last one. Chunks of
         prefill_rows rows through the multi-row kernels (one plan run each); a single token (or
-        prefill_rows = 1) goes through the decode plan."""
-        if len(tokens) == 1 or self.prefill_rows == 1:
+        prefill_rows = 1), or any prompt while the prefill kernels are still compiling (load with
+        wait_prefill=False), goes token by token through the decode plan: the same tokens (A8 rows
+        are quantised alike), only slower per token than a prefill plan on a GPU."""
+        by_rows = len(tokens) > 1 and self.prefill_rows > 1 and self.prefill_ready
+        self.prefill_path = "prefill" if by_rows else "decode"
+        if not by_rows:
             zero = SamplingParams()
             for j, t in enumerate(tokens[:-1]):
                 self._feed(t)
