@@ -133,6 +133,8 @@ def test_engine_compiles_every_kernel_at_load(gpu, tiny_model):
     assert all(t == eng.n_pipelines for _, t in comp) and [d for d, _ in comp] == sorted(d for d, _ in comp)
     first, later = eng._compile_keys()
     assert eng.n_pipelines == len({gpu.pipeline_key(*k) for k in first + later}) and later
+    # greedy decode first; the sampler's top-k (the app's default is greedy) with the prefill kernels
+    assert {k[1] for k in first if k[0] == "sampling"} == {"argmax"} and later[0][1] == "topk"
     st = eng.stage_ms                                # [start, end] ms from the start of load()
     assert set(st) == {"upload", "compile", "compile_prefill", "plans"}
     assert all(0 <= a <= b <= eng.load_ms + 0.1 for a, b in st.values())     # (rounded to 0.1 ms)
