@@ -220,3 +220,14 @@ def test_native_device_says_whether_it_is_software(gpu):
     assert gpu.software == gpu_mod.software_reason(gpu.info, gpu.fallback)
     if gpu.software:
         assert f"(software: {gpu.software})" in gpu.describe()
+
+
+@pytest.mark.parametrize("info, rb", [({"architecture": "swiftshader", "description": ""}, 1),
+                                      ({"device": "llvmpipe (LLVM 15.0.7, 256 bits)"}, 4)])
+def test_bitlinear_rows_per_lane_group_on_cpu_adapters(info, rb):
+    """SwiftShader gets one row per lane group (2-4x faster to compile, no slower there:
+    dev/perf/compile_times.py --bitlinear-speed); lavapipe keeps 4 (its measured best)."""
+    from bitweb.kernels import bitlinear
+    dev = gpu_mod.Device(backend="browser", info=info)
+    st = bitlinear.gemv("TQ2_0", 512, 256, a8=True, norm=True, dev=dev)
+    assert st.constants["RB"] == rb and st.constants["RPW"] == 64 and st.constants["WG"] == 64

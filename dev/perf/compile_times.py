@@ -57,6 +57,54 @@ COMPILE_JS = """async ([code, entry, constants]) => {
 }"""
 
 
+# compile one pipeline, then time `runs` submits of `reps` dispatches each over zero-filled buffers
+# (binding i: sizes[i] bytes; the timing does not depend on the values): [compile ms, ms per dispatch]
+SPEED_JS = """async ([code, entry, constants, sizes, wg, reps, runs]) => {
+  const d = window.dev, U = GPUBufferUsage;
+  const t0 = performance.now();
+  const p = await d.createComputePipelineAsync({ layout: 'auto', compute: { module: d.createShaderModule({ code }), entryPoint: entry, constants } });
+  const compile = performance.now() - t0;
+  const bufs = sizes.map(n => d.createBuffer({ size: Math.max(16, Math.ceil(n / 16) * 16), usage: U.STORAGE }));
+  const bg = d.createBindGroup({ layout: p.getBindGroupLayout(0), entries: bufs.map((b, i) => ({ binding: i, resource: { buffer: b } })) });
+  const run = async () => {
+    const e = d.createCommandEncoder(), pass = e.beginComputePass();
+    pass.setPipeline(p); pass.setBindGroup(0, bg);
+    for (let i = 0; i < reps; i++) pass.dispatchWorkgroups(wg[0], wg[1], wg[2]);
+    pass.end(); d.queue.submit([e.finish()]); await d.queue.onSubmittedWorkDone();
+  };
+  await run();
+  const ts = [];
+  for (let r = 0; r < runs; r++) { const a = performance.now(); await run(); ts.push((performance.now() - a) / reps); }
+  ts.sort((a, b) => a - b);
+  bufs.forEach(b => b.destroy());
+  return [compile, ts[Math.floor(ts.length / 2)]];
+}"""
+
+
+def bitlinear_speed(page, dev, fmt: str, shapes, rbs, trials: int):
+    """Compile time and ms per dispatch of bitlinear gemv (A8, norm) at each (n_in, rows) for each RB,
+    the RBs taking turns in every trial (medians of 5 runs of 20 dispatches; best trial)."""
+    from bitweb import formats
+    from bitweb.kernels import bitlinear
+    f = formats.by_name(fmt)
+    out = {}
+    for t in range(trials):
+        for n_in, rows in shapes:
+            for rb in rbs:
+                st = bitlinear.gemv(fmt, n_in, rows, a8=True, norm=True, dev=dev, rb=rb)
+                wbytes = rows * n_in // f.block_size * f.type_size
+                sizes = {"x": 4 * n_in, "norm": 4 * n_in, "mult": 16, "y": 4 * rows, "w0": wbytes}
+                code = shaders.specialise(shaders.source(st.shader), dev, dict(st.defines), st.shader)
+                c, ms = page.evaluate(SPEED_JS, [code + f"\n// trial {t}", st.entry, st.constants,
+                                                 [sizes[b] for b in st.bind], list(st.workgroups), 20, 5])
+                k = (n_in, rows, rb)
+                out[k] = (min(out.get(k, (c, ms))[0], c), min(out.get(k, (c, ms))[1], ms))
+    print(f"| {fmt} gemv A8 | RB | compile ms | ms per dispatch |")
+    print("|---|---:|---:|---:|")
+    for (n_in, rows, rb), (c, ms) in out.items():
+        print(f"| {n_in}x{rows} | {rb} | {c:.0f} | {ms:.3f} |")
+
+
 def serve() -> str:
     d = ROOT / "build" / "compile_times"
     d.mkdir(parents=True, exist_ok=True)
@@ -94,6 +142,8 @@ def main():
                     help="also time the keys of shader NAME with this WGSL file instead (repeatable)")
     ap.add_argument("--set", action="append", default=[], metavar="NAME:C=V[,C=V]",
                     help="also time the keys of shader NAME with these constants changed (repeatable)")
+    ap.add_argument("--bitlinear-speed", default="", metavar="N_IN:ROWS,...",
+                    help="instead: compile time and dispatch time of bitlinear gemv at these shapes, RB 4 / 2 / 1")
     a = ap.parse_args()
     from playwright.sync_api import sync_playwright
     sys.path.insert(0, str(ROOT / "tests"))
@@ -105,6 +155,11 @@ def main():
         d = page.evaluate(DEVICE_JS, [list(WANTED_FEATURES), list(WANTED_LIMITS)])
         dev = stand_in(d)
         print(f"adapter: {d['info']}; features {d['want']}; dot4 {d['dot4']}")
+        if a.bitlinear_speed:
+            shapes = [tuple(int(v) for v in sh.split(":")) for sh in a.bitlinear_speed.split(",")]
+            bitlinear_speed(page, dev, "TQ2_0", shapes, (4, 2, 1), a.trials)
+            br.close()
+            return
         eng, (first, later) = engine_keys(dev, a.model)
         keys = [("decode", k) for k in dict.fromkeys(dev.pipeline_key(*k) for k in first)]
         if a.prefill:
