@@ -14,7 +14,7 @@
 // Same maths as shaders/dense.wgsl `gemv` with NORM; the thread mapping is what differs: dense
 // gives a workgroup 4 rows, so on CPU rasterisers (lavapipe, SwiftShader) the per-workgroup work
 // (norm, reduction, barriers) costs more than the rows. Here a workgroup computes RPW rows:
-//   1. its WG threads stage m in workgroup memory (K <= 4 * XS4) and reduce sum x^2 once;
+//   1. its WG threads stage m in workgroup memory (K / 4 vec4s) and reduce sum x^2 once;
 //   2. lane groups of LN lanes (one subgroup with SUBGROUPS, the subgroups taken to be consecutive
 //      local indices; else LANES threads) take RB rows at a time, the lanes striding over the
 //      row in units: one 16-byte load (F32: 4 values, F16 / BF16: 8 values, vec4<u32>) or, for
@@ -46,7 +46,9 @@ override RB: u32 = 4u;           // rows per lane group at once (1..4)
 override LANES: u32 = 16u;       // lanes per group without subgroups (power of two, divides WG)
 override EPS: f32 = 1e-5;
 
-const XS4: u32 = 1024u;          // vec4s of m in workgroup memory: K <= 4096
+// m (or its int8 q) lives in workgroup memory sized by K (K / 4 vec4s: K <= 4096 keeps it within
+// 16 KiB). Sized by K, not by the largest K: SwiftShader's compile time grows with the size of a
+// workgroup array (an LM head with K = 256 compiled in 3.6 s with 1024 vec4s, 0.2 s with 64).
 
 #include format
 #if PACKED
@@ -76,10 +78,10 @@ const UNIT: u32 = 8u;
 #endif
 
 #if A8
-var<workgroup> qa: array<u32, XS4>;                  // q as packed int8 (PACKED A8): value 4k + i in byte i of qa[k]
+var<workgroup> qa: array<u32, K / 4u>;                 // q as packed int8 (PACKED A8): value 4k + i in byte i of qa[k]
 var<workgroup> pmax: array<f32, WG>;                 // max |m| partials
 #else
-var<workgroup> xs: array<vec4<f32>, XS4>;
+var<workgroup> xs: array<vec4<f32>, K / 4u>;
 #endif
 var<workgroup> part: array<f32, WG>;                 // sum of squares partials; !SUBGROUPS: row sums
 #if !SUBGROUPS

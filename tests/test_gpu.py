@@ -133,6 +133,8 @@ def test_engine_compiles_every_kernel_at_load(gpu, tiny_model):
     assert all(t == eng.n_pipelines for _, t in comp) and [d for d, _ in comp] == sorted(d for d, _ in comp)
     first, later = eng._compile_keys()
     assert eng.n_pipelines == len({gpu.pipeline_key(*k) for k in first + later}) and later
+    # greedy decode first; the sampler's top-k (the app's default is greedy) with the prefill kernels
+    assert {k[1] for k in first if k[0] == "sampling"} == {"argmax"} and later[0][1] == "topk"
     st = eng.stage_ms                                # [start, end] ms from the start of load()
     assert set(st) == {"upload", "compile", "compile_prefill", "plans"}
     assert all(0 <= a <= b <= eng.load_ms + 0.1 for a, b in st.values())     # (rounded to 0.1 ms)
@@ -148,25 +150,44 @@ def test_engine_compiles_every_kernel_at_load(gpu, tiny_model):
 
 
 def test_engine_ready_before_its_prefill_kernels_answers_the_same(gpu, tiny_model):
-    """load(wait_prefill=False) returns once the decode kernels are compiled; the first prompt
-    through the prefill plan waits for the rest, and the tokens are those of a load that waited."""
+    """load(wait_prefill=False) returns once the decode kernels are compiled. While the prefill
+    kernels are still compiling (forced here: the race is the adapter's), a prompt goes token by
+    token through the decode plan, no prefill plan made or waited for; the tokens (greedy, and
+    sampled with a repetition penalty) are those of a load that waited and prefilled in one plan
+    run; once the kernels are compiled, prompts take the prefill plan."""
     path = tiny_model(arch="bitnet", fmt="tq2_0", seed=5)
     ids = list(range(3, 40))
+    cases = [SamplingParams(), SamplingParams(temperature=0.8, top_k=40, repeat_penalty=1.3, seed=1)]
+
+    async def gen(eng, params):
+        eng.reset()
+        r0 = gpu.counters["plan_runs"]
+        res = await eng.generate(ids, params, 6, ignore_eos=True)
+        return res.ids, gpu.counters["plan_runs"] - r0 - res.counters["plan_runs"]     # the prompt's runs
 
     async def go(wait):
         with FileSource(path) as src:
             eng = await Engine.load(gpu, open_gguf(path), src, wait_prefill=wait)
         try:
-            assert (eng.prefill_compiled is None) == wait
+            assert (eng.prefill_compiled is None) == wait and eng.prefill_rows >= len(ids)
             assert ((eng.prefill_rows, 0) in eng._plans) == wait          # no prefill plan yet
-            res = await eng.generate(ids, SamplingParams(), 6, ignore_eos=True)
-            if not wait:
-                await eng.prefill_compiled
-                assert "compile_prefill" in eng.stage_ms
-            return res.ids
+            if wait:
+                return [await gen(eng, p) for p in cases]
+            compiling = eng.prefill_compiled
+            eng.prefill_compiled = asyncio.get_running_loop().create_future()      # "still compiling"
+            assert not eng.prefill_ready
+            out = [await gen(eng, p) for p in cases]
+            assert not [k for k in eng._plans if isinstance(k, tuple)]    # no prefill plan made
+            eng.prefill_compiled = compiling
+            await compiling
+            assert eng.prefill_ready and "compile_prefill" in eng.stage_ms
+            return out + [await gen(eng, cases[0])]
         finally:
             eng.close()
-    assert run(go(False)) == run(go(True))
+    waited, early = run(go(True)), run(go(False))
+    assert [n for _, n in waited] == [1, 1]                   # one prefill plan run per prompt
+    assert [n for _, n in early] == [len(ids), len(ids), 1]   # token by token, then the prefill plan
+    assert [t for t, _ in early] == [t for t, _ in waited] + [waited[0][0]]
 
 
 def test_engine_load_failure_leaves_no_compile_running(gpu, tiny_model):
@@ -199,3 +220,14 @@ def test_native_device_says_whether_it_is_software(gpu):
     assert gpu.software == gpu_mod.software_reason(gpu.info, gpu.fallback)
     if gpu.software:
         assert f"(software: {gpu.software})" in gpu.describe()
+
+
+@pytest.mark.parametrize("info, rb", [({"architecture": "swiftshader", "description": ""}, 1),
+                                      ({"device": "llvmpipe (LLVM 15.0.7, 256 bits)"}, 4)])
+def test_bitlinear_rows_per_lane_group_on_cpu_adapters(info, rb):
+    """SwiftShader gets one row per lane group (2-4x faster to compile, no slower there:
+    dev/perf/compile_times.py --bitlinear-speed); lavapipe keeps 4 (its measured best)."""
+    from bitweb.kernels import bitlinear
+    dev = gpu_mod.Device(backend="browser", info=info)
+    st = bitlinear.gemv("TQ2_0", 512, 256, a8=True, norm=True, dev=dev)
+    assert st.constants["RB"] == rb and st.constants["RPW"] == 64 and st.constants["WG"] == 64

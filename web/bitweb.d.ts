@@ -79,6 +79,9 @@ export interface Timing {
   total_ms: number; ttft_ms: number | null; prefill_ms: number; prefill_tokens: number; cached_tokens: number;
   prefill_tok_s?: number; decode_tok_s?: number; decode_ms_per_token: number; stop_reason: string;
   tokens_after_stop?: number;
+  /** how the prompt was read: 'prefill' (the multi-row kernels) or 'decode' (token by token: one
+   *  token, or the prefill kernels still compiling after the load) */
+  prefill_plan: 'prefill' | 'decode';
 }
 
 export interface ChatCompletion {

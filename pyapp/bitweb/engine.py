@@ -293,6 +293,7 @@ class Engine:
         self.n_pipelines = 0          # distinct pipelines the model's plans use (compiled at load: _compile)
         self.stage_ms = {}            # load stage -> [start, end] ms since load() began (upload, compile, plans)
         self.prefill_compiled = None  # load(wait_prefill=False): the task compiling the prefill kernels
+        self.prefill_path = ""        # the last prompt's plan: "prefill" (multi-row) or "decode" (token by token)
 
     # ------------------------------------------------------------------ loading
     @classmethod
@@ -304,11 +305,12 @@ class Engine:
         note in `context_note`), check limits, upload every tensor from `src` (FileSource / BytesSource natively, a JS
         Blob or File in the browser), compile the kernels and record the decode plans. The kernels
         compile while the weights upload (_compile: in the browser every createComputePipelineAsync
-        of a batch is in flight together in the GPU process): first the decode plans' (with the
-        sampler's top-k), then the prefill plan's. wait_prefill=False: the engine is returned once
-        the decode kernels are ready, the prefill kernels go on compiling (the first prompt through
-        the prefill plan waits for them: `prefill_compiled`); a CPU rasteriser takes seconds per
-        kernel, so this makes an app ready sooner.
+        of a batch is in flight together in the GPU process): first the greedy decode plans', then
+        the sampler's top-k and the prefill plan's. wait_prefill=False: the engine is returned once
+        the decode kernels are ready, the prefill kernels go on compiling (`prefill_compiled`);
+        until they are done prompts are prefilled token by token through the decode plan (the
+        same tokens: `prefill_ready`), so neither ready nor a first reply waits for them (a CPU
+        rasteriser takes seconds per kernel).
         progress(stage, done, total): stage "upload" (bytes), "compile" (distinct pipelines
         compiled; the decode kernels' when wait_prefill is False), "ready". stage_ms: [start, end]
         of "upload", "compile" and "plans" ([start, end] ms from the start of load()); the
@@ -395,6 +397,12 @@ class Engine:
         """Bytes of the KV cache (K and V of every layer at n_ctx positions)."""
         return 2 * self.cfg.n_layer * ops.kv_cache_bytes(self.cfg.n_head_kv, self.cfg.head_dim, self.n_ctx,
                                                          self.kv_cache)
+
+    @property
+    def prefill_ready(self) -> bool:
+        """Whether prompts go through the prefill plan: its kernels are compiled (always after
+        load(wait_prefill=True); with wait_prefill=False once `prefill_compiled` is done)."""
+        return self.prefill_compiled is None or self.prefill_compiled.done()
 
     def _check_support(self):
         m, cfg = self.model, self.cfg
@@ -561,9 +569,10 @@ class Engine:
                 "embed2": [(st, dict(bufs, ids=B["token2"])) for st, bufs in embed]}     # the odd steps' input
 
     def _compile_keys(self) -> tuple:
-        """The pipeline keys of every step the plans use, as (first, later): first the decode plans',
-        the sampler's top-k of TOPK_MIN and the LM head's re-quantization; later the prefill plan's
-        (prefill_rows rows) that are not among them. Listed before any buffer exists, on a copy of
+        """The pipeline keys of every step the plans use, as (first, later): first the greedy decode
+        plans' and the LM head's re-quantization; later the sampler's top-k of TOPK_MIN (the app's
+        default is greedy: a sampled reply before it is compiled waits for it) and the prefill plan's
+        (prefill_rows rows) that are not among the first. Listed before any buffer exists, on a copy of
         the engine whose buffers are stand-ins (their names): only the kernels matter."""
         cfg, m = self.cfg, self.model
         dry = copy.copy(self)
@@ -574,11 +583,12 @@ class Engine:
         if requant_head:
             dry.table_types = dict(self.table_types, **{m.lm_head.name: "Q8_0"})
         steps = [st for part in Engine._decode_steps(dry).values() for st, _ in part]
-        steps.append(ops.topk(cfg.n_vocab, min(TOPK_MIN, cfg.n_vocab)))
         if requant_head and m.lm_head.type_name in requant.SRC_TYPES:
             rows = {r1 - r0 for r0, r1, _ in dry.shards[m.lm_head.name]}
             steps += [requant.q8_0(m.lm_head.type_name, m.lm_head.shape[0], n) for n in sorted(rows)]
-        prefill = [st for st, _ in Engine._prefill_steps(dry, self.prefill_rows, 0)] if self.prefill_rows > 1 else []
+        prefill = [ops.topk(cfg.n_vocab, min(TOPK_MIN, cfg.n_vocab))]
+        if self.prefill_rows > 1:
+            prefill += [st for st, _ in Engine._prefill_steps(dry, self.prefill_rows, 0)]
         key = self.dev.pipeline_key
         first = [(st.shader, st.entry, st.constants, st.defines) for st in steps]
         have = {key(*k) for k in first}
@@ -778,8 +788,12 @@ class Engine:
                        context: list) -> int:
         """Run tokens at positions pos0.. and return the token after the last one. Chunks of
         prefill_rows rows through the multi-row kernels (one plan run each); a single token (or
-        prefill_rows = 1) goes through the decode plan."""
-        if len(tokens) == 1 or self.prefill_rows == 1:
+        prefill_rows = 1), or any prompt while the prefill kernels are still compiling (load with
+        wait_prefill=False), goes token by token through the decode plan: the same tokens (A8 rows
+        are quantised alike), only slower per token than a prefill plan on a GPU."""
+        by_rows = len(tokens) > 1 and self.prefill_rows > 1 and self.prefill_ready
+        self.prefill_path = "prefill" if by_rows else "decode"
+        if not by_rows:
             zero = SamplingParams()
             for j, t in enumerate(tokens[:-1]):
                 self._feed(t)

@@ -628,7 +628,8 @@ class WebApp:
                   "prefill_ms": res.prefill_ms, "prefill_tokens": len(ids) - keep, "cached_tokens": keep,
                   "decode_ms_per_token": res.decode_ms_per_token,
                   "dispatches_per_token": res.dispatches_per_token,
-                  "host_calls_per_token": res.host_calls_per_token, "stop_reason": res.stop_reason}
+                  "host_calls_per_token": res.host_calls_per_token, "stop_reason": res.stop_reason,
+                  "prefill_plan": eng.prefill_path}
         if rid in self.stop_at:
             timing["tokens_after_stop"] = n - self.stop_at[rid]
         if res.prefill_ms:

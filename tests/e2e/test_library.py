@@ -74,6 +74,9 @@ def test_abort_a_stream_mid_way_then_complete_one(page, want):
     assert full["usage"] == {"prompt_tokens": len(want["prompt_ids"]), "completion_tokens": len(want["ids"]),
                              "total_tokens": len(want["prompt_ids"]) + len(want["ids"])}
     assert full["timing"]["ttft_ms"] > 0
+    # right after the load the prefill kernels are still compiling on SwiftShader (the prompt goes
+    # token by token through the decode plan) or done (the prefill plan): the same reply either way
+    assert full["timing"]["prefill_plan"] in ("prefill", "decode")
     assert page.errors == []
 
 

@@ -76,14 +76,16 @@ def choose(dev=None, n_in: int = 0, a8: bool = True, rows: int = 0) -> Tune:
     """Defaults per device (measured with dev/bitlinear/bench.py on lavapipe; GPU values untested).
 
     CPU adapters (lavapipe, SwiftShader): the per-workgroup prologue (norm + quantisation of x) is
-    a large share, so few big workgroups: about 8 per dispatch (rpw >= 64), 4 rows per lane group.
+    a large share, so few big workgroups: about 8 per dispatch (rpw >= 64), 4 rows per lane group
+    (SwiftShader: 1, which compiles 2-4x faster and ran as fast or faster in Chromium:
+    dev/perf/compile_times.py --bitlinear-speed, PERFORMANCE.md "Ready time").
     GPUs: many workgroups for memory parallelism: 128 threads, 16 rows each, 2 rows per lane group.
     """
     info = getattr(dev, "info", None) or {}
     kind = " ".join(str(v) for v in info.values()).lower()
     cpu = any(w in kind for w in ("llvmpipe", "lavapipe", "swiftshader", "cpu"))
     if cpu:
-        t = Tune(wg=64, rpw=max(64, -(-rows // 8)), rb=4)
+        t = Tune(wg=64, rpw=max(64, -(-rows // 8)), rb=1 if "swiftshader" in kind else 4)
     else:
         t = Tune(wg=128, rpw=16, rb=2)
     storage = int(_limits(dev).get("maxComputeWorkgroupStorageSize", MIN_WG_STORAGE))

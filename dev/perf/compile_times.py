@@ -1,0 +1,221 @@
+"""How long each kernel takes to compile in headless Chromium (SwiftShader), and why.
+
+    .venv/bin/python dev/perf/compile_times.py [--model PATH] [--trials 2] [--variants]
+
+Opens a blank page on a local server (WebGPU needs a secure context), asks for a device with the
+features bitweb asks for, builds a stand-in `bitweb.gpu.Device` with the same caps and limits, and
+lists the pipeline keys the engine compiles for the model (Engine._compile_keys: the decode
+plans' kernels, then the prefill plan's). For each key, the WGSL the browser device would send
+(shaders.specialise) and its constants go to the page, which times `createShaderModule` +
+`createComputePipelineAsync` one at a time (each awaited; a unique comment per trial keeps Dawn's
+pipeline cache out of it). Printed per kernel: WGSL bytes, compile ms (best of the trials), the
+key. --variants also times LM-head variants (lmhead.gemv tunes) of the model's head.
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import http.server
+import pathlib
+import sys
+import threading
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "pyapp"))
+sys.path.insert(0, str(ROOT))
+
+from bitweb import shaders  # noqa: E402
+from bitweb.engine import Engine  # noqa: E402
+from bitweb.gguf import open_gguf  # noqa: E402
+from bitweb.gpu import WANTED_FEATURES, WANTED_LIMITS, Caps, Device  # noqa: E402
+from bitweb.kernels import lmhead  # noqa: E402
+from bitweb.model import Model  # noqa: E402
+
+DEVICE_JS = """async ([features, limits]) => {
+  const a = await navigator.gpu.requestAdapter({ powerPreference: 'high-performance' });
+  const want = features.filter(f => a.features.has(f));
+  const req = {};
+  for (const n of limits) if (a.limits[n] !== undefined) req[n] = a.limits[n];
+  window.dev = await a.requestDevice({ requiredFeatures: want, requiredLimits: req });
+  const lim = {};
+  for (const n of limits.concat(['minStorageBufferOffsetAlignment'])) lim[n] = window.dev.limits[n];
+  const i = a.info;
+  return { want, limits: lim, dot4: navigator.gpu.wgslLanguageFeatures.has('packed_4x8_integer_dot_product'),
+           info: { vendor: i.vendor, architecture: i.architecture, device: i.device, description: i.description } };
+}"""
+
+# one pipeline, timed: [module ms, pipeline ms]
+COMPILE_JS = """async ([code, entry, constants]) => {
+  const t0 = performance.now();
+  const m = window.dev.createShaderModule({ code });
+  const t1 = performance.now();
+  const desc = { layout: 'auto', compute: { module: m, entryPoint: entry } };
+  if (Object.keys(constants).length) desc.compute.constants = constants;
+  try { await window.dev.createComputePipelineAsync(desc); }
+  catch (e) { const info = await m.getCompilationInfo(); return { error: String(e) + info.messages.map(x => x.message).join('; ') }; }
+  return { module: t1 - t0, pipeline: performance.now() - t1 };
+}"""
+
+
+# compile one pipeline, then time `runs` submits of `reps` dispatches each over zero-filled buffers
+# (binding i: sizes[i] bytes; the timing does not depend on the values): [compile ms, ms per dispatch]
+SPEED_JS = """async ([code, entry, constants, sizes, wg, reps, runs]) => {
+  const d = window.dev, U = GPUBufferUsage;
+  const t0 = performance.now();
+  const p = await d.createComputePipelineAsync({ layout: 'auto', compute: { module: d.createShaderModule({ code }), entryPoint: entry, constants } });
+  const compile = performance.now() - t0;
+  const bufs = sizes.map(n => d.createBuffer({ size: Math.max(16, Math.ceil(n / 16) * 16), usage: U.STORAGE }));
+  const bg = d.createBindGroup({ layout: p.getBindGroupLayout(0), entries: bufs.map((b, i) => ({ binding: i, resource: { buffer: b } })) });
+  const run = async () => {
+    const e = d.createCommandEncoder(), pass = e.beginComputePass();
+    pass.setPipeline(p); pass.setBindGroup(0, bg);
+    for (let i = 0; i < reps; i++) pass.dispatchWorkgroups(wg[0], wg[1], wg[2]);
+    pass.end(); d.queue.submit([e.finish()]); await d.queue.onSubmittedWorkDone();
+  };
+  await run();
+  const ts = [];
+  for (let r = 0; r < runs; r++) { const a = performance.now(); await run(); ts.push((performance.now() - a) / reps); }
+  ts.sort((a, b) => a - b);
+  bufs.forEach(b => b.destroy());
+  return [compile, ts[Math.floor(ts.length / 2)]];
+}"""
+
+
+def bitlinear_speed(page, dev, fmt: str, shapes, rbs, trials: int):
+    """Compile time and ms per dispatch of bitlinear gemv (A8, norm) at each (n_in, rows) for each RB,
+    the RBs taking turns in every trial (medians of 5 runs of 20 dispatches; best trial)."""
+    from bitweb import formats
+    from bitweb.kernels import bitlinear
+    f = formats.by_name(fmt)
+    out = {}
+    for t in range(trials):
+        for n_in, rows in shapes:
+            for rb in rbs:
+                st = bitlinear.gemv(fmt, n_in, rows, a8=True, norm=True, dev=dev, rb=rb)
+                wbytes = rows * n_in // f.block_size * f.type_size
+                sizes = {"x": 4 * n_in, "norm": 4 * n_in, "mult": 16, "y": 4 * rows, "w0": wbytes}
+                code = shaders.specialise(shaders.source(st.shader), dev, dict(st.defines), st.shader)
+                c, ms = page.evaluate(SPEED_JS, [code + f"\n// trial {t}", st.entry, st.constants,
+                                                 [sizes[b] for b in st.bind], list(st.workgroups), 20, 5])
+                k = (n_in, rows, rb)
+                out[k] = (min(out.get(k, (c, ms))[0], c), min(out.get(k, (c, ms))[1], ms))
+    print(f"| {fmt} gemv A8 | RB | compile ms | ms per dispatch |")
+    print("|---|---:|---:|---:|")
+    for (n_in, rows, rb), (c, ms) in out.items():
+        print(f"| {n_in}x{rows} | {rb} | {c:.0f} | {ms:.3f} |")
+
+
+def serve() -> str:
+    d = ROOT / "build" / "compile_times"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "index.html").write_text("<!doctype html><title>compile times</title>")
+    h = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(d))
+    h.log_message = lambda *a: None
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), h)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{srv.server_port}/index.html"
+
+
+def stand_in(d: dict) -> Device:
+    """A Device with the page's caps, limits and info (only for keys and WGSL: it runs nothing)."""
+    caps = Caps(subgroups="subgroups" in d["want"], shader_f16="shader-f16" in d["want"], dot4=d["dot4"])
+    return Device(backend="browser", info=d["info"], limits={k: int(v) for k, v in d["limits"].items()}, caps=caps)
+
+
+def engine_keys(dev: Device, path: str) -> tuple:
+    gf = open_gguf(path)
+    model = Model.from_gguf(gf)
+    eng = Engine(dev, model, "a8", 4096)
+    eng.prefill_rows = 64
+    return eng, eng._compile_keys()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", default=str(ROOT / "build" / "web" / "bench" / "bitweb-chat-tq2_0-bitnet.gguf"),
+                    help="default: the ready-time benchmark's file (tests/e2e/test_bench_browser.py writes it)")
+    ap.add_argument("--trials", type=int, default=2)
+    ap.add_argument("--prefill", action="store_true", help="time the prefill plan's kernels too")
+    ap.add_argument("--variants", action="store_true", help="time LM-head variants of the model's head")
+    ap.add_argument("--only", default="", help="only keys whose shader name contains this")
+    ap.add_argument("--src", action="append", default=[], metavar="NAME=PATH",
+                    help="also time the keys of shader NAME with this WGSL file instead (repeatable)")
+    ap.add_argument("--set", action="append", default=[], metavar="NAME:C=V[,C=V]",
+                    help="also time the keys of shader NAME with these constants changed (repeatable)")
+    ap.add_argument("--bitlinear-speed", default="", metavar="N_IN:ROWS,...",
+                    help="instead: compile time and dispatch time of bitlinear gemv at these shapes, RB 4 / 2 / 1")
+    a = ap.parse_args()
+    from playwright.sync_api import sync_playwright
+    sys.path.insert(0, str(ROOT / "tests"))
+    from tests.e2e.conftest import CHROME_ARGS, CHROMIUM
+    with sync_playwright() as p:
+        br = p.chromium.launch(executable_path=CHROMIUM, args=CHROME_ARGS, headless=True)
+        page = br.new_page()
+        page.goto(serve())
+        d = page.evaluate(DEVICE_JS, [list(WANTED_FEATURES), list(WANTED_LIMITS)])
+        dev = stand_in(d)
+        print(f"adapter: {d['info']}; features {d['want']}; dot4 {d['dot4']}")
+        if a.bitlinear_speed:
+            shapes = [tuple(int(v) for v in sh.split(":")) for sh in a.bitlinear_speed.split(",")]
+            bitlinear_speed(page, dev, "TQ2_0", shapes, (4, 2, 1), a.trials)
+            br.close()
+            return
+        eng, (first, later) = engine_keys(dev, a.model)
+        keys = [("decode", k) for k in dict.fromkeys(dev.pipeline_key(*k) for k in first)]
+        if a.prefill:
+            keys += [("prefill", k) for k in dict.fromkeys(dev.pipeline_key(*k) for k in later)]
+        if a.variants:
+            keys += [("variant", k) for k in head_variants(eng, dev)]
+        keys = [(w, k, None) for w, k in keys if a.only in k[0]]
+        for spec in a.set:
+            name, _, kv = spec.partition(":")
+            upd = {k: float(v) if "." in v else int(v) for k, v in (p.split("=") for p in kv.split(","))}
+            keys += [(f"set {kv}", (k[0], k[1], tuple(sorted(dict(k[2], **upd).items())), k[3]), None)
+                     for w, k, _ in list(keys) if k[0] == name and w == "decode"]
+        for spec in a.src:
+            name, path = spec.split("=", 1)
+            keys += [(path, k, pathlib.Path(path).read_text()) for w, k, _ in list(keys) if k[0] == name and w != "variant"]
+        rows = []
+        for trial in range(a.trials):
+            for i, (where, (shader, entry, consts, defs), text) in enumerate(keys):
+                code = shaders.specialise(text or shaders.source(shader), dev, dict(defs), shader)
+                r = page.evaluate(COMPILE_JS, [code + f"\n// trial {trial}", entry, dict(consts)])
+                if "error" in r:
+                    raise SystemExit(f"{shader}:{entry} {dict(defs)}: {r['error']}")
+                if trial == 0:
+                    rows.append([where, shader, entry, len(code), r["module"], r["pipeline"], consts, defs])
+                else:
+                    rows[i][4], rows[i][5] = min(rows[i][4], r["module"]), min(rows[i][5], r["pipeline"])
+        br.close()
+    import os
+    print(f"load average {os.getloadavg()[0]:.1f}; best of {a.trials} trials, one at a time")
+    print("| plan | kernel | WGSL bytes | module ms | pipeline ms | constants | defines |")
+    print("|---|---|---:|---:|---:|---|---|")
+    for where, shader, entry, n, m, pl, consts, defs in rows:
+        on = ",".join(k for k, v in defs if v)
+        print(f"| {where} | {shader}:{entry} | {n} | {m:.0f} | {pl:.0f} | {dict(consts)} | {on} |")
+    for where in dict.fromkeys(r[0] for r in rows):
+        print(f"{where}: {sum(r[5] for r in rows if r[0] == where):.0f} ms in all")
+
+
+def head_variants(eng, dev) -> list:
+    """The model's LM head with other tunes (rows per workgroup, rows per lane group, lanes,
+    subgroups off), one shard."""
+    cfg, ti = eng.cfg, eng.model.lm_head
+    wtype = ti.type_name
+    a8 = formats_kind(wtype) != "float"
+    out = []
+    for tune in ({"rb": 1}, {"rb": 2}, {"rpw": 16, "rb": 2}, {"subgroups": False}, {"subgroups": False, "rb": 1},
+                 {"wg": 32}, {"wg": 128}):
+        st = lmhead.gemv(wtype, cfg.n_embd, cfg.n_vocab, a8=a8, eps=cfg.eps, dev=dev, **tune)[0]
+        out.append(dev.pipeline_key(st.shader, st.entry, st.constants, dict(st.defines, _TUNE=str(tune))))
+    return out
+
+
+def formats_kind(wtype):
+    from bitweb import formats
+    return formats.by_name(wtype).kind
+
+
+if __name__ == "__main__":
+    main()
