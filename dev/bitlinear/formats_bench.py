@@ -15,7 +15,7 @@ import argparse, asyncio, os, sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import tensor, timed            # noqa: E402  (dev/bitlinear/bench.py)
+from bench import custom, tensor, timed            # noqa: E402  (dev/bitlinear/bench.py)
 from bitweb.gpu import request_device      # noqa: E402
 from bitweb.kernels import bitlinear, bitlinear_tiled   # noqa: E402
 
@@ -27,6 +27,8 @@ async def main():
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--trials", type=int, default=5)
     ap.add_argument("--tiled", type=int, default=0, metavar="M")
+    ap.add_argument("--tsrc", help="with --tiled: also an experimental copy of bitlinear_tiled.wgsl (same includes)")
+    ap.add_argument("--no-gemv", action="store_true", help="with --tiled: the tile only")
     a = ap.parse_args()
     fmts = a.fmt.split(",")
     dev = await request_device("native")
@@ -55,9 +57,13 @@ async def main():
                 dev.write_buffer(tb["q"], 0, rng.integers(-127, 128, m * n_in).astype(np.int8))
                 dev.write_buffer(tb["scale"], 0, np.ones(m, np.float32))
                 work[f, m] = ([await st.instantiate(dev, tb)], tb["y"], len(w))
+                if a.tsrc:
+                    work[f, "src"] = ([await custom(dev, a.tsrc, st, tb)], tb["y"], len(w))
         best = {k: (1e9, 1e9) for k in work}
         for _ in range(a.trials):
             for k, (wk, probe, _) in work.items():
+                if a.no_gemv and k[1] == 1:
+                    continue
                 t, c = await timed(dev, wk, a.reps if k[1] == 1 else max(1, a.reps // 4), probe)
                 best[k] = (min(best[k][0], t), min(best[k][1], c))
         print(f"{n_in}x{rows} (load {os.getloadavg()[0]:.1f}):")
@@ -70,6 +76,9 @@ async def main():
                 tt, ct = best[f, a.tiled]
                 line += (f"   tile M={a.tiled}: {tt / a.tiled * 1e3:6.2f} ms/row (cpu {ct / a.tiled * 1e3:6.2f})"
                          f"  gemv/row-of-tile {t * a.tiled / tt:5.2f} (cpu {c * a.tiled / ct:5.2f})")
+                if a.tsrc:
+                    ts, cs = best[f, "src"]
+                    line += f"   --tsrc: {ts / a.tiled * 1e3:6.2f} ms/row (cpu {cs / a.tiled * 1e3:6.2f})"
             print(line, flush=True)
 
 
