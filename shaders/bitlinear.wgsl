@@ -27,7 +27,10 @@
 // values per code word, block scale d (fmt_d), tensor scale ws (fmt_ws).
 //
 // The work unit of one lane is UW code words of one block (common_packed: TQ2_0 and Q2_0 4 words, 64
-// values, one 16-byte read and one block scale; TQ1_0 one word, 20 values; Q1_0 one word, 32). A8 turns each group's codes into packed int8 c - 1 and takes dot4I8Packed against 4
+// values, one 16-byte read and one block scale; TQ1_0 4 words, 80 values, plus its share of the
+// block's 13th word; Q1_0 one word, 32). A8 activations sit in workgroup memory as vec4<u32> (16
+// int8); where a unit's groups are whole vec4s (the format's UACT) a unit reads QG (or 4) vec4s, not
+// UN single words. A8 turns each group's codes into packed int8 c - 1 and takes dot4I8Packed against 4
 // packed activations (plain-integer fallback without DOT4); f32 turns them into vec4<f32> c - 1. I2_S has its own path: a
 // unit is 16 bytes (one vec4<u32> load, 64 values), and A8 uses the codes directly:
 // sum (c-1) q = sum c q - sum q.
@@ -97,11 +100,7 @@ alias WT = u32;
 #endif
 
 #if A8
-#if FMT_I2S
 var<workgroup> qa4: array<vec4<u32>, N4 / 4u>; // q as packed int8, value j in byte j % 4 of word j / 4
-#else
-var<workgroup> qa: array<u32, N4>;
-#endif
 var<workgroup> qsum: atomic<i32>;               // sum_j q[j]
 #elif XSHARED
 var<workgroup> xs: array<vec4<f32>, N4>; // m
@@ -145,7 +144,7 @@ fn part_rows(t: u32) -> u32 {
 #if !FMT_I2S
 fn act4(i: u32) -> PV {                   // activation word i (common_packed)
 #if A8
-    return qa[i];
+    return qa4[i >> 2u][i & 3u];
 #else
     return m4(i);
 #endif
@@ -227,11 +226,7 @@ fn prologue(li: u32) {
     for (var i = li; i < N_IN / 4u; i += WG) {
         let q = pack_q(m4(i), sq);
         let pk = (u32(q.x) & 0xFFu) | ((u32(q.y) & 0xFFu) << 8u) | ((u32(q.z) & 0xFFu) << 16u) | (u32(q.w) << 24u);
-#if FMT_I2S
         qa4[i >> 2u][i & 3u] = pk;
-#else
-        qa[i] = pk;
-#endif
         qs += q.x + q.y + q.z + q.w;
     }
     atomicAdd(&qsum, qs);
@@ -307,6 +302,28 @@ fn acts(u: u32) -> Acts {
 #endif
     return a;
 #else
+#if A8
+    // UACT 1: group g of the unit's 4 words is one aligned vec4 of activation words; UACT 2: the 4
+    // groups of word c are (one vec4 load each instead of 4 scalar loads from workgroup memory)
+    if (UACT != 0u) {
+        var a: Acts;
+        let base = (u / UPK) * (BLK / 4u);
+        let k = UW * (u % UPK);
+        if (UACT == 1u) {
+            for (var g = 0u; g < QG; g++) {
+                let v = qa4[(base + fmt_pos(k, g)) >> 2u];
+                a[g] = v.x; a[QG + g] = v.y; a[2u * QG + g] = v.z; a[3u * QG + g] = v.w;
+            }
+        } else {
+            for (var c = 0u; c < 4u; c++) {
+                let v = qa4[(base + fmt_pos(k + c, 0u)) >> 2u];
+                a[QG * c] = v.x; a[QG * c + 1u] = v.y; a[QG * c + 2u] = v.z; a[QG * c + 3u] = v.w;
+            }
+        }
+        for (var i = 0u; i < XA; i++) { a[UW * QG + i] = tail_act(u, i); }
+        return a;
+    }
+#endif
     return unit_acts(u);                      // unit u % UPK of block u / UPK (common_packed)
 #endif
 }

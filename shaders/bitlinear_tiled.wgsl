@@ -28,7 +28,9 @@
 // TQ1_0: the 5 trits; Q1_0: two nibble-quads per word; Q2_0 / Q2_0_G128: a word, its 16
 // consecutive values, plane p = code word 4u + p): word e of plane p holds values 4e .. 4e + 3
 // of the plane, which is activation vec4 upos(u, p) of the block (16 int8, or 4 vec4 in f32 mode).
-// TQ1_0's 13th word (4 groups of its last 16 values) is one extra plane.
+// TQ1_0's 13th word (4 groups of its last 16 values) is one extra plane, after the last unit; with
+// SUBGROUPS its activations come in the spare second load of quad lane 1 (5 planes use 2 loads).
+// A unit's 4 code words are one 16-byte read (ld16 through fmt_words; Q1_0: its 16 sign bytes).
 //
 // Buffers (binding i = i-th that exists):
 //   params  u32[8]              word 0: M (the ops params block)
@@ -121,8 +123,12 @@ fn unit(t: u32, bi: u32, u: u32) -> vec4<u32> {
 #if FMT_I2S
     return wv(t, bi * 2u + u);                     // one 16-byte load
 #else
-    let k = 4u * u;
-    return vec4<u32>(fmt_word(t, bi, k), fmt_word(t, bi, k + 1u), fmt_word(t, bi, k + 2u), fmt_word(t, bi, k + 3u));
+#if FMT_Q1
+    return ld16(t, bi * BBYTES + 2u);              // the block's 16 sign bytes (one unit per block)
+#else
+    let w = fmt_words(t, bi, u);                   // 4 words, one 16-byte read (UW = 4: ld16)
+    return vec4<u32>(w[0], w[min(1u, UW - 1u)], w[min(2u, UW - 1u)], w[min(3u, UW - 1u)]);
+#endif
 #endif
 }
 
@@ -352,27 +358,38 @@ fn wts(t0: u32, o: array<u32, 8>, bi: u32, u: u32) -> Wts {
 }
 
 // Unit u of block b (of the row): its NP planes.
-fn do_unit(t: ptr<function, Tile>, ri: RowIx, w: Wts, b: u32, u: u32, lane: u32) {
+fn do_unit(t: ptr<function, Tile>, ri: RowIx, o: array<u32, 8>, w: Wts, b: u32, u: u32, lane: u32) {
     let vb = b * (BLK / 16u);
 #if SUBGROUPS
     // lane l of the quad loads planes l and l + 4 (NP <= 8) of every row; plane p comes from lane p % 4
     let mine0 = rows(ri, vb + upos(u, min(lane & 3u, NP - 1u)));
     var mine1 = mine0;
-    if (NP > 4u) { mine1 = rows(ri, vb + upos(u, min((lane & 3u) + 4u, NP - 1u))); }
+    var v1 = vb + upos(u, min((lane & 3u) + 4u, NP - 1u));
+#if FMT_TQ1
+    // TQ1_0 (NP = 5): in the last unit lane 1's second load is the tail plane (word 12, vec4 15)
+    if (u == NU - 1u && (lane & 3u) == 1u) { v1 = vb + fmt_pos(QW - 1u, 0u) / 4u; }
+#endif
+    if (NP > 4u) { mine1 = rows(ri, v1); }
     for (var p = 0u; p < NP; p++) {
         var mine = mine0;
         if (p >= 4u) { mine = mine1; }
         plane(t, shuf(mine, (lane & ~3u) | (p & 3u)), w, p);
     }
+#if FMT_TQ1
+    if (u == NU - 1u) { tq1_tail(t, shuf(mine1, (lane & ~3u) | 1u), o, b); }
+#endif
 #else
     for (var p = 0u; p < NP; p++) { plane(t, rows(ri, vb + upos(u, p)), w, p); }
+#if FMT_TQ1
+    if (u == NU - 1u) { tq1_tail(t, rows(ri, vb + fmt_pos(QW - 1u, 0u) / 4u), o, b); }
+#endif
 #endif
 }
 
 #if FMT_TQ1
 // TQ1_0's 13th code word: groups g = 0..3 hold values 4 fmt_pos(12, g) .. + 3 = activation vec4 15,
 // word g: a plane whose word e is group e of the one code word.
-fn tq1_tail(t: ptr<function, Tile>, ri: RowIx, o: array<u32, 8>, b: u32, bi: u32) {
+fn tq1_tail(t: ptr<function, Tile>, r: Rows, o: array<u32, 8>, bi: u32) {
     var w: Wts;
     let k = QW - 1u;
     w.g0 = vec4<u32>(fmt_word(0u, o[0] + bi, k)); w.g1 = vec4<u32>(fmt_word(0u, o[1] + bi, k));
@@ -393,7 +410,6 @@ fn tq1_tail(t: ptr<function, Tile>, ri: RowIx, o: array<u32, 8>, b: u32, bi: u32
         w.ud1 = vec4<f32>(fmt_d(1u, o[4] + bi), fmt_d(1u, o[5] + bi), fmt_d(1u, o[6] + bi), fmt_d(1u, o[7] + bi));
     }
 #endif
-    let r = rows(ri, b * (BLK / 16u) + fmt_pos(k, 0u) / 4u);
     tail_plane(t, r, w);
 }
 
@@ -467,11 +483,8 @@ fn body(li: u32, wid: vec3<u32>, lane: u32) {
     var t: Tile;
     for (var b = 0u; b < NB; b++) {
         for (var u = 0u; u < NU; u++) {
-            do_unit(&t, ri, wts(0u, o, b, u), b, u, lane);
+            do_unit(&t, ri, o, wts(0u, o, b, u), b, u, lane);
         }
-#if FMT_TQ1
-        tq1_tail(&t, ri, o, b, b);
-#endif
     }
 #if GATE_UP
     store(m0, n0, t.a00, t.u00);

@@ -3,8 +3,9 @@
 // head). The format comes from its include (the packed-format interface of common_ternary.wgsl).
 //
 //   PV                       an activation word: u32 of 4 packed int8 q (A8), vec4<f32> m (f32)
-//   UPK                      lane units per block: QW / UW (a unit is UW code words, fmt_words)
-//   UN                       activation words per unit: UW QG
+//   UPK                      lane units per block: QW / UW (a unit is UW code words, fmt_words;
+//                            TQ1_0: 3 units of 4 words, the 13th word shared out, see XA)
+//   UN                       activation words per unit: UW QG + XA
 //   unit_acts(u)             the UN activation words under unit u (unit u % UPK of block u / UPK of a
 //                            row; [QG c + g]: group g of its word c; zero for a group that holds nothing)
 //   unit_dot(t, bi, j, a)    d * sum over the UW code words of unit j of block bi of tensor t and
@@ -19,7 +20,15 @@ alias PV = vec4<f32>;
 #endif
 
 const UPK: u32 = QW / UW;
-const UN: u32 = UW * QG;
+#if FMT_TQ1
+// TQ1_0: 13 code words per block, units of 4: its 13th word (fmt_tail; 4 groups, activation words
+// fmt_pos(12, g)) is spread over the block's 3 units: unit j takes its group j, unit 2 also group 3
+// (the other units multiply group 3 by zero activations: no branch).
+const XA: u32 = 2u;
+#else
+const XA: u32 = 0u;
+#endif
+const UN: u32 = UW * QG + XA;
 
 fn unit_acts(u: u32) -> array<PV, UN> {
     var a: array<PV, UN>;
@@ -30,24 +39,59 @@ fn unit_acts(u: u32) -> array<PV, UN> {
             a[QG * c + g] = select(PV(), act4(blk * (BLK / 4u) + fmt_pos(k, g)), fmt_has(k, g));
         }
     }
+    for (var i = 0u; i < XA; i++) { a[UW * QG + i] = tail_act(u, i); }
     return a;
 }
 
+// Activation i (< XA) of unit u's share of its block's tail word (TQ1_0: group j = u % UPK, then
+// group 3 in the last unit only; zero elsewhere).
+fn tail_act(u: u32, i: u32) -> PV {
+#if FMT_TQ1
+    let j = u % UPK;
+    let g = select(j, 3u, i == 1u);
+    return select(PV(), act4((u / UPK) * (BLK / 4u) + fmt_pos(QW - 1u, g)), i == 0u || j == UPK - 1u);
+#else
+    return PV();
+#endif
+}
+
+// The QG groups of code word w against activations a[o + g] (A8: exact int32 of w = c - 1).
+// unit_dot calls it once per word with constant o: CPU compilers keep a in registers only when
+// every index is a constant, and do not fully unroll the nested loop of a 4-word unit.
+#if A8
+fn word_dot(w: u32, a: array<PV, UN>, o: u32) -> i32 {
+    let cs = fmt_codes(w);
+    var s = 0;
+    for (var g = 0u; g < QG; g++) { s += dot4(tern8(cs[g]), a[o + g]); }
+    return s;
+}
+#else
+fn word_dot(w: u32, a: array<PV, UN>, o: u32) -> f32 {
+    let cs = fmt_codes(w);
+    var s = 0.0;
+    for (var g = 0u; g < QG; g++) { s += dot(tern4(cs[g]), a[o + g]); }
+    return s;
+}
+#endif
+
 fn unit_dot(t: u32, bi: u32, j: u32, a: array<PV, UN>) -> f32 {
     let ws = fmt_words(t, bi, j);
-#if A8
-    var s = 0;
-    for (var c = 0u; c < UW; c++) {
-        let cs = fmt_codes(ws[c]);
-        for (var g = 0u; g < QG; g++) { s += dot4(tern8(cs[g]), a[QG * c + g]); }
+    var s = word_dot(ws[0], a, 0u);
+    if (UW > 1u) {          // UW is 1 or 4 (min(): the indices stay in range when UW = 1)
+        s += word_dot(ws[min(1u, UW - 1u)], a, QG) + word_dot(ws[min(2u, UW - 1u)], a, 2u * QG)
+           + word_dot(ws[min(3u, UW - 1u)], a, 3u * QG);
     }
+#if FMT_TQ1
+    let wt = fmt_tail(t, bi);
+#if A8
+    s += dot4(tern8(fmt_group(wt, j)), a[UW * QG]) + dot4(tern8(fmt_group(wt, 3u)), a[UW * QG + 1u]);
+#else
+    s += dot(tern4(fmt_group(wt, j)), a[UW * QG]) + dot(tern4(fmt_group(wt, 3u)), a[UW * QG + 1u]);
+#endif
+#endif
+#if A8
     return f32(s) * fmt_d(t, bi);
 #else
-    var s = 0.0;
-    for (var c = 0u; c < UW; c++) {
-        let cs = fmt_codes(ws[c]);
-        for (var g = 0u; g < QG; g++) { s += dot(tern4(cs[g]), a[QG * c + g]); }
-    }
     return fmt_d(t, bi) * s;
 #endif
 }

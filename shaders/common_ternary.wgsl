@@ -19,6 +19,9 @@
 //                        block's code bytes come as 16-byte chunks (one block scale load per 64+
 //                        values), else 1; QW is a multiple of UW
 //   fmt_words(t, bi, j)  code words UW j .. UW j + UW - 1 of block bi (unit j of the block)
+//   UACT                 how the M = 1 kernel reads a unit's activations (A8): 1 group g of the UW = 4
+//                        words is 4 consecutive activation words from a multiple of 4 (one vec4 load);
+//                        2 the 4 groups of word c are; 0 one activation word at a time
 //   fmt_codes(w)         the QG groups of a code word as codes c, one per byte (byte i: value 4p + i),
 //                        w = c - 1 (a binary format gives c = 2b: 0 or 2)
 //   fmt_pos(k, g)        p: group g of code word k holds values 4p .. 4p + 3 of its block (always
@@ -46,7 +49,7 @@ fn dot4(a: u32, b: u32) -> i32 {
 }
 
 fn tern8(c: u32) -> u32 {
-    return ((c | 0x80808080u) - 0x01010101u) ^ 0x80808080u;
+    return (c + 0x7F7F7F7Fu) ^ 0x80808080u;       // byte c + 127 (no carry: <= 130), then - 128
 }
 
 fn tern4(c: u32) -> vec4<f32> {

@@ -14,6 +14,7 @@ const BBYTES: u32 = 18u;
 const QW: u32 = 4u;
 const QG: u32 = 8u;
 const CW: u32 = 4u;
+const UACT: u32 = 0u;
 const UW: u32 = 1u;
 
 fn fmt_word(t: u32, bi: u32, k: u32) -> u32 { return ldb(t, bi * BBYTES + 2u + 4u * k); }

@@ -21,6 +21,7 @@ const BBYTES: u32 = 18u;
 const QW: u32 = BLK / 16u;
 const QG: u32 = 4u;
 const CW: u32 = QW;
+const UACT: u32 = 2u;
 const UW: u32 = 4u;
 
 fn fmt_word(t: u32, bi: u32, k: u32) -> u32 { return ldb(t, bi * BBYTES + 2u + 4u * k); }

@@ -7,6 +7,9 @@
 // holds nothing). Code word k holds in group (trit) g: k < 8 values 4k + 32g .. + 3; k < 12
 // 4k + 128 + 16g; k = 12 240 + 4g. Every word holds values of both halves of the block.
 // trits(w): the 5 trit planes of the 4 bytes of w as code bytes, two bytes at a time in 16-bit lanes.
+// Lane unit of the M = 1 kernel: words 4j .. 4j + 3 (j < 3, 16 bytes at byte 16j; group g of the 4
+// words is activation vec4 fmt_pos(4j, g) / 4); the 13th word (fmt_tail) is shared out among the 3
+// units by common_packed.wgsl.
 
 #include common_bytes
 #include common_ternary
@@ -16,27 +19,38 @@ const BBYTES: u32 = 54u;
 const QW: u32 = 13u;
 const QG: u32 = 5u;
 const CW: u32 = 13u;
-const UW: u32 = 1u;
+const UACT: u32 = 1u;
+const UW: u32 = 4u;
 
 fn fmt_word(t: u32, bi: u32, k: u32) -> u32 { return ldb(t, bi * BBYTES + 4u * k); }
 
 fn trits(w: u32) -> array<u32, 5> {
-    var lo = w & 0x00FF00FFu;
-    var hi = (w >> 8u) & 0x00FF00FFu;
-    var t: array<u32, 5>;
-    for (var k = 0u; k < 5u; k++) {
-        let l3 = lo * 3u;
-        let h3 = hi * 3u;
-        t[k] = ((l3 >> 8u) & 0x00030003u) | (h3 & 0x03000300u);
-        lo = l3 & 0x00FF00FFu;
-        hi = h3 & 0x00FF00FFu;
-    }
-    return t;
+    // written out (no loop, no indexed array: CPU compilers keep it in registers)
+    let l0 = w & 0x00FF00FFu;
+    let h0 = (w >> 8u) & 0x00FF00FFu;
+    let l1 = l0 * 3u;
+    let h1 = h0 * 3u;
+    let l2 = (l1 & 0x00FF00FFu) * 3u;
+    let h2 = (h1 & 0x00FF00FFu) * 3u;
+    let l3 = (l2 & 0x00FF00FFu) * 3u;
+    let h3 = (h2 & 0x00FF00FFu) * 3u;
+    let l4 = (l3 & 0x00FF00FFu) * 3u;
+    let h4 = (h3 & 0x00FF00FFu) * 3u;
+    let l5 = (l4 & 0x00FF00FFu) * 3u;
+    let h5 = (h4 & 0x00FF00FFu) * 3u;
+    return array<u32, 5>(((l1 >> 8u) & 0x00030003u) | (h1 & 0x03000300u), ((l2 >> 8u) & 0x00030003u) | (h2 & 0x03000300u),
+                         ((l3 >> 8u) & 0x00030003u) | (h3 & 0x03000300u), ((l4 >> 8u) & 0x00030003u) | (h4 & 0x03000300u),
+                         ((l5 >> 8u) & 0x00030003u) | (h5 & 0x03000300u));
 }
 
 fn fmt_codes(w: u32) -> array<u32, QG> { return trits(w); }
 // trit g alone: byte q times 3^g (mod 256), times 3, >> 8, in the same 16-bit lanes as trits()
-fn fmt_words(t: u32, bi: u32, j: u32) -> array<u32, UW> { return array<u32, UW>(fmt_word(t, bi, j)); }
+// unit j < 3: words 4j .. 4j + 3 (16 bytes); the 13th word goes with them in common_packed (fmt_tail)
+fn fmt_words(t: u32, bi: u32, j: u32) -> array<u32, UW> {
+    let v = ld16(t, bi * BBYTES + 16u * j);
+    return array<u32, UW>(v.x, v.y, v.z, v.w);
+}
+fn fmt_tail(t: u32, bi: u32) -> u32 { return fmt_word(t, bi, QW - 1u); }
 fn fmt_group(w: u32, g: u32) -> u32 {
     let p3 = select(select(1u, 3u, g == 1u), select(select(9u, 27u, g == 3u), 81u, g == 4u), g >= 2u);
     let lo = ((w & 0x00FF00FFu) * p3) & 0x00FF00FFu;

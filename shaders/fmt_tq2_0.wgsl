@@ -14,6 +14,7 @@ const BBYTES: u32 = 66u;
 const QW: u32 = 16u;
 const QG: u32 = 4u;
 const CW: u32 = 8u;
+const UACT: u32 = 1u;
 const UW: u32 = 4u;
 
 fn fmt_word(t: u32, bi: u32, k: u32) -> u32 { return ldb(t, bi * BBYTES + 4u * k); }

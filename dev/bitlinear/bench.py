@@ -154,4 +154,5 @@ async def main():
                           f"{' ' + src if src else ''}]{check}", flush=True)
 
 
-asyncio.run(main())
+if __name__ == "__main__":
+    asyncio.run(main())

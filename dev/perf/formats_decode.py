@@ -5,11 +5,12 @@
 Writes one `make-model` file per format (same preset, same seed: the same ternary values where the
 formats can hold them), loads all of them on one device, and times each engine's greedy decode plan
 (`dev.time_plan`, GPU timestamps: kernels only, no host) round by round, the formats interleaved
-within a round. Prints per format the median ms/token, the per-dispatch-kind split of one plan
+within a round, and the process CPU time of each timing (lavapipe runs in this process: steadier
+than the timestamps when other work shares the CPU). Prints per format the median ms/token, the per-dispatch-kind split of one plan
 (bitlinear vs the rest) and the ratio to the first format. The files go to --dir (default: a
 temporary directory, removed afterwards).
 """
-import argparse, asyncio, os, statistics, subprocess, sys, tempfile
+import argparse, asyncio, os, statistics, subprocess, sys, tempfile, time
 
 from bitweb.engine import Engine
 from bitweb.gguf import FileSource, open_gguf
@@ -43,16 +44,22 @@ async def main():
         engines[f] = eng
         print(f"{f}: {os.path.getsize(path) / 1e6:.0f} MB, {eng.cfg.summary()}", flush=True)
     times = {f: [] for f in fmts}
-    for r in range(a.rounds):
+    cpu = {f: [] for f in fmts}          # process CPU time per plan run: lavapipe's threads run in this
+    for r in range(a.rounds):            # process, so it is steadier than the timestamps when the CPU is shared
         for f in fmts:
+            c = time.process_time()
             times[f].append(await dev.time_plan(engines[f].plan_greedy, a.repeats))
-        print(f"round {r + 1}: " + "  ".join(f"{f} {times[f][-1] * 1e3:.1f} ms" for f in fmts)
+            cpu[f].append((time.process_time() - c) / a.repeats)
+        print(f"round {r + 1}: " + "  ".join(f"{f} {times[f][-1] * 1e3:.1f} ms (cpu {cpu[f][-1] * 1e3:.1f})" for f in fmts)
               + f"  (load {os.getloadavg()[0]:.1f})", flush=True)
     print(f"{dev.describe()}")
     base = statistics.median(times[fmts[0]])
+    cbase = statistics.median(cpu[fmts[0]])
     for f in fmts:
         m = statistics.median(times[f])
-        print(f"{f:8s} median {m * 1e3:8.1f} ms/token  min {min(times[f]) * 1e3:8.1f}  x{m / base:.2f} vs {fmts[0]}")
+        c = statistics.median(cpu[f])
+        print(f"{f:8s} median {m * 1e3:8.1f} ms/token  min {min(times[f]) * 1e3:8.1f}  x{m / base:.2f} vs {fmts[0]}"
+              f"   cpu median {c * 1e3:8.1f} ms/token  x{c / cbase:.2f}")
     for e in engines.values():
         e.close()
     if tmp:
