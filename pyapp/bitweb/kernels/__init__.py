@@ -55,3 +55,16 @@ class Step:
         return {"shader": self.shader, "entry": self.entry, "constants": dict(self.constants),
                 "defines": dict(self.defines), "bind": [index_of[n] for n in self.bind],
                 "workgroups": list(self.workgroups)}
+
+
+# Words in an adapter's info that mark a CPU rasteriser, for the kernels' default tunes.
+CPU_ADAPTER_WORDS = ("swiftshader", "llvmpipe", "lavapipe", "cpu")
+
+
+def rasteriser(dev) -> str | None:
+    """The CPU rasteriser this device runs on, as the kernels' default tunes tell it: the first of
+    CPU_ADAPTER_WORDS in any of its info values ("swiftshader", "llvmpipe", ...), None for a GPU
+    (or no device). (bitweb.gpu.software_reason is what the app says to the user.)"""
+    info = getattr(dev, "info", None) or {}
+    kind = " ".join(str(v) for v in info.values()).lower()
+    return next((w for w in CPU_ADAPTER_WORDS if w in kind), None)

@@ -46,7 +46,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from bitweb import formats
-from bitweb.kernels import Step
+from bitweb.kernels import Step, rasteriser
 
 FORMATS = {n: formats.by_name(n).define for n in formats.names(kind=("ternary", "binary"))}
 BLOCK = {n: formats.by_name(n).block_size for n in FORMATS}
@@ -81,11 +81,9 @@ def choose(dev=None, n_in: int = 0, a8: bool = True, rows: int = 0) -> Tune:
     dev/perf/compile_times.py --bitlinear-speed, PERFORMANCE.md "Ready time").
     GPUs: many workgroups for memory parallelism: 128 threads, 16 rows each, 2 rows per lane group.
     """
-    info = getattr(dev, "info", None) or {}
-    kind = " ".join(str(v) for v in info.values()).lower()
-    cpu = any(w in kind for w in ("llvmpipe", "lavapipe", "swiftshader", "cpu"))
+    cpu = rasteriser(dev)
     if cpu:
-        t = Tune(wg=64, rpw=max(64, -(-rows // 8)), rb=1 if "swiftshader" in kind else 4)
+        t = Tune(wg=64, rpw=max(64, -(-rows // 8)), rb=1 if cpu == "swiftshader" else 4)
     else:
         t = Tune(wg=128, rpw=16, rb=2)
     storage = int(_limits(dev).get("maxComputeWorkgroupStorageSize", MIN_WG_STORAGE))

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from bitweb.kernels import Step
+from bitweb.kernels import Step, rasteriser
 from bitweb.kernels.bitlinear import BLOCK, FORMATS, BitLinearError
 
 
@@ -50,17 +50,11 @@ class Tile:
     wg: int = 64             # invocations per workgroup (power of two, >= 4)
 
 
-def _cpu(dev) -> bool:
-    info = getattr(dev, "info", None) or {}
-    kind = " ".join(str(v) for v in info.values()).lower()
-    return any(w in kind for w in ("llvmpipe", "lavapipe", "swiftshader", "cpu"))
-
-
 def choose(dev=None, a8: bool = True, gate_up: bool = False) -> Tile:
     """CPU rasterisers: every storage load costs a per-lane loop, arithmetic is cheap, so big tiles
     (each weight load serves 16 rows, each activation load 8 outputs); f32 activations (4x the
     activation loads, no sharing) and gate_up (two tiles) take half the outputs."""
-    if _cpu(dev) or dev is None:
+    if rasteriser(dev) or dev is None:
         return Tile(rq=4, nq=1 if (gate_up or not a8) else 2, wg=64)
     return Tile(rq=2, nq=1, wg=64)
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from bitweb import formats
-from bitweb.kernels import Step
+from bitweb.kernels import Step, rasteriser
 from bitweb.kernels.dense import workgroups_1d
 
 UNIT = {"F32": 4, "F16": 8, "BF16": 8, "Q8_0": 64}      # float formats: values a lane reads at once
@@ -46,14 +46,8 @@ class Tune:
     subgroups: bool | None = None
 
 
-def _is_cpu(dev) -> bool:
-    info = getattr(dev, "info", None) or {}
-    kind = " ".join(str(v) for v in info.values()).lower()
-    return any(w in kind for w in ("llvmpipe", "lavapipe", "swiftshader", "cpu"))
-
-
 def choose(dev=None) -> Tune:
-    return Tune(rpw=128, rb=4) if _is_cpu(dev) else Tune(rpw=16, rb=2)
+    return Tune(rpw=128, rb=4) if rasteriser(dev) else Tune(rpw=16, rb=2)
 
 
 def _unit(wtype: str) -> int:
