@@ -159,7 +159,7 @@ async function load(id, msg) {
     const py = await booted;
     if (ctl.signal.aborted) throw new models.ModelsError('aborted', 'the load was aborted');
     const opts = msg.options;
-    const pyOpts = { activations: opts.activations, kv_cache: opts.kvCache || 'f16', context: opts.context ?? null, cap_limits: opts.capLimits || null,
+    const pyOpts = { activations: opts.activations, kv_cache: opts.kvCache || null, context: opts.context ?? null, cap_limits: opts.capLimits || null,
       gpu_memory: opts.gpuMemory ?? null, replace: opts.replace || 'ask' };
     post({ id, type: 'progress', stage: 'header', done: 0, total: 1, label: 'Reading the header of ' + name });
     try {

@@ -59,6 +59,12 @@ class _Names(dict):
         return key
 
 
+def _check_kv(kv_cache: str) -> str:
+    if kv_cache not in ops.KV_TYPES:
+        raise EngineError(f"kv_cache {kv_cache!r}: must be one of {', '.join(ops.KV_TYPES)}")
+    return kv_cache
+
+
 def _align(n: int, a: int = 256) -> int:
     return -(-n // a) * a
 
@@ -265,9 +271,7 @@ class Engine:
     def __init__(self, dev, model: Model, activations: str, n_ctx: int, log=None, kv_cache: str = KV_CACHE):
         if activations not in ACTIVATIONS:
             raise EngineError(f"activations {activations!r}: must be one of {ACTIVATIONS}")
-        if kv_cache not in ops.KV_TYPES:
-            raise EngineError(f"kv_cache {kv_cache!r}: must be one of {', '.join(ops.KV_TYPES)}")
-        self.kv_cache = kv_cache                  # the KV cache's value type
+        self.kv_cache = _check_kv(kv_cache)                  # the KV cache's value type
         # f16 values as array<f16> (shader-f16) or pack2x16float pairs in u32: chosen once, here
         f16 = bool(dev is not None and dev.caps.shader_f16)
         self.kv_f16 = f16 if kv_cache == "f16" else None
@@ -323,9 +327,8 @@ class Engine:
         t0 = now_ms()
         model = Model.from_gguf(gf)
         cfg = model.cfg
-        if kv_cache not in ops.KV_TYPES:          # (before fit_context, which needs it)
-            raise EngineError(f"kv_cache {kv_cache!r}: must be one of {', '.join(ops.KV_TYPES)}")
-        n_ctx, note = fit_context(cfg, max_context, min(dev.max_binding, dev.max_buffer), kv=kv_cache)
+        n_ctx, note = fit_context(cfg, max_context, min(dev.max_binding, dev.max_buffer),
+                                  kv=_check_kv(kv_cache))           # (checked here: an EngineError)
         if n_ctx < 2:
             raise ContextError(f"max_context {max_context}: the context must hold at least 2 positions")
         eng = cls(dev, model, activations, n_ctx, log, kv_cache)
