@@ -235,12 +235,18 @@ async function load(id, msg) {
   value.load.prepared = prepared && taken ? taken : null;
   const manifest = manKey ? gpu.manifestSince(mark) : null;
   if (manifest?.pipelines.length) setTimeout(() => saveManifest(manKey, manifest), 0);
-  if (snapshotSave) {                          // once the model has loaded: its bytes, then the boot snapshot
+  if (snapshotSave) {                          // once the model has loaded and no request runs: the boot snapshot
     const save = snapshotSave;
     snapshotSave = null;
-    setTimeout(() => save().then((n) => { boot.info = { ...boot.info, snapshotSaved: n }; }), 0);
+    whenIdle(() => save().then((n) => { boot.info = { ...boot.info, snapshotSaved: n }; }));
   }
   return value;
+}
+
+// fn() at the first check (every 0.5 s) that finds no request in flight (it writes tens of MB).
+function whenIdle(fn) {
+  const tick = () => (controllers.size === 0 ? fn() : setTimeout(tick, 500));
+  setTimeout(tick, 500);
 }
 
 async function cacheInfo() {

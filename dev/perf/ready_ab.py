@@ -9,8 +9,8 @@ kernels, so no compile of one visit is still running in the GPU process during t
       && (cd /tmp/before && $PWD/.venv/bin/python tools/build_web.py)
     .venv/bin/python dev/perf/ready_ab.py --before /tmp/before --rounds 2
 
-Before the second visit it waits (up to 30 s) for bitweb's worker to have stored its boot
-snapshot (web/py.mjs), as a person would read the page before coming back. Prints one line per
+bench-ready.html waits (after its figures) for bitweb's worker to have stored its boot snapshot
+(web/py.mjs), as a person would read the page before coming back. Prints one line per
 visit and a table of medians: ready ms and bitweb's stages (engine.info.load.stages, ms).
 """
 from __future__ import annotations
@@ -29,17 +29,6 @@ sys.path.insert(0, str(ROOT))
 from tests.e2e.conftest import CHROME_ARGS  # noqa: E402
 from tests.e2e.test_bench_browser import tq2_0_twin  # noqa: E402
 
-WAIT_SAVED = """async () => {
-  const b = await import('./bitweb.mjs');
-  for (let i = 0; i < 150; i++) {
-    const s = (await b.stats()).boot;
-    if (!s || s.from === 'snapshot' || s.snapshotSaved !== undefined) return s;
-    await new Promise((ok) => setTimeout(ok, 200));
-  }
-  return 'not saved';
-}"""
-
-
 def serve(root: pathlib.Path):
     p = subprocess.Popen(["node", str(root / "tools" / "serve.mjs")], cwd=root, env=dict(os.environ, PORT="0"),
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -57,8 +46,6 @@ def visits(browser, base, engine, model, n=2):
             r = page.evaluate("window.readyResult")
             assert "error" not in r, r
             r["visit"] = "first" if v == 0 else "cached"
-            if engine == "bitweb" and v + 1 < n:
-                r["saved"] = page.evaluate(WAIT_SAVED)
             out.append(r)
     finally:
         ctx.close()
