@@ -120,12 +120,14 @@ export interface EngineInfo {
    *  for Python), download, cache, header, device, upload, compile (the decode kernels; the prefill kernels
    *  go on compiling after ready), plans, ready (the whole load); pipelines: kernels the model uses;
    *  boot: how the worker's Python started (from its boot snapshot or fresh; ms of its steps);
-   *  prepared: kernels of this source's pipeline manifest started before Python was up (offered) and
-   *  the ones the load used (taken); null when there was no manifest */
+   *  prepared: kernels of this source's pipeline manifest started before Python was up (offered),
+   *  the ones the load used (taken), when the manifest was read and the compiles started (ms from the
+   *  load's start); null when there was no manifest. Stage `source`: finding the bytes (a download
+   *  started, the cached copy found) */
   load: { ms: number; header_read: number; wasm_before: number; wasm_after: number; n_ctx: number;
     kv_cache: string; kv_cache_bytes: number; gpu_bytes?: number; weight_bytes?: number; estimate_bytes: number;
     pipelines: number; stages: Record<string, [number, number]>; boot: BootInfo;
-    prepared: { offered: number; taken: number } | null };
+    prepared: { offered: number; taken: number; askedMs: number; startedMs: number | null } | null };
   cacheError: string | null;
 }
 

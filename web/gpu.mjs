@@ -185,7 +185,8 @@ async function makeDevice(features, limitNames) {
 // on another adapter starts the device only.
 export function prepare(manifest) {
   if (early || current) return false;
-  const e = early = { features: manifest.features, limitNames: manifest.limits, pipelines: new Map(), lost: false, n: 0 };
+  const e = early = { features: manifest.features, limitNames: manifest.limits, pipelines: new Map(), lost: false, n: 0,
+    asked: performance.timeOrigin + performance.now(), started: null };
   e.made = makeDevice(e.features, e.limitNames).then((r) => {
     if (!r.device) return r;
     r.device.lost.then(() => { e.lost = true; });
@@ -198,6 +199,7 @@ export function prepare(manifest) {
       e.pipelines.set(key, pr);
     }
     e.n = e.pipelines.size;
+    e.started = performance.timeOrigin + performance.now();
     return r;
   });
   return true;
@@ -221,7 +223,8 @@ export async function requestDevice(features, limitNames) {
   r ??= await makeDevice(features, limitNames);
   if (r.device) {
     current = { device: r.device, features, limitNames, adapter: adapterInfo(r.adapter), compiled: [],
-      prepared: prepared ? prepared.pipelines : new Map(), offered: prepared ? prepared.n : 0, taken: 0 };
+      prepared: prepared ? prepared.pipelines : new Map(), offered: prepared ? prepared.n : 0, taken: 0,
+      times: prepared ? [prepared.asked, prepared.started] : null };
   }
   return r;
 }
@@ -269,7 +272,7 @@ export function manifestSince(mark) {
 // The prepared pipelines taken so far; the ones no one took are dropped.
 export function settlePrepared() {
   if (!current) return null;
-  const r = { offered: current.offered, taken: current.taken };
+  const r = { offered: current.offered, taken: current.taken, times: current.times };
   current.prepared.clear();
   return r;
 }

@@ -194,6 +194,7 @@ async function load(id, msg) {
   const prepared = manKey && !gpu.hasDevice() ? await prepareFrom(manKey) : false;
   const mark = gpu.compiledCount();
   const { file, name, pending, copy } = await bytesOf(id, msg.source, msg.options, ctl.signal, times);
+  times.source = [t0, clock()];                // (the file to read: a download started, the cached copy found)
   let value;
   try {
     const py = await booted;
@@ -233,6 +234,12 @@ async function load(id, msg) {
   value.load.boot = boot.info;
   const taken = gpu.settlePrepared();           // (prepared pipelines no one took are dropped)
   value.load.prepared = prepared && taken ? taken : null;
+  if (value.load.prepared?.times) {            // asked: the manifest read; started: device made, compiles started (ms from the load's start)
+    const [a, b] = value.load.prepared.times;
+    value.load.prepared.askedMs = Math.round(a - t0);
+    value.load.prepared.startedMs = b == null ? null : Math.round(b - t0);
+  }
+  if (value.load.prepared) delete value.load.prepared.times;
   const manifest = manKey ? gpu.manifestSince(mark) : null;
   if (manifest?.pipelines.length) setTimeout(() => saveManifest(manKey, manifest), 0);
   if (snapshotSave) {                          // once the model has loaded and no request runs: the boot snapshot
