@@ -13,6 +13,7 @@ from tests.conftest import run
 
 _builder = build_cases("full")
 CASES = _builder.cases
+BLOB = bytes(_builder.blob)          # once: every case reads its slices (a copy per case was 300 MiB)
 
 
 def test_every_family_has_cases():
@@ -30,5 +31,5 @@ def test_every_family_has_cases():
 
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
 def test_kernel_case(gpu, case):
-    r = run(kernel_check.run_case(gpu, case, bytes(_builder.blob)))
+    r = run(kernel_check.run_case(gpu, case, BLOB))
     assert r["ok"], r
