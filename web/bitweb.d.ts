@@ -118,10 +118,16 @@ export interface EngineInfo {
   features: string[];
   /** stages: [start, end] in this page's ms (performance.now()) of the load's stages that ran: boot (the wait
    *  for Python), download, cache, header, device, upload, compile (the decode kernels; the prefill kernels
-   *  go on compiling after ready), plans, ready (the whole load); pipelines: kernels the model uses */
+   *  go on compiling after ready), plans, ready (the whole load); pipelines: kernels the model uses;
+   *  boot: how the worker's Python started (from its boot snapshot or fresh; ms of its steps);
+   *  prepared: kernels of this source's pipeline manifest started before Python was up (offered),
+   *  the ones the load used (taken), when the manifest was read and the compiles started (ms from the
+   *  load's start); null when there was no manifest. Stage `source`: finding the bytes (a download
+   *  started, the cached copy found) */
   load: { ms: number; header_read: number; wasm_before: number; wasm_after: number; n_ctx: number;
     kv_cache: string; kv_cache_bytes: number; gpu_bytes?: number; weight_bytes?: number; estimate_bytes: number;
-    pipelines: number; stages: Record<string, [number, number]> };
+    pipelines: number; stages: Record<string, [number, number]>; boot: BootInfo;
+    prepared: { offered: number; taken: number; askedMs: number; startedMs: number | null } | null };
   cacheError: string | null;
 }
 
@@ -157,7 +163,13 @@ export declare const SETTINGS: Readonly<Record<'temperature' | 'top_k' | 'top_p'
 /** why `value` is not a valid value of setting `name`, or null */
 export declare function checkSetting(name: keyof typeof SETTINGS, value: unknown): string | null;
 
-/** diagnostics of the worker: wasm heap, live GPU buffers (when the GPU layer counts them), engines */
-export declare function stats(): Promise<{ wasm_bytes: number; engines: number; live_buffers?: number; live_bytes?: number }>;
+/** how the worker's Python started: from the boot snapshot kept by an earlier visit, or fresh (then
+ *  snapshotSaved: bytes of the snapshot it stored after its first load, 0 when none); ms: its steps
+ *  (zip, snapshot-read, pyodide, unpack, import); snapshotError: why no snapshot was used or made */
+export interface BootInfo { from: 'snapshot' | 'fresh'; ms: Record<string, number>; snapshotSaved?: number; snapshotError?: string }
+
+/** diagnostics of the worker: wasm heap, live GPU buffers (when the GPU layer counts them), engines, boot */
+export declare function stats(): Promise<{ wasm_bytes: number; engines: number; live_buffers?: number; live_bytes?: number;
+  boot: BootInfo | null }>;
 
 export declare const debug: { loseDevice(): Promise<void> };

@@ -136,3 +136,144 @@ async function uploadBlobCopies(device, buffer, bufferOffset, blob, start, end, 
     if (onBytes) onBytes(stop - pos);
   }
 }
+
+// ---- the device and the pipelines --------------------------------------------------------------
+// bitweb.gpu.browser asks for its device (requestDevice) and its pipelines (compile) here. A page
+// that has loaded the model before may have started both already (prepare: a pipeline manifest
+// the worker kept after that load), while Python was still booting: requestDevice then hands over
+// the device made with the same request, and compile the pipeline started with the same WGSL,
+// entry point and constants (anything else compiles as usual).
+
+const sameList = (a, b) => a.length === b.length && a.every((x, i) => x === b[i]);
+const keyOf = (code, entry, constants) => JSON.stringify([code, entry, Object.entries(constants || {}).sort()]);
+const adapterInfo = (a) => {
+  const i = a.info || {};
+  return { vendor: i.vendor || '', architecture: i.architecture || '', device: i.device || '', description: i.description || '' };
+};
+let early = null;         // prepare()'s device (a promise) and pipelines, until requestDevice takes them
+let current = null;       // the last device made: its request, adapter, prepared and compiled pipelines
+
+// The adapter and a device with `features` (those the adapter has) and the adapter's values of
+// `limitNames`: {adapter, device, want, limits} or {kind, message?, want?, limits?} when there is none.
+async function makeDevice(features, limitNames) {
+  const gpu = navigator.gpu;
+  if (!gpu) return { kind: 'no-webgpu' };
+  let adapter;
+  try {
+    adapter = await gpu.requestAdapter({ powerPreference: 'high-performance' });
+  } catch (e) {                                   // some browsers reject instead of resolving null
+    return { kind: 'adapter-failed', message: String(e?.message || e) };
+  }
+  if (!adapter) return { kind: 'no-adapter' };
+  const want = features.filter((f) => adapter.features?.has(f));
+  const limits = {};
+  for (const n of limitNames) {
+    const v = adapter.limits?.[n];
+    if (v != null) limits[n] = Number(v);
+  }
+  let device;
+  try {
+    device = await adapter.requestDevice({ requiredFeatures: want, requiredLimits: limits, label: 'bitweb' });
+  } catch (e) {
+    return { kind: 'device-failed', message: String(e?.message || e), want, limits };
+  }
+  if (!device) return { kind: 'no-device', want, limits };
+  return { adapter, device, want, limits };
+}
+
+// Start a device and the manifest's pipelines now (before Python asks for them). A manifest made
+// on another adapter starts the device only.
+export function prepare(manifest) {
+  if (early || current) return false;
+  const e = early = { features: manifest.features, limitNames: manifest.limits, pipelines: new Map(), lost: false, n: 0,
+    asked: performance.timeOrigin + performance.now(), started: null };
+  e.made = makeDevice(e.features, e.limitNames).then((r) => {
+    if (!r.device) return r;
+    r.device.lost.then(() => { e.lost = true; });
+    if (JSON.stringify(adapterInfo(r.adapter)) !== JSON.stringify(manifest.adapter)) return r;
+    for (const p of manifest.pipelines) {
+      const key = keyOf(p.code, p.entry, p.constants);
+      if (e.pipelines.has(key)) continue;
+      const pr = startCompile(r.device, p.code, p.entry, p.constants, p.label);
+      pr.catch(() => {});                         // (a failure is compiled again, and reported, by compile())
+      e.pipelines.set(key, pr);
+    }
+    e.n = e.pipelines.size;
+    e.started = performance.timeOrigin + performance.now();
+    return r;
+  });
+  return true;
+}
+
+// The device Python asked for (bitweb.gpu.browser.request_device): prepare()'s when it was made
+// with the same request and is not lost, else a new one.
+export async function requestDevice(features, limitNames) {
+  features = [...features]; limitNames = [...limitNames];
+  const e = early;
+  early = null;
+  let r = null, prepared = null;
+  if (e) {
+    const got = await e.made;
+    if (got.device && !e.lost && sameList(e.features, features) && sameList(e.limitNames, limitNames)) {
+      r = got; prepared = e;
+    } else {
+      got.device?.destroy();
+    }
+  }
+  r ??= await makeDevice(features, limitNames);
+  if (r.device) {
+    current = { device: r.device, features, limitNames, adapter: adapterInfo(r.adapter), compiled: [],
+      prepared: prepared ? prepared.pipelines : new Map(), offered: prepared ? prepared.n : 0, taken: 0,
+      times: prepared ? [prepared.asked, prepared.started] : null };
+  }
+  return r;
+}
+
+function startCompile(device, code, entry, constants, label) {
+  const module = device.createShaderModule({ code, label });
+  const desc = { layout: 'auto', label, compute: { module, entryPoint: entry } };
+  if (constants && Object.keys(constants).length) desc.compute.constants = constants;
+  return device.createComputePipelineAsync(desc).catch(async (e) => {
+    let msgs = [];
+    try { msgs = (await module.getCompilationInfo()).messages.map((m) => `line ${m.lineNum}:${m.linePos} ${m.type}: ${m.message}`); } catch { /* none */ }
+    throw new Error([String(e?.message || e), ...msgs.slice(0, 5)].join('; '));
+  });
+}
+
+// A compute pipeline (layout 'auto'): the prepared one with the same WGSL, entry point and
+// constants, or a new compile. A failed compile rejects with the compiler's first messages.
+export async function compile(device, code, entry, constants, label) {
+  const c = current && current.device === device ? current : null;
+  const key = keyOf(code, entry, constants);
+  const rec = { code, entry, constants: constants ? { ...constants } : {}, label };
+  const pre = c?.prepared.get(key);
+  if (pre) {
+    c.prepared.delete(key);
+    try {
+      const p = await pre;
+      c.taken += 1;
+      c.compiled.push(rec);
+      return p;
+    } catch { /* compiled again below */ }
+  }
+  const p = await startCompile(device, code, entry, constants, label);
+  c?.compiled.push(rec);
+  return p;
+}
+
+// For the worker: how many pipelines the current device has compiled (a mark), and a manifest of
+// those compiled since a mark: what prepare() needs to start them again on a later visit.
+export function compiledCount() { return current ? current.compiled.length : 0; }
+export function manifestSince(mark) {
+  if (!current) return null;
+  return { features: current.features, limits: current.limitNames, adapter: current.adapter,
+    pipelines: current.compiled.slice(mark) };
+}
+// The prepared pipelines taken so far; the ones no one took are dropped.
+export function settlePrepared() {
+  if (!current) return null;
+  const r = { offered: current.offered, taken: current.taken, times: current.times };
+  current.prepared.clear();
+  return r;
+}
+export const hasDevice = () => !!(early || current);

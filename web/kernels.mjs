@@ -31,6 +31,7 @@ for case in m["cases"]:
 n_ok = sum(r["ok"] for r in results)
 js.postMessage(js.JSON.parse(json.dumps({"type": "done", "text": f"{n_ok}/{len(results)} cases passed", "results": results, "adapter": dev.describe()})))
 `);
+    await py.bitwebBoot.save();         // the boot snapshot (web/py.mjs), for the next visit
   } catch (e) {
     postMessage({ type: 'done', text: 'error: ' + e, error: String(e), results: [] });
   }

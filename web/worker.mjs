@@ -36,6 +36,7 @@
 // at a time in Python (after their download); generations run one at a time per engine.
 import { bootPython } from './py.mjs';
 import * as models from './models.mjs';
+import * as gpu from './gpu.mjs';
 
 const post = (m) => self.postMessage(m);
 self.bitwebPost = (json) => post(JSON.parse(json));
@@ -52,7 +53,8 @@ self.bitwebWasmBytes = () => (wasmMemory ? wasmMemory.buffer.byteLength : 0);
 const clock = () => performance.timeOrigin + performance.now();
 const BOOT_LABEL = 'Starting Python (Pyodide)';
 const bootWaiting = new Set();      // request ids waiting for Python (they get the boot progress)
-const boot = { start: null, end: null };
+const boot = { start: null, end: null, info: null };   // info: how Python booted (py.mjs bitwebBoot)
+let snapshotSave = null;            // stores the boot snapshot (py.mjs), after the first load
 
 // Python boots once, from the worker's start: while the page asks for a model and its bytes arrive.
 function python(id) {
@@ -62,6 +64,10 @@ function python(id) {
       for (const w of bootWaiting) post({ id: w, type: 'progress', stage: 'boot', done: p.done, total: p.total, label: BOOT_LABEL });
     });
     wasmMemory = findMemory(py);
+    const b = py.bitwebBoot;
+    boot.info = { from: b.from, ms: Object.fromEntries(Object.entries(b.stages).map(([k, [s, e]]) => [k, Math.round(e - s)])) };
+    if (b.snapshotError) boot.info.snapshotError = b.snapshotError;
+    snapshotSave = b.save;
     app = py.pyimport('bitweb.webapp').WebApp(self.bitwebPost);
     boot.end = clock();
     return app;
@@ -147,13 +153,48 @@ async function bytesOf(id, src, opts, signal, times) {
   throw new models.ModelsError('settings', 'load: unknown source');
 }
 
+// Pipeline manifests: after a load, the kernels it compiled (WGSL, entry point, constants, label)
+// with the device request and the adapter, per source and options, in the Cache API. The first
+// load of a later visit with the same source and options starts that device and those compiles at
+// once (web/gpu.mjs prepare), while Python boots; Python takes a prepared pipeline only for the same
+// WGSL, entry point and constants on the same adapter, and compiles anything else itself.
+const MANIFESTS = 'bitweb-pipelines';
+async function manifestKey(msg) {
+  const s = msg.source, o = msg.options || {};
+  const what = JSON.stringify([s.url ? new URL(s.url, self.location.href).href : s.cached ?? [s.name || s.file?.name, s.file?.size],
+    o.activations, o.kvCache, o.context, o.capLimits]);
+  const h = new Uint8Array(await crypto.subtle.digest('SHA-256', new TextEncoder().encode(what)));
+  return new URL('__bitweb-pipelines/' + [...h].map((b) => b.toString(16).padStart(2, '0')).join(''), self.location.href).href;
+}
+async function prepareFrom(key) {
+  try {
+    const r = await (await caches.open(MANIFESTS)).match(key);
+    return r ? gpu.prepare(await r.json()) : false;
+  } catch (e) {
+    console.warn('bitweb: no pipeline manifest:', e);
+    return false;
+  }
+}
+async function saveManifest(key, manifest) {
+  try {
+    await (await caches.open(MANIFESTS)).put(key, new Response(JSON.stringify(manifest), { headers: { 'content-type': 'application/json' } }));
+  } catch (e) {
+    console.warn('bitweb: the pipeline manifest was not stored:', e);
+  }
+}
+
 async function load(id, msg) {
   const ctl = controllers.get(id);
   const t0 = clock();
   const times = {};                            // stage -> [start, end] (epoch ms) measured here
   const booted = python(id);                   // Python boots (or has booted) while the bytes come
   booted.catch(() => {});
+  const useCache = msg.options?.cache !== false && self.caches;
+  const manKey = useCache ? await manifestKey(msg).catch(() => null) : null;
+  const prepared = manKey && !gpu.hasDevice() ? await prepareFrom(manKey) : false;
+  const mark = gpu.compiledCount();
   const { file, name, pending, copy } = await bytesOf(id, msg.source, msg.options, ctl.signal, times);
+  times.source = [t0, clock()];                // (the file to read: a download started, the cached copy found)
   let value;
   try {
     const py = await booted;
@@ -190,7 +231,29 @@ async function load(id, msg) {
   if (boot.end != null) stages.boot = [Math.max(boot.start, t0), Math.max(boot.end, t0)];   // (this load's wait for it)
   stages.ready = [t0, clock()];
   value.load.stages = stages;
+  value.load.boot = boot.info;
+  const taken = gpu.settlePrepared();           // (prepared pipelines no one took are dropped)
+  value.load.prepared = prepared && taken ? taken : null;
+  if (value.load.prepared?.times) {            // asked: the manifest read; started: device made, compiles started (ms from the load's start)
+    const [a, b] = value.load.prepared.times;
+    value.load.prepared.askedMs = Math.round(a - t0);
+    value.load.prepared.startedMs = b == null ? null : Math.round(b - t0);
+  }
+  if (value.load.prepared) delete value.load.prepared.times;
+  const manifest = manKey ? gpu.manifestSince(mark) : null;
+  if (manifest?.pipelines.length) setTimeout(() => saveManifest(manKey, manifest), 0);
+  if (snapshotSave) {                          // once the model has loaded and no request runs: the boot snapshot
+    const save = snapshotSave;
+    snapshotSave = null;
+    whenIdle(() => save().then((n) => { boot.info = { ...boot.info, snapshotSaved: n }; }));
+  }
   return value;
+}
+
+// fn() at the first check (every 0.5 s) that finds no request in flight (it writes tens of MB).
+function whenIdle(fn) {
+  const tick = () => (controllers.size === 0 ? fn() : setTimeout(tick, 500));
+  setTimeout(tick, 500);
 }
 
 async function cacheInfo() {
@@ -220,7 +283,7 @@ async function handle(msg) {
     case 'unload': return perEngine(msg.engine, () => (app ? unwrap(app.unload(msg.engine)) : { unloaded: false }));
     case 'cache-list': return cacheInfo();
     case 'cache-delete': return { removed: await models.remove(msg.name), ...(await cacheInfo()) };
-    case 'stats': return app ? parse(app.stats()) : { wasm_bytes: 0, engines: 0 };
+    case 'stats': return { ...(app ? parse(app.stats()) : { wasm_bytes: 0, engines: 0 }), boot: boot.info };
     case 'debug-lose-device': if (app) await app.lose_device(); return null;
     default: throw new models.ModelsError('internal', 'unknown request ' + JSON.stringify(msg.op));
   }

@@ -247,6 +247,17 @@ def axe(page, what):
     assert found == [], f"{what}: {found}"
 
 
+def boot_snapshot_saved(page) -> int:
+    """Bytes of the boot snapshot this page's worker stored (waits for it) or 0 when the worker
+    booted from one (web/py.mjs)."""
+    page.wait_for_function("window.bitwebApp.bitweb.stats().then((s) => { window.__boot = s.boot; })"
+                           " && window.__boot && (window.__boot.from === 'snapshot' || window.__boot.snapshotSaved !== undefined)",
+                           timeout=30_000, polling=200)
+    boot = page.evaluate("window.__boot")
+    assert boot["from"] == "snapshot" or boot["snapshotSaved"] > 0, boot
+    return boot.get("snapshotSaved", 0)
+
+
 # ---------------------------------------------------------------- tests (in order)
 
 def check_stages(st: dict, download: bool):
@@ -278,6 +289,7 @@ def test_boot_and_load(app):
     up = seen["upload"]
     assert up["done"] == up["total"] > 0
     check_stages(app.page.evaluate("window.bitwebApp.state.engine.info.load.stages"), download=True)
+    assert info["load"]["boot"]["from"] == "fresh", info["load"]["boot"]          # a new context: no snapshot yet
     # the page shows the model and the adapter, and says when the adapter is a CPU rasteriser
     assert "tiny.gguf" in app.page.inner_text("#model-info")
     assert "maxStorageBufferBindingSize" in app.page.inner_text("#adapter")
@@ -630,9 +642,15 @@ def test_reload_keeps_the_chat_and_the_cached_model_loads_offline(app, oracle):
     app.unserve_models(app.context)
     app.context.route(is_model, abort)
     try:
+        # the boot snapshot the first load stored (after it: web/py.mjs) starts Python this time
+        saved = boot_snapshot_saved(app.page)
         # the default source (?model=) with no network: its cached copy; then a cached model by name
         info = app.open()
         assert info["name"] == "tiny.gguf"
+        assert info["load"]["boot"]["from"] == "snapshot" and "import" not in info["load"]["boot"]["ms"], (saved, info["load"]["boot"])
+        # and the kernels the first load of this URL compiled were started before Python was up
+        prepared = info["load"]["prepared"]
+        assert prepared and prepared["taken"] == prepared["offered"] > 0, prepared
         assert app.messages() == before                              # the reload kept the conversation
         assert app.page.locator(".msg").count() == len(before)
         assert blocked, "the app did not even try the network"       # the block was in force
@@ -831,12 +849,23 @@ def test_default_model_loads_and_matches_cli(browser, server):
 
 
 def test_page_reopens_the_last_model_from_the_cache(app, oracle):
-    """A plain reload (no ?model=) opens the model used last, from OPFS, with no model request."""
+    """A plain reload (no ?model=) opens the model used last, from OPFS, with no model request.
+    Its boot snapshot is spoiled first: Python boots without it, and stores a new one."""
     requests = []
     app.page.on("request", lambda r: requests.append(r.url) if ".gguf" in urlparse(r.url).path else None)
+    boot_snapshot_saved(app.page)
+    spoiled = app.page.evaluate("""async () => {
+      const c = await caches.open('bitweb-boot');
+      const keys = await c.keys();
+      for (const k of keys) await c.put(k, new Response(new Uint8Array(64), { headers: { 'x-bitweb-bytes': '64' } }));
+      return keys.length; }""")
+    assert spoiled == 1
     app.page.goto(app.server)
-    app.wait_ready("other.gguf")
+    info = app.wait_ready("other.gguf")
     assert requests == []
+    boot = info["load"]["boot"]
+    assert boot["from"] == "fresh" and boot.get("snapshotError"), boot
+    assert boot_snapshot_saved(app.page) > 64                        # and a good one replaces it
     app.page.click("#new-chat")
     app.set(max_tokens=12)
     assert app.reply(app.say(PROMPT))["text"] == oracle["other"]["text"]

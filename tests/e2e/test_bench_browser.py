@@ -152,6 +152,8 @@ def test_ready_time_against_wllama(browser, server):
         assert res["software"] == "SwiftShader" and res["console_errors"] == [], res
         assert res["ready_ms"] >= res["stages"]["ready"][1] - 1
         assert not FULL or (res["completion_tokens"] > 0 and res["text"] and res["speed_prefill_plan"] == "prefill")
+        if res["visit"] == "cached":              # the first visit's boot snapshot and pipeline manifest were used
+            assert res["boot"]["from"] == "snapshot" and res["prepared"]["taken"] > 0, (res["boot"], res["prepared"])
     for res in runs["wllama"]:
         assert res["threads"] == 1 and res["ready_ms"] > 0
         if FULL:                                  # the same file: the same prompt tokens
@@ -190,6 +192,11 @@ def describe_ready(runs: dict, model: str, load0, load1) -> str:
             fmt = lambda x: "-" if x is None else f"{x:.1f}"           # noqa: E731
             lines.append(f"| {engine} | {visit} | {len(rs)} | {fmt(row['ready_ms'])} | {fmt(row['first_reply_ms'])} | "
                          f"{fmt(row['prefill_tok_s'])} | {fmt(row['decode_tok_s'])} | {st} |")
+    boots = [f"{r['visit']}: {r['boot']['from']} ({', '.join(f'{k} {v}' for k, v in r['boot']['ms'].items())} ms)"
+             + (f", kernels prepared {r['prepared']['taken']}/{r['prepared']['offered']}" if r.get("prepared") else "")
+             for r in runs["bitweb"] if r.get("boot")]
+    if boots:
+        lines.append("bitweb's Python boot: " + "; ".join(boots))
     plans = [f"{r['visit']} {r['first_prefill_plan']}" for r in runs["bitweb"] if r.get("first_prefill_plan")]
     if plans:
         lines.append("bitweb's first replies read their prompts with the plan: " + ", ".join(plans)

@@ -104,16 +104,10 @@ class BrowserDevice(Device):
         return out.to_bytes()
 
     async def _pipeline(self, code, entry, constants, label):
-        module = self.device.createShaderModule(_obj({"code": code, "label": label}))
-        desc = {"layout": "auto", "label": label, "compute": {"module": module, "entryPoint": entry}}
-        if constants:
-            desc["compute"]["constants"] = constants
-        try:
-            return await self.device.createComputePipelineAsync(_obj(desc))
+        try:                                   # (web/gpu.mjs: a pipeline it prepared, or a new compile)
+            return await self.helper.compile(self.device, code, entry, _obj(constants) if constants else None, label)
         except Exception as e:
-            info = await module.getCompilationInfo()
-            msgs = [f"line {m.lineNum}:{m.linePos} {m.type}: {m.message}" for m in info.messages]
-            raise GPUError(f"{label}: {e}; " + "; ".join(msgs[:5])) from None
+            raise GPUError(f"{label}: {getattr(e, 'message', None) or e}") from None
 
     def _bind_group(self, raw_pipeline, entries):
         return self.device.createBindGroup(_obj({
@@ -171,40 +165,31 @@ class BrowserDevice(Device):
 
 
 async def request_device() -> BrowserDevice:
-    gpu = _js_value(js.navigator, "gpu")
-    if gpu is None:
-        raise NoAdapterError(NO_WEBGPU)
-    try:
-        adapter = await gpu.requestAdapter(_obj({"powerPreference": "high-performance"}))
-    except Exception as e:                       # some browsers reject instead of resolving null
-        raise NoAdapterError(f"navigator.gpu exists but requesting a WebGPU adapter failed ({e}). "
-                             + NO_WEBGPU) from None
-    if _absent(adapter):                         # resolves to JS null: WebGPU is off or blocklisted
+    r = await js.bitwebGPU.requestDevice(to_js(list(WANTED_FEATURES)), to_js(list(WANTED_LIMITS)))
+    kind = _js_value(r, "kind")                  # (web/gpu.mjs makes it, or hands over the one it prepared)
+    if kind == "adapter-failed":                 # some browsers reject instead of resolving null
+        raise NoAdapterError(f"navigator.gpu exists but requesting a WebGPU adapter failed ({r.message}). "
+                             + NO_WEBGPU)
+    if kind == "no-adapter":                     # resolves to JS null: WebGPU is off or blocklisted
         raise NoAdapterError("navigator.gpu exists but no WebGPU adapter was found (requestAdapter "
                              "returned null: WebGPU is disabled or this GPU is blocklisted). " + NO_WEBGPU)
+    if kind == "no-webgpu":
+        raise NoAdapterError(NO_WEBGPU)
+    want, limits = r.want.to_py(), {k: int(v) for k, v in r.limits.to_py().items()}
+    if kind == "device-failed":
+        raise GPUError(f"the adapter refused a device with features {want} and limits {limits}: {r.message}")
+    if kind is not None:
+        raise GPUError(f"the adapter returned no device for features {want} and limits {limits}")
+    adapter, device = r.adapter, r.device
     features = _js_value(adapter, "features")
     have = set(js.Array.from_(features).to_py()) if features is not None else set()
-    want = [f for f in WANTED_FEATURES if f in have]
-    alim = _js_value(adapter, "limits")
-    limits = {}
-    for name in WANTED_LIMITS:
-        v = _js_value(alim, name)
-        if v is not None:
-            limits[name] = int(v)
-    try:
-        device = await adapter.requestDevice(_obj({"requiredFeatures": want, "requiredLimits": limits,
-                                                   "label": "bitweb"}))
-    except Exception as e:
-        raise GPUError(f"the adapter refused a device with features {want} and limits {limits}: {e}") from None
-    if _absent(device):
-        raise GPUError(f"the adapter returned no device for features {want} and limits {limits}")
     dlim = _js_value(device, "limits")
     granted = {}
     for name in WANTED_LIMITS + ("minStorageBufferOffsetAlignment", "maxComputeWorkgroupSizeY"):
         v = _js_value(dlim, name)
         if v is not None:
             granted[name] = int(v)
-    wgsl = _js_value(gpu, "wgslLanguageFeatures")
+    wgsl = _js_value(_js_value(js.navigator, "gpu"), "wgslLanguageFeatures")
     dot4 = bool(wgsl is not None and wgsl.has("packed_4x8_integer_dot_product"))
     ai = _js_value(adapter, "info")
     info = {k: str(_js_value(ai, k, "")) for k in ("vendor", "architecture", "device", "description")}
