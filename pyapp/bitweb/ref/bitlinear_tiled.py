@@ -147,11 +147,11 @@ def cases(builder, scope: str = "full"):
     for fmt in fmts:
         n = BLOCK[fmt] * 3
         for a8 in (False, True):
-            matmul_case(builder, rng, fmt, n, 70, 11, 16, a8=a8, rq=2, nq=4 if a8 else 3, wg=8)   # M tile partly past M
+            matmul_case(builder, rng, fmt, n, 70, 11, 16, a8=a8, rq=2, nq=4 if a8 and fmt == "TQ1_0" else 2, wg=8)  # M tile past M
             matmul_case(builder, rng, fmt, n, 33, 3, 3, a8=a8, residual=True, mult=1.5, rq=1, nq=1, wg=16)
             gate_up_case(builder, rng, fmt, n, 45, 9, 12, a8=a8, act="relu2", mult=(0.5, 2.0), rq=4 if a8 else 2,
                          nq=2, wg=4)
-            gate_up_case(builder, rng, fmt, n, 20, 2, 2, a8=a8, act="silu", mult=(0.125, 1.0), rq=1, nq=4 if a8 else 1, wg=4)
+            gate_up_case(builder, rng, fmt, n, 20, 2, 2, a8=a8, act="silu", mult=(0.125, 1.0), rq=1, nq=1, wg=4)
     for i, fmt in enumerate(fmts):                 # 2B4T-sized rows, a few tokens
         n_in, n_out = ((2560, 640), (6912, 2560), (2560, 2560), (2560, 6912))[i % 4]
         matmul_case(builder, rng, fmt, n_in, n_out, 7, 8, a8=i % 2 == 0, residual=i % 2 == 1)
