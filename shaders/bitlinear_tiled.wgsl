@@ -42,10 +42,11 @@
 //
 // Threads: a register tile, no workgroup memory, no barriers (CPU rasterisers run a workgroup as
 // SIMD across invocations: every storage load costs a per-lane loop, arithmetic is cheap). An
-// invocation computes 4 RQ rows x 4 NQ outputs, as RQ x NQ accumulators of 4 rows x 4 outputs
-// (mat4x4, column = output); per activation word it adds X (4 rows x 4 values) . W (4 values x 4
-// outputs) with fma. Each weight unit is loaded and decoded once and serves the 4 RQ rows; each
-// activation word is decoded once and serves the 4 NQ outputs. The workgroup's WG invocations
+// invocation computes 4 RQ rows x 4 NQ outputs (RQ, NQ 1..4; gate_up: that tile for gate and for
+// up), as RQ x NQ accumulators of 4 rows x 4 outputs (mat4x4, column = output); per activation
+// word it adds X (4 rows x 4 values) . W (4 values x 4 outputs) with fma. Each weight unit is
+// loaded and decoded once and serves the 4 RQ rows; each activation word is decoded once and
+// serves the 4 NQ outputs; the block scales are loaded once per block (scales). The workgroup's WG invocations
 // take consecutive outputs (output n0 = 4 NQ (WG wid.x + i)) and share the rows (4 RQ wid.y ..).
 // SUBGROUPS (A8 only): the 4 lanes of a quad (subgroup invocations 4k .. 4k + 3, same rows) each
 // load one plane of a row and pass it round with subgroupShuffle, so a unit costs one activation
@@ -55,7 +56,7 @@
 
 override WG: u32 = 64u;        // invocations per workgroup
 override RQ: u32 = 4u;         // row quads per invocation, 1..4 (4 RQ rows)
-override NQ: u32 = 2u;         // output quads per invocation, 1..2 (4 NQ outputs)
+override NQ: u32 = 2u;         // output quads per invocation, 1..4 (4 NQ outputs)
 override N_IN: u32 = 256u;
 override N_OUT: u32 = 64u;
 override Y_STRIDE: u32 = 0u;   // row stride of y in floats (0: N_OUT); the engine writes q | k | v
@@ -185,23 +186,29 @@ fn mac(a: mat4x4<f32>, x: X4, w: W4) -> mat4x4<f32> {
         fma(x.x3, vec4<f32>(w.w3.w), fma(x.x2, vec4<f32>(w.w2.w), fma(x.x1, vec4<f32>(w.w1.w), fma(x.x0, vec4<f32>(w.w0.w), a[3])))));
 }
 
-// The accumulators: a<row quad><output quad>, and the up projection's (gate_up) u<..>.
+// The accumulators: a<row quad><output quad>, and the up projection's (gate_up) up<..>.
 struct Tile {
-    a00: mat4x4<f32>, a01: mat4x4<f32>, a10: mat4x4<f32>, a11: mat4x4<f32>,
-    a20: mat4x4<f32>, a21: mat4x4<f32>, a30: mat4x4<f32>, a31: mat4x4<f32>,
+    a00: mat4x4<f32>, a01: mat4x4<f32>, a02: mat4x4<f32>, a03: mat4x4<f32>,
+    a10: mat4x4<f32>, a11: mat4x4<f32>, a12: mat4x4<f32>, a13: mat4x4<f32>,
+    a20: mat4x4<f32>, a21: mat4x4<f32>, a22: mat4x4<f32>, a23: mat4x4<f32>,
+    a30: mat4x4<f32>, a31: mat4x4<f32>, a32: mat4x4<f32>, a33: mat4x4<f32>,
 #if GATE_UP
-    u00: mat4x4<f32>, u01: mat4x4<f32>, u10: mat4x4<f32>, u11: mat4x4<f32>,
-    u20: mat4x4<f32>, u21: mat4x4<f32>, u30: mat4x4<f32>, u31: mat4x4<f32>,
+    up00: mat4x4<f32>, up01: mat4x4<f32>, up02: mat4x4<f32>, up03: mat4x4<f32>,
+    up10: mat4x4<f32>, up11: mat4x4<f32>, up12: mat4x4<f32>, up13: mat4x4<f32>,
+    up20: mat4x4<f32>, up21: mat4x4<f32>, up22: mat4x4<f32>, up23: mat4x4<f32>,
+    up30: mat4x4<f32>, up31: mat4x4<f32>, up32: mat4x4<f32>, up33: mat4x4<f32>,
 #endif
 }
 
 // The weight units of the invocation's 4 NQ outputs (tensor 0 = gate / w, 1 = up) and their block scales.
 struct Wts {
     g0: vec4<u32>, g1: vec4<u32>, g2: vec4<u32>, g3: vec4<u32>, g4: vec4<u32>, g5: vec4<u32>, g6: vec4<u32>, g7: vec4<u32>,
-    gd0: vec4<f32>, gd1: vec4<f32>,
+    g8: vec4<u32>, g9: vec4<u32>, g10: vec4<u32>, g11: vec4<u32>, g12: vec4<u32>, g13: vec4<u32>, g14: vec4<u32>, g15: vec4<u32>,
+    gd0: vec4<f32>, gd1: vec4<f32>, gd2: vec4<f32>, gd3: vec4<f32>,
 #if GATE_UP
     u0: vec4<u32>, u1: vec4<u32>, u2: vec4<u32>, u3: vec4<u32>, u4: vec4<u32>, u5: vec4<u32>, u6: vec4<u32>, u7: vec4<u32>,
-    ud0: vec4<f32>, ud1: vec4<f32>,
+    u8: vec4<u32>, u9: vec4<u32>, u10: vec4<u32>, u11: vec4<u32>, u12: vec4<u32>, u13: vec4<u32>, u14: vec4<u32>, u15: vec4<u32>,
+    ud0: vec4<f32>, ud1: vec4<f32>, ud2: vec4<f32>, ud3: vec4<f32>,
 #endif
 }
 
@@ -240,19 +247,23 @@ fn plane(t: ptr<function, Tile>, r: Rows, w: Wts, p: u32) {
 fn word(t: ptr<function, Tile>, r: Rows, w: Wts, p: u32, e: u32) {
     var q: WQ;
     q.v0 = wq(w.g0, w.g1, w.g2, w.g3, p, e, w.gd0);
-    q.v1 = wq(w.g4, w.g5, w.g6, w.g7, p, e, w.gd1);
+    if (NQ > 1u) { q.v1 = wq(w.g4, w.g5, w.g6, w.g7, p, e, w.gd1); }
+    if (NQ > 2u) { q.v2 = wq(w.g8, w.g9, w.g10, w.g11, p, e, w.gd2); }
+    if (NQ > 3u) { q.v3 = wq(w.g12, w.g13, w.g14, w.g15, p, e, w.gd3); }
 #if GATE_UP
     q.z0 = wq(w.u0, w.u1, w.u2, w.u3, p, e, w.ud0);
-    q.z1 = wq(w.u4, w.u5, w.u6, w.u7, p, e, w.ud1);
+    if (NQ > 1u) { q.z1 = wq(w.u4, w.u5, w.u6, w.u7, p, e, w.ud1); }
+    if (NQ > 2u) { q.z2 = wq(w.u8, w.u9, w.u10, w.u11, p, e, w.ud2); }
+    if (NQ > 3u) { q.z3 = wq(w.u12, w.u13, w.u14, w.u15, p, e, w.ud3); }
 #endif
     macs(t, r, q, e);
 }
 
 // The decoded weights of one word for the invocation's output quads (and the up projection's).
 struct WQ {
-    v0: W4, v1: W4,
+    v0: W4, v1: W4, v2: W4, v3: W4,
 #if GATE_UP
-    z0: W4, z1: W4,
+    z0: W4, z1: W4, z2: W4, z3: W4,
 #endif
 }
 
@@ -261,42 +272,62 @@ fn macs(t: ptr<function, Tile>, r: Rows, q: WQ, e: u32) {
     {
         let v0 = q.v0;
         let v1 = q.v1;
+        let v2 = q.v2;
+        let v3 = q.v3;
 #if GATE_UP
         let z0 = q.z0;
         let z1 = q.z1;
+        let z2 = q.z2;
+        let z3 = q.z3;
 #endif
         let x0 = xq(r.r0, r.r1, r.r2, r.r3, e);
         (*t).a00 = mac((*t).a00, x0, v0);
         if (NQ > 1u) { (*t).a01 = mac((*t).a01, x0, v1); }
+        if (NQ > 2u) { (*t).a02 = mac((*t).a02, x0, v2); }
+        if (NQ > 3u) { (*t).a03 = mac((*t).a03, x0, v3); }
 #if GATE_UP
-        (*t).u00 = mac((*t).u00, x0, z0);
-        if (NQ > 1u) { (*t).u01 = mac((*t).u01, x0, z1); }
+        (*t).up00 = mac((*t).up00, x0, z0);
+        if (NQ > 1u) { (*t).up01 = mac((*t).up01, x0, z1); }
+        if (NQ > 2u) { (*t).up02 = mac((*t).up02, x0, z2); }
+        if (NQ > 3u) { (*t).up03 = mac((*t).up03, x0, z3); }
 #endif
         if (RQ > 1u) {
             let x1 = xq(r.r4, r.r5, r.r6, r.r7, e);
             (*t).a10 = mac((*t).a10, x1, v0);
             if (NQ > 1u) { (*t).a11 = mac((*t).a11, x1, v1); }
+            if (NQ > 2u) { (*t).a12 = mac((*t).a12, x1, v2); }
+            if (NQ > 3u) { (*t).a13 = mac((*t).a13, x1, v3); }
 #if GATE_UP
-            (*t).u10 = mac((*t).u10, x1, z0);
-            if (NQ > 1u) { (*t).u11 = mac((*t).u11, x1, z1); }
+            (*t).up10 = mac((*t).up10, x1, z0);
+            if (NQ > 1u) { (*t).up11 = mac((*t).up11, x1, z1); }
+            if (NQ > 2u) { (*t).up12 = mac((*t).up12, x1, z2); }
+            if (NQ > 3u) { (*t).up13 = mac((*t).up13, x1, z3); }
 #endif
         }
         if (RQ > 2u) {
             let x2 = xq(r.r8, r.r9, r.r10, r.r11, e);
             (*t).a20 = mac((*t).a20, x2, v0);
             if (NQ > 1u) { (*t).a21 = mac((*t).a21, x2, v1); }
+            if (NQ > 2u) { (*t).a22 = mac((*t).a22, x2, v2); }
+            if (NQ > 3u) { (*t).a23 = mac((*t).a23, x2, v3); }
 #if GATE_UP
-            (*t).u20 = mac((*t).u20, x2, z0);
-            if (NQ > 1u) { (*t).u21 = mac((*t).u21, x2, z1); }
+            (*t).up20 = mac((*t).up20, x2, z0);
+            if (NQ > 1u) { (*t).up21 = mac((*t).up21, x2, z1); }
+            if (NQ > 2u) { (*t).up22 = mac((*t).up22, x2, z2); }
+            if (NQ > 3u) { (*t).up23 = mac((*t).up23, x2, z3); }
 #endif
         }
         if (RQ > 3u) {
             let x3 = xq(r.r12, r.r13, r.r14, r.r15, e);
             (*t).a30 = mac((*t).a30, x3, v0);
             if (NQ > 1u) { (*t).a31 = mac((*t).a31, x3, v1); }
+            if (NQ > 2u) { (*t).a32 = mac((*t).a32, x3, v2); }
+            if (NQ > 3u) { (*t).a33 = mac((*t).a33, x3, v3); }
 #if GATE_UP
-            (*t).u30 = mac((*t).u30, x3, z0);
-            if (NQ > 1u) { (*t).u31 = mac((*t).u31, x3, z1); }
+            (*t).up30 = mac((*t).up30, x3, z0);
+            if (NQ > 1u) { (*t).up31 = mac((*t).up31, x3, z1); }
+            if (NQ > 2u) { (*t).up32 = mac((*t).up32, x3, z2); }
+            if (NQ > 3u) { (*t).up33 = mac((*t).up33, x3, z3); }
 #endif
         }
     }
@@ -338,27 +369,72 @@ fn shuf(a: Rows, src: u32) -> Rows {
 #endif
 
 // ---- the K loop ------------------------------------------------------------------------------------
-fn wts(t0: u32, o: array<u32, 8>, bi: u32, u: u32) -> Wts {
+// The block scales of the invocation's outputs (the d fields of Wts), once per block.
+fn scales(o: array<u32, 16>, bi: u32) -> Wts {
     var w: Wts;
-    w.g0 = unit(0u, o[0] + bi, u); w.g1 = unit(0u, o[1] + bi, u); w.g2 = unit(0u, o[2] + bi, u); w.g3 = unit(0u, o[3] + bi, u);
     w.gd0 = vec4<f32>(fmt_d(0u, o[0] + bi), fmt_d(0u, o[1] + bi), fmt_d(0u, o[2] + bi), fmt_d(0u, o[3] + bi));
     if (NQ > 1u) {
-        w.g4 = unit(0u, o[4] + bi, u); w.g5 = unit(0u, o[5] + bi, u); w.g6 = unit(0u, o[6] + bi, u); w.g7 = unit(0u, o[7] + bi, u);
         w.gd1 = vec4<f32>(fmt_d(0u, o[4] + bi), fmt_d(0u, o[5] + bi), fmt_d(0u, o[6] + bi), fmt_d(0u, o[7] + bi));
+    }
+    if (NQ > 2u) {
+        w.gd2 = vec4<f32>(fmt_d(0u, o[8] + bi), fmt_d(0u, o[9] + bi), fmt_d(0u, o[10] + bi), fmt_d(0u, o[11] + bi));
+    }
+    if (NQ > 3u) {
+        w.gd3 = vec4<f32>(fmt_d(0u, o[12] + bi), fmt_d(0u, o[13] + bi), fmt_d(0u, o[14] + bi), fmt_d(0u, o[15] + bi));
+    }
+#if GATE_UP
+    w.ud0 = vec4<f32>(fmt_d(1u, o[0] + bi), fmt_d(1u, o[1] + bi), fmt_d(1u, o[2] + bi), fmt_d(1u, o[3] + bi));
+    if (NQ > 1u) {
+        w.ud1 = vec4<f32>(fmt_d(1u, o[4] + bi), fmt_d(1u, o[5] + bi), fmt_d(1u, o[6] + bi), fmt_d(1u, o[7] + bi));
+    }
+    if (NQ > 2u) {
+        w.ud2 = vec4<f32>(fmt_d(1u, o[8] + bi), fmt_d(1u, o[9] + bi), fmt_d(1u, o[10] + bi), fmt_d(1u, o[11] + bi));
+    }
+    if (NQ > 3u) {
+        w.ud3 = vec4<f32>(fmt_d(1u, o[12] + bi), fmt_d(1u, o[13] + bi), fmt_d(1u, o[14] + bi), fmt_d(1u, o[15] + bi));
+    }
+#endif
+    return w;
+}
+
+// The weight units u of block bi of the invocation's outputs, with the block's scales sc.
+fn wts(o: array<u32, 16>, bi: u32, u: u32, sc: Wts) -> Wts {
+    var w: Wts;
+    w.g0 = unit(0u, o[0] + bi, u); w.g1 = unit(0u, o[1] + bi, u); w.g2 = unit(0u, o[2] + bi, u); w.g3 = unit(0u, o[3] + bi, u);
+    w.gd0 = sc.gd0;
+    if (NQ > 1u) {
+        w.g4 = unit(0u, o[4] + bi, u); w.g5 = unit(0u, o[5] + bi, u); w.g6 = unit(0u, o[6] + bi, u); w.g7 = unit(0u, o[7] + bi, u);
+        w.gd1 = sc.gd1;
+    }
+    if (NQ > 2u) {
+        w.g8 = unit(0u, o[8] + bi, u); w.g9 = unit(0u, o[9] + bi, u); w.g10 = unit(0u, o[10] + bi, u); w.g11 = unit(0u, o[11] + bi, u);
+        w.gd2 = sc.gd2;
+    }
+    if (NQ > 3u) {
+        w.g12 = unit(0u, o[12] + bi, u); w.g13 = unit(0u, o[13] + bi, u); w.g14 = unit(0u, o[14] + bi, u); w.g15 = unit(0u, o[15] + bi, u);
+        w.gd3 = sc.gd3;
     }
 #if GATE_UP
     w.u0 = unit(1u, o[0] + bi, u); w.u1 = unit(1u, o[1] + bi, u); w.u2 = unit(1u, o[2] + bi, u); w.u3 = unit(1u, o[3] + bi, u);
-    w.ud0 = vec4<f32>(fmt_d(1u, o[0] + bi), fmt_d(1u, o[1] + bi), fmt_d(1u, o[2] + bi), fmt_d(1u, o[3] + bi));
+    w.ud0 = sc.ud0;
     if (NQ > 1u) {
         w.u4 = unit(1u, o[4] + bi, u); w.u5 = unit(1u, o[5] + bi, u); w.u6 = unit(1u, o[6] + bi, u); w.u7 = unit(1u, o[7] + bi, u);
-        w.ud1 = vec4<f32>(fmt_d(1u, o[4] + bi), fmt_d(1u, o[5] + bi), fmt_d(1u, o[6] + bi), fmt_d(1u, o[7] + bi));
+        w.ud1 = sc.ud1;
+    }
+    if (NQ > 2u) {
+        w.u8 = unit(1u, o[8] + bi, u); w.u9 = unit(1u, o[9] + bi, u); w.u10 = unit(1u, o[10] + bi, u); w.u11 = unit(1u, o[11] + bi, u);
+        w.ud2 = sc.ud2;
+    }
+    if (NQ > 3u) {
+        w.u12 = unit(1u, o[12] + bi, u); w.u13 = unit(1u, o[13] + bi, u); w.u14 = unit(1u, o[14] + bi, u); w.u15 = unit(1u, o[15] + bi, u);
+        w.ud3 = sc.ud3;
     }
 #endif
     return w;
 }
 
 // Unit u of block b (of the row): its NP planes.
-fn do_unit(t: ptr<function, Tile>, ri: RowIx, o: array<u32, 8>, w: Wts, b: u32, u: u32, lane: u32) {
+fn do_unit(t: ptr<function, Tile>, ri: RowIx, o: array<u32, 16>, w: Wts, b: u32, u: u32, lane: u32) {
     let vb = b * (BLK / 16u);
 #if SUBGROUPS
     // lane l of the quad loads planes l and l + 4 (NP <= 8) of every row; plane p comes from lane p % 4
@@ -376,12 +452,12 @@ fn do_unit(t: ptr<function, Tile>, ri: RowIx, o: array<u32, 8>, w: Wts, b: u32, 
         plane(t, shuf(mine, (lane & ~3u) | (p & 3u)), w, p);
     }
 #if FMT_TQ1
-    if (u == NU - 1u) { tq1_tail(t, shuf(mine1, (lane & ~3u) | 1u), o, b); }
+    if (u == NU - 1u) { tq1_tail(t, shuf(mine1, (lane & ~3u) | 1u), o, b, w); }
 #endif
 #else
     for (var p = 0u; p < NP; p++) { plane(t, rows(ri, vb + upos(u, p)), w, p); }
 #if FMT_TQ1
-    if (u == NU - 1u) { tq1_tail(t, rows(ri, vb + fmt_pos(QW - 1u, 0u) / 4u), o, b); }
+    if (u == NU - 1u) { tq1_tail(t, rows(ri, vb + fmt_pos(QW - 1u, 0u) / 4u), o, b, w); }
 #endif
 #endif
 }
@@ -389,25 +465,41 @@ fn do_unit(t: ptr<function, Tile>, ri: RowIx, o: array<u32, 8>, w: Wts, b: u32, 
 #if FMT_TQ1
 // TQ1_0's 13th code word: groups g = 0..3 hold values 4 fmt_pos(12, g) .. + 3 = activation vec4 15,
 // word g: a plane whose word e is group e of the one code word.
-fn tq1_tail(t: ptr<function, Tile>, r: Rows, o: array<u32, 8>, bi: u32) {
+fn tq1_tail(t: ptr<function, Tile>, r: Rows, o: array<u32, 16>, bi: u32, sc: Wts) {
     var w: Wts;
     let k = QW - 1u;
     w.g0 = vec4<u32>(fmt_word(0u, o[0] + bi, k)); w.g1 = vec4<u32>(fmt_word(0u, o[1] + bi, k));
     w.g2 = vec4<u32>(fmt_word(0u, o[2] + bi, k)); w.g3 = vec4<u32>(fmt_word(0u, o[3] + bi, k));
-    w.gd0 = vec4<f32>(fmt_d(0u, o[0] + bi), fmt_d(0u, o[1] + bi), fmt_d(0u, o[2] + bi), fmt_d(0u, o[3] + bi));
+    w.gd0 = sc.gd0;
     if (NQ > 1u) {
         w.g4 = vec4<u32>(fmt_word(0u, o[4] + bi, k)); w.g5 = vec4<u32>(fmt_word(0u, o[5] + bi, k));
         w.g6 = vec4<u32>(fmt_word(0u, o[6] + bi, k)); w.g7 = vec4<u32>(fmt_word(0u, o[7] + bi, k));
-        w.gd1 = vec4<f32>(fmt_d(0u, o[4] + bi), fmt_d(0u, o[5] + bi), fmt_d(0u, o[6] + bi), fmt_d(0u, o[7] + bi));
+        w.gd1 = sc.gd1;
+    }
+    if (NQ > 2u) {
+        w.g8 = vec4<u32>(fmt_word(0u, o[8] + bi, k)); w.g9 = vec4<u32>(fmt_word(0u, o[9] + bi, k)); w.g10 = vec4<u32>(fmt_word(0u, o[10] + bi, k)); w.g11 = vec4<u32>(fmt_word(0u, o[11] + bi, k));
+        w.gd2 = sc.gd2;
+    }
+    if (NQ > 3u) {
+        w.g12 = vec4<u32>(fmt_word(0u, o[12] + bi, k)); w.g13 = vec4<u32>(fmt_word(0u, o[13] + bi, k)); w.g14 = vec4<u32>(fmt_word(0u, o[14] + bi, k)); w.g15 = vec4<u32>(fmt_word(0u, o[15] + bi, k));
+        w.gd3 = sc.gd3;
     }
 #if GATE_UP
     w.u0 = vec4<u32>(fmt_word(1u, o[0] + bi, k)); w.u1 = vec4<u32>(fmt_word(1u, o[1] + bi, k));
     w.u2 = vec4<u32>(fmt_word(1u, o[2] + bi, k)); w.u3 = vec4<u32>(fmt_word(1u, o[3] + bi, k));
-    w.ud0 = vec4<f32>(fmt_d(1u, o[0] + bi), fmt_d(1u, o[1] + bi), fmt_d(1u, o[2] + bi), fmt_d(1u, o[3] + bi));
+    w.ud0 = sc.ud0;
     if (NQ > 1u) {
         w.u4 = vec4<u32>(fmt_word(1u, o[4] + bi, k)); w.u5 = vec4<u32>(fmt_word(1u, o[5] + bi, k));
         w.u6 = vec4<u32>(fmt_word(1u, o[6] + bi, k)); w.u7 = vec4<u32>(fmt_word(1u, o[7] + bi, k));
-        w.ud1 = vec4<f32>(fmt_d(1u, o[4] + bi), fmt_d(1u, o[5] + bi), fmt_d(1u, o[6] + bi), fmt_d(1u, o[7] + bi));
+        w.ud1 = sc.ud1;
+    }
+    if (NQ > 2u) {
+        w.u8 = vec4<u32>(fmt_word(1u, o[8] + bi, k)); w.u9 = vec4<u32>(fmt_word(1u, o[9] + bi, k)); w.u10 = vec4<u32>(fmt_word(1u, o[10] + bi, k)); w.u11 = vec4<u32>(fmt_word(1u, o[11] + bi, k));
+        w.ud2 = sc.ud2;
+    }
+    if (NQ > 3u) {
+        w.u12 = vec4<u32>(fmt_word(1u, o[12] + bi, k)); w.u13 = vec4<u32>(fmt_word(1u, o[13] + bi, k)); w.u14 = vec4<u32>(fmt_word(1u, o[14] + bi, k)); w.u15 = vec4<u32>(fmt_word(1u, o[15] + bi, k));
+        w.ud3 = sc.ud3;
     }
 #endif
     tail_plane(t, r, w);
@@ -425,9 +517,13 @@ fn tail_word(t: ptr<function, Tile>, r: Rows, w: Wts, e: u32) {
     var q: WQ;
     q.v0 = wdec(vec4<u32>(grp(w.g0.x, e), grp(w.g1.x, e), grp(w.g2.x, e), grp(w.g3.x, e)), w.gd0);
     q.v1 = wdec(vec4<u32>(grp(w.g4.x, e), grp(w.g5.x, e), grp(w.g6.x, e), grp(w.g7.x, e)), w.gd1);
+    q.v2 = wdec(vec4<u32>(grp(w.g8.x, e), grp(w.g9.x, e), grp(w.g10.x, e), grp(w.g11.x, e)), w.gd2);
+    q.v3 = wdec(vec4<u32>(grp(w.g12.x, e), grp(w.g13.x, e), grp(w.g14.x, e), grp(w.g15.x, e)), w.gd3);
 #if GATE_UP
     q.z0 = wdec(vec4<u32>(grp(w.u0.x, e), grp(w.u1.x, e), grp(w.u2.x, e), grp(w.u3.x, e)), w.ud0);
     q.z1 = wdec(vec4<u32>(grp(w.u4.x, e), grp(w.u5.x, e), grp(w.u6.x, e), grp(w.u7.x, e)), w.ud1);
+    q.z2 = wdec(vec4<u32>(grp(w.u8.x, e), grp(w.u9.x, e), grp(w.u10.x, e), grp(w.u11.x, e)), w.ud2);
+    q.z3 = wdec(vec4<u32>(grp(w.u12.x, e), grp(w.u13.x, e), grp(w.u14.x, e), grp(w.u15.x, e)), w.ud3);
 #endif
     macs(t, r, q, e);
 }
@@ -472,33 +568,41 @@ fn store(m0: u32, n0: u32, a: mat4x4<f32>, u: mat4x4<f32>) {
     }
 }
 
+// Rows m0 .. m0 + 3 of the NQ output quads from n0 (gate_up: a gate, u up; else u unused).
+fn store_rq(m0: u32, n0: u32, a0: mat4x4<f32>, a1: mat4x4<f32>, a2: mat4x4<f32>, a3: mat4x4<f32>,
+            u0: mat4x4<f32>, u1: mat4x4<f32>, u2: mat4x4<f32>, u3: mat4x4<f32>) {
+    store(m0, n0, a0, u0);
+    if (NQ > 1u) { store(m0, n0 + 4u, a1, u1); }
+    if (NQ > 2u) { store(m0, n0 + 8u, a2, u2); }
+    if (NQ > 3u) { store(m0, n0 + 12u, a3, u3); }
+}
+
 fn body(li: u32, wid: vec3<u32>, lane: u32) {
     let last = max(params[0], 1u) - 1u;
     let m0 = wid.y * (4u * RQ);
     let n0 = (wid.x * WG + li) * (4u * NQ);
     var ri: RowIx;
     for (var r = 0u; r < 16u; r++) { ri.i[r] = min(m0 + r, last) * (N_IN / 16u); }
-    var o: array<u32, 8>;                          // first block of each output row (past N_OUT: the last)
-    for (var c = 0u; c < 8u; c++) { o[c] = min(n0 + c, N_OUT - 1u) * NB; }
+    var o: array<u32, 16>;                         // first block of each output row (past N_OUT: the last)
+    for (var c = 0u; c < 16u; c++) { o[c] = min(n0 + c, N_OUT - 1u) * NB; }
     var t: Tile;
     for (var b = 0u; b < NB; b++) {
+        let sc = scales(o, b);
         for (var u = 0u; u < NU; u++) {
-            do_unit(&t, ri, o, wts(0u, o, b, u), b, u, lane);
+            do_unit(&t, ri, o, wts(o, b, u, sc), b, u, lane);
         }
     }
 #if GATE_UP
-    store(m0, n0, t.a00, t.u00);
-    if (NQ > 1u) { store(m0, n0 + 4u, t.a01, t.u01); }
-    if (RQ > 1u) { store(m0 + 4u, n0, t.a10, t.u10); if (NQ > 1u) { store(m0 + 4u, n0 + 4u, t.a11, t.u11); } }
-    if (RQ > 2u) { store(m0 + 8u, n0, t.a20, t.u20); if (NQ > 1u) { store(m0 + 8u, n0 + 4u, t.a21, t.u21); } }
-    if (RQ > 3u) { store(m0 + 12u, n0, t.a30, t.u30); if (NQ > 1u) { store(m0 + 12u, n0 + 4u, t.a31, t.u31); } }
+    store_rq(m0, n0, t.a00, t.a01, t.a02, t.a03, t.up00, t.up01, t.up02, t.up03);
+    if (RQ > 1u) { store_rq(m0 + 4u, n0, t.a10, t.a11, t.a12, t.a13, t.up10, t.up11, t.up12, t.up13); }
+    if (RQ > 2u) { store_rq(m0 + 8u, n0, t.a20, t.a21, t.a22, t.a23, t.up20, t.up21, t.up22, t.up23); }
+    if (RQ > 3u) { store_rq(m0 + 12u, n0, t.a30, t.a31, t.a32, t.a33, t.up30, t.up31, t.up32, t.up33); }
 #else
     let z = mat4x4<f32>();
-    store(m0, n0, t.a00, z);
-    if (NQ > 1u) { store(m0, n0 + 4u, t.a01, z); }
-    if (RQ > 1u) { store(m0 + 4u, n0, t.a10, z); if (NQ > 1u) { store(m0 + 4u, n0 + 4u, t.a11, z); } }
-    if (RQ > 2u) { store(m0 + 8u, n0, t.a20, z); if (NQ > 1u) { store(m0 + 8u, n0 + 4u, t.a21, z); } }
-    if (RQ > 3u) { store(m0 + 12u, n0, t.a30, z); if (NQ > 1u) { store(m0 + 12u, n0 + 4u, t.a31, z); } }
+    store_rq(m0, n0, t.a00, t.a01, t.a02, t.a03, z, z, z, z);
+    if (RQ > 1u) { store_rq(m0 + 4u, n0, t.a10, t.a11, t.a12, t.a13, z, z, z, z); }
+    if (RQ > 2u) { store_rq(m0 + 8u, n0, t.a20, t.a21, t.a22, t.a23, z, z, z, z); }
+    if (RQ > 3u) { store_rq(m0 + 12u, n0, t.a30, t.a31, t.a32, t.a33, z, z, z, z); }
 #endif
 }
 

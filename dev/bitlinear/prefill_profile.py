@@ -1,11 +1,12 @@
 """Where a prefill plan's time goes: every dispatch of the engine's M-row prefill plan timed alone
 (dev.time_plan, GPU timestamps), summed per kernel, next to the decode plan of one token.
 
-    python dev/bitlinear/prefill_profile.py MODEL.gguf [--rows 64] [--repeats 3]
+    python dev/bitlinear/prefill_profile.py MODEL.gguf [--rows 64] [--repeats 3] [--whole]
 
 Prints per kernel (shader:entry + the format / switches): ms per plan run, share, ms per row; and
 the decode plan's ms per token, so the ratio `decode ms * rows / prefill ms` (the prefill speed-up
-per token, kernels only: no host) comes from the same run.
+per token, kernels only: no host) comes from the same run. --whole: only the whole plans (minutes
+faster; with PYTHONPATH=OLD/pyapp it times an older tree the same way).
 """
 import argparse, asyncio, collections, os, time
 
@@ -20,6 +21,7 @@ async def main():
     ap.add_argument("--rows", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--activations", default="a8")
+    ap.add_argument("--whole", action="store_true", help="time the whole plans only, not every dispatch")
     a = ap.parse_args()
     dev = await request_device("native")
     gf = open_gguf(a.model)
@@ -32,10 +34,10 @@ async def main():
     plan = await eng._prefill_plan(M, 0)
     per = collections.defaultdict(float)
     t0 = time.perf_counter()
-    for p, bg, w in plan.items:
+    for p, bg, w in [] if a.whole else plan.items:
         t = await dev.time_plan(dev.plan([(p, bg, w)]), a.repeats)
         per[p.key[0] + ":" + p.key[1] + " " + " ".join(f"{k}" for k, v in sorted(dict(p.key[3]).items()) if v is True)] += t
-    total = sum(per.values())
+    total = sum(per.values()) or 1.0
     whole = await dev.time_plan(plan, a.repeats)
     dev.write_buffer(eng.buf["params"], 0, ops.params(m=1, pos=M))
     dec = await dev.time_plan(eng.plan_greedy, max(a.repeats, 5))

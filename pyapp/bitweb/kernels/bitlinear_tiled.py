@@ -12,8 +12,8 @@ API
     gate_up(fmt, n_in, n_out, m_max, *, a8, act="relu2"|"silu", dev=None, rq=None, nq=None, wg=None,
             subgroups=None) -> Step
         bind as matmul with "gate", "up" in place of "w"
-    choose(dev, a8, gate_up=False) -> Tile     the tile for this device (rq, nq, wg)
-    The tile: an invocation computes 4 rq rows (rq 1..4) x 4 nq outputs (nq 1..2); wg invocations per
+    choose(dev, a8, gate_up=False, n_in=0, n_out=0) -> Tile     the tile for this device and shape
+    The tile: an invocation computes 4 rq rows (rq 1..4) x 4 nq outputs (nq 1..4); wg invocations per
     workgroup take consecutive outputs. Workgroups (ceil(n_out / (4 nq wg)), ceil(m_max / (4 rq))).
     subgroups: None = the device decides (A8 only: quads share the activation loads); False = off.
     The dispatch covers m_max rows; the rows of one call, M <= m_max, are word 0 of `params`
@@ -31,9 +31,10 @@ Buffers
 Formats: those of bitlinear.FORMATS (n_in a multiple of their block): I2_S, TQ2_0, TQ1_0, Q1_0,
 Q2_0, Q2_0_G128.
 
-Tiles per device (measured with dev/bitlinear/tiled_bench.py and tiled_browser.py, see the README
-there): CPU rasterisers (lavapipe, SwiftShader) 16 rows x 8 outputs, 64 invocations (gate_up: 16 x 4,
-it holds two tiles); GPUs (untested) 8 rows x 4 outputs.
+Tiles per device (measured with dev/bitlinear/tiled_bench.py, tile_tune.py and tiled_browser.py, see
+the README there): lavapipe, weights of at least WIDE values: 16 rows x 16 outputs, 16 invocations
+(gate_up: 16 x 8, 32; it holds two tiles), smaller: 16 x 8, 16 (gate_up 16 x 4, 64); SwiftShader 16
+rows x 8 outputs, 64 invocations (gate_up: 16 x 4); GPUs (untested) 8 rows x 4 outputs.
 """
 from __future__ import annotations
 
@@ -46,16 +47,29 @@ from bitweb.kernels.bitlinear import BLOCK, FORMATS, BitLinearError
 @dataclass(frozen=True)
 class Tile:
     rq: int = 2              # row quads per invocation (1..4)
-    nq: int = 1              # output quads per invocation (1..2)
+    nq: int = 1              # output quads per invocation (1..4)
     wg: int = 64             # invocations per workgroup (power of two, >= 4)
 
 
-def choose(dev=None, a8: bool = True, gate_up: bool = False) -> Tile:
+WIDE = 4 << 20       # n_in * n_out from which lavapipe takes the wide tile (2B4T: all but k / v)
+
+
+def choose(dev=None, a8: bool = True, gate_up: bool = False, n_in: int = 0, n_out: int = 0) -> Tile:
     """CPU rasterisers: every storage load costs a per-lane loop, arithmetic is cheap, so big tiles
-    (each weight load serves 16 rows, each activation load 8 outputs); f32 activations (4x the
-    activation loads, no sharing) and gate_up (two tiles) take half the outputs."""
-    if rasteriser(dev) or dev is None:
+    (each weight load serves 16 rows, each activation load 8-16 outputs): 16 rows x 8 outputs
+    (gate_up 16 x 4, it holds two tiles). lavapipe (and no device), A8, from WIDE weights on: 16 x 16
+    (gate_up 16 x 8; ~0.8-0.9x the CPU time at 2B4T shapes, twice the compile time, so not for small
+    models); matmul workgroups of 16 (2B4T's 640-row k / v: 5 workgroups per 16 rows, not 2 with
+    37 % of their outputs thrown away). SwiftShader keeps 64 invocations (tuned in Chromium); f32
+    activations (4x the activation loads, no sharing) take 16 x 4."""
+    cpu = rasteriser(dev) or ("llvmpipe" if dev is None else None)
+    if cpu == "swiftshader" or (cpu and not a8):
         return Tile(rq=4, nq=1 if (gate_up or not a8) else 2, wg=64)
+    if cpu:
+        wide = n_in * n_out >= WIDE
+        if gate_up:
+            return Tile(rq=4, nq=2, wg=32) if wide else Tile(rq=4, nq=1, wg=64)
+        return Tile(rq=4, nq=4 if wide else 2, wg=16)
     return Tile(rq=2, nq=1, wg=64)
 
 
@@ -66,8 +80,8 @@ def _step(entry, fmt, n_in, n_out, m_max, a8, tile: Tile, subgroups, defines, we
         raise BitLinearError(f"bitlinear_tiled: n_in = {n_in} is not a positive multiple of the {fmt} block ({BLOCK[fmt]})")
     if n_out <= 0 or m_max <= 0:
         raise BitLinearError(f"bitlinear_tiled: n_out = {n_out} and m_max = {m_max} must be positive")
-    if not 1 <= tile.rq <= 4 or not 1 <= tile.nq <= 2:
-        raise BitLinearError(f"bitlinear_tiled: rq = {tile.rq} must be 1..4 and nq = {tile.nq} 1..2")
+    if not 1 <= tile.rq <= 4 or not 1 <= tile.nq <= 4:
+        raise BitLinearError(f"bitlinear_tiled: rq = {tile.rq} must be 1..4 and nq = {tile.nq} 1..4")
     if tile.wg & (tile.wg - 1) or not 4 <= tile.wg <= 1024:
         raise BitLinearError(f"bitlinear_tiled: wg = {tile.wg} must be a power of two in 4..1024")
     if y_stride and y_col0 + n_out > y_stride:
@@ -84,8 +98,8 @@ def _step(entry, fmt, n_in, n_out, m_max, a8, tile: Tile, subgroups, defines, we
     return Step("bitlinear_tiled", entry, tuple(bind), groups, consts, d)
 
 
-def _tile(dev, a8, gate_up, rq, nq, wg) -> Tile:
-    t = choose(dev, a8, gate_up)
+def _tile(dev, a8, gate_up, rq, nq, wg, n_in, n_out) -> Tile:
+    t = choose(dev, a8, gate_up, n_in, n_out)
     kw = {k: v for k, v in (("rq", rq), ("nq", nq), ("wg", wg)) if v is not None}
     return replace(t, **kw)
 
@@ -95,7 +109,7 @@ def matmul(fmt: str, n_in: int, n_out: int, m_max: int, *, a8: bool, residual: b
            y_stride: int = 0, y_col0: int = 0) -> Step:
     """y_stride / y_col0: write y[m * y_stride + y_col0 + n] (a column slice of a wider y, e.g. the
     engine's q | k | v rows); default y[m * n_out + n]."""
-    return _step("matmul", fmt, n_in, n_out, m_max, a8, _tile(dev, a8, False, rq, nq, wg), subgroups,
+    return _step("matmul", fmt, n_in, n_out, m_max, a8, _tile(dev, a8, False, rq, nq, wg, n_in, n_out), subgroups,
                  {"RESIDUAL": bool(residual)}, ["w"], y_stride, y_col0)
 
 
@@ -104,5 +118,5 @@ def gate_up(fmt: str, n_in: int, n_out: int, m_max: int, *, a8: bool, act: str =
             subgroups: bool | None = None) -> Step:
     if act not in ("relu2", "silu"):
         raise BitLinearError(f"bitlinear_tiled.gate_up: act must be 'relu2' or 'silu', got {act!r}")
-    return _step("gate_up", fmt, n_in, n_out, m_max, a8, _tile(dev, a8, True, rq, nq, wg), subgroups,
+    return _step("gate_up", fmt, n_in, n_out, m_max, a8, _tile(dev, a8, True, rq, nq, wg, n_in, n_out), subgroups,
                  {"GATE_UP": True, "ACT_SILU": act == "silu"}, ["gate", "up"])

@@ -140,14 +140,14 @@ def cases(builder, scope: str = "full"):
     if scope == "browser":
         for i, fmt in enumerate(browser_formats()):
             n = BLOCK[fmt] * 2
-            matmul_case(builder, rng, fmt, n, 37, 5, 8, a8=i % 2 == 0, residual=True, rq=1, nq=2, wg=8)
+            matmul_case(builder, rng, fmt, n, 37, 5, 8, a8=i % 2 == 0, residual=True, rq=1, nq=4 if i == 0 else 2, wg=8)
         gate_up_case(builder, rng, "I2_S", 256, 19, 3, 4, a8=True, act="relu2", rq=1, nq=1, wg=4)
         matmul_case(builder, rng, "TQ1_0", 256, 21, 6, 8, a8=True, rq=2, nq=2, wg=4, subgroups=False)
         return
     for fmt in fmts:
         n = BLOCK[fmt] * 3
         for a8 in (False, True):
-            matmul_case(builder, rng, fmt, n, 70, 11, 16, a8=a8, rq=2, nq=2, wg=8)          # M tile partly past M
+            matmul_case(builder, rng, fmt, n, 70, 11, 16, a8=a8, rq=2, nq=4 if a8 and fmt == "TQ1_0" else 2, wg=8)  # M tile past M
             matmul_case(builder, rng, fmt, n, 33, 3, 3, a8=a8, residual=True, mult=1.5, rq=1, nq=1, wg=16)
             gate_up_case(builder, rng, fmt, n, 45, 9, 12, a8=a8, act="relu2", mult=(0.5, 2.0), rq=4 if a8 else 2,
                          nq=2, wg=4)
