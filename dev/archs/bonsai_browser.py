@@ -21,14 +21,14 @@ import argparse
 import json
 import os
 import pathlib
-import re
 import subprocess
 import sys
 import time
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from chromium import page                          # noqa: E402  (dev/chromium.py)
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-CHROME_ARGS = ["--enable-unsafe-webgpu", "--no-sandbox", "--disable-background-networking",
-               "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
 BLANK = "bonsai-bench.html"
 
 RUN_JS = """async ([source, tokens]) => {
@@ -70,38 +70,26 @@ def main(argv=None) -> int:
         made = True
         print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB) in {time.time() - t:.0f} s", flush=True)
     size = path.stat().st_size
-    subprocess.run([sys.executable, str(ROOT / "tools" / "build_web.py")], check=True, capture_output=True)
-    server = subprocess.Popen(["node", str(ROOT / "tools" / "serve.mjs")], cwd=ROOT, env=dict(os.environ, PORT="0"),
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        base = re.search(r"http://[\d.]+:\d+/", server.stdout.readline()).group(0)
-        from playwright.sync_api import sync_playwright
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=os.environ.get("BITWEB_CHROMIUM", "/usr/bin/chromium"),
-                                        args=CHROME_ARGS, headless=True)
-            ctx = browser.new_context()
-            ctx.route(base + BLANK, lambda r: r.fulfill(status=200, content_type="text/html",
-                                                        body="<!doctype html><title>bonsai bench</title>"))
-            page = ctx.new_page()
+        with page(build=True) as (pg, base):
+            pg.context.route(base + BLANK, lambda r: r.fulfill(status=200, content_type="text/html",
+                                                               body="<!doctype html><title>bonsai bench</title>"))
             errors = []
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.set_default_timeout(a.timeout * 1000)
+            pg.on("pageerror", lambda e: errors.append(str(e)))
+            pg.set_default_timeout(a.timeout * 1000)
             t, load0 = time.time(), os.getloadavg()
             res = {"loads": [], "replies": []}
             # a first visit (download into the cache), then a returning one: a new page (a new
             # worker: Pyodide boots and the kernels compile again) loading from the cache
             for source in (f"{base}build/web/bench/{path.name}", {"cached": path.name}):
-                page.goto(base + BLANK)
-                r = page.evaluate(RUN_JS, [source, a.tokens])
+                pg.goto(base + BLANK)
+                r = pg.evaluate(RUN_JS, [source, a.tokens])
                 res["loads"].append(r["load"])
                 res["replies"].append(r["reply"])
                 res["cache"] = r["cache"]
             res["wall_s"], res["load_average_before"] = round(time.time() - t, 1), load0
             res["page_errors"] = errors
-            browser.close()
     finally:
-        server.kill()
-        server.wait()
         if made and not a.keep:
             path.unlink()
     res.update(preset=a.preset, file_bytes=size, load_average_after=os.getloadavg())

@@ -8,11 +8,11 @@ Builds the web tree (tools/build_web.py), serves it (tools/serve.mjs), writes th
 bench.html?model=...&quick=1&shapes=256x256&prompt=P&tokens=T&repeats=1 and prints the decode JSON's
 prefill tok/s, decode tok/s and prefill_over_decode (the same fields as `bench decode --json`).
 """
-import argparse, json, os, re, shutil, subprocess, sys, time
+import argparse, json, os, shutil, subprocess, sys, time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-ARGS = ["--enable-unsafe-webgpu", "--no-sandbox", "--disable-background-networking", "--disable-component-update"]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from chromium import ROOT, page                      # noqa: E402  (dev/chromium.py)
 
 
 def main():
@@ -22,7 +22,7 @@ def main():
     ap.add_argument("--prompt", type=int, default=64)
     ap.add_argument("--tokens", type=int, default=32)
     a = ap.parse_args()
-    d = ROOT / "build" / "web" / "bench"
+    d = Path(ROOT) / "build" / "web" / "bench"
     d.mkdir(parents=True, exist_ok=True)
     if a.model:
         path = d / os.path.basename(a.model)
@@ -33,31 +33,18 @@ def main():
         if not path.exists():
             subprocess.run([sys.executable, "-m", "bitweb", "make-model", "--preset", a.preset, "--out", str(path)],
                            check=True)
-    subprocess.run([sys.executable, str(ROOT / "tools" / "build_web.py")], check=True, capture_output=True)
-    srv = subprocess.Popen(["node", str(ROOT / "tools" / "serve.mjs")], cwd=ROOT, env=dict(os.environ, PORT="0"),
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        base = re.search(r"http://[\d.]+:\d+/", srv.stdout.readline()).group(0)
-        from playwright.sync_api import sync_playwright
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
-            page = browser.new_page()
-            t0 = time.time()
-            page.goto(base + f"bench.html?model=/build/web/bench/{path.name}&quick=1&shapes=256x256"
-                      f"&prompt={a.prompt}&tokens={a.tokens}&repeats=1")
-            page.wait_for_function("window.benchResults !== undefined", timeout=3_600_000)
-            res = page.evaluate("window.benchResults")
-            browser.close()
-        if "error" in res:
-            raise SystemExit(res["error"])
-        dec = res["decode"]
-        print(json.dumps(dec))
-        print(f"{path.name}: {dec['device']}\n  prompt {dec['prompt_tokens']}: prefill {dec['prefill_tok_s']:.2f} tok/s, "
-              f"decode {dec['decode_tok_s']:.2f} tok/s, prefill_over_decode {dec['prefill_over_decode']:.2f} "
-              f"({time.time() - t0:.0f} s, load {os.getloadavg()[0]:.1f})")
-    finally:
-        srv.kill()
-        srv.wait()
-
+    with page(build=True) as (pg, base):
+        t0 = time.time()
+        pg.goto(base + f"bench.html?model=/build/web/bench/{path.name}&quick=1&shapes=256x256"
+                f"&prompt={a.prompt}&tokens={a.tokens}&repeats=1")
+        pg.wait_for_function("window.benchResults !== undefined", timeout=3_600_000)
+        res = pg.evaluate("window.benchResults")
+    if "error" in res:
+        raise SystemExit(res["error"])
+    dec = res["decode"]
+    print(json.dumps(dec))
+    print(f"{path.name}: {dec['device']}\n  prompt {dec['prompt_tokens']}: prefill {dec['prefill_tok_s']:.2f} tok/s, "
+          f"decode {dec['decode_tok_s']:.2f} tok/s, prefill_over_decode {dec['prefill_over_decode']:.2f} "
+          f"({time.time() - t0:.0f} s, load {os.getloadavg()[0]:.1f})")
 
 main()

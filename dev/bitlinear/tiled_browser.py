@@ -8,7 +8,7 @@ import argparse, base64, os, sys, types
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "ops"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from chromium import page                                    # noqa: E402
 
 from bitweb import formats, shaders                          # noqa: E402

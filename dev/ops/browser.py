@@ -10,6 +10,7 @@ adapter, the pass count, the time and every failure.
 """
 import json, os, subprocess, sys, time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from chromium import ROOT, page
 argv = sys.argv[1:]
 only = argv[0] if argv and not argv[0].startswith("--") else ""

@@ -6,6 +6,7 @@ Also prints the adapter limits. Dev tool only (needs node + /usr/bin/chromium).
 import json, os, sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from chromium import page  # noqa: E402
 
 JS = """async (mods) => {

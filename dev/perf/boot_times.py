@@ -11,15 +11,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
-import statistics
-import subprocess
-import sys
 import pathlib
+import statistics
+import sys
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-ARGS = ["--enable-unsafe-webgpu", "--no-sandbox", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from chromium import page                          # noqa: E402  (dev/chromium.py)
 
 BOOT_JS = """async ([snapshot]) => {
   const src = `import { bootPython } from '${location.origin}/py.mjs';
@@ -43,32 +40,21 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
     a = ap.parse_args()
-    from playwright.sync_api import sync_playwright
-    subprocess.run([sys.executable, str(ROOT / "tools" / "build_web.py")], check=True, capture_output=True)
-    srv = subprocess.Popen(["node", str(ROOT / "tools" / "serve.mjs")], cwd=ROOT, env=dict(os.environ, PORT="0"),
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        base = re.search(r"http://[\d.]+:\d+/", srv.stdout.readline()).group(0)
-        with sync_playwright() as p:
-            b = p.chromium.launch(executable_path=os.environ.get("BITWEB_CHROMIUM", "/usr/bin/chromium"), args=ARGS)
-            page = b.new_context().new_page()
-            page.goto(base + "bench-ready.html?engine=none")
-            rows = []
-            load0 = os.getloadavg()[0]
-            for r in range(a.rounds + 1):                 # round 0: the snapshot is made (and stored)
-                for snap in ((True, False) if r % 2 == 0 else (False, True)):
-                    res = page.evaluate(BOOT_JS, [json.dumps(snap)])
-                    res["variant"] = "snapshot" if snap else "plain"
-                    res["round"] = r
-                    print(json.dumps(res), flush=True)
-                    rows.append(res)
-            print(f"load average {load0:.1f} before, {os.getloadavg()[0]:.1f} after")
-            for v in ("plain", "snapshot"):
-                rs = [x for x in rows if x["variant"] == v and x["round"] > 0]
-                print(v, "boot ms median", statistics.median(x["boot_ms"] for x in rs), [x["from"] for x in rs])
-            b.close()
-    finally:
-        srv.kill()
+    with page(build=True) as (pg, base):
+        pg.goto(base + "bench-ready.html?engine=none")
+        rows = []
+        load0 = os.getloadavg()[0]
+        for r in range(a.rounds + 1):                 # round 0: the snapshot is made (and stored)
+            for snap in ((True, False) if r % 2 == 0 else (False, True)):
+                res = pg.evaluate(BOOT_JS, [json.dumps(snap)])
+                res["variant"] = "snapshot" if snap else "plain"
+                res["round"] = r
+                print(json.dumps(res), flush=True)
+                rows.append(res)
+    print(f"load average {load0:.1f} before, {os.getloadavg()[0]:.1f} after")
+    for v in ("plain", "snapshot"):
+        rs = [x for x in rows if x["variant"] == v and x["round"] > 0]
+        print(v, "boot ms median", statistics.median(x["boot_ms"] for x in rs), [x["from"] for x in rs])
 
 
 if __name__ == "__main__":

@@ -1,0 +1,35 @@
+"""Headless Chromium (WebGPU on SwiftShader) on the repository served by tools/serve.mjs, for the
+dev scripts (dev/*/): one place for the server, the browser and the flags the tests use.
+
+    sys.path.insert(0, <this directory>); from chromium import ROOT, page
+    with page(build=True) as (pg, url):      # url: the server's root, e.g. http://127.0.0.1:40613/
+        pg.goto(url + "kernels.html")
+
+build: run tools/build_web.py first (the pages load build/web/bitweb.zip). The browser is
+$BITWEB_CHROMIUM or /usr/bin/chromium; pg.context is a fresh browser context (routes, storage).
+"""
+import contextlib, os, re, subprocess, sys
+from playwright.sync_api import sync_playwright
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ARGS = ["--enable-unsafe-webgpu", "--no-sandbox", "--disable-background-networking", "--disable-component-update"]
+
+
+@contextlib.contextmanager
+def page(build: bool = False):
+    if build:
+        subprocess.run([sys.executable, os.path.join(ROOT, "tools", "build_web.py")], check=True, capture_output=True)
+    proc = subprocess.Popen(["node", os.path.join(ROOT, "tools", "serve.mjs")], cwd=ROOT,
+                            env=dict(os.environ, PORT="0"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        url = re.search(r"http://[\d.]+:\d+/", proc.stdout.readline()).group(0)
+        with sync_playwright() as p:
+            br = p.chromium.launch(executable_path=os.environ.get("BITWEB_CHROMIUM", "/usr/bin/chromium"),
+                                   args=ARGS, headless=True)
+            try:
+                yield br.new_page(), url
+            finally:
+                br.close()
+    finally:
+        proc.kill()
+        proc.wait()
