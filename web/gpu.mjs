@@ -191,12 +191,16 @@ export function prepare(manifest) {
     if (!r.device) return r;
     r.device.lost.then(() => { e.lost = true; });
     if (JSON.stringify(adapterInfo(r.adapter)) !== JSON.stringify(manifest.adapter)) return r;
-    for (const p of manifest.pipelines) {
-      const key = keyOf(p.code, p.entry, p.constants);
-      if (e.pipelines.has(key)) continue;
-      const pr = startCompile(r.device, p.code, p.entry, p.constants, p.label);
-      pr.catch(() => {});                         // (a failure is compiled again, and reported, by compile())
-      e.pipelines.set(key, pr);
+    try {
+      for (const p of manifest.pipelines) {
+        const key = keyOf(p.code, p.entry, p.constants);
+        if (e.pipelines.has(key)) continue;
+        const pr = startCompile(r.device, p.code, p.entry, p.constants, p.label);
+        pr.catch(() => {});                       // (a failure is compiled again, and reported, by compile())
+        e.pipelines.set(key, pr);
+      }
+    } catch (err) {                               // (a manifest of another shape: what started stays offered)
+      console.warn('bitweb: pipeline manifest not used:', err);
     }
     e.n = e.pipelines.size;
     e.started = performance.timeOrigin + performance.now();
@@ -213,7 +217,7 @@ export async function requestDevice(features, limitNames) {
   early = null;
   let r = null, prepared = null;
   if (e) {
-    const got = await e.made;
+    const got = await e.made.catch(() => ({}));   // (a manifest that could not start a device: ask anew)
     if (got.device && !e.lost && sameList(e.features, features) && sameList(e.limitNames, limitNames)) {
       r = got; prepared = e;
     } else {

@@ -850,7 +850,9 @@ def test_default_model_loads_and_matches_cli(browser, server):
 
 def test_page_reopens_the_last_model_from_the_cache(app, oracle):
     """A plain reload (no ?model=) opens the model used last, from OPFS, with no model request.
-    Its boot snapshot is spoiled first: Python boots without it, and stores a new one."""
+    Its boot snapshot is spoiled first: Python boots without it, and stores a new one. Then the
+    pipeline manifests are spoiled (of another shape, as an older version could have left) and the
+    page reloads again: the load makes its own device and compiles its kernels itself."""
     requests = []
     app.page.on("request", lambda r: requests.append(r.url) if ".gguf" in urlparse(r.url).path else None)
     boot_snapshot_saved(app.page)
@@ -860,6 +862,7 @@ def test_page_reopens_the_last_model_from_the_cache(app, oracle):
       for (const k of keys) await c.put(k, new Response(new Uint8Array(64), { headers: { 'x-bitweb-bytes': '64' } }));
       return keys.length; }""")
     assert spoiled == 1
+    manifests = app.page.evaluate("caches.open('bitweb-pipelines').then((m) => m.keys()).then((k) => k.length)")
     app.page.goto(app.server)
     info = app.wait_ready("other.gguf")
     assert requests == []
@@ -869,6 +872,23 @@ def test_page_reopens_the_last_model_from_the_cache(app, oracle):
     app.page.click("#new-chat")
     app.set(max_tokens=12)
     assert app.reply(app.say(PROMPT))["text"] == oracle["other"]["text"]
+    no_errors(app)
+    spoiled = app.page.evaluate("""async (n) => {
+      const m = await caches.open('bitweb-pipelines');
+      for (let i = 0; i < 150; i++) {                  // (this load's manifest is stored after it)
+        const keys = await m.keys();
+        if (keys.length > n) {
+          for (const k of keys) await m.put(k, Response.json({ features: 5, limits: null, pipelines: 7 }));
+          return keys.length;
+        }
+        await new Promise((ok) => setTimeout(ok, 200));
+      }
+      return 0; }""", manifests)
+    assert spoiled > manifests, (spoiled, manifests)
+    app.page.goto(app.server)
+    info = app.wait_ready("other.gguf")
+    assert info["load"]["boot"]["from"] == "snapshot"
+    assert not (info["load"].get("prepared") or {}).get("taken"), info["load"].get("prepared")
     no_errors(app)
 
 
