@@ -273,10 +273,17 @@ export function manifestSince(mark) {
   return { features: current.features, limits: current.limitNames, adapter: current.adapter,
     pipelines: current.compiled.slice(mark) };
 }
-// The prepared pipelines taken so far; the ones no one took are dropped.
-export function settlePrepared() {
+// The prepared pipelines offered and taken so far, and (when a manifest prepared the device) when
+// it was read (askedMs) and the compiles started (startedMs, null: no device), in ms from `t0`
+// (epoch ms); the ones no one took are dropped.
+export function settlePrepared(t0) {
   if (!current) return null;
-  const r = { offered: current.offered, taken: current.taken, times: current.times };
+  const r = { offered: current.offered, taken: current.taken };
+  if (current.times) {
+    const [asked, started] = current.times;
+    r.askedMs = Math.round(asked - t0);
+    r.startedMs = started == null ? null : Math.round(started - t0);
+  }
   current.prepared.clear();
   return r;
 }

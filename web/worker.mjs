@@ -232,14 +232,8 @@ async function load(id, msg) {
   stages.ready = [t0, clock()];
   value.load.stages = stages;
   value.load.boot = boot.info;
-  const taken = gpu.settlePrepared();           // (prepared pipelines no one took are dropped)
+  const taken = gpu.settlePrepared(t0);         // (prepared pipelines no one took are dropped)
   value.load.prepared = prepared && taken ? taken : null;
-  if (value.load.prepared?.times) {            // asked: the manifest read; started: device made, compiles started (ms from the load's start)
-    const [a, b] = value.load.prepared.times;
-    value.load.prepared.askedMs = Math.round(a - t0);
-    value.load.prepared.startedMs = b == null ? null : Math.round(b - t0);
-  }
-  if (value.load.prepared) delete value.load.prepared.times;
   const manifest = manKey ? gpu.manifestSince(mark) : null;
   if (manifest?.pipelines.length) setTimeout(() => saveManifest(manKey, manifest), 0);
   if (snapshotSave) {                          // once the model has loaded and no request runs: the boot snapshot
