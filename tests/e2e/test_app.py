@@ -114,7 +114,8 @@ def oracle(models):
     """CLI results, computed once."""
     return {"tiny": cli(models["tiny"]), "other": cli(models["other"]), "html": cli(models["html"], max_tokens=4),
             "think": cli(models["think"], max_tokens=4),
-            "tiny_hi": cli(models["tiny"], prompt="Hi!")}
+            "tiny_hi": cli(models["tiny"], prompt="Hi!"),
+            "tiny_story": cli(models["tiny"], prompt="Tell me a long story.", max_tokens=64)}
 
 
 # ---------------------------------------------------------------- the page
@@ -364,7 +365,12 @@ def test_stop_then_chat_on(app):
 
 
 def test_new_chat_starts_over(app, oracle):
-    app.set(max_tokens=400)                                     # New chat in the middle of a reply
+    # New chat in the middle of a reply: a reply that runs long (in a new conversation the model's
+    # greedy reply to this prompt does not end within 64 tokens; after the earlier tests' turns,
+    # which vary with where a reply was stopped, it could end after a few)
+    assert oracle["tiny_story"]["stop_reason"] == "max_tokens", oracle["tiny_story"]
+    app.page.click("#new-chat")
+    app.set(max_tokens=400)
     n = app.say("Tell me a long story.")
     app.page.wait_for_function(f"(document.querySelectorAll('.msg.assistant')[{n - 1}]?.raw?.length || 0) >= 3",
                                timeout=REPLY_MS)
