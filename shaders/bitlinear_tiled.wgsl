@@ -50,9 +50,15 @@
 // take consecutive outputs (output n0 = 4 NQ (WG wid.x + i)) and share the rows (4 RQ wid.y ..).
 // SUBGROUPS (A8 only): the 4 lanes of a quad (subgroup invocations 4k .. 4k + 3, same rows) each
 // load one plane of a row and pass it round with subgroupShuffle, so a unit costs one activation
-// load per row and lane instead of NP. The tile is written out (RQ, NQ are override constants that
-// fold the `if (RQ > i)` blocks): CPU compilers keep a tile in registers only when every index is a
-// constant. Integers become floats by the exponent trick (bitcast(MAG | n) - 2^23), no conversions.
+// load per row and lane instead of NP. OCTETS (with SUBGROUPS; NP = 4, RQ = 4, subgroups of a
+// multiple of 8 lanes: lavapipe's wide tiles): the 8 lanes of a group share them, lane l loading plane
+// l % 4 of 8 of the 16 rows (one load per 2 rows and lane). PAIRS (I2_S A8, RQ 2 or 4): two rows in
+// one f32, x[r] + PB x[r + 4], so one multiply-add serves both (lavapipe has no fused fma); the sums
+// of a plane are split back exactly into the two rows (see PB). The tile is written out (RQ, NQ are
+// override constants that fold the `if (RQ > i)` blocks): CPU compilers keep a tile in registers only
+// when every index is a constant; the word loop stays a loop (written out 2 or 4 words at a time,
+// LLVM spills more and it runs 1.5x slower). Integers become floats by the exponent trick
+// (bitcast(MAG | n) - 2^23), no conversions.
 
 override WG: u32 = 64u;        // invocations per workgroup
 override RQ: u32 = 4u;         // row quads per invocation, 1..4 (4 RQ rows)

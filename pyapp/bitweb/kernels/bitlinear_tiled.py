@@ -6,16 +6,20 @@
 
 API
     matmul(fmt, n_in, n_out, m_max, *, a8, residual=False, dev=None, rq=None, nq=None, wg=None,
-           subgroups=None, y_stride=0, y_col0=0) -> Step
+           subgroups=None, y_stride=0, y_col0=0, pairs=None, octets=None) -> Step
         bind ("params", "x", "mult", "y", "w")                 f32 activations
              ("params", "q", "scale", "mult", "y", "w")        a8
     gate_up(fmt, n_in, n_out, m_max, *, a8, act="relu2"|"silu", dev=None, rq=None, nq=None, wg=None,
-            subgroups=None) -> Step
+            subgroups=None, pairs=None, octets=None) -> Step
         bind as matmul with "gate", "up" in place of "w"
-    choose(dev, a8, gate_up=False, n_in=0, n_out=0) -> Tile     the tile for this device and shape
+    choose(dev, a8, gate_up=False, n_in=0, n_out=0, fmt="") -> Tile     the tile for this device and shape
+    lanes(dev) -> int        a CPU rasteriser's SIMD lanes from its device string (lavapipe), 0 unknown
     The tile: an invocation computes 4 rq rows (rq 1..4) x 4 nq outputs (nq 1..4); wg invocations per
     workgroup take consecutive outputs. Workgroups (ceil(n_out / (4 nq wg)), ceil(m_max / (4 rq))).
     subgroups: None = the device decides (A8 only: quads share the activation loads); False = off.
+    pairs (fmt in PAIRS, A8, rq 2 or 4): two rows per f32 multiply-add, split exactly per plane.
+    octets (fmt in OCTETS, A8, rq 4, wg a multiple of 8, subgroups of a multiple of 8 lanes): 8 lanes
+    share the activation loads. None = choose() decides (lavapipe's wide tiles).
     The dispatch covers m_max rows; the rows of one call, M <= m_max, are word 0 of `params`
     (the ops params block, bitweb.kernels.ops.params(m=M)).
 
@@ -32,8 +36,9 @@ Formats: those of bitlinear.FORMATS (n_in a multiple of their block): I2_S, TQ2_
 Q2_0, Q2_0_G128.
 
 Tiles per device (measured with dev/bitlinear/tiled_bench.py, tile_tune.py and tiled_browser.py, see
-the README there): lavapipe, weights of at least WIDE values: 16 rows x 16 outputs, 16 invocations
-(gate_up: 16 x 8, 32; it holds two tiles), smaller: 16 x 8, 16 (gate_up 16 x 4, 64); SwiftShader 16
+the README there): lavapipe, weights of at least WIDE values: 16 rows x 16 outputs, 16 invocations,
+with octets (I2_S, TQ2_0, Q2_0: gate_up the same x 2 tensors) and pairs (I2_S), else 16 x 16 / gate_up
+16 x 8 in 32; smaller: 16 x 8, 16 (gate_up 16 x 4, 64); SwiftShader 16
 rows x 8 outputs, 64 invocations (gate_up: 16 x 4); GPUs (untested) 8 rows x 4 outputs.
 """
 from __future__ import annotations
@@ -118,7 +123,8 @@ def _step(entry, fmt, n_in, n_out, m_max, a8, tile: Tile, subgroups, defines, we
     if y_stride and y_col0 + n_out > y_stride:
         raise BitLinearError(f"bitlinear_tiled: columns {y_col0}..{y_col0 + n_out} exceed y_stride {y_stride}")
     bind = ["params"] + (["q", "scale"] if a8 else ["x"]) + ["mult", "y"] + weights
-    d = {FORMATS[fmt]: True, "A8": bool(a8), "PAIRS": tile.pairs, "OCTETS": tile.octets}
+    d = {FORMATS[fmt]: True, "A8": bool(a8)}
+    d.update({k: True for k, on in (("PAIRS", tile.pairs), ("OCTETS", tile.octets)) if on})
     d.update(defines)
     if not a8 or subgroups is False:
         d["SUBGROUPS"] = False          # the quad sharing is for A8 rows only
@@ -129,10 +135,17 @@ def _step(entry, fmt, n_in, n_out, m_max, a8, tile: Tile, subgroups, defines, we
     return Step("bitlinear_tiled", entry, tuple(bind), groups, consts, d)
 
 
-def _tile(dev, a8, gate_up, rq, nq, wg, n_in, n_out, fmt, pairs, octets) -> Tile:
+def _tile(dev, a8, gate_up, rq, nq, wg, n_in, n_out, fmt, pairs, octets, subgroups) -> Tile:
+    """choose()'s tile with the caller's overrides; pairs / octets the caller did not ask for are
+    dropped where its rq / wg / subgroups rule them out."""
     t = choose(dev, a8, gate_up, n_in, n_out, fmt)
     kw = {k: v for k, v in (("rq", rq), ("nq", nq), ("wg", wg), ("pairs", pairs), ("octets", octets)) if v is not None}
-    return replace(t, **kw)
+    t = replace(t, **kw)
+    if pairs is None and t.rq not in (2, 4):
+        t = replace(t, pairs=False)
+    if octets is None and (t.rq != 4 or t.wg % 8 or subgroups is False):
+        t = replace(t, octets=False)
+    return t
 
 
 def matmul(fmt: str, n_in: int, n_out: int, m_max: int, *, a8: bool, residual: bool = False, dev=None,
@@ -140,7 +153,7 @@ def matmul(fmt: str, n_in: int, n_out: int, m_max: int, *, a8: bool, residual: b
            y_stride: int = 0, y_col0: int = 0, pairs: bool | None = None, octets: bool | None = None) -> Step:
     """y_stride / y_col0: write y[m * y_stride + y_col0 + n] (a column slice of a wider y, e.g. the
     engine's q | k | v rows); default y[m * n_out + n]."""
-    return _step("matmul", fmt, n_in, n_out, m_max, a8, _tile(dev, a8, False, rq, nq, wg, n_in, n_out, fmt, pairs, octets),
+    return _step("matmul", fmt, n_in, n_out, m_max, a8, _tile(dev, a8, False, rq, nq, wg, n_in, n_out, fmt, pairs, octets, subgroups),
                  subgroups,
                  {"RESIDUAL": bool(residual)}, ["w"], y_stride, y_col0)
 
@@ -150,6 +163,6 @@ def gate_up(fmt: str, n_in: int, n_out: int, m_max: int, *, a8: bool, act: str =
             subgroups: bool | None = None, pairs: bool | None = None, octets: bool | None = None) -> Step:
     if act not in ("relu2", "silu"):
         raise BitLinearError(f"bitlinear_tiled.gate_up: act must be 'relu2' or 'silu', got {act!r}")
-    return _step("gate_up", fmt, n_in, n_out, m_max, a8, _tile(dev, a8, True, rq, nq, wg, n_in, n_out, fmt, pairs, octets),
+    return _step("gate_up", fmt, n_in, n_out, m_max, a8, _tile(dev, a8, True, rq, nq, wg, n_in, n_out, fmt, pairs, octets, subgroups),
                  subgroups,
                  {"GATE_UP": True, "ACT_SILU": act == "silu"}, ["gate", "up"])
