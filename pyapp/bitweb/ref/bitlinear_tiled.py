@@ -7,7 +7,9 @@ Maths (as the shader header):
     Y = P, or Y = residual + P; gate_up: Y = act(P_gate) * P_up (relu(.)^2 or silu).
 
 (The kernel sums the products (w d) q over j in f32, 16 values at a time: the same S in exact
-arithmetic; for I2_S A8 every partial sum is an integer below 2^24, so S is exact on any data.)
+arithmetic; for I2_S A8 every partial sum is an integer below 2^24, so S is exact on any data; the
+pairs path packs rows r and r + 4 as q[r] + 4100 q[r + 4] and splits each 16-value sum back exactly,
+for weights -1..1: the same S.)
 Tolerances: as in bitweb.ref.bitlinear, the case data make every f32 sum exact in any order
 (dyadic x and block scales, integer q; checked per case by `exact_terms`), so only the final
 products round: f = ws * mult (1 rounding; A8: (ws * s[m]) * mult, 2), S * f (1)
