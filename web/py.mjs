@@ -59,7 +59,7 @@ export async function bootPython(progress = () => {}, { snapshot = true, shipped
       boot.snapshotError = String(e?.message || e);
     }
   }
-  const restore = async (bytes) => {                 // -> py booted from `bytes`, or throws
+  const restore = async (bytes) => {                 // -> py booted from `bytes` (or a promise of them), or throws
     const p = await time('pyodide', () => loadPyodide({ indexURL, _loadSnapshot: bytes }));
     await time('unpack', () => p.unpackArchive(zip, 'zip', { extractDir: '/bitweb' }));
     if (p.runPython(CHECK) !== true) throw new Error('the snapshot has no bitweb.webapp');
@@ -81,21 +81,21 @@ export async function bootPython(progress = () => {}, { snapshot = true, shipped
   }
   // 2. the snapshot shipped with the app (build/web/boot-snapshot.*), when made for this build
   if (!py && shippedMeta) {
-    let bytes = null;
-    try {
-      bytes = await time('shipped-read', () => readShipped(base, shippedMeta, hash));
-    } catch (e) {
-      boot.shipped = e instanceof Skip ? e.message : `spoiled: ${e?.message || e}`;
-    }
-    if (bytes) {
+    const meta = await shippedMeta;
+    boot.shipped = shippedSkip(meta, hash);
+    if (!boot.shipped) {
+      // (loadPyodide fetches the wasm and its JS before it awaits the snapshot: the bytes come meanwhile)
+      let bytes = null;
+      const read = time('shipped-read', () => readShipped(base, meta)).then((b) => (bytes = b));
+      read.catch(() => {});                          // (loadPyodide awaits it later: not an unhandled rejection)
       try {
-        py = await restore(bytes);
+        py = await restore(read);
         boot.from = 'shipped';
         boot.shipped = 'used';
         if (cache) boot.save = () => { const b = bytes; bytes = null; return b ? writeSnapshot(cache, key, b) : Promise.resolve(0); };
       } catch (e) {
-        boot.shipped = `spoiled: ${e?.message || e}`;
-        console.warn('bitweb: the shipped boot snapshot did not load; booting without it:', e);
+        boot.shipped = e instanceof Skip ? e.message : `spoiled: ${e?.message || e}`;
+        if (!(e instanceof Skip)) console.warn('bitweb: the shipped boot snapshot did not load; booting without it:', e);
         py = null;
         bytes = null;
       }
@@ -166,10 +166,14 @@ function fetchShippedMeta(base) {
   return p;
 }
 
-async function readShipped(base, metaPromise, hash) {
-  const meta = await metaPromise;
-  if (!meta || meta.missing !== undefined) throw new Skip('missing');
-  if (meta.pyodide !== PYODIDE_VERSION || meta.zip_sha256 !== hash) throw new Skip('stale');
+// -> why the shipped snapshot is not for this boot ('missing', 'stale': of another build), or null
+function shippedSkip(meta, hash) {
+  if (!meta || meta.missing !== undefined) return 'missing';
+  if (meta.pyodide !== PYODIDE_VERSION || meta.zip_sha256 !== hash) return 'stale';
+  return null;
+}
+
+async function readShipped(base, meta) {
   const r = await fetch(new URL(`${SHIPPED}.bin`, base));
   if (!r.ok) throw new Skip('missing');
   const bytes = new Uint8Array(await r.arrayBuffer());
