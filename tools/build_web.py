@@ -147,6 +147,7 @@ def main() -> None:
     print(f"[setup] wrote {OUT.relative_to(ROOT)} ({OUT.stat().st_size} bytes)")
     write_kernel_vectors()
     sys.stdout.flush()
+    sys.path.insert(0, str(ROOT / "tools"))
     import boot_snapshot                    # (tools/boot_snapshot.py: made again only for a new key)
     boot_snapshot.main()
 
