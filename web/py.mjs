@@ -10,6 +10,12 @@
 // zip) or another Pyodide never matches an old key; entries under other keys are deleted when a
 // snapshot is stored. A snapshot that fails to load or to check out is deleted and the boot starts
 // over without it.
+//
+// Shipped snapshot: a first visit (nothing in the Cache API) starts from the snapshot set-up made
+// with this same code in headless Chromium (tools/boot_snapshot.py: build/web/boot-snapshot.bin,
+// its key in boot-snapshot.json), when that key names this Pyodide and this archive and the bytes
+// are the ones it names; else (none, another build's, spoiled) the boot is fresh, with no error.
+// The worker then keeps those bytes in the Cache API like a snapshot of its own.
 import { loadPyodide, version as PYODIDE_VERSION } from '../node_modules/pyodide/pyodide.mjs';
 import * as gpu from './gpu.mjs';
 
