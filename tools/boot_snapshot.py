@@ -149,7 +149,7 @@ def locked():
     """One maker at a time (test processes build side by side)."""
     import fcntl
     WEB.mkdir(parents=True, exist_ok=True)
-    with open(WEB / ".boot-snapshot.lock", "w") as f:
+    with open(WEB.parent / ".boot-snapshot.lock", "w") as f:      # (build/: not served)
         fcntl.flock(f, fcntl.LOCK_EX)
         try:
             yield
