@@ -57,6 +57,6 @@ fi
 # 4. The Python archive the browser loads (pure-Python bitweb + shaders + jinja2 / markupsafe),
 #    rebuilt every run. jinja2 / markupsafe: pinned, hash-checked `pip download` from PyPI into
 #    build/pydeps on the first run (tools/web-requirements.txt); later runs need no network.
-#    Then the boot snapshot (tools/boot_snapshot.py, headless Chromium via Playwright: about 8 s,
+#    Then the boot snapshot (tools/boot_snapshot.py, headless Chromium via Playwright: 8-20 s,
 #    only when Pyodide or the archive changed; without Playwright / Chromium one line says so).
 .venv/bin/python tools/build_web.py >&2
