@@ -50,9 +50,15 @@
 // take consecutive outputs (output n0 = 4 NQ (WG wid.x + i)) and share the rows (4 RQ wid.y ..).
 // SUBGROUPS (A8 only): the 4 lanes of a quad (subgroup invocations 4k .. 4k + 3, same rows) each
 // load one plane of a row and pass it round with subgroupShuffle, so a unit costs one activation
-// load per row and lane instead of NP. The tile is written out (RQ, NQ are override constants that
-// fold the `if (RQ > i)` blocks): CPU compilers keep a tile in registers only when every index is a
-// constant. Integers become floats by the exponent trick (bitcast(MAG | n) - 2^23), no conversions.
+// load per row and lane instead of NP. OCTETS (with SUBGROUPS; NP = 4, RQ = 4, subgroups of a
+// multiple of 8 lanes: lavapipe's wide tiles): the 8 lanes of a group share them, lane l loading plane
+// l % 4 of 8 of the 16 rows (one load per 2 rows and lane). PAIRS (I2_S A8, RQ 2 or 4): two rows in
+// one f32, x[r] + PB x[r + 4], so one multiply-add serves both (lavapipe has no fused fma); the sums
+// of a plane are split back exactly into the two rows (see PB). The tile is written out (RQ, NQ are
+// override constants that fold the `if (RQ > i)` blocks): CPU compilers keep a tile in registers only
+// when every index is a constant; the word loop stays a loop (written out 2 or 4 words at a time,
+// LLVM spills more and it runs 1.5x slower). Integers become floats by the exponent trick
+// (bitcast(MAG | n) - 2^23), no conversions.
 
 override WG: u32 = 64u;        // invocations per workgroup
 override RQ: u32 = 4u;         // row quads per invocation, 1..4 (4 RQ rows)
@@ -198,6 +204,15 @@ struct Tile {
     up20: mat4x4<f32>, up21: mat4x4<f32>, up22: mat4x4<f32>, up23: mat4x4<f32>,
     up30: mat4x4<f32>, up31: mat4x4<f32>, up32: mat4x4<f32>, up33: mat4x4<f32>,
 #endif
+#if PAIRS
+    // one plane's sums of row pairs (r, r + 4) as S[r] + PB S[r + 4]: p<row octet><output quad>
+    p00: mat4x4<f32>, p01: mat4x4<f32>, p02: mat4x4<f32>, p03: mat4x4<f32>,
+    p10: mat4x4<f32>, p11: mat4x4<f32>, p12: mat4x4<f32>, p13: mat4x4<f32>,
+#if GATE_UP
+    pu00: mat4x4<f32>, pu01: mat4x4<f32>, pu02: mat4x4<f32>, pu03: mat4x4<f32>,
+    pu10: mat4x4<f32>, pu11: mat4x4<f32>, pu12: mat4x4<f32>, pu13: mat4x4<f32>,
+#endif
+#endif
 }
 
 // The weight units of the invocation's 4 NQ outputs (tensor 0 = gate / w, 1 = up) and their block scales.
@@ -236,13 +251,87 @@ fn xq(a: AV, b: AV, c: AV, d: AV, e: u32) -> X4 {
 }
 
 fn wq(a: vec4<u32>, b: vec4<u32>, c: vec4<u32>, d: vec4<u32>, p: u32, e: u32, dd: vec4<f32>) -> W4 {
-    return wdec(vec4<u32>(ucodes(a, p, e), ucodes(b, p, e), ucodes(c, p, e), ucodes(d, p, e)), dd);
+    let cw = vec4<u32>(ucodes(a, p, e), ucodes(b, p, e), ucodes(c, p, e), ucodes(d, p, e));
+#if PAIRS
+    // code 3 -> 2 (per byte: c - (c >> 1 & c & 1))
+    return wdec(cw - ((cw >> vec4<u32>(1u)) & cw & vec4<u32>(0x01010101u)), dd);
+#else
+    return wdec(cw, dd);
+#endif
 }
 
 // Plane p (rows in r): the tile += X W over its 4 words.
 fn plane(t: ptr<function, Tile>, r: Rows, w: Wts, p: u32) {
+#if PAIRS
+    pzero(t);
     for (var e = 0u; e < 4u; e++) { word(t, r, w, p, e); }
+    pflush(t);
+#else
+    for (var e = 0u; e < 4u; e++) { word(t, r, w, p, e); }
+#endif
 }
+
+#if PAIRS
+// ---- PAIRS (I2_S A8): two rows per f32 ---------------------------------------------------------
+// X = x[r] + PB x[r + 4] (r = 0..3 of a row octet) times w sums both rows in one multiply-add
+// (lavapipe has no fused fma: a multiply and an add per value and row, halved). Over one plane (16
+// values), with |x| <= 128 and w in {-1, 0, 1}: P = S[r] + PB S[r + 4] with |S[r]| <= 2048 < PB / 2,
+// every partial sum an integer of magnitude <= 2048 (PB + 1) < 2^24 (exact), so after the plane
+// h = round(P / PB) is S[r + 4] (|P / PB - h| <= 2048 / PB + 2^-23 * 2049 < 1 / 2) and P - PB h is
+// S[r], both exact: the tile's sums are the integers of the plain path (bit-identical).
+// Codes are clamped to 0..2 here (code 3, +2, is never written: it would break the bound).
+const PB: f32 = 4100.0;
+
+fn pzero(t: ptr<function, Tile>) {
+    let z = mat4x4<f32>();
+    (*t).p00 = z; (*t).p01 = z; (*t).p02 = z; (*t).p03 = z;
+    (*t).p10 = z; (*t).p11 = z; (*t).p12 = z; (*t).p13 = z;
+#if GATE_UP
+    (*t).pu00 = z; (*t).pu01 = z; (*t).pu02 = z; (*t).pu03 = z;
+    (*t).pu10 = z; (*t).pu11 = z; (*t).pu12 = z; (*t).pu13 = z;
+#endif
+}
+
+// h = S[r + 4] of each element of a plane's P
+fn phi(p: mat4x4<f32>) -> mat4x4<f32> {
+    let k = 1.0 / PB;
+    return mat4x4<f32>(round(p[0] * k), round(p[1] * k), round(p[2] * k), round(p[3] * k));
+}
+
+// The plane's P into the accumulators: rows r (a<2 i><n>) and r + 4 (a<2 i + 1><n>) of octet i.
+fn pflush(t: ptr<function, Tile>) {
+    { let h = phi((*t).p00); (*t).a00 += (*t).p00 - h * PB; (*t).a10 += h; }
+    if (NQ > 1u) { let h = phi((*t).p01); (*t).a01 += (*t).p01 - h * PB; (*t).a11 += h; }
+    if (NQ > 2u) { let h = phi((*t).p02); (*t).a02 += (*t).p02 - h * PB; (*t).a12 += h; }
+    if (NQ > 3u) { let h = phi((*t).p03); (*t).a03 += (*t).p03 - h * PB; (*t).a13 += h; }
+    if (RQ > 2u) {
+        { let h = phi((*t).p10); (*t).a20 += (*t).p10 - h * PB; (*t).a30 += h; }
+        if (NQ > 1u) { let h = phi((*t).p11); (*t).a21 += (*t).p11 - h * PB; (*t).a31 += h; }
+        if (NQ > 2u) { let h = phi((*t).p12); (*t).a22 += (*t).p12 - h * PB; (*t).a32 += h; }
+        if (NQ > 3u) { let h = phi((*t).p13); (*t).a23 += (*t).p13 - h * PB; (*t).a33 += h; }
+    }
+#if GATE_UP
+    { let h = phi((*t).pu00); (*t).up00 += (*t).pu00 - h * PB; (*t).up10 += h; }
+    if (NQ > 1u) { let h = phi((*t).pu01); (*t).up01 += (*t).pu01 - h * PB; (*t).up11 += h; }
+    if (NQ > 2u) { let h = phi((*t).pu02); (*t).up02 += (*t).pu02 - h * PB; (*t).up12 += h; }
+    if (NQ > 3u) { let h = phi((*t).pu03); (*t).up03 += (*t).pu03 - h * PB; (*t).up13 += h; }
+    if (RQ > 2u) {
+        { let h = phi((*t).pu10); (*t).up20 += (*t).pu10 - h * PB; (*t).up30 += h; }
+        if (NQ > 1u) { let h = phi((*t).pu11); (*t).up21 += (*t).pu11 - h * PB; (*t).up31 += h; }
+        if (NQ > 2u) { let h = phi((*t).pu12); (*t).up22 += (*t).pu12 - h * PB; (*t).up32 += h; }
+        if (NQ > 3u) { let h = phi((*t).pu13); (*t).up23 += (*t).pu13 - h * PB; (*t).up33 += h; }
+    }
+#endif
+}
+
+// word e of a plane for a row octet: rows a..d plus PB x rows a2..d2
+fn xq2(a: AV, b: AV, c: AV, d: AV, a2: AV, b2: AV, c2: AV, d2: AV, e: u32) -> X4 {
+    let lo = xq(a, b, c, d, e);
+    let hi = xq(a2, b2, c2, d2, e);
+    return X4(fma(hi.x0, vec4<f32>(PB), lo.x0), fma(hi.x1, vec4<f32>(PB), lo.x1),
+              fma(hi.x2, vec4<f32>(PB), lo.x2), fma(hi.x3, vec4<f32>(PB), lo.x3));
+}
+#endif
 
 fn word(t: ptr<function, Tile>, r: Rows, w: Wts, p: u32, e: u32) {
     var q: WQ;
@@ -269,6 +358,34 @@ struct WQ {
 
 // The tile += X W for word e: X of each row quad (rows in r) times the output quads' weights q.
 fn macs(t: ptr<function, Tile>, r: Rows, q: WQ, e: u32) {
+#if PAIRS
+    {
+        let x0 = xq2(r.r0, r.r1, r.r2, r.r3, r.r4, r.r5, r.r6, r.r7, e);
+        (*t).p00 = mac((*t).p00, x0, q.v0);
+        if (NQ > 1u) { (*t).p01 = mac((*t).p01, x0, q.v1); }
+        if (NQ > 2u) { (*t).p02 = mac((*t).p02, x0, q.v2); }
+        if (NQ > 3u) { (*t).p03 = mac((*t).p03, x0, q.v3); }
+#if GATE_UP
+        (*t).pu00 = mac((*t).pu00, x0, q.z0);
+        if (NQ > 1u) { (*t).pu01 = mac((*t).pu01, x0, q.z1); }
+        if (NQ > 2u) { (*t).pu02 = mac((*t).pu02, x0, q.z2); }
+        if (NQ > 3u) { (*t).pu03 = mac((*t).pu03, x0, q.z3); }
+#endif
+        if (RQ > 2u) {
+            let x1 = xq2(r.r8, r.r9, r.r10, r.r11, r.r12, r.r13, r.r14, r.r15, e);
+            (*t).p10 = mac((*t).p10, x1, q.v0);
+            if (NQ > 1u) { (*t).p11 = mac((*t).p11, x1, q.v1); }
+            if (NQ > 2u) { (*t).p12 = mac((*t).p12, x1, q.v2); }
+            if (NQ > 3u) { (*t).p13 = mac((*t).p13, x1, q.v3); }
+#if GATE_UP
+            (*t).pu10 = mac((*t).pu10, x1, q.z0);
+            if (NQ > 1u) { (*t).pu11 = mac((*t).pu11, x1, q.z1); }
+            if (NQ > 2u) { (*t).pu12 = mac((*t).pu12, x1, q.z2); }
+            if (NQ > 3u) { (*t).pu13 = mac((*t).pu13, x1, q.z3); }
+#endif
+        }
+    }
+#else
     {
         let v0 = q.v0;
         let v1 = q.v1;
@@ -331,6 +448,7 @@ fn macs(t: ptr<function, Tile>, r: Rows, q: WQ, e: u32) {
 #endif
         }
     }
+#endif
 }
 
 // ---- activations ---------------------------------------------------------------------------------
@@ -356,6 +474,31 @@ fn rows(ri: RowIx, v: u32) -> Rows {
     if (RQ > 3u) { r.r12 = ld(ri.i[12], v); r.r13 = ld(ri.i[13], v); r.r14 = ld(ri.i[14], v); r.r15 = ld(ri.i[15], v); }
     return r;
 }
+
+#if SUBGROUPS
+#if OCTETS
+// lane l of an 8-lane group loads plane l % 4 of rows 8 h .. 8 h + 7, h = l / 4 % 2 (into r0 .. r7)
+fn rows8(ri: RowIx, v: u32, h: u32) -> Rows {
+    var r: Rows;
+    let s = h == 1u;
+    r.r0 = ld(select(ri.i[0], ri.i[8], s), v); r.r1 = ld(select(ri.i[1], ri.i[9], s), v);
+    r.r2 = ld(select(ri.i[2], ri.i[10], s), v); r.r3 = ld(select(ri.i[3], ri.i[11], s), v);
+    r.r4 = ld(select(ri.i[4], ri.i[12], s), v); r.r5 = ld(select(ri.i[5], ri.i[13], s), v);
+    r.r6 = ld(select(ri.i[6], ri.i[14], s), v); r.r7 = ld(select(ri.i[7], ri.i[15], s), v);
+    return r;
+}
+
+// a plane of the 16 rows: rows 0 .. 7 from lane a, 8 .. 15 from lane b
+fn shuf8(m: Rows, a: u32, b: u32) -> Rows {
+    var r: Rows;
+    r.r0 = subgroupShuffle(m.r0, a); r.r1 = subgroupShuffle(m.r1, a); r.r2 = subgroupShuffle(m.r2, a); r.r3 = subgroupShuffle(m.r3, a);
+    r.r4 = subgroupShuffle(m.r4, a); r.r5 = subgroupShuffle(m.r5, a); r.r6 = subgroupShuffle(m.r6, a); r.r7 = subgroupShuffle(m.r7, a);
+    r.r8 = subgroupShuffle(m.r0, b); r.r9 = subgroupShuffle(m.r1, b); r.r10 = subgroupShuffle(m.r2, b); r.r11 = subgroupShuffle(m.r3, b);
+    r.r12 = subgroupShuffle(m.r4, b); r.r13 = subgroupShuffle(m.r5, b); r.r14 = subgroupShuffle(m.r6, b); r.r15 = subgroupShuffle(m.r7, b);
+    return r;
+}
+#endif
+#endif
 
 #if SUBGROUPS
 fn shuf(a: Rows, src: u32) -> Rows {
@@ -437,6 +580,13 @@ fn wts(o: array<u32, 16>, bi: u32, u: u32, sc: Wts) -> Wts {
 fn do_unit(t: ptr<function, Tile>, ri: RowIx, o: array<u32, 16>, w: Wts, b: u32, u: u32, lane: u32) {
     let vb = b * (BLK / 16u);
 #if SUBGROUPS
+#if OCTETS
+    // (NP = 4, RQ = 4, subgroups of a multiple of 8 lanes) the 8 lanes of a group share the loads:
+    // lane l loads plane l % 4 of 8 rows; plane p of rows 0 .. 7 comes from lane p, of 8 .. 15 from 4 + p
+    let m8 = rows8(ri, vb + upos(u, lane & 3u), (lane >> 2u) & 1u);
+    let g = lane & ~7u;
+    for (var p = 0u; p < NP; p++) { plane(t, shuf8(m8, g | p, g | 4u | p), w, p); }
+#else
     // lane l of the quad loads planes l and l + 4 (NP <= 8) of every row; plane p comes from lane p % 4
     let mine0 = rows(ri, vb + upos(u, min(lane & 3u, NP - 1u)));
     var mine1 = mine0;
@@ -453,6 +603,7 @@ fn do_unit(t: ptr<function, Tile>, ri: RowIx, o: array<u32, 16>, w: Wts, b: u32,
     }
 #if FMT_TQ1
     if (u == NU - 1u) { tq1_tail(t, shuf(mine1, (lane & ~3u) | 1u), o, b, w); }
+#endif
 #endif
 #else
     for (var p = 0u; p < NP; p++) { plane(t, rows(ri, vb + upos(u, p)), w, p); }

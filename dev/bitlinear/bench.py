@@ -39,7 +39,7 @@ def tensor(rng, fmt, rows, n_in):
         b = formats.pack_signs(rng.choice(np.array([-1, 1], np.int8), n), np.full(n // 128, 0.5))
     else:
         t = rng.integers(-1, 2, n).astype(np.int8)
-        b = formats.pack_ternary(fmt, t, 1.0 if fmt == "I2_S" else np.full(n // 256, 0.5))
+        b = formats.pack_ternary(fmt, t, 1.0 if fmt == "I2_S" else np.full(n // formats.by_name(fmt).block_size, 0.5))
     return b + bytes(-len(b) % 4)
 
 

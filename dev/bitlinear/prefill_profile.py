@@ -6,7 +6,9 @@
 Prints per kernel (shader:entry + the format / switches): ms per plan run, share, ms per row; and
 the decode plan's ms per token, so the ratio `decode ms * rows / prefill ms` (the prefill speed-up
 per token, kernels only: no host) comes from the same run. --whole: only the whole plans (minutes
-faster; with PYTHONPATH=OLD/pyapp it times an older tree the same way).
+faster; with PYTHONPATH=OLD/pyapp it times an older tree the same way). --cpu: the whole plans also
+by the process's CPU time (lavapipe's threads run in it; best of --repeats): steadier than wall time
+on a loaded machine.
 """
 import argparse, asyncio, collections, os, time
 
@@ -22,6 +24,7 @@ async def main():
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--activations", default="a8")
     ap.add_argument("--whole", action="store_true", help="time the whole plans only, not every dispatch")
+    ap.add_argument("--cpu", action="store_true", help="also the whole plans' process CPU time")
     a = ap.parse_args()
     dev = await request_device("native")
     gf = open_gguf(a.model)
@@ -41,12 +44,27 @@ async def main():
     whole = await dev.time_plan(plan, a.repeats)
     dev.write_buffer(eng.buf["params"], 0, ops.params(m=1, pos=M))
     dec = await dev.time_plan(eng.plan_greedy, max(a.repeats, 5))
+
+    async def cpu(p, m, n):
+        best = 1e9
+        for _ in range(n):
+            dev.write_buffer(eng.buf["params"], 0, ops.params(m=m, pos=0 if m > 1 else M))
+            c = time.process_time()
+            dev.run(p)
+            await dev.sync()
+            best = min(best, time.process_time() - c)
+        return best
+    if a.cpu:
+        cw, cd = await cpu(plan, M, a.repeats), await cpu(eng.plan_greedy, 1, max(a.repeats, 5))
     print(f"{eng.cfg.summary()}\n{dev.describe()}  load {os.getloadavg()[0]:.2f}")
     for k, v in sorted(per.items(), key=lambda kv: -kv[1]):
         print(f"  {v * 1e3:9.2f} ms {v / total:6.1%}  {v / M * 1e3:8.3f} ms/row  {k}")
     print(f"prefill plan {M} rows: {whole * 1e3:.1f} ms ({total * 1e3:.1f} summed) = {whole / M * 1e3:.2f} ms/row; "
           f"decode plan {dec * 1e3:.2f} ms/token; decode / prefill per token = {dec * M / whole:.2f}x "
           f"({time.perf_counter() - t0:.0f} s)")
+    if a.cpu:
+        print(f"CPU time: prefill plan {cw * 1e3:.1f} ms = {cw / M * 1e3:.2f} ms/row; decode plan {cd * 1e3:.2f} ms/token; "
+              f"decode / prefill per token = {cd * M / cw:.2f}x")
     eng.close()
 
 

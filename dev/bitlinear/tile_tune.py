@@ -16,6 +16,7 @@ kernel (then only the tiles differ); `git show main:shaders/bitlinear_tiled.wgsl
 the kernel as it was.
 """
 import argparse, asyncio, os, sys, time
+from dataclasses import replace
 
 import numpy as np
 
@@ -35,10 +36,12 @@ async def main():
     ap.add_argument("--m", type=int, default=64)
     ap.add_argument("--trials", type=int, default=6)
     ap.add_argument("--old")
+    ap.add_argument("--old-define", action="append", default=[], help="NAME=0|1 for --old's source")
     ap.add_argument("--old-tile", default="rq=4,nq=2,wg=64")
     ap.add_argument("--old-gate-up", default="rq=4,nq=1,wg=64")
     ap.add_argument("--tile", default="")
     ap.add_argument("--gate-up", default="")
+    ap.add_argument("--steps", default="q,k,v,o,gate_up,down", help="the steps to run")
     ap.add_argument("--embd", type=int, default=2560)
     ap.add_argument("--ff", type=int, default=6912)
     ap.add_argument("--kv", type=int, default=640)
@@ -49,6 +52,7 @@ async def main():
     m, e, ff = a.m, a.embd, a.ff
     shapes = {"q": (e, e, False), "k": (e, a.kv, False), "v": (e, a.kv, False), "o": (e, e, True),
               "gate_up": (e, ff, None), "down": (ff, e, True)}
+    shapes = {k: v for k, v in shapes.items() if k in a.steps.split(",")}
     for fmt in a.fmt.split(","):
         sides = {"new": {}, "old": {}}
         probes = {}
@@ -69,8 +73,13 @@ async def main():
             else:
                 new = bitlinear_tiled.matmul(fmt, n_in, n_out, m, a8=True, residual=res, dev=dev, **kv(a.tile))
                 old = bitlinear_tiled.matmul(fmt, n_in, n_out, m, a8=True, residual=res, dev=dev, **kv(a.old_tile))
+            c0 = time.process_time()
             sides["new"][name] = dev.plan([await new.instantiate(dev, b)])
+            c1 = time.process_time()
+            if a.old_define:
+                old = replace(old, defines=dict(old.defines, **{k: bool(int(v)) for k, v in (d.split("=") for d in a.old_define)}))
             sides["old"][name] = dev.plan([await custom(dev, a.old, old, b)] if a.old else [await old.instantiate(dev, b)])
+            c2 = time.process_time()
             probes[name] = b["y"]
             outs = []
             for side in ("new", "old"):
@@ -80,7 +89,8 @@ async def main():
             same = "identical" if np.array_equal(*outs) else \
                 f"max rel diff {np.abs(outs[0] - outs[1]).max() / np.abs(outs[1]).max():.1e}"
             print(f"  {fmt} {name} {n_in}x{n_out}: new {dict((k, new.constants[k]) for k in ('RQ', 'NQ', 'WG'))} "
-                  f"old {dict((k, old.constants[k]) for k in ('RQ', 'NQ', 'WG'))}: {same}", flush=True)
+                  f"old {dict((k, old.constants[k]) for k in ('RQ', 'NQ', 'WG'))}: {same}; "
+                  f"compile cpu new {c1 - c0:.2f} s old {c2 - c1:.2f} s", flush=True)
         best = {(s, n): (1e9, 1e9) for s in sides for n in shapes}
         for tr in range(a.trials):
             for side in (("new", "old") if tr % 2 == 0 else ("old", "new")):

@@ -2,7 +2,7 @@
 the decode GEMV (shaders/bitlinear.wgsl) per row, interleaved, GPU timestamps, best of --trials.
 
     python dev/bitlinear/tiled_bench.py [--fmt I2_S] [--shape 2560x2560] [--m 64] [--f32]
-        [--v dev/bitlinear/tiled_v5.wgsl:RQ=4,NQ=2,tc=8 ...] [--tune rq=4,nq=2,wg=64 ...] [--trials 3]
+        [--v FILE.wgsl:RQ=4,NQ=2,tc=8 ...] [--tune rq=4,nq=2,wg=64 ...] [--trials 3]
 
 --v PATH:K=V,...  a version: UPPER keys are override constants (with N_IN / N_OUT / Y_*), lower keys
                   are dispatch hints: workgroups = (ceil(N_OUT / (WG * tc)), ceil(M / (4 RQ))), tc (outputs per invocation) default 4;
@@ -25,7 +25,7 @@ def tensor(rng, fmt, rows, n_in):
         b = formats.pack_signs(rng.choice(np.array([-1, 1], np.int8), n), np.full(n // 128, 0.5))
     else:
         t = rng.integers(-1, 2, n).astype(np.int8)
-        b = formats.pack_ternary(fmt, t, 1.0 if fmt == "I2_S" else rng.uniform(0.25, 2, n // 256))
+        b = formats.pack_ternary(fmt, t, 1.0 if fmt == "I2_S" else rng.uniform(0.25, 2, n // formats.by_name(fmt).block_size))
     return b + bytes(-len(b) % 16)
 
 

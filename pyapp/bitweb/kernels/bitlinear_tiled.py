@@ -6,16 +6,20 @@
 
 API
     matmul(fmt, n_in, n_out, m_max, *, a8, residual=False, dev=None, rq=None, nq=None, wg=None,
-           subgroups=None, y_stride=0, y_col0=0) -> Step
+           subgroups=None, y_stride=0, y_col0=0, pairs=None, octets=None) -> Step
         bind ("params", "x", "mult", "y", "w")                 f32 activations
              ("params", "q", "scale", "mult", "y", "w")        a8
     gate_up(fmt, n_in, n_out, m_max, *, a8, act="relu2"|"silu", dev=None, rq=None, nq=None, wg=None,
-            subgroups=None) -> Step
+            subgroups=None, pairs=None, octets=None) -> Step
         bind as matmul with "gate", "up" in place of "w"
-    choose(dev, a8, gate_up=False, n_in=0, n_out=0) -> Tile     the tile for this device and shape
+    choose(dev, a8, gate_up=False, n_in=0, n_out=0, fmt="") -> Tile     the tile for this device and shape
+    lanes(dev) -> int        a CPU rasteriser's SIMD lanes from its device string (lavapipe), 0 unknown
     The tile: an invocation computes 4 rq rows (rq 1..4) x 4 nq outputs (nq 1..4); wg invocations per
     workgroup take consecutive outputs. Workgroups (ceil(n_out / (4 nq wg)), ceil(m_max / (4 rq))).
     subgroups: None = the device decides (A8 only: quads share the activation loads); False = off.
+    pairs (fmt in PAIRS, A8, rq 2 or 4): two rows per f32 multiply-add, split exactly per plane.
+    octets (fmt in OCTETS, A8, rq 4, wg a multiple of 8, subgroups of a multiple of 8 lanes): 8 lanes
+    share the activation loads. None = choose() decides (lavapipe's wide tiles).
     The dispatch covers m_max rows; the rows of one call, M <= m_max, are word 0 of `params`
     (the ops params block, bitweb.kernels.ops.params(m=M)).
 
@@ -32,11 +36,14 @@ Formats: those of bitlinear.FORMATS (n_in a multiple of their block): I2_S, TQ2_
 Q2_0, Q2_0_G128.
 
 Tiles per device (measured with dev/bitlinear/tiled_bench.py, tile_tune.py and tiled_browser.py, see
-the README there): lavapipe, weights of at least WIDE values: 16 rows x 16 outputs, 16 invocations
-(gate_up: 16 x 8, 32; it holds two tiles), smaller: 16 x 8, 16 (gate_up 16 x 4, 64); SwiftShader 16
+the README there): lavapipe, weights of at least WIDE values: 16 rows x 16 outputs, 16 invocations,
+with octets (I2_S, TQ2_0, Q2_0: gate_up the same x 2 tensors) and pairs (I2_S), else 16 x 16 / gate_up
+16 x 8 in 32; smaller: 16 x 8, 16 (gate_up 16 x 4, 64); SwiftShader 16
 rows x 8 outputs, 64 invocations (gate_up: 16 x 4); GPUs (untested) 8 rows x 4 outputs.
 """
 from __future__ import annotations
+
+import re
 
 from dataclasses import dataclass, replace
 
@@ -49,24 +56,46 @@ class Tile:
     rq: int = 2              # row quads per invocation (1..4)
     nq: int = 1              # output quads per invocation (1..4)
     wg: int = 64             # invocations per workgroup (power of two, >= 4)
+    pairs: bool = False      # I2_S A8: two rows per f32 multiply-add (rq 2 or 4)
+    octets: bool = False     # A8, 4 planes a unit, rq 4: 8 subgroup lanes share the activation loads
+
+
+PAIRS = ("I2_S",)                              # no block scale: the row-pair sums stay integers
+OCTETS = ("I2_S", "TQ2_0", "Q2_0", "Q2_0_G128")  # 4 planes per unit (NP = 4)
 
 
 WIDE = 4 << 20       # n_in * n_out from which lavapipe takes the wide tile (2B4T: all but k / v)
 
 
-def choose(dev=None, a8: bool = True, gate_up: bool = False, n_in: int = 0, n_out: int = 0) -> Tile:
+def lanes(dev) -> int:
+    """SIMD lanes of a CPU rasteriser (its subgroup size): lavapipe names its vector width in the
+    device string ("llvmpipe (LLVM 15.0.6, 256 bits)" -> 8); 0 when unknown."""
+    info = getattr(dev, "info", None) or {}
+    m = re.search(r"(\d+) bits", " ".join(str(v) for v in info.values()))
+    return int(m.group(1)) // 32 if m else 0
+
+
+def choose(dev=None, a8: bool = True, gate_up: bool = False, n_in: int = 0, n_out: int = 0, fmt: str = "") -> Tile:
     """CPU rasterisers: every storage load costs a per-lane loop, arithmetic is cheap, so big tiles
     (each weight load serves 16 rows, each activation load 8-16 outputs): 16 rows x 8 outputs
     (gate_up 16 x 4, it holds two tiles). lavapipe (and no device), A8, from WIDE weights on: 16 x 16
     (gate_up 16 x 8; ~0.8-0.9x the CPU time at 2B4T shapes, twice the compile time, so not for small
     models); matmul workgroups of 16 (2B4T's 640-row k / v: 5 workgroups per 16 rows, not 2 with
     37 % of their outputs thrown away). SwiftShader keeps 64 invocations (tuned in Chromium); f32
-    activations (4x the activation loads, no sharing) take 16 x 4."""
+    activations (4x the activation loads, no sharing) take 16 x 4.
+    lavapipe's wide tiles also share each activation load among 8 lanes (octets, when its subgroups
+    are a multiple of 8 lanes) and, for I2_S, sum two rows per multiply-add (pairs): 0.8x the CPU
+    time of the 16 x 16 tile at 2B4T shapes; gate_up then takes 16 x 16 (x 2) in workgroups of 16."""
     cpu = rasteriser(dev) or ("llvmpipe" if dev is None else None)
     if cpu == "swiftshader" or (cpu and not a8):
         return Tile(rq=4, nq=1 if (gate_up or not a8) else 2, wg=64)
     if cpu:
         wide = n_in * n_out >= WIDE
+        if wide and cpu == "llvmpipe" and dev is not None:
+            octets = fmt in OCTETS and lanes(dev) % 8 == 0 and lanes(dev) > 0 and getattr(dev.caps, "subgroups", False)
+            pairs = fmt in PAIRS
+            if octets or pairs:
+                return Tile(rq=4, nq=4, wg=16, pairs=pairs, octets=octets)
         if gate_up:
             return Tile(rq=4, nq=2, wg=32) if wide else Tile(rq=4, nq=1, wg=64)
         return Tile(rq=4, nq=4 if wide else 2, wg=16)
@@ -84,10 +113,18 @@ def _step(entry, fmt, n_in, n_out, m_max, a8, tile: Tile, subgroups, defines, we
         raise BitLinearError(f"bitlinear_tiled: rq = {tile.rq} must be 1..4 and nq = {tile.nq} 1..4")
     if tile.wg & (tile.wg - 1) or not 4 <= tile.wg <= 1024:
         raise BitLinearError(f"bitlinear_tiled: wg = {tile.wg} must be a power of two in 4..1024")
+    if tile.pairs and (fmt not in PAIRS or not a8 or tile.rq not in (2, 4)):
+        raise BitLinearError(f"bitlinear_tiled: pairs need {'/'.join(PAIRS)} A8 rows and rq 2 or 4 "
+                             f"(got {fmt}, a8={a8}, rq={tile.rq})")
+    if tile.octets and (fmt not in OCTETS or not a8 or tile.rq != 4 or tile.wg % 8 or subgroups is False):
+        raise BitLinearError(f"bitlinear_tiled: octets need a format of {', '.join(OCTETS)}, A8 rows, rq 4, "
+                             f"wg a multiple of 8 and subgroups (got {fmt}, a8={a8}, rq={tile.rq}, wg={tile.wg}, "
+                             f"subgroups={subgroups})")
     if y_stride and y_col0 + n_out > y_stride:
         raise BitLinearError(f"bitlinear_tiled: columns {y_col0}..{y_col0 + n_out} exceed y_stride {y_stride}")
     bind = ["params"] + (["q", "scale"] if a8 else ["x"]) + ["mult", "y"] + weights
     d = {FORMATS[fmt]: True, "A8": bool(a8)}
+    d.update({k: True for k, on in (("PAIRS", tile.pairs), ("OCTETS", tile.octets)) if on})
     d.update(defines)
     if not a8 or subgroups is False:
         d["SUBGROUPS"] = False          # the quad sharing is for A8 rows only
@@ -98,25 +135,34 @@ def _step(entry, fmt, n_in, n_out, m_max, a8, tile: Tile, subgroups, defines, we
     return Step("bitlinear_tiled", entry, tuple(bind), groups, consts, d)
 
 
-def _tile(dev, a8, gate_up, rq, nq, wg, n_in, n_out) -> Tile:
-    t = choose(dev, a8, gate_up, n_in, n_out)
-    kw = {k: v for k, v in (("rq", rq), ("nq", nq), ("wg", wg)) if v is not None}
-    return replace(t, **kw)
+def _tile(dev, a8, gate_up, rq, nq, wg, n_in, n_out, fmt, pairs, octets, subgroups) -> Tile:
+    """choose()'s tile with the caller's overrides; pairs / octets the caller did not ask for are
+    dropped where its rq / wg / subgroups rule them out."""
+    t = choose(dev, a8, gate_up, n_in, n_out, fmt)
+    kw = {k: v for k, v in (("rq", rq), ("nq", nq), ("wg", wg), ("pairs", pairs), ("octets", octets)) if v is not None}
+    t = replace(t, **kw)
+    if pairs is None and t.rq not in (2, 4):
+        t = replace(t, pairs=False)
+    if octets is None and (t.rq != 4 or t.wg % 8 or subgroups is False):
+        t = replace(t, octets=False)
+    return t
 
 
 def matmul(fmt: str, n_in: int, n_out: int, m_max: int, *, a8: bool, residual: bool = False, dev=None,
            rq: int | None = None, nq: int | None = None, wg: int | None = None, subgroups: bool | None = None,
-           y_stride: int = 0, y_col0: int = 0) -> Step:
+           y_stride: int = 0, y_col0: int = 0, pairs: bool | None = None, octets: bool | None = None) -> Step:
     """y_stride / y_col0: write y[m * y_stride + y_col0 + n] (a column slice of a wider y, e.g. the
     engine's q | k | v rows); default y[m * n_out + n]."""
-    return _step("matmul", fmt, n_in, n_out, m_max, a8, _tile(dev, a8, False, rq, nq, wg, n_in, n_out), subgroups,
+    return _step("matmul", fmt, n_in, n_out, m_max, a8, _tile(dev, a8, False, rq, nq, wg, n_in, n_out, fmt, pairs, octets, subgroups),
+                 subgroups,
                  {"RESIDUAL": bool(residual)}, ["w"], y_stride, y_col0)
 
 
 def gate_up(fmt: str, n_in: int, n_out: int, m_max: int, *, a8: bool, act: str = "relu2", dev=None,
             rq: int | None = None, nq: int | None = None, wg: int | None = None,
-            subgroups: bool | None = None) -> Step:
+            subgroups: bool | None = None, pairs: bool | None = None, octets: bool | None = None) -> Step:
     if act not in ("relu2", "silu"):
         raise BitLinearError(f"bitlinear_tiled.gate_up: act must be 'relu2' or 'silu', got {act!r}")
-    return _step("gate_up", fmt, n_in, n_out, m_max, a8, _tile(dev, a8, True, rq, nq, wg, n_in, n_out), subgroups,
+    return _step("gate_up", fmt, n_in, n_out, m_max, a8, _tile(dev, a8, True, rq, nq, wg, n_in, n_out, fmt, pairs, octets, subgroups),
+                 subgroups,
                  {"GATE_UP": True, "ACT_SILU": act == "silu"}, ["gate", "up"])

@@ -7,7 +7,9 @@ Maths (as the shader header):
     Y = P, or Y = residual + P; gate_up: Y = act(P_gate) * P_up (relu(.)^2 or silu).
 
 (The kernel sums the products (w d) q over j in f32, 16 values at a time: the same S in exact
-arithmetic; for I2_S A8 every partial sum is an integer below 2^24, so S is exact on any data.)
+arithmetic; for I2_S A8 every partial sum is an integer below 2^24, so S is exact on any data; the
+pairs path packs rows r and r + 4 as q[r] + 4100 q[r + 4] and splits each 16-value sum back exactly,
+for weights -1..1: the same S.)
 Tolerances: as in bitweb.ref.bitlinear, the case data make every f32 sum exact in any order
 (dyadic x and block scales, integer q; checked per case by `exact_terms`), so only the final
 products round: f = ws * mult (1 rounding; A8: (ws * s[m]) * mult, 2), S * f (1)
@@ -20,6 +22,7 @@ import struct
 
 import numpy as np
 
+from bitweb import formats
 from bitweb.kernels import bitlinear_tiled as spec
 from bitweb.kernels.bitlinear import BLOCK, FORMATS
 from bitweb.ref.bitlinear import F32, U, add_case, browser_formats, exact_terms, f32b, lsb, rand_tensor, rand_x, unpack
@@ -76,10 +79,17 @@ def _params(m):
     return struct.pack("<8I", m, 0, 0, 0, 0, 0, 0, 0)
 
 
-def _inputs(rng, m_max, m, n_in, a8):
-    """Buffers for the activations (sized for m_max rows, the first m used) and the act array."""
+def _inputs(rng, m_max, m, n_in, a8, extreme=False):
+    """Buffers for the activations (sized for m_max rows, the first m used) and the act array.
+    extreme: A8 rows at the pairs path's bound (with extreme_tensor): rows 8 i .. 8 i + 3 all -128
+    (plane sums +-2048), rows 8 i + 4 .. 8 i + 7 (their pair partners) -128 but -127 at every 16th
+    value (odd plane sums +-2047: a split of P at PB = 4096 would round half to even, wrongly)."""
     if a8:
         q = rng.integers(-128, 128, (m_max, n_in)).astype(np.int8)
+        if extreme:
+            q[:] = -128
+            hi = (np.arange(m_max) // 4) % 2 == 1
+            q[np.ix_(hi, np.arange(0, n_in, 16))] = -127
         s = rng.uniform(1 / 200, 1 / 20, m_max).astype(F32)                  # inv_s
         return {"q": dict(data=q.tobytes()), "scale": dict(data=f32b(s))}, q[:m].astype(np.int32), s[:m]
     x = rand_x(rng, m_max * n_in).reshape(m_max, n_in)
@@ -96,12 +106,23 @@ def _tol(p, act=None, pg=None):
     return 0.0, ((c + 2) * (1 + b) + 2 * b + 12 + c) * U
 
 
-def matmul_case(builder, rng, fmt, n_in, n_out, m, m_max, *, a8, residual=False, mult=1.0, **tune):
-    """tune may hold y_stride / y_col0: y is then (m_max, y_stride) and only columns y_col0 .. +n_out change."""
+def extreme_tensor(fmt, rows, n_in):
+    """I2_S weights that make every plane sum of an extreme row reach +-2048: output rows alternately
+    all -1 and all +1 (and one all 0)."""
+    t = np.ones((rows, n_in), np.int8)
+    t[::2] = -1
+    t[-1] = 0
+    data = formats.pack_ternary(fmt, t.ravel(), F32(1.25))
+    return data + bytes(-len(data) % 4)
+
+
+def matmul_case(builder, rng, fmt, n_in, n_out, m, m_max, *, a8, residual=False, mult=1.0, extreme=False, **tune):
+    """tune may hold y_stride / y_col0: y is then (m_max, y_stride) and only columns y_col0 .. +n_out change.
+    extreme: A8 rows and I2_S weights at the pairs path's bound (extreme_tensor)."""
     step = spec.matmul(fmt, n_in, n_out, m_max, a8=a8, residual=residual, **tune)
     stride, col0 = tune.get("y_stride") or n_out, tune.get("y_col0", 0)
-    bufs, act, scale = _inputs(rng, m_max, m, n_in, a8)
-    w = rand_tensor(rng, fmt, n_out, n_in)
+    bufs, act, scale = _inputs(rng, m_max, m, n_in, a8, extreme)
+    w = extreme_tensor(fmt, n_out, n_in) if extreme else rand_tensor(rng, fmt, n_out, n_in)
     res = (rand_x(rng, m_max * stride) * F32(4.0)).reshape(m_max, stride) if residual else None
     cols = slice(col0, col0 + n_out)
     y, p = matmul(fmt, w, n_out, n_in, act, scale=scale, mult=mult, residual=None if res is None else res[:m, cols])
@@ -114,7 +135,7 @@ def matmul_case(builder, rng, fmt, n_in, n_out, m, m_max, *, a8, residual=False,
     bufs.update({"params": dict(data=_params(m)), "mult": dict(data=f32b([mult])), "w": dict(data=w),
                  "y": dict(data=f32b(init), expect=f32b(exp), atol=atol, rtol=rtol)})
     name = (f"bitlinear_tiled.matmul {fmt} {'a8' if a8 else 'f32'} {n_in}x{n_out} M={m}/{m_max}"
-            f"{' res' if residual else ''} " + " ".join(f"{k}={v}" for k, v in sorted(tune.items())))
+            f"{' res' if residual else ''}{' extreme' if extreme else ''} " + " ".join(f"{k}={v}" for k, v in sorted(tune.items())))
     return add_case(builder, name.strip(), step, bufs)
 
 
@@ -142,6 +163,7 @@ def cases(builder, scope: str = "full"):
             n = BLOCK[fmt] * 2
             matmul_case(builder, rng, fmt, n, 37, 5, 8, a8=i % 2 == 0, residual=True, rq=1, nq=4 if i == 0 else 2, wg=8)
         gate_up_case(builder, rng, "I2_S", 256, 19, 3, 4, a8=True, act="relu2", rq=1, nq=1, wg=4)
+        matmul_case(builder, rng, "I2_S", 256, 23, 10, 16, a8=True, residual=True, rq=4, nq=2, wg=8, pairs=True)
         matmul_case(builder, rng, "TQ1_0", 256, 21, 6, 8, a8=True, rq=2, nq=2, wg=4, subgroups=False)
         return
     for fmt in fmts:
@@ -159,3 +181,17 @@ def cases(builder, scope: str = "full"):
         matmul_case(builder, rng, fmt, BLOCK[fmt], 1, 1, 2, a8=False, rq=1, nq=1, wg=4)
         matmul_case(builder, rng, fmt, BLOCK[fmt] * 2, 24, 5, 6, a8=True, residual=True, rq=3, nq=1, wg=4,
                     y_stride=60, y_col0=19)
+    # lavapipe's wide-tile paths (bitlinear_tiled.choose): pairs (I2_S: two rows per f32) and octets
+    # (8 subgroup lanes share the activation loads: these cases need subgroups of a multiple of 8
+    # lanes, as lavapipe's and GPUs'; SwiftShader's 4-lane subgroups never take them, nor the browser cases)
+    octets = True
+    for fmt in spec.OCTETS:
+        matmul_case(builder, rng, fmt, BLOCK[fmt] * 3, 70, 11, 16, a8=True, rq=4, nq=4, wg=16, octets=True,
+                    pairs=fmt in spec.PAIRS)
+    matmul_case(builder, rng, "I2_S", 384, 40, 14, 16, a8=True, residual=True, mult=1.5, rq=4, nq=4, wg=16,
+                pairs=True, octets=octets, y_stride=50, y_col0=7)
+    matmul_case(builder, rng, "I2_S", 256, 9, 5, 8, a8=True, rq=2, nq=1, wg=4, pairs=True)
+    matmul_case(builder, rng, "I2_S", 512, 21, 16, 16, a8=True, rq=4, nq=4, wg=8, pairs=True, extreme=True)
+    matmul_case(builder, rng, "I2_S", 256, 18, 7, 8, a8=True, rq=4, nq=3, wg=4, pairs=True, subgroups=False)
+    gate_up_case(builder, rng, "I2_S", 384, 45, 9, 16, a8=True, act="relu2", mult=(0.5, 2.0), rq=4, nq=4, wg=16,
+                 pairs=True, octets=octets)
