@@ -87,6 +87,15 @@ alias WT = u32;
 #if PARTS3
 @group(0) @binding(6) var<storage, read> w2: array<WT>;
 #endif
+#if SHAPE
+#if PARTS3
+@group(0) @binding(7) var<storage, read> shape: Shape;
+#elif PARTS2
+@group(0) @binding(6) var<storage, read> shape: Shape;
+#else
+@group(0) @binding(5) var<storage, read> shape: Shape;
+#endif
+#endif
 #else
 @group(0) @binding(1) var<storage, read> mult: array<f32>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
@@ -97,6 +106,46 @@ alias WT = u32;
 #if PARTS3
 @group(0) @binding(5) var<storage, read> w2: array<WT>;
 #endif
+#if SHAPE
+#if PARTS3
+@group(0) @binding(6) var<storage, read> shape: Shape;
+#elif PARTS2
+@group(0) @binding(5) var<storage, read> shape: Shape;
+#else
+@group(0) @binding(4) var<storage, read> shape: Shape;
+#endif
+#endif
+#endif
+
+// ---- the shape: override constants, or (SHAPE) read at run time ---------------------------------
+// SHAPE: linears that differ only in their shape share one pipeline (one compile instead of one
+// per shape; SwiftShader's compiles are the browser's ready time): n_in, the rows and rows per
+// workgroup come from a small buffer (kernels/bitlinear.py shape_bytes) and N_IN is the largest
+// n_in (it sizes the activations' workgroup memory). The fusions (RESIDUAL, parts, GATE_UP) stay
+// defines: a CPU rasteriser runs both sides of a branch (lanes masked), so a run-time switch
+// between them would cost every dispatch the work of all of them.
+struct Shape {
+    n_in: u32,
+    rows0: u32,
+    rows1: u32,
+    rows2: u32,
+    rpw: u32,
+}
+#if SHAPE
+// sh: the shape, copied once at entry (compilers keep it in registers); the row loop's bound is
+// read from the buffer itself (read-only storage is uniform: barriers and subgroupAdd may follow)
+var<private> sh: Shape;
+fn n_in() -> u32 { return sh.n_in; }
+fn rows0() -> u32 { return sh.rows0; }
+fn rows1() -> u32 { return sh.rows1; }
+fn rows2() -> u32 { return sh.rows2; }
+fn rpw() -> u32 { return sh.rpw; }
+#else
+fn n_in() -> u32 { return N_IN; }
+fn rows0() -> u32 { return ROWS0; }
+fn rows1() -> u32 { return ROWS1; }
+fn rows2() -> u32 { return ROWS2; }
+fn rpw() -> u32 { return RPW; }
 #endif
 
 #if A8
@@ -129,9 +178,9 @@ fn wl(t: u32, i: u32) -> u32 {
 }
 
 fn part_rows(t: u32) -> u32 {
-    if (t == 0u) { return ROWS0; }
-    if (t == 1u) { return ROWS1; }
-    return ROWS2;
+    if (t == 0u) { return rows0(); }
+    if (t == 1u) { return rows1(); }
+    return rows2();
 }
 
 #include common_act
@@ -181,7 +230,7 @@ fn pack_q(v: vec4<f32>, sq: f32) -> vec4<i32> {
 fn prologue(li: u32) {
     var ss = 0.0;
     var am = 0.0;
-    for (var i = li; i < N_IN / 4u; i += WG) {
+    for (var i = li; i < n_in() / 4u; i += WG) {
         let v = x[i];
 #if NORM
         ss += dot(v, v);
@@ -207,7 +256,7 @@ fn prologue(li: u32) {
         workgroupBarrier();
     }
 #if NORM
-    let rinv = inverseSqrt(red[0] / f32(N_IN) + EPS);
+    let rinv = inverseSqrt(red[0] / f32(n_in()) + EPS);
 #else
     let rinv = 1.0;
 #endif
@@ -223,7 +272,7 @@ fn prologue(li: u32) {
     if (li == 0u) { atomicStore(&qsum, 0); }
     workgroupBarrier();
     var qs = 0;
-    for (var i = li; i < N_IN / 4u; i += WG) {
+    for (var i = li; i < n_in() / 4u; i += WG) {
         let q = pack_q(m4(i), sq);
         let pk = (u32(q.x) & 0xFFu) | ((u32(q.y) & 0xFFu) << 8u) | ((u32(q.z) & 0xFFu) << 16u) | (u32(q.w) << 24u);
         qa4[i >> 2u][i & 3u] = pk;
@@ -241,23 +290,25 @@ fn prologue(li: u32) {
 struct Row {
     t: u32,       // part (gemv); gate_up: 0 (gate in w0, up in w1)
     lr: u32,      // row within the part
+    b0: u32,      // its first block: lr * (n_in / BLK)
 }
 
 fn total_rows() -> u32 {
 #if GATE_UP
-    return ROWS0;
+    return rows0();
 #else
-    return ROWS0 + ROWS1 + ROWS2;
+    return rows0() + rows1() + rows2();
 #endif
 }
 
 fn row_of(gr: u32) -> Row {
-    var r = Row(0u, gr);
+    var t = 0u;
+    var lr = gr;
 #if !GATE_UP
-    if (gr >= ROWS0 + ROWS1) { r = Row(2u, gr - ROWS0 - ROWS1); }
-    else if (gr >= ROWS0) { r = Row(1u, gr - ROWS0); }
+    if (gr >= rows0() + rows1()) { t = 2u; lr = gr - rows0() - rows1(); }
+    else if (gr >= rows0()) { t = 1u; lr = gr - rows0(); }
 #endif
-    return r;
+    return Row(t, lr, lr * (n_in() / BLK));
 }
 
 // Per-lane sums: .x this row of tensor t (gate for gate_up), .y the up row. I2_S A8: exact int32.
@@ -328,10 +379,10 @@ fn acts(u: u32) -> Acts {
 #endif
 }
 
-// sum over unit u of row lr of tensor t of d * w * act.
-fn one(t: u32, lr: u32, u: u32, a: Acts) -> SC {
+// sum over unit u of the row of tensor t that starts at block b0 of d * w * act.
+fn one(t: u32, b0: u32, u: u32, a: Acts) -> SC {
 #if FMT_I2S
-    let w = wv(t, lr * (N_IN / 64u) + u);
+    let w = wv(t, b0 * UPB + u);
 #if A8
     return dot16(w, a[0], a[1], a[2], a[3]);
 #else
@@ -344,15 +395,15 @@ fn one(t: u32, lr: u32, u: u32, a: Acts) -> SC {
     return s;
 #endif
 #else
-    return unit_dot(t, lr * (N_IN / BLK) + u / UPB, u % UPB, a);
+    return unit_dot(t, b0 + u / UPB, u % UPB, a);
 #endif
 }
 
 fn unit(r: Row, u: u32, a: Acts) -> ACC {
 #if GATE_UP
-    return ACC(one(r.t, r.lr, u, a), one(r.t + 1u, r.lr, u, a));
+    return ACC(one(r.t, r.b0, u, a), one(r.t + 1u, r.b0, u, a));
 #else
-    return ACC(one(r.t, r.lr, u, a), SC(0));
+    return ACC(one(r.t, r.b0, u, a), SC(0));
 #endif
 }
 
@@ -369,11 +420,9 @@ fn finish(gr: u32, v: vec2<f32>) {
 #else
     let v2 = v;
 #endif
-    let ws = fmt_ws(r.t, part_rows(r.t) * (N_IN / BLK));
+    let ws = fmt_ws(r.t, part_rows(r.t) * (n_in() / BLK));
 #if GATE_UP
-    let wu = fmt_ws(1u, ROWS0 * (N_IN / BLK));
-#endif
-#if GATE_UP
+    let wu = fmt_ws(1u, rows0() * (n_in() / BLK));
     let pg = v2.x * (ws * stat.x * mult[0]);
     let pu = v2.y * (wu * stat.x * mult[1]);
     y[gr] = act(pg) * pu;
@@ -388,15 +437,21 @@ fn finish(gr: u32, v: vec2<f32>) {
 }
 
 fn body(li: u32, wid: u32, lane: u32, ln: u32) {
+#if SHAPE
+    sh = shape;
+    let rpw_u = shape.rpw;
+#else
+    let rpw_u = RPW;
+#endif
     prologue(li);
     let ng = WG / ln;                         // lane groups
     let grp = li / ln;
-    let units = N_IN / BLK * UPB;
-    let r_end = min((wid + 1u) * RPW, total_rows());
+    let units = n_in() / BLK * UPB;
+    let r_end = min((wid + 1u) * rpw_u, total_rows());
     let last = r_end - 1u;
-    let steps = (RPW + ng * RB - 1u) / (ng * RB);
+    let steps = (rpw_u + ng * RB - 1u) / (ng * RB);
     for (var it = 0u; it < steps; it++) {
-        let g0 = wid * RPW + (it * ng + grp) * RB;
+        let g0 = wid * rpw_u + (it * ng + grp) * RB;
         // rows g0 .. g0 + RB - 1; rows past the end redo the last row (results dropped): no branches
         let r0 = row_of(min(g0, last));
         let r1 = row_of(min(g0 + 1u, last));

@@ -43,6 +43,7 @@ plain integer maths); a8=False keeps f32 activations. The maths is in the shader
 """
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, replace
 
 from bitweb import formats
@@ -66,6 +67,9 @@ class Tune:
     subgroups: bool | None = None   # None: device decides; False: force the shared-memory variant
     xshared: bool = False   # f32 mode: m = x * norm staged in workgroup memory
     dot4: bool | None = None        # None: device decides; False: force the plain-integer A8 dot
+    shape: bool | None = None  # n_in, the rows and rpw read at run time from a small buffer (Step.data
+                            # "shape"): linears of the same fusions share one pipeline
+    n_cap: int = 0          # with shape: the largest n_in of the linears sharing that pipeline (0: n_in)
 
 
 def _limits(dev) -> dict:
@@ -79,6 +83,9 @@ def choose(dev=None, n_in: int = 0, a8: bool = True, rows: int = 0) -> Tune:
     a large share, so few big workgroups: about 8 per dispatch (rpw >= 64), 4 rows per lane group
     (SwiftShader: 1, which compiles 2-4x faster and ran as fast or faster in Chromium:
     dev/perf/compile_times.py --bitlinear-speed, PERFORMANCE.md "Ready time").
+    SwiftShader also reads the shape at run time (shape=True): the attention output and FFN down
+    linears (both gemv + norm + residual) share one pipeline, one compile fewer (its compiles
+    are the ready time's floor there; lavapipe compiles in tens of ms).
     GPUs: many workgroups for memory parallelism: 128 threads, 16 rows each, 2 rows per lane group.
     """
     cpu = rasteriser(dev)
@@ -104,6 +111,8 @@ def _check(fmt, n_in, rows, tune: Tune):
         raise BitLinearError(f"bitlinear: wg = {wg} must be a power of two in 4..1024")
     if tune.lanes & (tune.lanes - 1) or not 1 <= tune.lanes <= wg:
         raise BitLinearError(f"bitlinear: lanes = {tune.lanes} must be a power of two <= wg ({wg})")
+    if tune.shape and tune.n_cap and (tune.n_cap < n_in or tune.n_cap % BLOCK[fmt]):
+        raise BitLinearError(f"bitlinear: n_cap = {tune.n_cap} must be a multiple of the {fmt} block >= n_in ({n_in})")
     if not 1 <= tune.rb <= 4:
         raise BitLinearError(f"bitlinear: rb = {tune.rb} must be 1..4")
     if tune.rpw < 1:
@@ -116,6 +125,12 @@ def _tune(dev, n_in, a8, rows, kw) -> Tune:
     if a8 and t.xshared:
         t = replace(t, xshared=False)
     return t
+
+
+def shape_bytes(n_in: int, rows, rpw: int) -> bytes:
+    """The run-time shape of a linear (struct Shape of shaders/bitlinear.wgsl; 32 bytes)."""
+    rows = tuple(rows) + (0,) * (3 - len(rows))
+    return struct.pack("<8I", n_in, *rows, rpw, 0, 0, 0)
 
 
 def _step(entry, fmt, n_in, rows, a8, norm, residual, eps, tune: Tune, extra: dict, bind):
@@ -131,7 +146,13 @@ def _step(entry, fmt, n_in, rows, a8, norm, residual, eps, tune: Tune, extra: di
     constants = {"WG": tune.wg, "N_IN": n_in, "ROWS0": rows[0], "ROWS1": rows[1], "ROWS2": rows[2],
                  "RPW": tune.rpw, "RB": tune.rb, "LANES": tune.lanes, "EPS": float(eps)}
     total = rows[0] if entry == "gate_up" else sum(rows)
-    return Step("bitlinear", entry, tuple(bind), (-(-total // tune.rpw), 1, 1), constants, defines)
+    data = {}
+    if tune.shape:              # the shape at run time: constants that do not depend on it
+        defines["SHAPE"] = True
+        constants = {"WG": tune.wg, "N_IN": tune.n_cap or n_in, "RB": tune.rb, "LANES": tune.lanes, "EPS": float(eps)}
+        data = {"shape": shape_bytes(n_in, rows, tune.rpw)}
+        bind = list(bind) + ["shape"]
+    return Step("bitlinear", entry, tuple(bind), (-(-total // tune.rpw), 1, 1), constants, defines, data)
 
 
 def gemv(fmt: str, n_in: int, rows, *, a8: bool, norm: bool = False, residual: bool = False,
@@ -140,6 +161,8 @@ def gemv(fmt: str, n_in: int, rows, *, a8: bool, norm: bool = False, residual: b
     rows = (rows,) if isinstance(rows, int) else tuple(rows)
     t = _tune(dev, n_in, a8, sum(rows), tune)
     parts = len(rows)
+    if t.shape is None:         # SwiftShader: the one-part linears (attention output, FFN down) share one pipeline
+        t = replace(t, shape=rasteriser(dev) == "swiftshader" and parts == 1)
     bind = ["x"] + (["norm"] if norm else []) + ["mult", "y"] + [f"w{i}" for i in range(parts)]
     extra = {"PARTS2": parts >= 2, "PARTS3": parts >= 3}
     return _step("gemv", fmt, n_in, rows, a8, norm, residual, eps, t, extra, bind)
@@ -151,6 +174,8 @@ def gate_up(fmt: str, n_in: int, rows: int, *, a8: bool, act: str = "relu2", nor
     if act not in ("relu2", "silu"):
         raise BitLinearError(f"bitlinear.gate_up: act must be 'relu2' or 'silu', got {act!r}")
     t = _tune(dev, n_in, a8, rows, tune)
+    if t.shape is None:
+        t = replace(t, shape=False)
     bind = ["x"] + (["norm"] if norm else []) + ["mult", "y", "gate", "up"]
     extra = {"GATE_UP": True, "PARTS2": True, "ACT_SILU": act == "silu"}
     return _step("gate_up", fmt, n_in, (rows,), a8, norm, False, eps, t, extra, bind)
@@ -164,4 +189,7 @@ def variant(step: Step, dev=None) -> str:
     act = ("A8 " + ("dot4" if dot4 else "int")) if d.get("A8") else ("f32 xshared" if d.get("XSHARED") else "f32")
     fmt = next(k for k, v in FORMATS.items() if d.get(v))
     red = "subgroup" if sg else f"shared(lanes {c['LANES']})"
+    if d.get("SHAPE"):
+        rpw = struct.unpack("<8I", step.data["shape"])[4]
+        return f"{step.entry} {fmt} {act} {red} WG{c['WG']} RPW{rpw} RB{c['RB']} shape(n_cap {c['N_IN']})"
     return f"{step.entry} {fmt} {act} {red} WG{c['WG']} RPW{c['RPW']} RB{c['RB']}"

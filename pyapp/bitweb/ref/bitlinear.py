@@ -193,8 +193,10 @@ def f32b(a) -> bytes:
 
 
 def add_case(builder, name, step, buffers):
-    """buffers: {name: dict(data=..., expect=..., atol, rtol)} in any order; bound by step.bind."""
-    order = list(step.bind)
+    """buffers: {name: dict(data=..., expect=..., atol, rtol)} in any order; bound by step.bind
+    (a name bound twice gets one buffer; the step's data buffers are added)."""
+    buffers = dict({n: dict(data=b) for n, b in step.data.items()}, **buffers)
+    order = list(dict.fromkeys(step.bind))
     index = {n: i for i, n in enumerate(order)}
     bufs = [dict(name=n, **buffers[n]) for n in order]
     return builder.add(name, bufs, [step.as_case_step(index)])
@@ -243,6 +245,21 @@ def gate_up_case(builder, rng, fmt, n_in, rows, *, a8, act="relu2", norm=True, m
     return add_case(builder, name.strip(), step, bufs)
 
 
+def shape_cases(builder, rng, fmt, i, few=False):
+    """The run-time shape variant (shape=True: n_in, rows, rpw from a buffer, n_cap above n_in),
+    each fusion, modes, reductions and RB rotating with i; few: 2 cases (the browser's scope)."""
+    n, blk = spec.BLOCK[fmt] * 3, spec.BLOCK[fmt]
+    t = dict(shape=True, n_cap=n + blk, rb=(1, 3, 4, 2)[i % 4], wg=64, **({"subgroups": False} if i % 2 else {}))
+    a8 = i % 2 == 0
+    gemv_case(builder, rng, fmt, n, (13, 7, 9), a8=a8, norm=True, mult=[0.75, 1.25, 2.0], rpw=8, **t)
+    gate_up_case(builder, rng, fmt, n, 21, a8=not a8, act="silu" if i % 2 else "relu2", mult=[1.0, 0.5], rpw=16, **t)
+    if few:
+        return
+    gemv_case(builder, rng, fmt, n + blk, 29, a8=not a8, norm=True, residual=True, mult=[1.5], rpw=8, **t)
+    gate_up_case(builder, rng, fmt, n, 10, a8=a8, act="relu2" if i % 2 else "silu", rpw=4, **t)
+    gemv_case(builder, rng, fmt, n, 12, a8=a8, norm=False, residual=True, rpw=64, **t)
+
+
 def _tname(tune):
     return " ".join(f"{k}={v}" for k, v in sorted(tune.items()))
 
@@ -266,6 +283,7 @@ def cases(builder, scope: str = "full"):
             if i % 2 == 1:
                 gemv_case(builder, rng, fmt, n, 4, a8=True, dot4=False)
             gate_up_case(builder, rng, fmt, n, 9, a8=True, act="relu2" if i % 2 else "silu", mult=[0.125, 1.0])
+            shape_cases(builder, rng, fmt, i, few=True)
         return
     for fmt in fmts:
         n = spec.BLOCK[fmt] * 3                      # a multiple of the block, not of 256 for I2_S/Q1_0
@@ -285,6 +303,8 @@ def cases(builder, scope: str = "full"):
         gemv_case(builder, rng, fmt, spec.BLOCK[fmt], 1, a8=False, residual=True, subgroups=False)
         gate_up_case(builder, rng, fmt, n, 6, a8=True, dot4=False, subgroups=False)
         gate_up_case(builder, rng, fmt, n, 7, a8=False, norm=False, subgroups=False, lanes=4, wg=16, rpw=5)
+    for i, fmt in enumerate(fmts):
+        shape_cases(builder, rng, fmt, i)
     # the 2B4T shapes, each once per format (variants and modes rotate)
     for i, fmt in enumerate(fmts):
         for j, (n_in, rows) in enumerate(SHAPES_2B4T):
