@@ -62,7 +62,11 @@ override RB: u32 = 1u;         // rows per lane group at once, 1..4
 override LANES: u32 = 16u;     // lanes per row without subgroups (power of two, divides WG)
 override EPS: f32 = 1e-5;      // rmsnorm epsilon
 override N4: u32 = N_IN / 4u;                       // derived: words of packed int8 / vec4s of x
-override RED_N: u32 = WG * max(2u, 2u * RB);        // derived: reduction scratch (2 sums per row)
+#if SUBGROUPS
+override RED_N: u32 = WG;                           // derived: reduction scratch (the norm's sum)
+#else
+override RED_N: u32 = WG * max(1u, 2u * RB);        // derived: reduction scratch (2 sums per row)
+#endif
 
 const MAXRB: u32 = 4u;
 
@@ -149,12 +153,32 @@ fn rpw() -> u32 { return RPW; }
 #endif
 
 #if A8
-var<workgroup> qa4: array<vec4<u32>, N4 / 4u>; // q as packed int8, value j in byte j % 4 of word j / 4
 var<workgroup> qsum: atomic<i32>;               // sum_j q[j]
+var<workgroup> amax_u: atomic<u32>;             // max_j |m[j]| as f32 bits (>= 0: ordered as u32)
+#if SUBGROUPS
+// q as packed int8 (value j in byte j % 4 of word j / 4); before q is written, the norm's sum tree
+// (f32 bits, red_at) in the same words: SwiftShader's compile time grows with workgroup memory
+override QV: u32 = max(N4, WG) / 4u;
+var<workgroup> qa4: array<vec4<u32>, QV>;
+fn red_at(i: u32) -> f32 { return bitcast<f32>(qa4[i >> 2u][i & 3u]); }
+fn red_put(i: u32, v: f32) { qa4[i >> 2u][i & 3u] = bitcast<u32>(v); }
+#else
+var<workgroup> qa4: array<vec4<u32>, N4 / 4u>; // q as packed int8, value j in byte j % 4 of word j / 4
+#endif
 #elif XSHARED
 var<workgroup> xs: array<vec4<f32>, N4>; // m
 #endif
+#if A8
+#if !SUBGROUPS
 var<workgroup> red: array<f32, RED_N>;
+fn red_at(i: u32) -> f32 { return red[i]; }
+fn red_put(i: u32, v: f32) { red[i] = v; }
+#endif
+#else
+var<workgroup> red: array<f32, RED_N>;
+fn red_at(i: u32) -> f32 { return red[i]; }
+fn red_put(i: u32, v: f32) { red[i] = v; }
+#endif
 var<workgroup> stat: vec2<f32>;                 // (f32: rinv, A8: inv_s), A8: sq
 
 // ---- weights ------------------------------------------------------------------------------------
@@ -184,7 +208,9 @@ fn part_rows(t: u32) -> u32 {
 }
 
 #include common_act
+#if !SUBGROUPS
 #include common_reduce
+#endif
 #if !FMT_I2S
 #include common_packed
 #endif
@@ -228,6 +254,10 @@ fn pack_q(v: vec4<f32>, sq: f32) -> vec4<i32> {
 
 // Norm statistics and activation staging, by the whole workgroup.
 fn prologue(li: u32) {
+#if A8
+    if (li == 0u) { atomicStore(&qsum, 0); atomicStore(&amax_u, 0u); }
+    workgroupBarrier();
+#endif
     var ss = 0.0;
     var am = 0.0;
     for (var i = li; i < n_in() / 4u; i += WG) {
@@ -245,23 +275,22 @@ fn prologue(li: u32) {
         xs[i] = m;
 #endif
     }
-    red[li] = ss;
-    red[WG + li] = am;
+    red_put(li, ss);
+#if A8
+    atomicMax(&amax_u, bitcast<u32>(am));   // max is exact in any order
+#endif
     workgroupBarrier();
     for (var s = WG / 2u; s > 0u; s >>= 1u) {
-        if (li < s) {
-            red[li] += red[li + s];
-            red[WG + li] = max(red[WG + li], red[WG + li + s]);
-        }
+        if (li < s) { red_put(li, red_at(li) + red_at(li + s)); }
         workgroupBarrier();
     }
 #if NORM
-    let rinv = inverseSqrt(red[0] / f32(n_in()) + EPS);
+    let rinv = inverseSqrt(red_at(0u) / f32(n_in()) + EPS);
 #else
     let rinv = 1.0;
 #endif
 #if A8
-    let amax = red[WG];
+    let amax = bitcast<f32>(atomicLoad(&amax_u));
 #if NORM
     let a = amax * rinv;
     let sq = select(127e5 * rinv, 127.0 / amax, a >= 1e-5);
@@ -269,8 +298,7 @@ fn prologue(li: u32) {
     let a = amax;
     let sq = select(127e5, 127.0 / amax, a >= 1e-5);
 #endif
-    if (li == 0u) { atomicStore(&qsum, 0); }
-    workgroupBarrier();
+    workgroupBarrier();                       // every thread has read the sum: q may overwrite it
     var qs = 0;
     for (var i = li; i < n_in() / 4u; i += WG) {
         let q = pack_q(m4(i), sq);
@@ -360,11 +388,13 @@ fn acts(u: u32) -> Acts {
         var a: Acts;
         let base = (u / UPK) * (BLK / 4u);
         let k = UW * (u % UPK);
-        if (UACT == 1u) {
-            for (var g = 0u; g < QG; g++) {
-                let v = qa4[(base + fmt_pos(k, g)) >> 2u];
-                a[g] = v.x; a[QG + g] = v.y; a[2u * QG + g] = v.z; a[3u * QG + g] = v.w;
-            }
+        if (UACT == 1u) {                     // the groups written out (QG is 4 or 5): constant indices
+            // (clamped: naga checks them also where UACT != 1 and the branch folds away)
+            { let v = qa4[(base + fmt_pos(k, 0u)) >> 2u]; a[min(0u, NA - 1u)] = v.x; a[min(QG + 0u, NA - 1u)] = v.y; a[min(2u * QG + 0u, NA - 1u)] = v.z; a[min(3u * QG + 0u, NA - 1u)] = v.w; }
+            { let v = qa4[(base + fmt_pos(k, 1u)) >> 2u]; a[min(1u, NA - 1u)] = v.x; a[min(QG + 1u, NA - 1u)] = v.y; a[min(2u * QG + 1u, NA - 1u)] = v.z; a[min(3u * QG + 1u, NA - 1u)] = v.w; }
+            { let v = qa4[(base + fmt_pos(k, 2u)) >> 2u]; a[min(2u, NA - 1u)] = v.x; a[min(QG + 2u, NA - 1u)] = v.y; a[min(2u * QG + 2u, NA - 1u)] = v.z; a[min(3u * QG + 2u, NA - 1u)] = v.w; }
+            { let v = qa4[(base + fmt_pos(k, 3u)) >> 2u]; a[min(3u, NA - 1u)] = v.x; a[min(QG + 3u, NA - 1u)] = v.y; a[min(2u * QG + 3u, NA - 1u)] = v.z; a[min(3u * QG + 3u, NA - 1u)] = v.w; }
+            if (QG > 4u) { let v = qa4[(base + fmt_pos(k, 4u)) >> 2u]; a[min(4u, NA - 1u)] = v.x; a[min(QG + 4u, NA - 1u)] = v.y; a[min(2u * QG + 4u, NA - 1u)] = v.z; a[min(3u * QG + 4u, NA - 1u)] = v.w; }
         } else {
             for (var c = 0u; c < 4u; c++) {
                 let v = qa4[(base + fmt_pos(k + c, 0u)) >> 2u];

@@ -198,6 +198,9 @@ def main():
     ap.add_argument("--prefill", action="store_true", help="time the prefill plan's kernels too")
     ap.add_argument("--variants", action="store_true", help="time LM-head variants of the model's head")
     ap.add_argument("--only", default="", help="only keys whose shader name contains this")
+    ap.add_argument("--before", default="", metavar="DIR",
+                    help="also time the decode kernels of another checkout (its own code lists them and "
+                         "writes their WGSL), taking turns with this tree's in every trial")
     ap.add_argument("--src", action="append", default=[], metavar="NAME=PATH",
                     help="also time the keys of shader NAME with this WGSL file instead (repeatable)")
     ap.add_argument("--set", action="append", default=[], metavar="NAME:C=V[,C=V]",
@@ -235,6 +238,8 @@ def main():
         if a.variants:
             keys += [("variant", k) for k in head_variants(eng, dev)]
         keys = [(w, k, None) for w, k in keys if a.only in k[0]]
+        if a.before:
+            keys += [("before", k, code) for k, code in other_tree_keys(a.before, d, a.model) if a.only in k[0]]
         for spec in a.set:
             name, _, kv = spec.partition(":")
             upd = {k: float(v) if "." in v else int(v) for k, v in (p.split("=") for p in kv.split(","))}
@@ -248,7 +253,7 @@ def main():
         load0 = os.getloadavg()[0]
         for trial in range(a.trials):
             for i, (where, (shader, entry, consts, defs), text) in enumerate(keys):
-                code = shaders.specialise(text or shaders.source(shader), dev, dict(defs), shader)
+                code = text if where == "before" else shaders.specialise(text or shaders.source(shader), dev, dict(defs), shader)
                 c0 = cpu_ms(gpu)
                 r = page.evaluate(COMPILE_JS, [code + f"\n// trial {trial}", entry, dict(consts)])
                 cpu = cpu_ms(gpu) - c0
@@ -268,6 +273,32 @@ def main():
     for where in dict.fromkeys(r[0] for r in rows):
         print(f"{where}: {sum(r[5] for r in rows if r[0] == where):.0f} ms in all, "
               f"{sum(r[6] for r in rows if r[0] == where):.0f} ms of CPU")
+
+
+OTHER_TREE = """
+import json, sys
+sys.path[:0] = [sys.argv[1] + "/pyapp", sys.argv[1] + "/dev/perf", sys.argv[1]]
+import compile_times as ct
+from bitweb import shaders
+d = json.loads(sys.stdin.read())
+dev = ct.stand_in(d)
+eng, (first, later) = ct.engine_keys(dev, sys.argv[2])
+out = []
+for k in dict.fromkeys(dev.pipeline_key(*k) for k in first):
+    out.append([[k[0], k[1], list(k[2]), list(k[3])], shaders.specialise(shaders.source(k[0]), dev, dict(k[3]), k[0])])
+print(json.dumps(out))
+"""
+
+
+def other_tree_keys(root: str, page_device: dict, model: str) -> list:
+    """The decode plans' pipeline keys of the checkout at root, with their WGSL, as that tree's own code
+    lists and specialises them for this page's device (a subprocess: its bitweb is not ours)."""
+    import json
+    import subprocess
+    r = subprocess.run([sys.executable, "-c", OTHER_TREE, str(pathlib.Path(root).resolve()), model],
+                       input=json.dumps(page_device), capture_output=True, text=True, check=True)
+    return [((s, e, tuple(tuple(kv) for kv in c), tuple(tuple(kv) for kv in d)), code)
+            for (s, e, c, d), code in json.loads(r.stdout)]
 
 
 def head_variants(eng, dev) -> list:
