@@ -255,7 +255,7 @@ def main():
             for i, (where, (shader, entry, consts, defs), text) in enumerate(keys):
                 code = text if where == "before" else shaders.specialise(text or shaders.source(shader), dev, dict(defs), shader)
                 c0 = cpu_ms(gpu)
-                r = page.evaluate(COMPILE_JS, [code + f"\n// trial {trial}", entry, dict(consts)])
+                r = page.evaluate(COMPILE_JS, [code + f"\n// trial {trial} {where}", entry, dict(consts)])
                 cpu = cpu_ms(gpu) - c0
                 if "error" in r:
                     raise SystemExit(f"{shader}:{entry} {dict(defs)}: {r['error']}")
