@@ -497,7 +497,7 @@ def _pen_ids(rng, nv, hot, avoid=()):
 
 def argmax_cases(b, rng, scope):
     # (n_vocab, penalty, wg, kind)
-    shapes = [(1001, 1.3, 256, "tie")] if scope == "browser" else \
+    shapes = [(1001, 1.3, 256, "tie"), (513, 1.0, 64, "signed_zeros")] if scope == "browser" else \
         [(128256, 1.3, 256, "tie"), (128256, 1.0, 256, "tie"), (1001, 1.1, 64, "penalised_max"),
          (999, 1.0, 256, "equal"), (5, 1.0, 256, "tie"), (777, 1.0, 64, "nan"), (300, 1.0, 256, "all_nan"),
          (513, 1.0, 64, "signed_zeros"), (70, 1.2, 256, "negative")]
