@@ -41,6 +41,8 @@
 //   mult  f32[PARTS] / f32[2]   output multipliers per part (gate, up); 1.0 when the model has none
 //   y     f32[sum ROWSt]        output (read first with RESIDUAL); must not alias x
 //   w0, w1, w2                  weight tensors (w1 with PARTS2 (gate_up: up), w2 with PARTS3)
+//   shape u32[5]                (SHAPE) n_in, rows of parts 0..2, rows per workgroup; N_IN is then
+//                               the largest n_in of the linears sharing the pipeline
 //
 // Threads: a workgroup of WG computes RPW consecutive output rows (every workgroup recomputes the
 // norm / quantisation of x, so RPW amortises it). It is split into lane groups of LN lanes: one
@@ -49,8 +51,11 @@
 // reduction). A lane group computes RB rows at once (the activation loads are shared by those
 // rows); its lanes stride over the weight words of the rows (consecutive lanes, consecutive words).
 // Activations sit in workgroup memory: packed int8 (A8), f32 m (XSHARED), or are read from x.
+// The norm statistics: sum x^2 by a shared-memory tree in a fixed order (the prefill rmsnorm
+// kernel's, so A8 rows match), in q's words with SUBGROUPS (all read before q is written); max|m|
+// by atomicMax of its bits (exact in any order).
 // Defines: the format's (bitweb.formats: FMT_I2S ...), A8, NORM, RESIDUAL, PARTS2, PARTS3, GATE_UP,
-// ACT_SILU, XSHARED, SUBGROUPS, DOT4 (see bitweb/kernels/bitlinear.py).
+// ACT_SILU, XSHARED, SUBGROUPS, DOT4, SHAPE (see bitweb/kernels/bitlinear.py).
 
 override WG: u32 = 64u;        // threads per workgroup (power of two)
 override N_IN: u32 = 256u;     // input length, a multiple of the format's block
