@@ -61,34 +61,26 @@ fn tail_act(u: u32, i: u32) -> PV {
 // the codes in registers only when every index is a constant (SwiftShader unrolls no loop, and
 // compiles a dynamically indexed array as memory: slower to compile and to run).
 #if A8
-fn word_dot(w: u32, a: array<PV, UN>, o: u32) -> i32 {
-    let cs = fmt_codes(w);
-    var s = 0;
-    s += dot4(tern8(cs[0u]), a[o + 0u]);
-    s += dot4(tern8(cs[1u]), a[o + 1u]);
-    s += dot4(tern8(cs[2u]), a[o + 2u]);
-    s += dot4(tern8(cs[3u]), a[o + 3u]);
-    if (QG > 4u) { s += dot4(tern8(cs[min(4u, QG - 1u)]), a[o + 4u]); }
-    if (QG > 5u) { s += dot4(tern8(cs[min(5u, QG - 1u)]), a[o + 5u]); }
-    if (QG > 6u) { s += dot4(tern8(cs[min(6u, QG - 1u)]), a[o + 6u]); }
-    if (QG > 7u) { s += dot4(tern8(cs[min(7u, QG - 1u)]), a[o + 7u]); }
-    return s;
-}
+alias WSUM = i32;
+fn gdot(c: u32, a: PV) -> i32 { return dot4(tern8(c), a); }
 #else
-fn word_dot(w: u32, a: array<PV, UN>, o: u32) -> f32 {
+alias WSUM = f32;
+fn gdot(c: u32, a: PV) -> f32 { return dot(tern4(c), a); }
+#endif
+
+fn word_dot(w: u32, a: array<PV, UN>, o: u32) -> WSUM {
     let cs = fmt_codes(w);
-    var s = 0.0;
-    s += dot(tern4(cs[0u]), a[o + 0u]);
-    s += dot(tern4(cs[1u]), a[o + 1u]);
-    s += dot(tern4(cs[2u]), a[o + 2u]);
-    s += dot(tern4(cs[3u]), a[o + 3u]);
-    if (QG > 4u) { s += dot(tern4(cs[min(4u, QG - 1u)]), a[o + 4u]); }
-    if (QG > 5u) { s += dot(tern4(cs[min(5u, QG - 1u)]), a[o + 5u]); }
-    if (QG > 6u) { s += dot(tern4(cs[min(6u, QG - 1u)]), a[o + 6u]); }
-    if (QG > 7u) { s += dot(tern4(cs[min(7u, QG - 1u)]), a[o + 7u]); }
+    var s = WSUM(0);
+    s += gdot(cs[0u], a[o + 0u]);
+    s += gdot(cs[1u], a[o + 1u]);
+    s += gdot(cs[2u], a[o + 2u]);
+    s += gdot(cs[3u], a[o + 3u]);
+    if (QG > 4u) { s += gdot(cs[min(4u, QG - 1u)], a[o + 4u]); }
+    if (QG > 5u) { s += gdot(cs[min(5u, QG - 1u)], a[o + 5u]); }
+    if (QG > 6u) { s += gdot(cs[min(6u, QG - 1u)], a[o + 6u]); }
+    if (QG > 7u) { s += gdot(cs[min(7u, QG - 1u)], a[o + 7u]); }
     return s;
 }
-#endif
 
 fn unit_dot(t: u32, bi: u32, j: u32, a: array<PV, UN>) -> f32 {
     let ws = fmt_words(t, bi, j);
