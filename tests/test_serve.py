@@ -139,6 +139,27 @@ def test_normal_requests(server):
     assert status(resp) == 405 and b"allow: GET, HEAD" in resp.lower().replace(b"get, head", b"GET, HEAD")
 
 
+def test_boot_snapshot_goes_gzip_compressed(server):
+    """build/web/boot-snapshot.bin (tools/boot_snapshot.py) goes as its precompressed .gz to a client
+    that accepts gzip, as itself to one that does not or asks for a range."""
+    _, addr = server
+    snap = ROOT / "build" / "web" / "boot-snapshot.bin"
+    need(snap.exists() and snap.with_name(snap.name + ".gz").exists(),
+         "no shipped boot snapshot (tools/boot_snapshot.py needs Playwright and Chromium)")
+    gz = snap.with_name(snap.name + ".gz").read_bytes()
+    resp = exchange(addr, request("GET", "/build/web/boot-snapshot.bin", {"Accept-Encoding": "br, gzip, deflate"}))
+    head, body = resp.split(b"\r\n\r\n", 1)
+    assert status(resp) == 200 and b"content-encoding: gzip" in head.lower() and b"vary: accept-encoding" in head.lower()
+    assert body == gz and f"content-length: {len(gz)}".encode() in head.lower()
+    resp = exchange(addr, request("HEAD", "/build/web/boot-snapshot.bin"))
+    assert status(resp) == 200 and b"content-encoding" not in resp.lower()
+    assert f"content-length: {snap.stat().st_size}".encode() in resp.lower()
+    resp = exchange(addr, request("GET", "/build/web/boot-snapshot.bin", {"Accept-Encoding": "gzip", "Range": "bytes=0-9"}))
+    assert status(resp) == 206 and b"content-encoding" not in resp.lower() and resp.endswith(snap.read_bytes()[:10])
+    resp = exchange(addr, request("GET", "/index.html", {"Accept-Encoding": "gzip"}))      # nothing else is
+    assert status(resp) == 200 and resp.endswith(INDEX) and b"content-encoding" not in resp.lower()
+
+
 @pytest.mark.parametrize("raw,allowed", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_hostile_request_answered_and_server_lives(server, raw, allowed):
     _, addr = server

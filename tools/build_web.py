@@ -6,7 +6,9 @@ models with their own chat template; Pyodide's npm package ships no wheels), so 
 `unpackArchive` it onto sys.path. jinja2 / markupsafe come from PyPI once, at set-up time: `pip
 download` of the pinned, hash-checked files in tools/web-requirements.txt into build/pydeps/
 (kept; later runs are offline). Deterministic (fixed timestamps), stdlib only. Then the browser
-kernel vectors (needs numpy).
+kernel vectors (needs numpy), then the boot snapshot shipped beside the archive
+(tools/boot_snapshot.py: needs Playwright and Chromium; made again only when the archive or
+Pyodide changes).
 """
 from __future__ import annotations
 
@@ -144,6 +146,10 @@ def main() -> None:
     write_archive()
     print(f"[setup] wrote {OUT.relative_to(ROOT)} ({OUT.stat().st_size} bytes)")
     write_kernel_vectors()
+    sys.stdout.flush()
+    sys.path.insert(0, str(ROOT / "tools"))
+    import boot_snapshot                    # (tools/boot_snapshot.py: made again only for a new key)
+    boot_snapshot.main()
 
 
 def write_kernel_vectors() -> None:

@@ -1,6 +1,7 @@
 // Static server for the app: http://127.0.0.1:PORT (default 8080; PORT or --port to change).
 // Serves only files from the repo (web/, node_modules/pyodide/, markdown-it's browser build, wllama's
 // esm/ build for the ready-time benchmark when installed, build/web/, shaders/), no network.
+// The boot snapshot (build/web/boot-snapshot.bin, 31 MB) goes gzip-compressed (6 MB) where it can.
 import http from 'node:http';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -20,6 +21,8 @@ const MOUNTS = [
   ['/shaders/', 'shaders/'],
   ['/', 'web/'],
 ];
+// Files that may have a gzip-compressed copy beside them (made at set-up time).
+const PRECOMPRESSED = new Set(['boot-snapshot.bin']);
 const TYPES = {
   '.html': 'text/html; charset=utf-8', '.js': 'text/javascript', '.mjs': 'text/javascript',
   '.css': 'text/css', '.json': 'application/json', '.wasm': 'application/wasm',
@@ -77,8 +80,19 @@ function serve(req, res) {
   let st = null;
   try { st = file && fs.statSync(file); } catch { st = null; }
   if (!st || !st.isFile()) { plain(res, 404, 'not found\n'); return; }
+  const type = TYPES[path.extname(file)] || 'application/octet-stream';
+  // A precompressed sibling (FILE.gz, e.g. build/web/boot-snapshot.bin.gz) is sent instead, whole,
+  // to a client that accepts gzip and asks for no range.
+  const pre = PRECOMPRESSED.has(path.basename(file));
+  let gzSt = null;
+  if (pre && !req.headers.range && /\bgzip\b/.test(req.headers['accept-encoding'] || '')) {
+    try { gzSt = fs.statSync(file + '.gz'); } catch { gzSt = null; }
+    if (gzSt?.isFile()) { file += '.gz'; st = gzSt; } else gzSt = null;
+  }
   const headers = {
-    'content-type': TYPES[path.extname(file)] || 'application/octet-stream',
+    'content-type': type,
+    ...(gzSt ? { 'content-encoding': 'gzip' } : {}),
+    ...(pre ? { vary: 'accept-encoding' } : {}),
     'cache-control': 'no-cache',
     'last-modified': st.mtime.toUTCString(),
     'accept-ranges': 'bytes',

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One-step set-up, idempotent: run by `npm start` and `npm test` (and .ci/run).
 #   tools/setup.sh          node_modules (pyodide), .venv with bitweb (editable), web archive
-#   tools/setup.sh --test   also the test extras and, as root, Debian chromium + lavapipe
+#   tools/setup.sh --test   also the test extras and, as root, Debian chromium + lavapipe; with
+#                           them the web build also makes the boot snapshot shipped with the app
 # Installs only what is missing; a second run takes about a second.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -56,4 +57,6 @@ fi
 # 4. The Python archive the browser loads (pure-Python bitweb + shaders + jinja2 / markupsafe),
 #    rebuilt every run. jinja2 / markupsafe: pinned, hash-checked `pip download` from PyPI into
 #    build/pydeps on the first run (tools/web-requirements.txt); later runs need no network.
+#    Then the boot snapshot (tools/boot_snapshot.py, headless Chromium via Playwright: 8-20 s,
+#    only when Pyodide or the archive changed; without Playwright / Chromium one line says so).
 .venv/bin/python tools/build_web.py >&2

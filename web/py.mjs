@@ -10,6 +10,12 @@
 // zip) or another Pyodide never matches an old key; entries under other keys are deleted when a
 // snapshot is stored. A snapshot that fails to load or to check out is deleted and the boot starts
 // over without it.
+//
+// Shipped snapshot: a first visit (nothing in the Cache API) starts from the snapshot set-up made
+// with this same code in headless Chromium (tools/boot_snapshot.py: build/web/boot-snapshot.bin,
+// its key in boot-snapshot.json), when that key names this Pyodide and this archive and the bytes
+// are the ones it names; else (none, another build's, spoiled) the boot is fresh, with no error.
+// The worker then keeps those bytes in the Cache API like a snapshot of its own.
 import { loadPyodide, version as PYODIDE_VERSION } from '../node_modules/pyodide/pyodide.mjs';
 import * as gpu from './gpu.mjs';
 
@@ -28,11 +34,14 @@ del m, pkg`;
 const CHECK = 'import sys; "bitweb.webapp" in sys.modules and "/bitweb" in sys.path';
 const clock = () => performance.timeOrigin + performance.now();
 
-// -> the Pyodide API, with `bitwebBoot`: {from: 'snapshot' | 'fresh', stages: {name: [start, end]}
-// (epoch ms: pyodide, zip, unpack, import; snapshot-read), snapshotError?, save()}. save() stores
-// the snapshot taken at boot (a fresh boot with the cache available; call it when the worker is
-// idle: it writes tens of MB); it resolves to the bytes stored (0: none) and never rejects.
-export async function bootPython(progress = () => {}, { snapshot = true } = {}) {
+// -> the Pyodide API, with `bitwebBoot`: {from: 'snapshot' | 'shipped' | 'fresh', stages: {name:
+// [start, end]} (epoch ms: zip, snapshot-read, shipped-read, pyodide, unpack, import), snapshotError?
+// (the Cache API's snapshot failed), shipped? (the shipped snapshot, when it was looked at: 'used',
+// 'missing', 'stale' (of another build) or 'spoiled: why'), save()}. save() stores the snapshot
+// booted from or taken at boot in the Cache API (call it when the worker is idle: it writes tens of
+// MB); it resolves to the bytes stored (0: none) and never rejects. snapshot: false boots without
+// any snapshot; shipped: false skips the shipped one.
+export async function bootPython(progress = () => {}, { snapshot = true, shipped = true } = {}) {
   const t0 = performance.now();
   const stages = {};
   const time = async (name, f) => { const a = clock(); try { return await f(); } finally { stages[name] = [a, clock()]; } };
@@ -40,30 +49,34 @@ export async function bootPython(progress = () => {}, { snapshot = true } = {}) 
   const base = new URL('../', import.meta.url);
   const indexURL = new URL('node_modules/pyodide/', base).href;
   globalThis.bitwebGPU = gpu;                        // (before the heap is restored: nothing of it is in the snapshot)
-  const zip = await time('zip', async () => {
-    const r = await fetch(new URL('build/web/bitweb.zip', base));
-    if (!r.ok) throw new Error(`could not fetch bitweb.zip (${r.status}); run "npm start" to build it`);
-    return r.arrayBuffer();
-  });
+  const useSnapshots = snapshot && !!globalThis.crypto?.subtle;     // (hashing needs a secure context)
+  // the shipped snapshot's key, asked for beside the archive (a few hundred bytes; used on a first visit)
+  const shippedMeta = useSnapshots && shipped ? fetchShippedMeta(base) : null;
+  const zip = await time('zip', () => fetchZip(base));
   const boot = { from: 'fresh', stages, save: async () => 0 };
+  const hash = useSnapshots ? await sha256(zip) : null;
   let cache = null, key = null;
-  if (snapshot && globalThis.caches) {
+  if (useSnapshots && globalThis.caches) {
     try {
       cache = await caches.open(CACHE);
-      const hash = [...new Uint8Array(await crypto.subtle.digest('SHA-256', zip))].map((b) => b.toString(16).padStart(2, '0')).join('');
       key = new URL(`__bitweb-boot/${PYODIDE_VERSION}/${hash}`, base).href;
     } catch (e) {
       cache = null;                                  // (no Cache API here: an opaque origin, storage off)
       boot.snapshotError = String(e?.message || e);
     }
   }
+  const restore = async (bytes) => {                 // -> py booted from `bytes` (or a promise of them), or throws
+    const p = await time('pyodide', () => loadPyodide({ indexURL, _loadSnapshot: bytes }));
+    await time('unpack', () => p.unpackArchive(zip, 'zip', { extractDir: '/bitweb' }));
+    if (p.runPython(CHECK) !== true) throw new Error('the snapshot has no bitweb.webapp');
+    return p;
+  };
   let py = null;
+  // 1. this browser's own snapshot (Cache API)
   const stored = cache && await time('snapshot-read', () => readSnapshot(cache, key)).catch(() => null);
   if (stored) {
     try {
-      py = await time('pyodide', () => loadPyodide({ indexURL, _loadSnapshot: stored }));
-      await time('unpack', () => py.unpackArchive(zip, 'zip', { extractDir: '/bitweb' }));
-      if (py.runPython(CHECK) !== true) throw new Error('the snapshot has no bitweb.webapp');
+      py = await restore(stored);
       boot.from = 'snapshot';
     } catch (e) {
       boot.snapshotError = String(e?.message || e);
@@ -72,25 +85,107 @@ export async function bootPython(progress = () => {}, { snapshot = true } = {}) 
       await cache.delete(key).catch(() => {});
     }
   }
-  if (!py) {
-    const make = !!cache;
-    py = await time('pyodide', () => loadPyodide({ indexURL, _makeSnapshot: make }));
-    await time('unpack', () => py.unpackArchive(zip, 'zip', { extractDir: '/bitweb' }));
-    await time('import', () => py.runPython(IMPORTS));
-    if (make) {
+  // 2. the snapshot shipped with the app (build/web/boot-snapshot.*), when made for this build
+  if (!py && shippedMeta) {
+    const meta = await shippedMeta;
+    boot.shipped = shippedSkip(meta, hash);
+    if (!boot.shipped) {
+      // (loadPyodide fetches the wasm and its JS before it awaits the snapshot: the bytes come meanwhile)
       let bytes = null;
+      const read = time('shipped-read', () => readShipped(base, meta)).then((b) => (bytes = b));
+      read.catch(() => {});                          // (loadPyodide awaits it later: not an unhandled rejection)
       try {
-        bytes = py.makeMemorySnapshot();             // (a copy of the heap: before any JS object is held)
+        py = await restore(read);
+        boot.from = 'shipped';
+        boot.shipped = 'used';
+        if (cache) boot.save = () => { const b = bytes; bytes = null; return b ? writeSnapshot(cache, key, b) : Promise.resolve(0); };
       } catch (e) {
-        boot.snapshotError = String(e?.message || e);
+        boot.shipped = e instanceof Skip ? e.message : `spoiled: ${e?.message || e}`;
+        if (!(e instanceof Skip)) console.warn('bitweb: the shipped boot snapshot did not load; booting without it:', e);
+        py = null;
+        bytes = null;
       }
-      unwrapGlobals(py);
-      if (bytes) boot.save = () => { const b = bytes; bytes = null; return b ? writeSnapshot(cache, key, b) : Promise.resolve(0); };
     }
+  }
+  // 3. a fresh boot, which takes a snapshot for the next one
+  if (!py) {
+    const made = await freshBoot(indexURL, zip, time, !!cache);
+    py = made.py;
+    if (made.error) boot.snapshotError = made.error;
+    let bytes = made.bytes;
+    if (bytes) boot.save = () => { const b = bytes; bytes = null; return b ? writeSnapshot(cache, key, b) : Promise.resolve(0); };
   }
   py.bitwebBoot = boot;
   progress({ stage: 'pyodide', done: 1, total: 1, ms: performance.now() - t0 });
   return py;
+}
+
+// What tools/boot_snapshot.py ships: a fresh boot's snapshot, made by this same code in a worker
+// of headless Chromium. -> {bytes, pyodide: version, zipSha256} (of the archive it was made with).
+export async function makeBootSnapshot() {
+  const base = new URL('../', import.meta.url);
+  globalThis.bitwebGPU = gpu;
+  const zip = await fetchZip(base);
+  const made = await freshBoot(new URL('node_modules/pyodide/', base).href, zip, (_, f) => f(), true);
+  if (!made.bytes) throw new Error(`no snapshot was made: ${made.error}`);
+  return { bytes: made.bytes, pyodide: PYODIDE_VERSION, zipSha256: await sha256(zip) };
+}
+
+async function fetchZip(base) {
+  const r = await fetch(new URL('build/web/bitweb.zip', base));
+  if (!r.ok) throw new Error(`could not fetch bitweb.zip (${r.status}); run "npm start" to build it`);
+  return r.arrayBuffer();
+}
+
+async function sha256(buf) {
+  return [...new Uint8Array(await crypto.subtle.digest('SHA-256', buf))].map((b) => b.toString(16).padStart(2, '0')).join('');
+}
+
+// Boot without a snapshot; with make, take one right after the imports. -> {py, bytes?, error?}
+async function freshBoot(indexURL, zip, time, make) {
+  const py = await time('pyodide', () => loadPyodide({ indexURL, _makeSnapshot: make }));
+  await time('unpack', () => py.unpackArchive(zip, 'zip', { extractDir: '/bitweb' }));
+  await time('import', () => py.runPython(IMPORTS));
+  if (!make) return { py };
+  let bytes = null, error;
+  try {
+    bytes = py.makeMemorySnapshot();                 // (a copy of the heap: before any JS object is held)
+  } catch (e) {
+    error = String(e?.message || e);
+  }
+  unwrapGlobals(py);
+  return { py, bytes, error };
+}
+
+// The shipped snapshot: boot-snapshot.json holds its key ({pyodide, zip_sha256, bytes, sha256});
+// the bytes (boot-snapshot.bin, served gzip-compressed where the server can) are used only when the
+// key names this Pyodide and this archive and they are exactly the bytes it names.
+const SHIPPED = 'build/web/boot-snapshot';
+class Skip extends Error {}
+
+function fetchShippedMeta(base) {
+  const p = fetch(new URL(`${SHIPPED}.json`, base)).then(async (r) => {
+    if (!r.ok) return { missing: r.status };
+    return r.json();
+  }).catch((e) => ({ missing: String(e?.message || e) }));
+  p.catch(() => {});
+  return p;
+}
+
+// -> why the shipped snapshot is not for this boot ('missing', 'stale': of another build), or null
+function shippedSkip(meta, hash) {
+  if (!meta || meta.missing !== undefined) return 'missing';
+  if (meta.pyodide !== PYODIDE_VERSION || meta.zip_sha256 !== hash) return 'stale';
+  return null;
+}
+
+async function readShipped(base, meta) {
+  const r = await fetch(new URL(`${SHIPPED}.bin`, base));
+  if (!r.ok) throw new Skip('missing');
+  const bytes = new Uint8Array(await r.arrayBuffer());
+  if (bytes.byteLength !== meta.bytes) throw new Error(`${bytes.byteLength} bytes, not ${meta.bytes}`);
+  if (await sha256(bytes) !== meta.sha256) throw new Error('its SHA-256 is not the one its key names');
+  return bytes;
 }
 
 // A boot that makes a snapshot sees the JS globals through Pyodide's recording proxy (it notes the

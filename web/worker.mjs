@@ -67,6 +67,7 @@ function python(id) {
     const b = py.bitwebBoot;
     boot.info = { from: b.from, ms: Object.fromEntries(Object.entries(b.stages).map(([k, [s, e]]) => [k, Math.round(e - s)])) };
     if (b.snapshotError) boot.info.snapshotError = b.snapshotError;
+    if (b.shipped) boot.info.shipped = b.shipped;    // (the snapshot shipped with the app: used / missing / stale / spoiled)
     snapshotSave = b.save;
     app = py.pyimport('bitweb.webapp').WebApp(self.bitwebPost);
     boot.end = clock();

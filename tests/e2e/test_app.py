@@ -279,6 +279,8 @@ def check_stages(st: dict, download: bool):
 
 
 def test_boot_and_load(app):
+    snapshots = []                                # the shipped boot snapshot's responses (the worker's fetches)
+    app.context.on("response", lambda r: snapshots.append(r) if r.url.endswith("/build/web/boot-snapshot.bin") else None)
     info = app.open()
     assert info["name"] == "tiny.gguf"
     assert info["architecture"] == "bitnet-b1.58" and info["layers"] == 2
@@ -290,7 +292,11 @@ def test_boot_and_load(app):
     up = seen["upload"]
     assert up["done"] == up["total"] > 0
     check_stages(app.page.evaluate("window.bitwebApp.state.engine.info.load.stages"), download=True)
-    assert info["load"]["boot"]["from"] == "fresh", info["load"]["boot"]          # a new context: no snapshot yet
+    # a new context: Python starts from the boot snapshot shipped with the app (tools/boot_snapshot.py),
+    # which comes gzip-compressed
+    boot = info["load"]["boot"]
+    assert boot["from"] == "shipped" and boot["shipped"] == "used" and "import" not in boot["ms"], boot
+    assert [r.header_value("content-encoding") for r in snapshots] == ["gzip"], [(r.status, r.all_headers()) for r in snapshots]
     # the page shows the model and the adapter, and says when the adapter is a CPU rasteriser
     assert "tiny.gguf" in app.page.inner_text("#model-info")
     assert "maxStorageBufferBindingSize" in app.page.inner_text("#adapter")
@@ -856,7 +862,8 @@ def test_default_model_loads_and_matches_cli(browser, server):
 
 def test_page_reopens_the_last_model_from_the_cache(app, oracle):
     """A plain reload (no ?model=) opens the model used last, from OPFS, with no model request.
-    Its boot snapshot is spoiled first: Python boots without it, and stores a new one. Then the
+    Its boot snapshot is spoiled first and the one shipped with the app is missing (404): Python
+    boots fresh (the path with nothing to start from), and stores a new snapshot. Then the
     pipeline manifests are spoiled (of another shape, as an older version could have left) and the
     page reloads again: the load makes its own device and compiles its kernels itself."""
     requests = []
@@ -869,15 +876,21 @@ def test_page_reopens_the_last_model_from_the_cache(app, oracle):
       return keys.length; }""")
     assert spoiled == 1
     manifests = app.page.evaluate("caches.open('bitweb-pipelines').then((m) => m.keys()).then((k) => k.length)")
-    app.page.goto(app.server)
-    info = app.wait_ready("other.gguf")
-    assert requests == []
-    boot = info["load"]["boot"]
-    assert boot["from"] == "fresh" and boot.get("snapshotError"), boot
-    assert boot_snapshot_saved(app.page) > 64                        # and a good one replaces it
-    app.page.click("#new-chat")
-    app.set(max_tokens=12)
-    assert app.reply(app.say(PROMPT))["text"] == oracle["other"]["text"]
+    shipped = "**/build/web/boot-snapshot.*"
+    app.context.route(shipped, lambda route: route.fulfill(status=404, body="not found"))
+    try:
+        app.page.goto(app.server)
+        info = app.wait_ready("other.gguf")
+        assert requests == []
+        boot = info["load"]["boot"]
+        assert boot["from"] == "fresh" and boot.get("snapshotError") and boot["shipped"] == "missing", boot
+        assert "import" in boot["ms"], boot
+        assert boot_snapshot_saved(app.page) > 64                        # and a good one replaces it
+        app.page.click("#new-chat")
+        app.set(max_tokens=12)
+        assert app.reply(app.say(PROMPT))["text"] == oracle["other"]["text"]
+    finally:
+        app.context.unroute(shipped)
     no_errors(app)
     spoiled = app.page.evaluate("""async (n) => {
       const m = await caches.open('bitweb-pipelines');
