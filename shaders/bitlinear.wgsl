@@ -41,8 +41,9 @@
 //   mult  f32[PARTS] / f32[2]   output multipliers per part (gate, up); 1.0 when the model has none
 //   y     f32[sum ROWSt]        output (read first with RESIDUAL); must not alias x
 //   w0, w1, w2                  weight tensors (w1 with PARTS2 (gate_up: up), w2 with PARTS3)
-//   shape u32[5]                (SHAPE) n_in, rows of parts 0..2, rows per workgroup; N_IN is then
-//                               the largest n_in of the linears sharing the pipeline
+//   shape u32[7]                (SHAPE) n_in, rows of parts 0..2, rows per workgroup, y index of
+//                               row 0, residual (0 / 1); N_IN is then the largest n_in of the
+//                               linears sharing the pipeline
 //
 // Threads: a workgroup of WG computes RPW consecutive output rows (every workgroup recomputes the
 // norm / quantisation of x, so RPW amortises it). It is split into lane groups of LN lanes: one
@@ -128,17 +129,20 @@ alias WT = u32;
 
 // ---- the shape: override constants, or (SHAPE) read at run time ---------------------------------
 // SHAPE: linears that differ only in their shape share one pipeline (one compile instead of one
-// per shape; SwiftShader's compiles are the browser's ready time): n_in, the rows and rows per
-// workgroup come from a small buffer (kernels/bitlinear.py shape_bytes) and N_IN is the largest
-// n_in (it sizes the activations' workgroup memory). The fusions (RESIDUAL, parts, GATE_UP) stay
-// defines: a CPU rasteriser runs both sides of a branch (lanes masked), so a run-time switch
-// between them would cost every dispatch the work of all of them.
+// per shape; SwiftShader's compiles are the browser's ready time): n_in, the rows, rows per
+// workgroup, where y starts and whether to add to it come from a small buffer (kernels/bitlinear.py
+// shape_bytes) and N_IN is the largest n_in (it sizes the activations' workgroup memory). The
+// fusions that touch every unit (parts, GATE_UP) stay defines: a CPU rasteriser runs both sides of
+// a branch (lanes masked), so a run-time switch between them would cost every dispatch the work
+// of all of them; the residual add is once per row.
 struct Shape {
     n_in: u32,
     rows0: u32,
     rows1: u32,
     rows2: u32,
     rpw: u32,
+    y0: u32,        // y index of row 0 (one part of a wider output: q, k or v of qkv)
+    residual: u32,  // 1: y += p (RESIDUAL's maths); 0: y = p
 }
 #if SHAPE
 // sh: the shape, copied once at entry (compilers keep it in registers); the row loop's bound is
@@ -466,7 +470,10 @@ fn finish(gr: u32, v: vec2<f32>) {
     y[gr] = act(pg) * pu;
 #else
     let p = v2.x * (ws * stat.x * mult[r.t]);
-#if RESIDUAL
+#if SHAPE
+    let yi = sh.y0 + gr;                      // (once per row: a run-time switch costs nothing here)
+    y[yi] = select(p, y[yi] + p, sh.residual != 0u);
+#elif RESIDUAL
     y[gr] = y[gr] + p;
 #else
     y[gr] = p;

@@ -1,7 +1,7 @@
 """The decode kernels' SwiftShader choices (kernels pick them by the adapter's name; natively the
-adapter is lavapipe, so the name is patched): bitlinear's run-time shape (the attention output and
-FFN down linears through one pipeline, their shape in buffers the engine owns) and the LM head's
-XDIRECT. Same products as lavapipe's choices, so the same greedy tokens; close() frees the shape
+adapter is lavapipe, so the name is patched): bitlinear's run-time shape (q, k, v as one gemv each,
+the attention output and FFN down: one pipeline, their shapes in buffers the engine owns) and the
+LM head's XDIRECT. Same products as lavapipe's choices, so the same greedy tokens; close() frees the shape
 buffers with the rest."""
 from __future__ import annotations
 
@@ -31,8 +31,9 @@ def test_swiftshader_choices_same_tokens(gpu, tiny_model, monkeypatch):
     first, _ = eng._compile_keys()
     keys = {gpu.pipeline_key(*k) for k in first}
     shaped = [k for k in keys if k[0] == "bitlinear" and dict(k[3]).get("SHAPE")]
-    assert len(shaped) == 1, shaped                                  # o and down: one pipeline
-    assert len([k for k in keys if k[0] == "bitlinear"]) == 3, keys    # + qkv, gate_up
+    assert len(shaped) == 1, shaped                                  # q, k, v, o, down: one pipeline
+    assert len([k for k in keys if k[0] == "bitlinear"]) == 2, keys    # + gate_up
+    assert eng.dispatches_per_layer == 7                               # q, k, v apart
     assert any(k[0] == "lmhead" and dict(k[3]).get("XDIRECT") for k in keys), keys
     assert got == want
     eng.close()

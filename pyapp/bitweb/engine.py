@@ -117,8 +117,9 @@ class DecodeOps(_Ops):
     """The block at decode (one row). Ternary / binary linears: one bitlinear gemv per group, its
     norm, output multipliers and residual add fused (5 dispatches per block). Float linears
     (F16 / BF16 / F32 / Q8_0): a dense gemv per weight (norm fused), residual add and gate
-    activation as glue steps (11 per block). n_cap: the largest n_in of the
-    linears (where bitlinear runs one pipeline for all, its run-time shape variant)."""
+    activation as glue steps (11 per block). Where bitlinear.split_parts (SwiftShader) q, k and v
+    are one gemv each (7 dispatches per block), so that every one-part linear shares bitlinear's
+    run-time shape pipeline; n_cap: the largest n_in of the linears (it sizes that pipeline)."""
 
     def __init__(self, eng):
         super().__init__(eng)
@@ -128,6 +129,15 @@ class DecodeOps(_Ops):
         B, names, nw = self.B, GROUPS[group], self.w(i, norm)
         n_in = self.shapes[names[0]][0]
         outs = [self.shapes[n][1] for n in names]
+        if self.eng.ternary and len(names) > 1 and bitlinear.split_parts(self.eng.dev):
+            steps, col = [], 0                    # one gemv per part, into its columns of y
+            for n, n_out in zip(names, outs):
+                st = bitlinear.gemv(self.fmt, n_in, n_out, a8=self.eng.a8, norm=nw is not None, eps=self.eps,
+                                    dev=self.eng.dev, n_cap=self.n_cap, shape=True, y0=col)
+                bufs = {"x": self.buf(x), "mult": self.eng._mult1(i, n), "y": self.buf(y), "w0": self.w(i, n)}
+                steps.append((st, bufs if nw is None else dict(bufs, norm=nw)))
+                col += n_out
+            return steps
         if self.eng.ternary:
             st = bitlinear.gemv(self.fmt, n_in, tuple(outs) if len(outs) > 1 else outs[0], a8=self.eng.a8,
                                 norm=nw is not None, residual=residual, eps=self.eps, dev=self.eng.dev,

@@ -9,12 +9,14 @@ One decoded token per layer (x: residual stream f32[dim]):
     pipe, bg, wg = await step.instantiate(dev, {"x": ..., "norm": ..., "mult": ..., "y": ..., "w0": ...})
 
 API
-    gemv(fmt, n_in, rows, *, a8, norm=False, residual=False, eps=1e-5, dev=None, **tune) -> Step
+    gemv(fmt, n_in, rows, *, a8, norm=False, residual=False, eps=1e-5, dev=None, y0=0, **tune) -> Step
         rows: int, or a tuple of 1..3 ints (one per weight tensor; outputs concatenated in y)
         bind: ("x", ["norm"], "mult", "y", "w0", ["w1"], ["w2"])
     gate_up(fmt, n_in, rows, *, a8, act="relu2"|"silu", norm=True, eps=1e-5, dev=None, **tune) -> Step
         bind: ("x", ["norm"], "mult", "y", "gate", "up")
     choose(dev=None, n_in=0, a8=True, rows=0) -> Tune   the tuning used when none is given
+    split_parts(dev=None) -> bool    run q | k | v as one one-part gemv each (y0 = its first column)
+    shape_bytes(n_in, rows, rpw, y0=0, residual=False) -> bytes   the run-time shape (Step.data "shape")
     variant(step, dev) -> str     which variant runs, e.g. "gemv I2_S A8 dot4 subgroup WG64 RPW320 RB4"
     FORMATS                                         GGUF type name -> define (bitweb.formats, packed kinds)
     BLOCK                                           GGUF type name -> values per block
@@ -83,9 +85,8 @@ def choose(dev=None, n_in: int = 0, a8: bool = True, rows: int = 0) -> Tune:
     a large share, so few big workgroups: about 8 per dispatch (rpw >= 64), 4 rows per lane group
     (SwiftShader: 1, which compiles 2-4x faster and ran as fast or faster in Chromium:
     dev/perf/compile_times.py --bitlinear-speed, PERFORMANCE.md "Ready time").
-    SwiftShader also reads the shape at run time (shape=True): the attention output and FFN down
-    linears (both gemv + norm + residual) share one pipeline, one compile fewer (its compiles
-    are the ready time's floor there; lavapipe compiles in tens of ms).
+    SwiftShader also reads the shape at run time (shape=True) and splits q | k | v into one gemv
+    each (split_parts): q, k, v, attention output and FFN down share one pipeline.
     GPUs: many workgroups for memory parallelism: 128 threads, 16 rows each, 2 rows per lane group.
     """
     cpu = rasteriser(dev)
@@ -97,6 +98,14 @@ def choose(dev=None, n_in: int = 0, a8: bool = True, rows: int = 0) -> Tune:
     if not a8 and n_in * 4 + 8 * t.wg * 4 + 64 <= storage:
         t = replace(t, xshared=True)
     return t
+
+
+def split_parts(dev=None) -> bool:
+    """Whether a linear of several parts (q | k | v) runs as one gemv per part (y0: its columns)
+    rather than one PARTS3 gemv: on SwiftShader, where the one-part gemvs (q, k, v, attention
+    output, FFN down) then share one run-time shape pipeline: 2 bitlinear compiles instead of 4
+    (with gate_up). Its compiles are the browser's ready-time floor; lavapipe's are tens of ms."""
+    return rasteriser(dev) == "swiftshader"
 
 
 def _check(fmt, n_in, rows, tune: Tune):
@@ -127,14 +136,16 @@ def _tune(dev, n_in, a8, rows, kw) -> Tune:
     return t
 
 
-def shape_bytes(n_in: int, rows, rpw: int) -> bytes:
+def shape_bytes(n_in: int, rows, rpw: int, y0: int = 0, residual: bool = False) -> bytes:
     """The run-time shape of a linear (struct Shape of shaders/bitlinear.wgsl; 32 bytes)."""
     rows = tuple(rows) + (0,) * (3 - len(rows))
-    return struct.pack("<8I", n_in, *rows, rpw, 0, 0, 0)
+    return struct.pack("<8I", n_in, *rows, rpw, y0, int(bool(residual)), 0)
 
 
-def _step(entry, fmt, n_in, rows, a8, norm, residual, eps, tune: Tune, extra: dict, bind):
+def _step(entry, fmt, n_in, rows, a8, norm, residual, eps, tune: Tune, extra: dict, bind, y0: int = 0):
     _check(fmt, n_in, rows, tune)
+    if y0 and not tune.shape:
+        raise BitLinearError(f"bitlinear: y0 = {y0} needs the run-time shape variant (shape=True)")
     rows = tuple(rows) + (0,) * (3 - len(rows))
     defines = {FORMATS[fmt]: True, "A8": bool(a8), "NORM": bool(norm), "RESIDUAL": bool(residual),
                "XSHARED": bool(tune.xshared and not a8)}
@@ -148,24 +159,25 @@ def _step(entry, fmt, n_in, rows, a8, norm, residual, eps, tune: Tune, extra: di
     total = rows[0] if entry == "gate_up" else sum(rows)
     data = {}
     if tune.shape:              # the shape at run time: constants that do not depend on it
-        defines["SHAPE"] = True
+        defines.update(SHAPE=True, RESIDUAL=False)
         constants = {"WG": tune.wg, "N_IN": tune.n_cap or n_in, "RB": tune.rb, "LANES": tune.lanes, "EPS": float(eps)}
-        data = {"shape": shape_bytes(n_in, rows, tune.rpw)}
+        data = {"shape": shape_bytes(n_in, rows, tune.rpw, y0, residual)}
         bind = list(bind) + ["shape"]
     return Step("bitlinear", entry, tuple(bind), (-(-total // tune.rpw), 1, 1), constants, defines, data)
 
 
 def gemv(fmt: str, n_in: int, rows, *, a8: bool, norm: bool = False, residual: bool = False,
-         eps: float = 1e-5, dev=None, **tune) -> Step:
-    """y (+)= [W0|W1|W2] . (rmsnorm(x) if norm else x); one dispatch over all parts' rows."""
+         eps: float = 1e-5, dev=None, y0: int = 0, **tune) -> Step:
+    """y (+)= [W0|W1|W2] . (rmsnorm(x) if norm else x); one dispatch over all parts' rows.
+    y0 (the run-time shape variant only): y index of row 0 (one part of a wider output)."""
     rows = (rows,) if isinstance(rows, int) else tuple(rows)
     t = _tune(dev, n_in, a8, sum(rows), tune)
     parts = len(rows)
-    if t.shape is None:         # SwiftShader: the one-part linears (attention output, FFN down) share one pipeline
-        t = replace(t, shape=rasteriser(dev) == "swiftshader" and parts == 1)
+    if t.shape is None:         # SwiftShader: the one-part linears share one pipeline (split_parts)
+        t = replace(t, shape=split_parts(dev) and parts == 1)
     bind = ["x"] + (["norm"] if norm else []) + ["mult", "y"] + [f"w{i}" for i in range(parts)]
     extra = {"PARTS2": parts >= 2, "PARTS3": parts >= 3}
-    return _step("gemv", fmt, n_in, rows, a8, norm, residual, eps, t, extra, bind)
+    return _step("gemv", fmt, n_in, rows, a8, norm, residual, eps, t, extra, bind, y0)
 
 
 def gate_up(fmt: str, n_in: int, rows: int, *, a8: bool, act: str = "relu2", norm: bool = True,

@@ -245,6 +245,28 @@ def gate_up_case(builder, rng, fmt, n_in, rows, *, a8, act="relu2", norm=True, m
     return add_case(builder, name.strip(), step, bufs)
 
 
+def part_case(builder, rng, fmt, n_in, rows, y0, *, a8, residual, **tune):
+    """The run-time shape variant writing one part of a wider y (q, k or v of qkv): rows y0 ..
+    y0 + rows - 1 get p (residual: y + p); the words around them keep their values."""
+    step = spec.gemv(fmt, n_in, rows, a8=a8, norm=True, residual=residual, y0=y0, **dict(tune, shape=True))
+    nw = rand_norm(rng, n_in)
+    x = rand_x(rng, n_in)
+    if a8:
+        x = untie(x, nw)
+    w = rand_tensor(rng, fmt, rows, n_in)
+    y_in = rand_x(rng, y0 + rows + 5) * F32(4.0)
+    mult = np.asarray([1.25], F32)
+    part, p = gemv(fmt, [(w, rows)], n_in, x, a8=a8, nw=nw, mult=mult,
+                   residual=y_in[y0:y0 + rows] if residual else None)
+    y = y_in.copy()
+    y[y0:y0 + rows] = part
+    atol, rtol = tolerance(p, part, True)
+    bufs = {"x": dict(data=f32b(x)), "norm": dict(data=f32b(nw)), "mult": dict(data=f32b(mult)), "w0": dict(data=w),
+            "y": dict(data=f32b(y_in), expect=f32b(y), atol=atol, rtol=rtol)}
+    name = f"bitlinear.gemv {fmt} {'a8' if a8 else 'f32'} {n_in}x{rows} y0={y0}{' res' if residual else ''} {_tname(tune)}"
+    return add_case(builder, name, step, bufs)
+
+
 def shape_cases(builder, rng, fmt, i, few=False):
     """The run-time shape variant (shape=True: n_in, rows, rpw from a buffer, n_cap above n_in),
     each fusion, modes, reductions and RB rotating with i; few: 1 case (the browser's scope)."""
@@ -257,6 +279,8 @@ def shape_cases(builder, rng, fmt, i, few=False):
         gate_up_case(builder, rng, fmt, n, 21, a8=not a8, act="silu" if i % 2 else "relu2", mult=[1.0, 0.5], rpw=16, **t)
     if not few:
         gemv_case(builder, rng, fmt, n + blk, 29, a8=not a8, norm=i % 3 != 2, residual=True, mult=[1.5], rpw=8, **t)
+    if not few or i % 2 == 0:
+        part_case(builder, rng, fmt, n, 11, 13 + i, a8=a8, residual=i % 2 == 1, rpw=4, **t)
 
 
 def _tname(tune):
