@@ -268,19 +268,24 @@ def part_case(builder, rng, fmt, n_in, rows, y0, *, a8, residual, **tune):
 
 
 def shape_cases(builder, rng, fmt, i, few=False):
-    """The run-time shape variant (shape=True: n_in, rows, rpw from a buffer, n_cap above n_in),
-    each fusion, modes, reductions and RB rotating with i; few: 1 case (the browser's scope)."""
+    """The run-time shape variant (shape=True: n_in, rows, rpw, y0 and the residual add from a
+    buffer, n_cap above n_in). Every format: one part into a wider y (the engine's q / k / v, the
+    residual add on odd i); the fusions (PARTS3, gate_up, a residual at n_in = n_cap) on two
+    formats, modes, reductions and RB rotating with i. few: the browser's scope, 1 case each."""
     n, blk = spec.BLOCK[fmt] * 3, spec.BLOCK[fmt]
     t = dict(shape=True, n_cap=n + blk, rb=(1, 3, 4, 2)[i % 4], wg=64, **({"subgroups": False} if i % 2 else {}))
     a8 = i % 2 == 0
-    if not few or i % 2 == 0:
+    if few:
+        if i % 2 == 0:
+            part_case(builder, rng, fmt, n, 11, 13 + i, a8=a8, residual=i % 4 == 2, rpw=4, **t)
+        else:
+            gate_up_case(builder, rng, fmt, n, 21, a8=True, act="silu", mult=[1.0, 0.5], rpw=16, **t)
+        return
+    part_case(builder, rng, fmt, n, 11, 13 + i, a8=a8, residual=i % 2 == 1, rpw=4, **t)
+    if i < 2:
         gemv_case(builder, rng, fmt, n, (13, 7, 9), a8=a8, norm=True, mult=[0.75, 1.25, 2.0], rpw=8, **t)
-    if not few or i % 2 == 1:
         gate_up_case(builder, rng, fmt, n, 21, a8=not a8, act="silu" if i % 2 else "relu2", mult=[1.0, 0.5], rpw=16, **t)
-    if not few:
-        gemv_case(builder, rng, fmt, n + blk, 29, a8=not a8, norm=i % 3 != 2, residual=True, mult=[1.5], rpw=8, **t)
-    if not few or i % 2 == 0:
-        part_case(builder, rng, fmt, n, 11, 13 + i, a8=a8, residual=i % 2 == 1, rpw=4, **t)
+        gemv_case(builder, rng, fmt, n + blk, 29, a8=not a8, norm=True, residual=True, mult=[1.5], rpw=8, **t)
 
 
 def _tname(tune):
