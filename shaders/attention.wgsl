@@ -61,11 +61,21 @@ const FMIN: f32 = -3.4028234e38;
 
 var<workgroup> qs: array<vec4<f32>, NH / NKV * HD / 4u>;   // G roped, scaled q heads
 var<workgroup> sc: array<f32, NH / NKV * WG>;               // scores / probabilities of a tile
-var<workgroup> wm: array<f32, 8>;                           // running max per head
-var<workgroup> wl: array<f32, 8>;                           // running sum per head
-var<workgroup> wc: array<f32, 8>;                           // rescale factor of the current tile
+var<workgroup> wm: array<f32, NH / NKV>;                    // running max per head
+var<workgroup> wl: array<f32, NH / NKV>;                    // running sum per head
+var<workgroup> wc: array<f32, NH / NKV>;                    // rescale factor of the current tile
 #if QK_NORM
-var<workgroup> hr: array<f32, 9>;                           // rinv of the G q heads, then of the k head
+var<workgroup> hr: array<f32, NH / NKV + 1u>;               // rinv of the G q heads, then of the k head
+#endif
+// Workgroup arrays sized by G, and per-thread arrays by GMAX >= G (defines GMAX2 / GMAX4 from the
+// launch spec; else 8): SwiftShader's compile time grows with both (a word of workgroup memory
+// ~0.25 ms; the attention kernel 260 -> 210 ms at G = 2).
+#if GMAX2
+const GMAX: u32 = 2u;
+#elif GMAX4
+const GMAX: u32 = 4u;
+#else
+const GMAX: u32 = 8u;
 #endif
 
 #include common_sincos
@@ -73,17 +83,17 @@ var<workgroup> hr: array<f32, 9>;                           // rinv of the G q h
 
 // Online softmax over positions [pb, pe) of kv head g with the q heads in qs.
 // Returns o[j] (unnormalised) for this thread's dimension d = lid (lid < HD); wm/wl hold m, l.
-fn attend(g: u32, pb: u32, pe: u32, lid: u32) -> array<f32, 8> {
+fn attend(g: u32, pb: u32, pe: u32, lid: u32) -> array<f32, GMAX> {
     let G = NH / NKV;
     let h4 = HD / 4u;
-    var o = array<f32, 8>();
+    var o = array<f32, GMAX>();
     if (lid < G) { wm[lid] = FMIN; wl[lid] = 0.0; }
     workgroupBarrier();
     for (var t0 = pb; t0 < pe; t0 += WG) {
         let tv = min(WG, pe - t0);
         if (lid < tv) {
             let kb = (g * MAX_CTX + t0 + lid) * h4;
-            var acc = array<f32, 8>();     // explicit: naga 0.32 does not re-zero loop-local vars (wgpu#9489)
+            var acc = array<f32, GMAX>();     // explicit: naga 0.32 does not re-zero loop-local vars (wgpu#9489)
             for (var d = 0u; d < h4; d++) {
                 let k = kv_load(kc[kb + d]);
                 for (var j = 0u; j < G; j++) { acc[j] += dot(qs[j * h4 + d], k); }

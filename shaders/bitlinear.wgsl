@@ -41,6 +41,9 @@
 //   mult  f32[PARTS] / f32[2]   output multipliers per part (gate, up); 1.0 when the model has none
 //   y     f32[sum ROWSt]        output (read first with RESIDUAL); must not alias x
 //   w0, w1, w2                  weight tensors (w1 with PARTS2 (gate_up: up), w2 with PARTS3)
+//   shape u32[7]                (SHAPE) n_in, rows of parts 0..2, rows per workgroup, y index of
+//                               row 0, residual (0 / 1); N_IN is then the largest n_in of the
+//                               linears sharing the pipeline
 //
 // Threads: a workgroup of WG computes RPW consecutive output rows (every workgroup recomputes the
 // norm / quantisation of x, so RPW amortises it). It is split into lane groups of LN lanes: one
@@ -49,8 +52,11 @@
 // reduction). A lane group computes RB rows at once (the activation loads are shared by those
 // rows); its lanes stride over the weight words of the rows (consecutive lanes, consecutive words).
 // Activations sit in workgroup memory: packed int8 (A8), f32 m (XSHARED), or are read from x.
+// The norm statistics: sum x^2 by a shared-memory tree in a fixed order (the prefill rmsnorm
+// kernel's, so A8 rows match), in q's words with SUBGROUPS (all read before q is written); max|m|
+// by atomicMax of its bits (exact in any order).
 // Defines: the format's (bitweb.formats: FMT_I2S ...), A8, NORM, RESIDUAL, PARTS2, PARTS3, GATE_UP,
-// ACT_SILU, XSHARED, SUBGROUPS, DOT4 (see bitweb/kernels/bitlinear.py).
+// ACT_SILU, XSHARED, SUBGROUPS, DOT4, SHAPE (see bitweb/kernels/bitlinear.py).
 
 override WG: u32 = 64u;        // threads per workgroup (power of two)
 override N_IN: u32 = 256u;     // input length, a multiple of the format's block
@@ -62,7 +68,11 @@ override RB: u32 = 1u;         // rows per lane group at once, 1..4
 override LANES: u32 = 16u;     // lanes per row without subgroups (power of two, divides WG)
 override EPS: f32 = 1e-5;      // rmsnorm epsilon
 override N4: u32 = N_IN / 4u;                       // derived: words of packed int8 / vec4s of x
-override RED_N: u32 = WG * max(2u, 2u * RB);        // derived: reduction scratch (2 sums per row)
+#if SUBGROUPS
+override RED_N: u32 = WG;                           // derived: reduction scratch (the norm's sum)
+#else
+override RED_N: u32 = WG * max(1u, 2u * RB);        // derived: reduction scratch (2 sums per row)
+#endif
 
 const MAXRB: u32 = 4u;
 
@@ -87,6 +97,15 @@ alias WT = u32;
 #if PARTS3
 @group(0) @binding(6) var<storage, read> w2: array<WT>;
 #endif
+#if SHAPE
+#if PARTS3
+@group(0) @binding(7) var<storage, read> shape: Shape;
+#elif PARTS2
+@group(0) @binding(6) var<storage, read> shape: Shape;
+#else
+@group(0) @binding(5) var<storage, read> shape: Shape;
+#endif
+#endif
 #else
 @group(0) @binding(1) var<storage, read> mult: array<f32>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
@@ -97,26 +116,92 @@ alias WT = u32;
 #if PARTS3
 @group(0) @binding(5) var<storage, read> w2: array<WT>;
 #endif
+#if SHAPE
+#if PARTS3
+@group(0) @binding(6) var<storage, read> shape: Shape;
+#elif PARTS2
+@group(0) @binding(5) var<storage, read> shape: Shape;
+#else
+@group(0) @binding(4) var<storage, read> shape: Shape;
+#endif
+#endif
+#endif
+
+// ---- the shape: override constants, or (SHAPE) read at run time ---------------------------------
+// SHAPE: linears that differ only in their shape share one pipeline (one compile instead of one
+// per shape; SwiftShader's compiles are the browser's ready time): n_in, the rows, rows per
+// workgroup, where y starts and whether to add to it come from a small buffer (kernels/bitlinear.py
+// shape_bytes) and N_IN is the largest n_in (it sizes the activations' workgroup memory). The
+// fusions that touch every unit (parts, GATE_UP) stay defines: a CPU rasteriser runs both sides of
+// a branch (lanes masked), so a run-time switch between them would cost every dispatch the work
+// of all of them; the residual add is once per row.
+struct Shape {
+    n_in: u32,
+    rows0: u32,
+    rows1: u32,
+    rows2: u32,
+    rpw: u32,
+    y0: u32,        // y index of row 0 (one part of a wider output: q, k or v of qkv)
+    residual: u32,  // 1: y += p (RESIDUAL's maths); 0: y = p
+}
+#if SHAPE
+// sh: the shape, copied once at entry (compilers keep it in registers); the row loop's bound is
+// read from the buffer itself (read-only storage is uniform: barriers and subgroupAdd may follow)
+var<private> sh: Shape;
+fn n_in() -> u32 { return sh.n_in; }
+fn rows0() -> u32 { return sh.rows0; }
+fn rows1() -> u32 { return sh.rows1; }
+fn rows2() -> u32 { return sh.rows2; }
+fn rpw() -> u32 { return sh.rpw; }
+#else
+fn n_in() -> u32 { return N_IN; }
+fn rows0() -> u32 { return ROWS0; }
+fn rows1() -> u32 { return ROWS1; }
+fn rows2() -> u32 { return ROWS2; }
+fn rpw() -> u32 { return RPW; }
 #endif
 
 #if A8
-var<workgroup> qa4: array<vec4<u32>, N4 / 4u>; // q as packed int8, value j in byte j % 4 of word j / 4
 var<workgroup> qsum: atomic<i32>;               // sum_j q[j]
+var<workgroup> amax_u: atomic<u32>;             // max_j |m[j]| as f32 bits (>= 0: ordered as u32)
+#if SUBGROUPS
+// q as packed int8 (value j in byte j % 4 of word j / 4); before q is written, the norm's sum tree
+// (f32 bits, red_at) in the same words: SwiftShader's compile time grows with workgroup memory
+override QV: u32 = max(N4, WG) / 4u;
+var<workgroup> qa4: array<vec4<u32>, QV>;
+fn red_at(i: u32) -> f32 { return bitcast<f32>(qa4[i >> 2u][i & 3u]); }
+fn red_put(i: u32, v: f32) { qa4[i >> 2u][i & 3u] = bitcast<u32>(v); }
+#else
+var<workgroup> qa4: array<vec4<u32>, N4 / 4u>; // q as packed int8, value j in byte j % 4 of word j / 4
+#endif
 #elif XSHARED
 var<workgroup> xs: array<vec4<f32>, N4>; // m
 #endif
+#if A8
+#if !SUBGROUPS
 var<workgroup> red: array<f32, RED_N>;
+fn red_at(i: u32) -> f32 { return red[i]; }
+fn red_put(i: u32, v: f32) { red[i] = v; }
+#endif
+#else
+var<workgroup> red: array<f32, RED_N>;
+fn red_at(i: u32) -> f32 { return red[i]; }
+fn red_put(i: u32, v: f32) { red[i] = v; }
+#endif
 var<workgroup> stat: vec2<f32>;                 // (f32: rinv, A8: inv_s), A8: sq
 
 // ---- weights ------------------------------------------------------------------------------------
+// (select, not branches: every part's word is read, an index past a smaller part's end reads a
+// clamped word that is not used; SwiftShader compiles this ~10% faster and runs both sides of a
+// branch anyway)
 fn wv(t: u32, i: u32) -> WT {
 #if PARTS3
-    if (t == 2u) { return w2[i]; }
-#endif
-#if PARTS2
-    if (t == 1u) { return w1[i]; }
-#endif
+    return select(select(w0[i], w1[i], t == 1u), w2[i], t == 2u);
+#elif PARTS2
+    return select(w0[i], w1[i], t == 1u);
+#else
     return w0[i];
+#endif
 }
 
 // u32 word i of tensor t.
@@ -129,13 +214,15 @@ fn wl(t: u32, i: u32) -> u32 {
 }
 
 fn part_rows(t: u32) -> u32 {
-    if (t == 0u) { return ROWS0; }
-    if (t == 1u) { return ROWS1; }
-    return ROWS2;
+    if (t == 0u) { return rows0(); }
+    if (t == 1u) { return rows1(); }
+    return rows2();
 }
 
 #include common_act
+#if !SUBGROUPS
 #include common_reduce
+#endif
 #if !FMT_I2S
 #include common_packed
 #endif
@@ -179,9 +266,13 @@ fn pack_q(v: vec4<f32>, sq: f32) -> vec4<i32> {
 
 // Norm statistics and activation staging, by the whole workgroup.
 fn prologue(li: u32) {
+#if A8
+    if (li == 0u) { atomicStore(&qsum, 0); atomicStore(&amax_u, 0u); }
+    workgroupBarrier();
+#endif
     var ss = 0.0;
     var am = 0.0;
-    for (var i = li; i < N_IN / 4u; i += WG) {
+    for (var i = li; i < n_in() / 4u; i += WG) {
         let v = x[i];
 #if NORM
         ss += dot(v, v);
@@ -196,23 +287,22 @@ fn prologue(li: u32) {
         xs[i] = m;
 #endif
     }
-    red[li] = ss;
-    red[WG + li] = am;
+    red_put(li, ss);
+#if A8
+    atomicMax(&amax_u, bitcast<u32>(am));   // max is exact in any order
+#endif
     workgroupBarrier();
     for (var s = WG / 2u; s > 0u; s >>= 1u) {
-        if (li < s) {
-            red[li] += red[li + s];
-            red[WG + li] = max(red[WG + li], red[WG + li + s]);
-        }
+        if (li < s) { red_put(li, red_at(li) + red_at(li + s)); }
         workgroupBarrier();
     }
 #if NORM
-    let rinv = inverseSqrt(red[0] / f32(N_IN) + EPS);
+    let rinv = inverseSqrt(red_at(0u) / f32(n_in()) + EPS);
 #else
     let rinv = 1.0;
 #endif
 #if A8
-    let amax = red[WG];
+    let amax = bitcast<f32>(atomicLoad(&amax_u));
 #if NORM
     let a = amax * rinv;
     let sq = select(127e5 * rinv, 127.0 / amax, a >= 1e-5);
@@ -220,10 +310,9 @@ fn prologue(li: u32) {
     let a = amax;
     let sq = select(127e5, 127.0 / amax, a >= 1e-5);
 #endif
-    if (li == 0u) { atomicStore(&qsum, 0); }
-    workgroupBarrier();
+    workgroupBarrier();                       // every thread has read the sum: q may overwrite it
     var qs = 0;
-    for (var i = li; i < N_IN / 4u; i += WG) {
+    for (var i = li; i < n_in() / 4u; i += WG) {
         let q = pack_q(m4(i), sq);
         let pk = (u32(q.x) & 0xFFu) | ((u32(q.y) & 0xFFu) << 8u) | ((u32(q.z) & 0xFFu) << 16u) | (u32(q.w) << 24u);
         qa4[i >> 2u][i & 3u] = pk;
@@ -241,23 +330,25 @@ fn prologue(li: u32) {
 struct Row {
     t: u32,       // part (gemv); gate_up: 0 (gate in w0, up in w1)
     lr: u32,      // row within the part
+    b0: u32,      // its first block: lr * (n_in / BLK)
 }
 
 fn total_rows() -> u32 {
 #if GATE_UP
-    return ROWS0;
+    return rows0();
 #else
-    return ROWS0 + ROWS1 + ROWS2;
+    return rows0() + rows1() + rows2();
 #endif
 }
 
 fn row_of(gr: u32) -> Row {
-    var r = Row(0u, gr);
+    var t = 0u;
+    var lr = gr;
 #if !GATE_UP
-    if (gr >= ROWS0 + ROWS1) { r = Row(2u, gr - ROWS0 - ROWS1); }
-    else if (gr >= ROWS0) { r = Row(1u, gr - ROWS0); }
+    if (gr >= rows0() + rows1()) { t = 2u; lr = gr - rows0() - rows1(); }
+    else if (gr >= rows0()) { t = 1u; lr = gr - rows0(); }
 #endif
-    return r;
+    return Row(t, lr, lr * (n_in() / BLK));
 }
 
 // Per-lane sums: .x this row of tensor t (gate for gate_up), .y the up row. I2_S A8: exact int32.
@@ -309,11 +400,13 @@ fn acts(u: u32) -> Acts {
         var a: Acts;
         let base = (u / UPK) * (BLK / 4u);
         let k = UW * (u % UPK);
-        if (UACT == 1u) {
-            for (var g = 0u; g < QG; g++) {
-                let v = qa4[(base + fmt_pos(k, g)) >> 2u];
-                a[g] = v.x; a[QG + g] = v.y; a[2u * QG + g] = v.z; a[3u * QG + g] = v.w;
-            }
+        if (UACT == 1u) {                     // the groups written out (QG is 4 or 5): constant indices
+            // (clamped: naga checks them also where UACT != 1 and the branch folds away)
+            { let v = qa4[(base + fmt_pos(k, 0u)) >> 2u]; a[min(0u, NA - 1u)] = v.x; a[min(QG + 0u, NA - 1u)] = v.y; a[min(2u * QG + 0u, NA - 1u)] = v.z; a[min(3u * QG + 0u, NA - 1u)] = v.w; }
+            { let v = qa4[(base + fmt_pos(k, 1u)) >> 2u]; a[min(1u, NA - 1u)] = v.x; a[min(QG + 1u, NA - 1u)] = v.y; a[min(2u * QG + 1u, NA - 1u)] = v.z; a[min(3u * QG + 1u, NA - 1u)] = v.w; }
+            { let v = qa4[(base + fmt_pos(k, 2u)) >> 2u]; a[min(2u, NA - 1u)] = v.x; a[min(QG + 2u, NA - 1u)] = v.y; a[min(2u * QG + 2u, NA - 1u)] = v.z; a[min(3u * QG + 2u, NA - 1u)] = v.w; }
+            { let v = qa4[(base + fmt_pos(k, 3u)) >> 2u]; a[min(3u, NA - 1u)] = v.x; a[min(QG + 3u, NA - 1u)] = v.y; a[min(2u * QG + 3u, NA - 1u)] = v.z; a[min(3u * QG + 3u, NA - 1u)] = v.w; }
+            if (QG > 4u) { let v = qa4[(base + fmt_pos(k, 4u)) >> 2u]; a[min(4u, NA - 1u)] = v.x; a[min(QG + 4u, NA - 1u)] = v.y; a[min(2u * QG + 4u, NA - 1u)] = v.z; a[min(3u * QG + 4u, NA - 1u)] = v.w; }
         } else {
             for (var c = 0u; c < 4u; c++) {
                 let v = qa4[(base + fmt_pos(k + c, 0u)) >> 2u];
@@ -328,10 +421,10 @@ fn acts(u: u32) -> Acts {
 #endif
 }
 
-// sum over unit u of row lr of tensor t of d * w * act.
-fn one(t: u32, lr: u32, u: u32, a: Acts) -> SC {
+// sum over unit u of the row of tensor t that starts at block b0 of d * w * act.
+fn one(t: u32, b0: u32, u: u32, a: Acts) -> SC {
 #if FMT_I2S
-    let w = wv(t, lr * (N_IN / 64u) + u);
+    let w = wv(t, b0 * UPB + u);
 #if A8
     return dot16(w, a[0], a[1], a[2], a[3]);
 #else
@@ -344,15 +437,15 @@ fn one(t: u32, lr: u32, u: u32, a: Acts) -> SC {
     return s;
 #endif
 #else
-    return unit_dot(t, lr * (N_IN / BLK) + u / UPB, u % UPB, a);
+    return unit_dot(t, b0 + u / UPB, u % UPB, a);
 #endif
 }
 
 fn unit(r: Row, u: u32, a: Acts) -> ACC {
 #if GATE_UP
-    return ACC(one(r.t, r.lr, u, a), one(r.t + 1u, r.lr, u, a));
+    return ACC(one(r.t, r.b0, u, a), one(r.t + 1u, r.b0, u, a));
 #else
-    return ACC(one(r.t, r.lr, u, a), SC(0));
+    return ACC(one(r.t, r.b0, u, a), SC(0));
 #endif
 }
 
@@ -369,17 +462,18 @@ fn finish(gr: u32, v: vec2<f32>) {
 #else
     let v2 = v;
 #endif
-    let ws = fmt_ws(r.t, part_rows(r.t) * (N_IN / BLK));
+    let ws = fmt_ws(r.t, part_rows(r.t) * (n_in() / BLK));
 #if GATE_UP
-    let wu = fmt_ws(1u, ROWS0 * (N_IN / BLK));
-#endif
-#if GATE_UP
+    let wu = fmt_ws(1u, rows0() * (n_in() / BLK));
     let pg = v2.x * (ws * stat.x * mult[0]);
     let pu = v2.y * (wu * stat.x * mult[1]);
     y[gr] = act(pg) * pu;
 #else
     let p = v2.x * (ws * stat.x * mult[r.t]);
-#if RESIDUAL
+#if SHAPE
+    let yi = sh.y0 + gr;                      // (once per row: a run-time switch costs nothing here)
+    y[yi] = select(p, y[yi] + p, sh.residual != 0u);
+#elif RESIDUAL
     y[gr] = y[gr] + p;
 #else
     y[gr] = p;
@@ -388,15 +482,21 @@ fn finish(gr: u32, v: vec2<f32>) {
 }
 
 fn body(li: u32, wid: u32, lane: u32, ln: u32) {
+#if SHAPE
+    sh = shape;
+    let rpw_u = shape.rpw;
+#else
+    let rpw_u = RPW;
+#endif
     prologue(li);
     let ng = WG / ln;                         // lane groups
     let grp = li / ln;
-    let units = N_IN / BLK * UPB;
-    let r_end = min((wid + 1u) * RPW, total_rows());
+    let units = n_in() / BLK * UPB;
+    let r_end = min((wid + 1u) * rpw_u, total_rows());
     let last = r_end - 1u;
-    let steps = (RPW + ng * RB - 1u) / (ng * RB);
+    let steps = (rpw_u + ng * RB - 1u) / (ng * RB);
     for (var it = 0u; it < steps; it++) {
-        let g0 = wid * RPW + (it * ng + grp) * RB;
+        let g0 = wid * rpw_u + (it * ng + grp) * RB;
         // rows g0 .. g0 + RB - 1; rows past the end redo the last row (results dropped): no branches
         let r0 = row_of(min(g0, last));
         let r1 = row_of(min(g0 + 1u, last));

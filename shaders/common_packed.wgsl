@@ -56,23 +56,31 @@ fn tail_act(u: u32, i: u32) -> PV {
 }
 
 // The QG groups of code word w against activations a[o + g] (A8: exact int32 of w = c - 1).
-// unit_dot calls it once per word with constant o: CPU compilers keep a in registers only when
-// every index is a constant, and do not fully unroll the nested loop of a 4-word unit.
+// unit_dot calls it once per word with constant o, and the groups are written out (QG is 4, 5 or
+// 8; `if (QG > g)` folds away; f32 sums in the order g = 0, 1, ...): CPU compilers keep a and
+// the codes in registers only when every index is a constant (SwiftShader unrolls no loop, and
+// compiles a dynamically indexed array as memory: slower to compile and to run).
 #if A8
-fn word_dot(w: u32, a: array<PV, UN>, o: u32) -> i32 {
-    let cs = fmt_codes(w);
-    var s = 0;
-    for (var g = 0u; g < QG; g++) { s += dot4(tern8(cs[g]), a[o + g]); }
-    return s;
-}
+alias WSUM = i32;
+fn gdot(c: u32, a: PV) -> i32 { return dot4(tern8(c), a); }
 #else
-fn word_dot(w: u32, a: array<PV, UN>, o: u32) -> f32 {
+alias WSUM = f32;
+fn gdot(c: u32, a: PV) -> f32 { return dot(tern4(c), a); }
+#endif
+
+fn word_dot(w: u32, a: array<PV, UN>, o: u32) -> WSUM {
     let cs = fmt_codes(w);
-    var s = 0.0;
-    for (var g = 0u; g < QG; g++) { s += dot(tern4(cs[g]), a[o + g]); }
+    var s = WSUM(0);
+    s += gdot(cs[0u], a[o + 0u]);
+    s += gdot(cs[1u], a[o + 1u]);
+    s += gdot(cs[2u], a[o + 2u]);
+    s += gdot(cs[3u], a[o + 3u]);
+    if (QG > 4u) { s += gdot(cs[min(4u, QG - 1u)], a[o + 4u]); }
+    if (QG > 5u) { s += gdot(cs[min(5u, QG - 1u)], a[o + 5u]); }
+    if (QG > 6u) { s += gdot(cs[min(6u, QG - 1u)], a[o + 6u]); }
+    if (QG > 7u) { s += gdot(cs[min(7u, QG - 1u)], a[o + 7u]); }
     return s;
 }
-#endif
 
 fn unit_dot(t: u32, bi: u32, j: u32, a: array<PV, UN>) -> f32 {
     let ws = fmt_words(t, bi, j);

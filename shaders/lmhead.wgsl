@@ -80,7 +80,7 @@ const UNIT: u32 = 8u;
 #if A8
 var<workgroup> qa: array<u32, K / 4u>;                 // q as packed int8 (PACKED A8): value 4k + i in byte i of qa[k]
 var<workgroup> pmax: array<f32, WG>;                 // max |m| partials
-#else
+#elif !XDIRECT
 var<workgroup> xs: array<vec4<f32>, K / 4u>;
 #endif
 var<workgroup> part: array<f32, WG>;                 // sum of squares partials; !SUBGROUPS: row sums
@@ -101,6 +101,39 @@ fn act4(i: u32) -> PV {                   // activation word i (common_packed)
 }
 #endif
 
+// vec4 k of m (XDIRECT: x * g read where it is used, not staged: no workgroup array, which
+// SwiftShader compiles in time that grows with its size; float formats only)
+fn m4(xb: u32, k: u32) -> vec4<f32> {
+#if XDIRECT
+    return x[xb + k] * g[k];
+#elif A8
+    return vec4<f32>();
+#else
+    return xs[k];
+#endif
+}
+
+#if XDIRECT
+// float formats: the m under unit u (F32: 4 values, F16 / BF16: 8), read once for the RB rows
+fn unit_m(xb: u32, u: u32) -> array<vec4<f32>, 2> {
+#if FMT_F32
+    return array<vec4<f32>, 2>(m4(xb, u), vec4<f32>());
+#else
+    return array<vec4<f32>, 2>(m4(xb, 2u * u), m4(xb, 2u * u + 1u));
+#endif
+}
+
+fn unit_x(r: u32, u: u32, m: array<vec4<f32>, 2>) -> f32 {
+#if FMT_F32
+    return dot(w[r * (K / 4u) + u], m[0]);
+#else
+    let v = w[r * (K / 8u) + u];
+    return dot(vec4<f32>(fmt_x2(v.x), fmt_x2(v.y)), m[0]) + dot(vec4<f32>(fmt_x2(v.z), fmt_x2(v.w)), m[1]);
+#endif
+}
+#endif
+
+#if !XDIRECT
 // sum over the UNIT values of unit u of row r of W[r, k] m[k]
 fn unit(r: u32, u: u32) -> f32 {
 #if PACKED
@@ -128,6 +161,7 @@ fn unit(r: u32, u: u32) -> f32 {
     return dot(vec4<f32>(fmt_x2(v.x), fmt_x2(v.y)), xs[2u * u]) + dot(vec4<f32>(fmt_x2(v.z), fmt_x2(v.w)), xs[2u * u + 1u]);
 #endif
 }
+#endif
 
 fn body(lid: u32, wg_index: u32, lane: u32, ln: u32) {
     // 1. m = x * g in workgroup memory; sum of squares of x
@@ -147,7 +181,7 @@ fn body(lid: u32, wg_index: u32, lane: u32, ln: u32) {
 #if A8
         let a = abs(xv * g[k]);
         am = max(am, max(max(a.x, a.y), max(a.z, a.w)));
-#else
+#elif !XDIRECT
         xs[k] = xv * g[k];
 #endif
     }
@@ -194,10 +228,18 @@ fn body(lid: u32, wg_index: u32, lane: u32, ln: u32) {
         let r3 = min(g0 + 3u, last);
         var a = vec4<f32>(0.0);
         for (var u = lane; u < units; u += ln) {
+#if XDIRECT
+            let m = unit_m(xb, u);
+            a.x += unit_x(r0, u, m);
+            if (RB > 1u) { a.y += unit_x(r1, u, m); }
+            if (RB > 2u) { a.z += unit_x(r2, u, m); }
+            if (RB > 3u) { a.w += unit_x(r3, u, m); }
+#else
             a.x += unit(r0, u);
             if (RB > 1u) { a.y += unit(r1, u); }
             if (RB > 2u) { a.z += unit(r2, u); }
             if (RB > 3u) { a.w += unit(r3, u); }
+#endif
         }
         // 3. reduce over the lane group
 #if SUBGROUPS

@@ -36,8 +36,7 @@ override WG: u32 = 256u;
 
 const NONE: u32 = 0xffffffffu;
 
-var<workgroup> red: array<f32, WG>;    // tree_sum / tree_max scratch; argmax: values
-var<workgroup> ri: array<u32, WG>;     // argmax: ids
+var<workgroup> red: array<f32, WG>;    // tree_sum / tree_max scratch
 
 fn penalize(lid: u32) {
     let r = params.penalty;
@@ -62,6 +61,13 @@ fn better(v: f32, i: u32, bv: f32, bi: u32) -> bool {
     return i != NONE && v == v && (bi == NONE || v > bv || (v == bv && i < bi));
 }
 
+// Each thread keeps the lowest index of its largest logit; then the largest of those (as an
+// order-preserving key, -0 as +0 so that they tie as numbers do) by atomicMax, and the lowest
+// index holding it by atomicMin: two workgroup words, where a shared-memory tree needs 2 WG
+// (SwiftShader compiles in time that grows with the workgroup memory: 192 -> 20 ms here).
+var<workgroup> best_key: atomic<u32>;      // 0: no number (every key of a number is > 0)
+var<workgroup> best_id: atomic<u32>;
+
 @compute @workgroup_size(WG)
 fn argmax(@builtin(local_invocation_index) lid: u32) {
     penalize(lid);
@@ -71,17 +77,14 @@ fn argmax(@builtin(local_invocation_index) lid: u32) {
         let v = logits[i];
         if (better(v, i, bv, bi)) { bv = v; bi = i; }
     }
-    red[lid] = bv;
-    ri[lid] = bi;
+    if (lid == 0u) { atomicStore(&best_key, 0u); atomicStore(&best_id, NONE); }
+    workgroupBarrier();                    // (workgroup memory is not zeroed on every backend)
+    let kb = select(0u, key(select(bv, 0.0, bv == 0.0)), bi != NONE);
+    atomicMax(&best_key, kb);
     workgroupBarrier();
-    for (var h = WG / 2u; h > 0u; h >>= 1u) {
-        if (lid < h && better(red[lid + h], ri[lid + h], red[lid], ri[lid])) {
-            red[lid] = red[lid + h];
-            ri[lid] = ri[lid + h];
-        }
-        workgroupBarrier();
-    }
-    if (lid == 0u) { out[0] = ri[0]; }
+    if (bi != NONE && kb == atomicLoad(&best_key)) { atomicMin(&best_id, bi); }
+    workgroupBarrier();
+    if (lid == 0u) { out[0] = atomicLoad(&best_id); }
 }
 
 // ---- topk ---------------------------------------------------------------------------------

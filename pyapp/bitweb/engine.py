@@ -117,15 +117,31 @@ class DecodeOps(_Ops):
     """The block at decode (one row). Ternary / binary linears: one bitlinear gemv per group, its
     norm, output multipliers and residual add fused (5 dispatches per block). Float linears
     (F16 / BF16 / F32 / Q8_0): a dense gemv per weight (norm fused), residual add and gate
-    activation as glue steps (11 per block)."""
+    activation as glue steps (11 per block). Where bitlinear.split_parts (SwiftShader) q, k and v
+    are one gemv each (7 dispatches per block), so that every one-part linear shares bitlinear's
+    run-time shape pipeline; n_cap: the largest n_in of the linears (it sizes that pipeline)."""
+
+    def __init__(self, eng):
+        super().__init__(eng)
+        self.n_cap = max(self.cfg.n_embd, self.cfg.q_dim, self.cfg.n_ff)
 
     def linear(self, i, group, x, y, norm, residual=False):
         B, names, nw = self.B, GROUPS[group], self.w(i, norm)
         n_in = self.shapes[names[0]][0]
         outs = [self.shapes[n][1] for n in names]
+        if self.eng.ternary and len(names) > 1 and bitlinear.split_parts(self.eng.dev):
+            steps, col = [], 0                    # one gemv per part, into its columns of y
+            for n, n_out in zip(names, outs):
+                st = bitlinear.gemv(self.fmt, n_in, n_out, a8=self.eng.a8, norm=nw is not None, eps=self.eps,
+                                    dev=self.eng.dev, n_cap=self.n_cap, shape=True, y0=col)
+                bufs = {"x": self.buf(x), "mult": self.eng._mult1(i, n), "y": self.buf(y), "w0": self.w(i, n)}
+                steps.append((st, bufs if nw is None else dict(bufs, norm=nw)))
+                col += n_out
+            return steps
         if self.eng.ternary:
             st = bitlinear.gemv(self.fmt, n_in, tuple(outs) if len(outs) > 1 else outs[0], a8=self.eng.a8,
-                                norm=nw is not None, residual=residual, eps=self.eps, dev=self.eng.dev)
+                                norm=nw is not None, residual=residual, eps=self.eps, dev=self.eng.dev,
+                                n_cap=self.n_cap)
             bufs = {"x": self.buf(x), "mult": self.eng._mult(i, group), "y": self.buf(y)}
             bufs.update({f"w{j}": self.w(i, n) for j, n in enumerate(names)})
             return [(st, bufs if nw is None else dict(bufs, norm=nw))]
@@ -156,7 +172,7 @@ class DecodeOps(_Ops):
         cfg, B, nw = self.cfg, self.B, self.w(i, norm)
         if self.eng.ternary:
             st = bitlinear.gate_up(self.fmt, cfg.n_embd, cfg.n_ff, a8=self.eng.a8, act=cfg.ffn, norm=nw is not None,
-                                   eps=self.eps, dev=self.eng.dev)
+                                   eps=self.eps, dev=self.eng.dev, n_cap=self.n_cap)
             bufs = {"x": self.buf(x), "mult": self.eng._mult(i, "gu"), "y": self.buf(g),
                     "gate": self.w(i, "ffn_gate"), "up": self.w(i, "ffn_up")}
             return [(st, bufs if nw is None else dict(bufs, norm=nw))]
@@ -628,7 +644,7 @@ class Engine:
         self.dispatches_per_layer = len(blocks) / cfg.n_layer
 
     async def _instantiate(self, steps):
-        return [await step.instantiate(self.dev, bufs) for step, bufs in steps]
+        return [await step.instantiate(self.dev, bufs, self.buf) for step, bufs in steps]
 
     def _embed_steps(self):
         cfg, ti = self.cfg, self.model.token_embd

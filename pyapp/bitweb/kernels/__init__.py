@@ -9,7 +9,11 @@ run a kernel the same way:
 
 Shapes that are fixed for a model are `override` constants (pipelines are cached
 per (shader, entry, constants, defines)); values that change per call
-(position, number of rows) live in a small `params` buffer.
+(position, number of rows) live in a small `params` buffer. A launch may bring
+small constant buffers of its own (`Step.data`, e.g. bitlinear's run-time shape,
+so that one pipeline serves several shapes): instantiate() creates them (once per
+contents in `store`: the engine's buffers, else the device's) unless the caller
+binds that name itself.
 
 | module | shader | kernels |
 |---|---|---|
@@ -34,17 +38,22 @@ class Step:
     workgroups: tuple               # (x, y, z)
     constants: dict = field(default_factory=dict, hash=False)   # override constants
     defines: dict = field(default_factory=dict, hash=False)     # #if switches (see bitweb.shaders)
+    data: dict = field(default_factory=dict, hash=False)        # bind name -> bytes of a constant buffer
 
     def with_constants(self, **constants) -> "Step":
         """The same launch with some override constants set (e.g. dense ROW0 / Y_STRIDE: where y goes)."""
-        return replace(self, constants=dict(self.constants, **constants), defines=dict(self.defines))
+        return replace(self, constants=dict(self.constants, **constants), defines=dict(self.defines),
+                       data=dict(self.data))
 
     async def pipeline(self, dev):
         return await dev.pipeline(self.shader, self.entry, self.constants, self.defines)
 
-    async def instantiate(self, dev, buffers: dict):
-        """(pipeline, bind_group, workgroups) with binding i -> buffers[bind[i]] (a Buffer or (Buffer, off, size))."""
+    async def instantiate(self, dev, buffers: dict, store: dict | None = None):
+        """(pipeline, bind_group, workgroups) with binding i -> buffers[bind[i]] (a Buffer or (Buffer, off, size));
+        the step's data buffers not in `buffers` come from `store` (created there when missing; default:
+        a cache that lives as long as the device)."""
         p = await self.pipeline(dev)
+        buffers = dict({n: data_buffer(dev, b, store) for n, b in self.data.items() if n not in buffers}, **buffers)
         missing = [n for n in self.bind if n not in buffers]
         if missing:
             raise KeyError(f"{self.shader}:{self.entry} needs buffers {missing}")
@@ -55,6 +64,17 @@ class Step:
         return {"shader": self.shader, "entry": self.entry, "constants": dict(self.constants),
                 "defines": dict(self.defines), "bind": [index_of[n] for n in self.bind],
                 "workgroups": list(self.workgroups)}
+
+
+def data_buffer(dev, data: bytes, store: dict | None = None):
+    """A buffer holding `data` (a Step's constant buffer), one per contents in store (default: the device's)."""
+    store = dev.__dict__.setdefault("_step_data", {}) if store is None else store
+    key = ("step data", bytes(data))
+    if key not in store:
+        buf = dev.create_buffer(max(16, -(-len(data) // 16) * 16), label="step data")
+        dev.write_buffer(buf, 0, key[1])
+        store[key] = buf
+    return store[key]
 
 
 # Words in an adapter's info that mark a CPU rasteriser, for the kernels' default tunes.

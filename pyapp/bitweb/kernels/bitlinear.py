@@ -9,12 +9,14 @@ One decoded token per layer (x: residual stream f32[dim]):
     pipe, bg, wg = await step.instantiate(dev, {"x": ..., "norm": ..., "mult": ..., "y": ..., "w0": ...})
 
 API
-    gemv(fmt, n_in, rows, *, a8, norm=False, residual=False, eps=1e-5, dev=None, **tune) -> Step
+    gemv(fmt, n_in, rows, *, a8, norm=False, residual=False, eps=1e-5, dev=None, y0=0, **tune) -> Step
         rows: int, or a tuple of 1..3 ints (one per weight tensor; outputs concatenated in y)
         bind: ("x", ["norm"], "mult", "y", "w0", ["w1"], ["w2"])
     gate_up(fmt, n_in, rows, *, a8, act="relu2"|"silu", norm=True, eps=1e-5, dev=None, **tune) -> Step
         bind: ("x", ["norm"], "mult", "y", "gate", "up")
     choose(dev=None, n_in=0, a8=True, rows=0) -> Tune   the tuning used when none is given
+    split_parts(dev=None) -> bool    run q | k | v as one one-part gemv each (y0 = its first column)
+    shape_bytes(n_in, rows, rpw, y0=0, residual=False) -> bytes   the run-time shape (Step.data "shape")
     variant(step, dev) -> str     which variant runs, e.g. "gemv I2_S A8 dot4 subgroup WG64 RPW320 RB4"
     FORMATS                                         GGUF type name -> define (bitweb.formats, packed kinds)
     BLOCK                                           GGUF type name -> values per block
@@ -43,6 +45,7 @@ plain integer maths); a8=False keeps f32 activations. The maths is in the shader
 """
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, replace
 
 from bitweb import formats
@@ -66,6 +69,9 @@ class Tune:
     subgroups: bool | None = None   # None: device decides; False: force the shared-memory variant
     xshared: bool = False   # f32 mode: m = x * norm staged in workgroup memory
     dot4: bool | None = None        # None: device decides; False: force the plain-integer A8 dot
+    shape: bool | None = None  # n_in, the rows and rpw read at run time from a small buffer (Step.data
+                            # "shape"): linears of the same fusions share one pipeline
+    n_cap: int = 0          # with shape: the largest n_in of the linears sharing that pipeline (0: n_in)
 
 
 def _limits(dev) -> dict:
@@ -79,6 +85,8 @@ def choose(dev=None, n_in: int = 0, a8: bool = True, rows: int = 0) -> Tune:
     a large share, so few big workgroups: about 8 per dispatch (rpw >= 64), 4 rows per lane group
     (SwiftShader: 1, which compiles 2-4x faster and ran as fast or faster in Chromium:
     dev/perf/compile_times.py --bitlinear-speed, PERFORMANCE.md "Ready time").
+    SwiftShader also reads the shape at run time (shape=True) and splits q | k | v into one gemv
+    each (split_parts): q, k, v, attention output and FFN down share one pipeline.
     GPUs: many workgroups for memory parallelism: 128 threads, 16 rows each, 2 rows per lane group.
     """
     cpu = rasteriser(dev)
@@ -90,6 +98,14 @@ def choose(dev=None, n_in: int = 0, a8: bool = True, rows: int = 0) -> Tune:
     if not a8 and n_in * 4 + 8 * t.wg * 4 + 64 <= storage:
         t = replace(t, xshared=True)
     return t
+
+
+def split_parts(dev=None) -> bool:
+    """Whether a linear of several parts (q | k | v) runs as one gemv per part (y0: its columns)
+    rather than one PARTS3 gemv: on SwiftShader, where the one-part gemvs (q, k, v, attention
+    output, FFN down) then share one run-time shape pipeline: 2 bitlinear compiles instead of 4
+    (with gate_up). Its compiles are the browser's ready-time floor; lavapipe's are tens of ms."""
+    return rasteriser(dev) == "swiftshader"
 
 
 def _check(fmt, n_in, rows, tune: Tune):
@@ -104,6 +120,8 @@ def _check(fmt, n_in, rows, tune: Tune):
         raise BitLinearError(f"bitlinear: wg = {wg} must be a power of two in 4..1024")
     if tune.lanes & (tune.lanes - 1) or not 1 <= tune.lanes <= wg:
         raise BitLinearError(f"bitlinear: lanes = {tune.lanes} must be a power of two <= wg ({wg})")
+    if tune.shape and tune.n_cap and (tune.n_cap < n_in or tune.n_cap % BLOCK[fmt]):
+        raise BitLinearError(f"bitlinear: n_cap = {tune.n_cap} must be a multiple of the {fmt} block >= n_in ({n_in})")
     if not 1 <= tune.rb <= 4:
         raise BitLinearError(f"bitlinear: rb = {tune.rb} must be 1..4")
     if tune.rpw < 1:
@@ -118,8 +136,16 @@ def _tune(dev, n_in, a8, rows, kw) -> Tune:
     return t
 
 
-def _step(entry, fmt, n_in, rows, a8, norm, residual, eps, tune: Tune, extra: dict, bind):
+def shape_bytes(n_in: int, rows, rpw: int, y0: int = 0, residual: bool = False) -> bytes:
+    """The run-time shape of a linear (struct Shape of shaders/bitlinear.wgsl; 32 bytes)."""
+    rows = tuple(rows) + (0,) * (3 - len(rows))
+    return struct.pack("<8I", n_in, *rows, rpw, y0, int(bool(residual)), 0)
+
+
+def _step(entry, fmt, n_in, rows, a8, norm, residual, eps, tune: Tune, extra: dict, bind, y0: int = 0):
     _check(fmt, n_in, rows, tune)
+    if y0 and not tune.shape:
+        raise BitLinearError(f"bitlinear: y0 = {y0} needs the run-time shape variant (shape=True)")
     rows = tuple(rows) + (0,) * (3 - len(rows))
     defines = {FORMATS[fmt]: True, "A8": bool(a8), "NORM": bool(norm), "RESIDUAL": bool(residual),
                "XSHARED": bool(tune.xshared and not a8)}
@@ -131,18 +157,27 @@ def _step(entry, fmt, n_in, rows, a8, norm, residual, eps, tune: Tune, extra: di
     constants = {"WG": tune.wg, "N_IN": n_in, "ROWS0": rows[0], "ROWS1": rows[1], "ROWS2": rows[2],
                  "RPW": tune.rpw, "RB": tune.rb, "LANES": tune.lanes, "EPS": float(eps)}
     total = rows[0] if entry == "gate_up" else sum(rows)
-    return Step("bitlinear", entry, tuple(bind), (-(-total // tune.rpw), 1, 1), constants, defines)
+    data = {}
+    if tune.shape:              # the shape at run time: constants that do not depend on it
+        defines.update(SHAPE=True, RESIDUAL=False)
+        constants = {"WG": tune.wg, "N_IN": tune.n_cap or n_in, "RB": tune.rb, "LANES": tune.lanes, "EPS": float(eps)}
+        data = {"shape": shape_bytes(n_in, rows, tune.rpw, y0, residual)}
+        bind = list(bind) + ["shape"]
+    return Step("bitlinear", entry, tuple(bind), (-(-total // tune.rpw), 1, 1), constants, defines, data)
 
 
 def gemv(fmt: str, n_in: int, rows, *, a8: bool, norm: bool = False, residual: bool = False,
-         eps: float = 1e-5, dev=None, **tune) -> Step:
-    """y (+)= [W0|W1|W2] . (rmsnorm(x) if norm else x); one dispatch over all parts' rows."""
+         eps: float = 1e-5, dev=None, y0: int = 0, **tune) -> Step:
+    """y (+)= [W0|W1|W2] . (rmsnorm(x) if norm else x); one dispatch over all parts' rows.
+    y0 (the run-time shape variant only): y index of row 0 (one part of a wider output)."""
     rows = (rows,) if isinstance(rows, int) else tuple(rows)
     t = _tune(dev, n_in, a8, sum(rows), tune)
     parts = len(rows)
+    if t.shape is None:         # SwiftShader: the one-part linears share one pipeline (split_parts)
+        t = replace(t, shape=split_parts(dev) and parts == 1)
     bind = ["x"] + (["norm"] if norm else []) + ["mult", "y"] + [f"w{i}" for i in range(parts)]
     extra = {"PARTS2": parts >= 2, "PARTS3": parts >= 3}
-    return _step("gemv", fmt, n_in, rows, a8, norm, residual, eps, t, extra, bind)
+    return _step("gemv", fmt, n_in, rows, a8, norm, residual, eps, t, extra, bind, y0)
 
 
 def gate_up(fmt: str, n_in: int, rows: int, *, a8: bool, act: str = "relu2", norm: bool = True,
@@ -151,6 +186,8 @@ def gate_up(fmt: str, n_in: int, rows: int, *, a8: bool, act: str = "relu2", nor
     if act not in ("relu2", "silu"):
         raise BitLinearError(f"bitlinear.gate_up: act must be 'relu2' or 'silu', got {act!r}")
     t = _tune(dev, n_in, a8, rows, tune)
+    if t.shape is None:
+        t = replace(t, shape=False)
     bind = ["x"] + (["norm"] if norm else []) + ["mult", "y", "gate", "up"]
     extra = {"GATE_UP": True, "PARTS2": True, "ACT_SILU": act == "silu"}
     return _step("gate_up", fmt, n_in, (rows,), a8, norm, False, eps, t, extra, bind)
@@ -164,4 +201,7 @@ def variant(step: Step, dev=None) -> str:
     act = ("A8 " + ("dot4" if dot4 else "int")) if d.get("A8") else ("f32 xshared" if d.get("XSHARED") else "f32")
     fmt = next(k for k, v in FORMATS.items() if d.get(v))
     red = "subgroup" if sg else f"shared(lanes {c['LANES']})"
+    if d.get("SHAPE"):
+        rpw = struct.unpack("<8I", step.data["shape"])[4]
+        return f"{step.entry} {fmt} {act} {red} WG{c['WG']} RPW{rpw} RB{c['RB']} shape(n_cap {c['N_IN']})"
     return f"{step.entry} {fmt} {act} {red} WG{c['WG']} RPW{c['RPW']} RB{c['RB']}"

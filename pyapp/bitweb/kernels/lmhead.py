@@ -7,7 +7,9 @@
                                             (n_in % 8 == 0; F32 % 4), Q8_0 (n_in % 64 == 0), the packed
                                             ones (Q1_0, Q2_0 ...: n_in a multiple of their block);
                                             n_in <= 4096 (m lives in workgroup memory)
-    choose(dev) -> Tune                     CPU adapters: 128 rows per workgroup; GPUs: 16
+    choose(dev) -> Tune                     CPU adapters: 128 rows per workgroup; GPUs: 16;
+                                            SwiftShader: xdirect (float rows: m = x * g read where
+                                            it is used, no workgroup array: compiles faster there)
     gemv(wtype, n_in, n_out, *, a8=False, shards=None, eps=1e-5, last_row=False, dev=None, **tune) -> [Step]
         bind ("w{i}", "x", "y", "norm") as dense.gemv(..., norm=True): the engine's decode head;
         last_row=True: x is f32[m][n_in], row params.m - 1 is used, bind adds "params" (the
@@ -44,10 +46,17 @@ class Tune:
     rb: int = 2
     lanes: int = 16
     subgroups: bool | None = None
+    xdirect: bool = False   # float formats: m = x * g read from x and g where used, not staged in workgroup memory
 
 
 def choose(dev=None) -> Tune:
-    return Tune(rpw=128, rb=4) if rasteriser(dev) else Tune(rpw=16, rb=2)
+    """SwiftShader compiles a workgroup array in time that grows with its size (K = 256: 256 words,
+    ~60 ms of the head's ~170 ms; 2B4T's K = 2560 would be 2560 words), so there the float rows
+    read m from x and g (xdirect; dev/perf/compile_times.py, PERFORMANCE.md "Ready time")."""
+    cpu = rasteriser(dev)
+    if cpu:
+        return Tune(rpw=128, rb=4, xdirect=cpu == "swiftshader")
+    return Tune(rpw=16, rb=2)
 
 
 def _unit(wtype: str) -> int:
@@ -81,6 +90,8 @@ def gemv(wtype: str, n_in: int, n_out: int, *, a8: bool = False, shards=None, ep
     defines = {formats.by_name(wtype).define: True}
     if packed:
         defines.update(PACKED=True, A8=bool(a8))
+    elif t.xdirect and wtype != "Q8_0":
+        defines["XDIRECT"] = True
     if t.subgroups is not None:
         defines["SUBGROUPS"] = bool(t.subgroups)
     extra = ()
@@ -98,5 +109,5 @@ def variant(step: Step, dev=None) -> str:
     sg = d.get("SUBGROUPS", bool(dev is not None and dev.caps.subgroups))
     fmt = next(f for f in TYPES if d.get(formats.by_name(f).define))
     red = "subgroup" if sg else f"shared(lanes {c['LANES']})"
-    act = (" a8" if d.get("A8") else " f32") if d.get("PACKED") else ""
+    act = (" a8" if d.get("A8") else " f32") if d.get("PACKED") else (" xdirect" if d.get("XDIRECT") else "")
     return f"lmhead {fmt}{act} {red} WG{c['WG']} RPW{c['RPW']} RB{c['RB']}"

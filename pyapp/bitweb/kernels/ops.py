@@ -154,6 +154,11 @@ def _heads(n_head, n_kv_head, head_dim):
         raise OpsSpecError(f"attention: head_dim = {head_dim} must be a multiple of 8 in 8..256")
 
 
+def _gmax(g: int) -> dict:
+    """The per-thread head arrays' size (attention.wgsl GMAX: 2, 4 or 8 >= g q heads per kv head)."""
+    return {"GMAX2": True} if g <= 2 else {"GMAX4": True} if g <= 4 else {}
+
+
 def _consts(n_head, n_kv_head, head_dim, max_ctx):
     return {"HD": head_dim, "NH": n_head, "NKV": n_kv_head, "MAX_CTX": max_ctx}
 
@@ -214,6 +219,7 @@ def attention_decode(n_head: int, n_kv_head: int, head_dim: int, max_ctx: int, *
         raise OpsSpecError(f"attention: splits = {splits} out of range")
     rc, rd, rb = _rope_switches(mode, qk_norm, eps)
     rd.update(_kv_defines(kv, f16))
+    rd.update(_gmax(n_head // n_kv_head))
     c = dict(_consts(n_head, n_kv_head, head_dim, max_ctx), WG=wg, SPLITS=splits)
     out = "o" if splits == 1 else "attn_part"
     steps = [Step("attention", "decode", ("k_cache", "v_cache", "qkv", out, "params", "freqs") + rb,
@@ -233,7 +239,7 @@ def attention_prefill(n_head: int, n_kv_head: int, head_dim: int, max_ctx: int, 
     bind = ("k_cache", "v_cache", "qkv", "o", "params")
     if head_dim % 16 or head_dim > 256:   # the fallback: a workgroup of >= head_dim threads per (kv head, row)
         c = dict(_consts(n_head, n_kv_head, head_dim, max_ctx), WG=_attn_wg(head_dim, wg))
-        return Step("attention", "prefill_wg", bind, (n_kv_head, rows, 1), c, d)
+        return Step("attention", "prefill_wg", bind, (n_kv_head, rows, 1), c, dict(d, **_gmax(n_head // n_kv_head)))
     wg = 8 if wg is None else wg          # rows (invocations) per workgroup, a multiple of 4 (quads)
     if wg % 4 or not 4 <= wg <= 256:
         raise OpsSpecError(f"attention prefill: wg = {wg} rows per workgroup must be a multiple of 4 in 4..256")

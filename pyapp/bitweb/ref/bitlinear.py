@@ -193,8 +193,10 @@ def f32b(a) -> bytes:
 
 
 def add_case(builder, name, step, buffers):
-    """buffers: {name: dict(data=..., expect=..., atol, rtol)} in any order; bound by step.bind."""
-    order = list(step.bind)
+    """buffers: {name: dict(data=..., expect=..., atol, rtol)} in any order; bound by step.bind
+    (a name bound twice gets one buffer; the step's data buffers are added)."""
+    buffers = dict({n: dict(data=b) for n, b in step.data.items()}, **buffers)
+    order = list(dict.fromkeys(step.bind))
     index = {n: i for i, n in enumerate(order)}
     bufs = [dict(name=n, **buffers[n]) for n in order]
     return builder.add(name, bufs, [step.as_case_step(index)])
@@ -243,6 +245,49 @@ def gate_up_case(builder, rng, fmt, n_in, rows, *, a8, act="relu2", norm=True, m
     return add_case(builder, name.strip(), step, bufs)
 
 
+def part_case(builder, rng, fmt, n_in, rows, y0, *, a8, residual, **tune):
+    """The run-time shape variant writing one part of a wider y (q, k or v of qkv): rows y0 ..
+    y0 + rows - 1 get p (residual: y + p); the words around them keep their values."""
+    step = spec.gemv(fmt, n_in, rows, a8=a8, norm=True, residual=residual, y0=y0, **dict(tune, shape=True))
+    nw = rand_norm(rng, n_in)
+    x = rand_x(rng, n_in)
+    if a8:
+        x = untie(x, nw)
+    w = rand_tensor(rng, fmt, rows, n_in)
+    y_in = rand_x(rng, y0 + rows + 5) * F32(4.0)
+    mult = np.asarray([1.25], F32)
+    part, p = gemv(fmt, [(w, rows)], n_in, x, a8=a8, nw=nw, mult=mult,
+                   residual=y_in[y0:y0 + rows] if residual else None)
+    y = y_in.copy()
+    y[y0:y0 + rows] = part
+    atol, rtol = tolerance(p, part, True)
+    bufs = {"x": dict(data=f32b(x)), "norm": dict(data=f32b(nw)), "mult": dict(data=f32b(mult)), "w0": dict(data=w),
+            "y": dict(data=f32b(y_in), expect=f32b(y), atol=atol, rtol=rtol)}
+    name = f"bitlinear.gemv {fmt} {'a8' if a8 else 'f32'} {n_in}x{rows} y0={y0}{' res' if residual else ''} {_tname(tune)}"
+    return add_case(builder, name, step, bufs)
+
+
+def shape_cases(builder, rng, fmt, i, few=False):
+    """The run-time shape variant (shape=True: n_in, rows, rpw, y0 and the residual add from a
+    buffer, n_cap above n_in). Every format: one part into a wider y (the engine's q / k / v, the
+    residual add on odd i); the fusions (PARTS3, gate_up, a residual at n_in = n_cap) on two
+    formats, modes, reductions and RB rotating with i. few: the browser's scope, 1 case each."""
+    n, blk = spec.BLOCK[fmt] * 3, spec.BLOCK[fmt]
+    t = dict(shape=True, n_cap=n + blk, rb=(1, 3, 4, 2)[i % 4], wg=64, **({"subgroups": False} if i % 2 else {}))
+    a8 = i % 2 == 0
+    if few:
+        if i % 2 == 0:
+            part_case(builder, rng, fmt, n, 11, 13 + i, a8=a8, residual=i % 4 == 2, rpw=4, **t)
+        else:
+            gate_up_case(builder, rng, fmt, n, 21, a8=True, act="silu", mult=[1.0, 0.5], rpw=16, **t)
+        return
+    part_case(builder, rng, fmt, n, 11, 13 + i, a8=a8, residual=i % 2 == 1, rpw=4, **t)
+    if i < 2:
+        gemv_case(builder, rng, fmt, n, (13, 7, 9), a8=a8, norm=True, mult=[0.75, 1.25, 2.0], rpw=8, **t)
+        gate_up_case(builder, rng, fmt, n, 21, a8=not a8, act="silu" if i % 2 else "relu2", mult=[1.0, 0.5], rpw=16, **t)
+        gemv_case(builder, rng, fmt, n + blk, 29, a8=not a8, norm=True, residual=True, mult=[1.5], rpw=8, **t)
+
+
 def _tname(tune):
     return " ".join(f"{k}={v}" for k, v in sorted(tune.items()))
 
@@ -266,6 +311,7 @@ def cases(builder, scope: str = "full"):
             if i % 2 == 1:
                 gemv_case(builder, rng, fmt, n, 4, a8=True, dot4=False)
             gate_up_case(builder, rng, fmt, n, 9, a8=True, act="relu2" if i % 2 else "silu", mult=[0.125, 1.0])
+            shape_cases(builder, rng, fmt, i, few=True)
         return
     for fmt in fmts:
         n = spec.BLOCK[fmt] * 3                      # a multiple of the block, not of 256 for I2_S/Q1_0
@@ -285,6 +331,8 @@ def cases(builder, scope: str = "full"):
         gemv_case(builder, rng, fmt, spec.BLOCK[fmt], 1, a8=False, residual=True, subgroups=False)
         gate_up_case(builder, rng, fmt, n, 6, a8=True, dot4=False, subgroups=False)
         gate_up_case(builder, rng, fmt, n, 7, a8=False, norm=False, subgroups=False, lanes=4, wg=16, rpw=5)
+    for i, fmt in enumerate(fmts):
+        shape_cases(builder, rng, fmt, i)
     # the 2B4T shapes, each once per format (variants and modes rotate)
     for i, fmt in enumerate(fmts):
         for j, (n_in, rows) in enumerate(SHAPES_2B4T):

@@ -106,6 +106,7 @@ def cases(b, scope: str = "full"):
         case(b, rng, "lmhead.F16", "F16", 256, 77)
         case(b, rng, "lmhead.Q8_0.shared", "Q8_0", 128, 45, subgroups=False, rpw=8, rb=3)
         case(b, rng, "lmhead.F16.lastrow", "F16", 256, 33, last_row=4)
+        case(b, rng, "lmhead.F16.xdirect", "F16", 256, 77, xdirect=True, rpw=128, rb=4)
         return
     for wtype in spec.UNIT:
         for sg in (True, False):
@@ -119,3 +120,6 @@ def cases(b, scope: str = "full"):
     for sg in (True, False):
         case(b, rng, f"lmhead.F16.lastrow.{'subgroup' if sg else 'shared'}", "F16", 320, 41, last_row=5, subgroups=sg)
     case(b, rng, "lmhead.Q8_0.lastrow.sharded", "Q8_0", 128, 90, last_row=3, max_binding=68 * 2 * 20)
+    for i, wtype in enumerate(("F32", "F16", "BF16")):      # xdirect (SwiftShader's choice), each with its own twist
+        kw = [dict(subgroups=False, rb=3), dict(last_row=3, rb=4, rpw=128), dict(rb=2, rpw=7, max_binding=512 * 2 * 20)][i]
+        case(b, rng, f"lmhead.{wtype}.xdirect", wtype, 512, 67, xdirect=True, **kw)

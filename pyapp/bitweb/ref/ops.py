@@ -497,9 +497,10 @@ def _pen_ids(rng, nv, hot, avoid=()):
 
 def argmax_cases(b, rng, scope):
     # (n_vocab, penalty, wg, kind)
-    shapes = [(1001, 1.3, 256, "tie")] if scope == "browser" else \
+    shapes = [(1001, 1.3, 256, "tie"), (513, 1.0, 64, "signed_zeros")] if scope == "browser" else \
         [(128256, 1.3, 256, "tie"), (128256, 1.0, 256, "tie"), (1001, 1.1, 64, "penalised_max"),
-         (999, 1.0, 256, "equal"), (5, 1.0, 256, "tie")]
+         (999, 1.0, 256, "equal"), (5, 1.0, 256, "tie"), (777, 1.0, 64, "nan"), (300, 1.0, 256, "all_nan"),
+         (513, 1.0, 64, "signed_zeros"), (70, 1.2, 256, "negative")]
     for nv, r, wg, kind in shapes:
         logits = (rng.normal(size=nv) * 3).astype(np.float32)
         top = float(logits.max())
@@ -516,11 +517,23 @@ def argmax_cases(b, rng, scope):
             hot = [int(order[0]), int(np.argmin(logits))]
         elif kind == "equal":
             logits[:] = 0.5
+        elif kind == "nan":              # NaN never wins, not even before the max
+            logits[rng.choice(nv, size=9, replace=False)] = np.nan
+            logits[0] = np.nan
+        elif kind == "all_nan":          # no number: 0xffffffff
+            logits[:] = np.nan
+        elif kind == "signed_zeros":     # -0 and +0 tie as numbers: the lower id wins
+            logits = -np.abs(logits) - 1
+            a, c = sorted(rng.choice(nv, size=2, replace=False))
+            logits[a], logits[c] = -0.0, 0.0
+        elif kind == "negative":
+            logits = -np.abs(logits) - 0.5
         pids = _pen_ids(rng, nv, hot, avoid)
         pen = penalize(logits, pids, r)
-        tok = int(np.argmax(pen))
+        num = ~np.isnan(pen)
+        tok = int(np.flatnonzero(num & (pen == pen[num].max()))[0]) if num.any() else 0xFFFFFFFF
         step = spec.argmax(nv, wg=wg)
-        bufs = [{"name": "logits", "data": f32b(logits), "expect": f32b(pen), "rtol": 3 * U},
+        bufs = [{"name": "logits", "data": f32b(logits), "expect": None if (~num).any() else f32b(pen), "rtol": 3 * U},
                 {"name": "token", "size": 4, "expect": u32b([tok]), "dtype": "u32"},
                 {"name": "penalty_ids", "data": u32b(pids)},
                 {"name": "params", "data": spec.params(n_ids=pids.size, penalty=r)}]
