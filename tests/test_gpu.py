@@ -226,8 +226,14 @@ def test_native_device_says_whether_it_is_software(gpu):
                                       ({"device": "llvmpipe (LLVM 15.0.7, 256 bits)"}, 4)])
 def test_bitlinear_rows_per_lane_group_on_cpu_adapters(info, rb):
     """SwiftShader gets one row per lane group (2-4x faster to compile, no slower there:
-    dev/perf/compile_times.py --bitlinear-speed); lavapipe keeps 4 (its measured best)."""
+    dev/perf/compile_times.py --bitlinear-speed) and its shape at run time (SHAPE: rpw in the
+    step's shape buffer, one pipeline for several linears); lavapipe keeps 4 (its measured best)."""
+    import struct
+
     from bitweb.kernels import bitlinear
     dev = gpu_mod.Device(backend="browser", info=info)
     st = bitlinear.gemv("TQ2_0", 512, 256, a8=True, norm=True, dev=dev)
-    assert st.constants["RB"] == rb and st.constants["RPW"] == 64 and st.constants["WG"] == 64
+    shape = bool(st.defines.get("SHAPE"))
+    assert shape == (rb == 1)
+    rpw = struct.unpack("<8I", st.data["shape"])[4] if shape else st.constants["RPW"]
+    assert st.constants["RB"] == rb and rpw == 64 and st.constants["WG"] == 64
