@@ -892,22 +892,26 @@ def test_page_reopens_the_last_model_from_the_cache(app, oracle):
     finally:
         app.context.unroute(shipped)
     no_errors(app)
+    # this load's manifest is stored right after it (long before the reply ends): a new key, or the
+    # key of an earlier load of the same model and options in this context, overwritten
     spoiled = app.page.evaluate("""async (n) => {
       const m = await caches.open('bitweb-pipelines');
-      for (let i = 0; i < 150; i++) {                  // (this load's manifest is stored after it)
+      for (let i = 0; i < 150; i++) {
         const keys = await m.keys();
-        if (keys.length > n) {
+        if (keys.length > n || (i >= 15 && keys.length > 0 && keys.length === n)) {
           for (const k of keys) await m.put(k, Response.json({ features: 5, limits: null, pipelines: 7 }));
           return keys.length;
         }
         await new Promise((ok) => setTimeout(ok, 200));
       }
       return 0; }""", manifests)
-    assert spoiled > manifests, (spoiled, manifests)
+    assert spoiled >= manifests and spoiled > 0, (spoiled, manifests)
     app.page.goto(app.server)
     info = app.wait_ready("other.gguf")
     assert info["load"]["boot"]["from"] == "snapshot"
-    assert not (info["load"].get("prepared") or {}).get("taken"), info["load"].get("prepared")
+    # a manifest was found for this load (prepared is null without one) and none of it was taken
+    prepared = info["load"].get("prepared")
+    assert prepared is not None and not prepared.get("taken"), prepared
     no_errors(app)
 
 
