@@ -8,10 +8,12 @@ dev scripts (dev/*/): one place for the server, the browser and the flags the te
 build: run tools/build_web.py first (the pages load build/web/bitweb.zip). The browser is
 $BITWEB_CHROMIUM or /usr/bin/chromium; pg.context is a fresh browser context (routes, storage).
 """
-import contextlib, os, re, subprocess, sys
+import contextlib, os, subprocess, sys
 from playwright.sync_api import sync_playwright
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+from serving import served  # noqa: E402  (tools/serving.py)
 ARGS = ["--enable-unsafe-webgpu", "--no-sandbox", "--disable-background-networking", "--disable-component-update"]
 
 
@@ -19,17 +21,10 @@ ARGS = ["--enable-unsafe-webgpu", "--no-sandbox", "--disable-background-networki
 def page(build: bool = False):
     if build:
         subprocess.run([sys.executable, os.path.join(ROOT, "tools", "build_web.py")], check=True, capture_output=True)
-    proc = subprocess.Popen(["node", os.path.join(ROOT, "tools", "serve.mjs")], cwd=ROOT,
-                            env=dict(os.environ, PORT="0"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        url = re.search(r"http://[\d.]+:\d+/", proc.stdout.readline()).group(0)
-        with sync_playwright() as p:
-            br = p.chromium.launch(executable_path=os.environ.get("BITWEB_CHROMIUM", "/usr/bin/chromium"),
-                                   args=ARGS, headless=True)
-            try:
-                yield br.new_page(), url
-            finally:
-                br.close()
-    finally:
-        proc.kill()
-        proc.wait()
+    with served() as url, sync_playwright() as p:
+        br = p.chromium.launch(executable_path=os.environ.get("BITWEB_CHROMIUM", "/usr/bin/chromium"),
+                               args=ARGS, headless=True)
+        try:
+            yield br.new_page(), url
+        finally:
+            br.close()

@@ -24,13 +24,12 @@ import importlib.util
 import json
 import os
 import pathlib
-import re
 import shutil
-import subprocess
 import sys
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))       # (tools/serving.py)
 WEB = ROOT / "build" / "web"
 ZIP = WEB / "bitweb.zip"
 BIN = WEB / "boot-snapshot.bin"
@@ -123,24 +122,15 @@ def missing_tools() -> str | None:
 def make_in_chromium() -> tuple[bytes, dict]:
     """(snapshot bytes, its key as the browser saw it) from a worker of headless Chromium."""
     from playwright.sync_api import sync_playwright
-    proc = subprocess.Popen(["node", str(ROOT / "tools" / "serve.mjs")], cwd=ROOT, env=dict(os.environ, PORT="0"),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        line = proc.stdout.readline()
-        m = re.search(r"http://[\d.]+:\d+/", line)
-        if not m:
-            raise RuntimeError(f"tools/serve.mjs did not start: {line.strip()!r}")
-        with sync_playwright() as p:
-            br = p.chromium.launch(executable_path=CHROMIUM, args=CHROME_ARGS, headless=True)
-            try:
-                page = br.new_page()
-                page.goto(m.group(0) + "__boot-snapshot")     # (a 404 page of the origin is enough)
-                r = page.evaluate(MAKE_JS, MAKE_S * 1000)
-            finally:
-                br.close()
-    finally:
-        proc.kill()
-        proc.wait()
+    from serving import served
+    with served() as url, sync_playwright() as p:
+        br = p.chromium.launch(executable_path=CHROMIUM, args=CHROME_ARGS, headless=True)
+        try:
+            page = br.new_page()
+            page.goto(url + "__boot-snapshot")     # (a 404 page of the origin is enough)
+            r = page.evaluate(MAKE_JS, MAKE_S * 1000)
+        finally:
+            br.close()
     return base64.b64decode(r["b64"]), {"pyodide": r["pyodide"], "zip_sha256": r["zipSha256"]}
 
 

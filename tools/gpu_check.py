@@ -32,6 +32,7 @@ import sys
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))       # (tools/serving.py)
 VENV_PY = ROOT / ".venv" / "bin" / "python"
 CHROMIUM = os.environ.get("BITWEB_CHROMIUM", "/usr/bin/chromium")
 BASE_FLAGS = ["--enable-unsafe-webgpu", "--no-sandbox", "--disable-background-networking",
@@ -484,29 +485,23 @@ def w_browser_kernels(arg) -> dict:
     from bitweb.ref import build_cases
     expected = len(build_cases("browser").cases)
     flags = FLAG_SETS[arg["flag_set"]]
-    srv = subprocess.Popen(["node", str(ROOT / "tools" / "serve.mjs")], cwd=ROOT, env=dict(os.environ, PORT="0"),
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    from serving import ServerError, served
+    errors = []
+    logs = ROOT / "test-results" / "gpu-check" / "chromium"
+    logs.mkdir(parents=True, exist_ok=True)
     try:
-        line = srv.stdout.readline()
-        m = re.search(r"http://[\d.]+:\d+/", line)
-        if not m:
-            return {"ok": False, "error": f"tools/serve.mjs did not start: {line!r}", "expected": expected, "results": []}
-        errors = []
-        logs = ROOT / "test-results" / "gpu-check" / "chromium"
-        logs.mkdir(parents=True, exist_ok=True)
-        with sync_playwright() as pw:
+        with served() as url, sync_playwright() as pw:
             b = _launch(pw, flags, logs / "kernels.log")
             try:
                 pg = b.new_page()
                 pg.on("pageerror", lambda e: errors.append(str(e)))
-                pg.goto(m.group(0) + "kernels.html")
+                pg.goto(url + "kernels.html")
                 pg.wait_for_function("window.kernelResults !== undefined", timeout=0)
                 res = pg.evaluate("window.kernelResults")
             finally:
                 b.close()
-    finally:
-        srv.kill()
-        srv.wait()
+    except ServerError as e:
+        return {"ok": False, "error": str(e), "expected": expected, "results": []}
     results = res.get("results", [])
     n_ok = sum(r["ok"] for r in results)
     print(f"browser kernels ({arg['flag_set']}): {n_ok}/{len(results)} passed on {res.get('adapter')}", file=sys.stderr)

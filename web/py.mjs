@@ -98,7 +98,7 @@ export async function bootPython(progress = () => {}, { snapshot = true, shipped
         py = await restore(read);
         boot.from = 'shipped';
         boot.shipped = 'used';
-        if (cache) boot.save = () => { const b = bytes; bytes = null; return b ? writeSnapshot(cache, key, b) : Promise.resolve(0); };
+        if (cache) boot.save = saveOnce(cache, key, bytes);
       } catch (e) {
         boot.shipped = e instanceof Skip ? e.message : `spoiled: ${e?.message || e}`;
         if (!(e instanceof Skip)) console.warn('bitweb: the shipped boot snapshot did not load; booting without it:', e);
@@ -112,8 +112,7 @@ export async function bootPython(progress = () => {}, { snapshot = true, shipped
     const made = await freshBoot(indexURL, zip, time, !!cache);
     py = made.py;
     if (made.error) boot.snapshotError = made.error;
-    let bytes = made.bytes;
-    if (bytes) boot.save = () => { const b = bytes; bytes = null; return b ? writeSnapshot(cache, key, b) : Promise.resolve(0); };
+    if (made.bytes) boot.save = saveOnce(cache, key, made.bytes);
   }
   py.bitwebBoot = boot;
   progress({ stage: 'pyodide', done: 1, total: 1, ms: performance.now() - t0 });
@@ -214,6 +213,11 @@ async function readSnapshot(cache, key) {
     throw new Error(`the boot snapshot has ${bytes.byteLength} bytes, not ${want}`);
   }
   return bytes;
+}
+
+// boot.save: stores `bytes` under `key` the first time it is called (then lets them go), 0 after.
+function saveOnce(cache, key, bytes) {
+  return () => { const b = bytes; bytes = null; return b ? writeSnapshot(cache, key, b) : Promise.resolve(0); };
 }
 
 async function writeSnapshot(cache, key, bytes) {

@@ -92,7 +92,8 @@ def choose(dev=None, a8: bool = True, gate_up: bool = False, n_in: int = 0, n_ou
     if cpu:
         wide = n_in * n_out >= WIDE
         if wide and cpu == "llvmpipe" and dev is not None:
-            octets = fmt in OCTETS and lanes(dev) % 8 == 0 and lanes(dev) > 0 and getattr(dev.caps, "subgroups", False)
+            n = lanes(dev)
+            octets = fmt in OCTETS and n > 0 and n % 8 == 0 and getattr(dev.caps, "subgroups", False)
             pairs = fmt in PAIRS
             if octets or pairs:
                 return Tile(rq=4, nq=4, wg=16, pairs=pairs, octets=octets)
