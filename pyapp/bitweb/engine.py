@@ -327,8 +327,7 @@ class Engine:
         compile while the weights upload (_compile: in the browser every createComputePipelineAsync
         of a batch is in flight together in the GPU process): first the greedy decode plans', then
         the sampler's top-k and the prefill plan's. wait_prefill=False: the engine is returned once
-        the decode kernels are ready and the plans recorded; the prefill kernels start compiling then
-        (`prefill_compiled`: not beside the plans, whose CPU a software rasteriser would take);
+        the decode kernels are ready, the prefill kernels go on compiling (`prefill_compiled`);
         until they are done prompts are prefilled token by token through the decode plan (the
         same tokens: `prefill_ready`), so neither ready nor a first reply waits for them (a CPU
         rasteriser takes seconds per kernel).
@@ -366,23 +365,24 @@ class Engine:
         eng.n_pipelines = n_first + len({dev.pipeline_key(*k) for k in later})
         total = eng.n_pipelines if wait_prefill else n_first
 
-        async def compile_later():
-            c1 = now_ms()
-            await eng._compile(later, progress if wait_prefill else None, n_first, total)
-            span("compile_prefill", c1)
-
         async def compile_all():
             c0 = now_ms()
             await eng._compile(first, progress, 0, total)
             span("compile", c0)
-            if wait_prefill:
-                await compile_later()
+            c1 = now_ms()
+            await eng._compile(later, progress if wait_prefill else None, n_first, total)
+            span("compile_prefill", c1)
         compiling = asyncio.ensure_future(compile_all())    # while the weights upload
         try:
             u0 = now_ms()
             await eng._upload(src, progress)
             span("upload", u0)
-            await compiling                # (wait_prefill=False: the decode kernels only)
+            if wait_prefill:
+                await compiling
+            else:                          # ready with the decode kernels; the prefill kernels go on
+                await eng._compile(first)  # (in flight already: this waits for them)
+                eng.prefill_compiled = compiling
+                compiling.add_done_callback(lambda t: t.cancelled() or t.exception())   # retrieved
             p0 = now_ms()
             await eng._build()             # bind groups and decode plans (their pipelines are compiled)
             if eng.prefill_rows > 1 and wait_prefill:      # the prefill plan now, not at the first prompt
@@ -393,9 +393,6 @@ class Engine:
             compiling.cancel()
             await asyncio.gather(compiling, return_exceptions=True)     # nothing left running
             raise
-        if not wait_prefill:               # ready; the prefill kernels start compiling now, not beside
-            eng.prefill_compiled = asyncio.ensure_future(compile_later())   # the plans (CPU rasterisers)
-            eng.prefill_compiled.add_done_callback(lambda t: t.cancelled() or t.exception())   # retrieved
         eng.load_ms = now_ms() - t0
         eng.weight_bytes = sum(ti.nbytes for ti in model.tensors())
         eng.gpu_bytes = sum(b.size for b in eng._all_buffers())
