@@ -52,80 +52,41 @@ export async function bootPython(progress = () => {}, { snapshot = true, shipped
   const useSnapshots = snapshot && !!globalThis.crypto?.subtle;     // (hashing needs a secure context)
   // the shipped snapshot's key, asked for beside the archive (a few hundred bytes; used on a first visit)
   const shippedMeta = useSnapshots && shipped ? fetchShippedMeta(base) : null;
+  const zip = await time('zip', () => fetchZip(base));
   const boot = { from: 'fresh', stages, save: async () => 0 };
-  const zipRead = time('zip', () => fetchZip(base));
-  zipRead.catch(() => {});
-  const cacheOpen = useSnapshots && globalThis.caches
-    ? caches.open(CACHE).catch((e) => {             // (no Cache API here: an opaque origin, storage off)
+  const hash = useSnapshots ? await sha256(zip) : null;
+  let cache = null, key = null;
+  if (useSnapshots && globalThis.caches) {
+    try {
+      cache = await caches.open(CACHE);
+      key = new URL(`__bitweb-boot/${PYODIDE_VERSION}/${hash}`, base).href;
+    } catch (e) {
+      cache = null;                                  // (no Cache API here: an opaque origin, storage off)
       boot.snapshotError = String(e?.message || e);
-      return null;
-    }) : Promise.resolve(null);
-  let zip = null, hash = null, cache = null, key = null;
-  let choice = null;                                 // the snapshot offered to the first restore: {from, bytes}
-  // 1. this browser's own snapshot (Cache API), else 2. the one shipped with the app, when made for
-  // this build; the archive is hashed for either key meanwhile
-  const pick = (async () => {
-    zip = await zipRead;
-    hash = useSnapshots ? await sha256(zip) : null;
-    cache = await cacheOpen;
-    if (cache) key = new URL(`__bitweb-boot/${PYODIDE_VERSION}/${hash}`, base).href;
-    const stored = cache && await time('snapshot-read', () => readSnapshot(cache, key)).catch(() => null);
-    if (stored) return (choice = { from: 'snapshot', bytes: stored });
-    if (shippedMeta) {
-      const meta = await shippedMeta;
-      boot.shipped = shippedSkip(meta, hash);
-      if (!boot.shipped) return (choice = { from: 'shipped', bytes: await time('shipped-read', () => readShipped(base, meta)) });
     }
-    throw new Skip('none');
-  })();
-  pick.catch(() => {});
+  }
   const restore = async (bytes) => {                 // -> py booted from `bytes` (or a promise of them), or throws
     const p = await time('pyodide', () => loadPyodide({ indexURL, _loadSnapshot: bytes }));
     await time('unpack', () => p.unpackArchive(zip, 'zip', { extractDir: '/bitweb' }));
     if (p.runPython(CHECK) !== true) throw new Error('the snapshot has no bitweb.webapp');
     return p;
   };
-  // When a snapshot is likely (an entry for this Pyodide in the Cache API, or a shipped key naming
-  // this Pyodide: known before the archive's hash), loadPyodide starts at once and fetches its wasm
-  // and JS while the archive is hashed and the snapshot read (it awaits the snapshot as a promise);
-  // else only once one is chosen (a fresh boot fetches them itself).
-  const likely = await (async () => {
-    const c = await cacheOpen;
-    if (c && (await c.keys()).some((r) => r.url.includes(`/__bitweb-boot/${PYODIDE_VERSION}/`))) return true;
-    const m = shippedMeta && await shippedMeta;
-    return !!m && m.missing === undefined && m.pyodide === PYODIDE_VERSION;
-  })().catch(() => false);
-  const chosen = likely ? null : await pick.then(() => null, (e) => e);
   let py = null;
-  if (likely || !chosen) {
+  // 1. this browser's own snapshot (Cache API)
+  const stored = cache && await time('snapshot-read', () => readSnapshot(cache, key)).catch(() => null);
+  if (stored) {
     try {
-      const bytes = pick.then((c) => c.bytes);
-      bytes.catch(() => {});                         // (loadPyodide awaits it later: not an unhandled rejection)
-      py = await restore(bytes);
-      boot.from = choice.from;
-      if (choice.from === 'shipped') {
-        boot.shipped = 'used';
-        if (cache) boot.save = saveOnce(cache, key, choice.bytes);
-      }
+      py = await restore(stored);
+      boot.from = 'snapshot';
     } catch (e) {
+      boot.snapshotError = String(e?.message || e);
+      console.warn('bitweb: the boot snapshot did not load; booting without it:', e);
       py = null;
-      if (choice?.from === 'snapshot') {
-        boot.snapshotError = String(e?.message || e);
-        console.warn('bitweb: the boot snapshot did not load; booting without it:', e);
-        await cache.delete(key).catch(() => {});
-      } else {
-        whyNotShipped(boot, e);
-      }
+      await cache.delete(key).catch(() => {});
     }
-  } else {
-    whyNotShipped(boot, chosen);
   }
-  await pick.catch(() => {});                        // (the archive, its hash and the key are known)
-  if (!zip) await zipRead;                           // (no archive: its error is the boot's)
-  const triedShipped = choice?.from === 'shipped' || boot.shipped != null;
-  choice = null;                                     // (the bytes are let go)
-  // 2. the shipped snapshot, when this browser's own did not restore
-  if (!py && shippedMeta && !triedShipped) {
+  // 2. the snapshot shipped with the app (build/web/boot-snapshot.*), when made for this build
+  if (!py && shippedMeta) {
     const meta = await shippedMeta;
     boot.shipped = shippedSkip(meta, hash);
     if (!boot.shipped) {
@@ -239,14 +200,6 @@ for m in list(sys.modules.values()):
     if old is not None and getattr(m, 'js', None) is old:
         m.js = js
 del old, m`);
-}
-
-// boot.shipped after a first restore that did not come off: why the shipped snapshot was not used
-// (none was chosen: boot.shipped says why already, or nothing was looked at).
-function whyNotShipped(boot, e) {
-  if (e instanceof Skip && e.message === 'none') return;
-  boot.shipped = e instanceof Skip ? e.message : `spoiled: ${e?.message || e}`;
-  if (!(e instanceof Skip)) console.warn('bitweb: the shipped boot snapshot did not load; booting without it:', e);
 }
 
 // The stored snapshot for `key`, or null; a short or unreadable one is deleted.
