@@ -193,11 +193,14 @@ def test_a8_prefill_equals_decode(gpu, models, arch, fmt, seed):
     assert np.abs(la - lb).max() <= 1e-4, np.abs(la - lb).max()
 
 
+# One model per prefill path: the tiled ternary kernels (I2_S, TQ1_0, TQ2_0), the packed Q1_0 one
+# with QK-norm (qwen3), the dense float one (F16); each arch once (llama: no sub-norms, NORM RoPE).
 @pytest.mark.parametrize("arch,fmt", [("bitnet-b1.58", "i2_s"), ("bitnet", "tq1_0"), ("bitnet-b1.58", "f16"),
-                                      ("qwen3", "q1_0"), ("llama", "f16")])
+                                      ("qwen3", "q1_0"), ("llama", "tq2_0")])
 def test_long_prompt_prefill_in_chunks(gpu, models, arch, fmt):
     """A 150-token prompt: chunks of 64, 64 and 22 rows (bucket 32) through the multi-row kernels,
-    the same as one token at a time through the decode plan, and as numpy (A8 too)."""
+    the same as numpy (f32: identical tokens; A8 too, see FLIP) and, in A8, the same as one token
+    at a time through the decode plan (the decode plan itself equals numpy in every greedy test)."""
     path = models(arch, fmt)
 
     ref = NumpyModel.from_gguf(open_gguf(path), "f32")
@@ -208,13 +211,11 @@ def test_long_prompt_prefill_in_chunks(gpu, models, arch, fmt):
     runs = gpu.counters["plan_runs"]
     assert gen(tiled, ids, n=16).ids == want
     assert gpu.counters["plan_runs"] - runs == 3 + 15
-    one = load(gpu, path, "f32", prefill_rows=1)
-    assert gen(one, ids, n=16).ids == want
     a8 = load(gpu, path, "a8")
     assert_same_greedy(a8, NumpyModel.from_gguf(open_gguf(path), "a8"), ids, "a8", n=16)
     a8_one = load(gpu, path, "a8", prefill_rows=1)
     assert gen(a8_one, ids, n=16).ids == gen(a8, ids, n=16).ids
-    for e in (tiled, one, a8, a8_one):
+    for e in (tiled, a8, a8_one):
         e.close()
 
 
