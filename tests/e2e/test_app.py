@@ -18,11 +18,10 @@ import subprocess
 import sys
 from urllib.parse import urlparse
 
-import numpy as np
 import pytest
 
 from bitweb import gguf, webapp
-from tests.conftest import ROOT
+from tests.conftest import ROOT, make_last_token_first
 from tests.e2e.conftest import new_page
 
 PROMPT = "Hello there, who are you?"
@@ -112,31 +111,14 @@ def byte_level(text: str) -> str:
 
 
 def make_first_token_models(paths: dict, seed: int = 3) -> dict:
-    """{path: text}: models whose greedy reply to PROMPT starts with `text`.
-
-    The vocabulary gets one more NORMAL token whose text is `text`. Its row of token_embd (also
-    the tied LM head, F16) is then set to exactly 2x the row of the token greedy decoding picks
-    first (found with the CLI), so that token's logit doubles: logit_new = 2 * logit_first, the
-    argmax whenever logit_first > 0 (scaling by 2 is exact in F16 and in every float sum). The
-    prompt never contains the new token, so the prefill is unchanged. The CLI confirms the result
-    (the oracle below)."""
+    """{path: text}: models whose greedy reply to PROMPT starts with `text`: the vocabulary gets one
+    more NORMAL token whose text is `text`, made the first token (tests.conftest.make_last_token_first)
+    of the reply the CLI gives. The CLI confirms the result (the oracle below)."""
     for path, text in paths.items():
         make_model(path, seed=seed, vocab_extra=[byte_level(text)])
     firsts = clis(*[dict(model=path, max_tokens=1) for path in paths])
     for path, res in zip(paths, firsts):
-        gf = gguf.open_gguf(path)
-        new_id = len(gf.metadata["tokenizer.ggml.tokens"]) - 1
-        emb = gf.tensors["token_embd.weight"]
-        assert emb.type_name == "F16" and emb.shape[1] == new_id + 1, emb
-        gf.close()
-        first = res["ids"][0]
-        assert first != new_id
-        n_embd = emb.shape[0]
-        with open(path, "r+b") as f:
-            f.seek(emb.abs_offset + first * n_embd * 2)
-            row = np.frombuffer(f.read(n_embd * 2), dtype="<f2")
-            f.seek(emb.abs_offset + new_id * n_embd * 2)
-            f.write((row * np.float16(2)).astype("<f2").tobytes())
+        make_last_token_first(path, res["ids"][0])
     return paths
 
 
