@@ -2,7 +2,8 @@
 
 `need(ok, why)`: a test that cannot run here (no GPU adapter, no browser) fails
 when CI=true and is skipped with the reason elsewhere. It never passes silently.
-`write_tiny(path, ...)` / the `tiny_model` fixture: the one factory of small random-weight models.
+`write_tiny(path, ...)` / the `tiny_model` fixture: the one factory of small random-weight models;
+`make_last_token_first(path, first)`: such a model's greedy reply starts with its last token.
 """
 from __future__ import annotations
 
@@ -38,6 +39,29 @@ def write_tiny(path, arch="bitnet-b1.58", fmt="i2_s", seed=0, scale_tensors=None
     write_model(ModelSpec(arch=arch, fmt=fmt, preset=preset, seed=seed, scale_tensors=scale,
                           **dict(PRESETS[preset], **dims)), load_vocab(vocab), path)
     return str(path)
+
+
+def make_last_token_first(path, first: int) -> int:
+    """Make the greedy first token of the model at path (an F16 tied token_embd / LM head) its last
+    vocabulary entry, whose text the caller chose: its row becomes exactly 2x the row of `first`, the
+    token greedy decoding picked first, so its logit doubles (exact in F16 and in every float sum)
+    and wins whenever that logit is > 0; the prompt never has it, so the prefill is unchanged.
+    Returns the new first token's id."""
+    import numpy as np
+    from bitweb import gguf
+    gf = gguf.open_gguf(path)
+    new_id = len(gf.metadata["tokenizer.ggml.tokens"]) - 1
+    emb = gf.tensors["token_embd.weight"]
+    gf.close()
+    assert emb.type_name == "F16" and emb.shape[1] == new_id + 1, emb
+    assert first != new_id
+    n = emb.shape[0]
+    with open(path, "r+b") as f:
+        f.seek(emb.abs_offset + first * n * 2)
+        row = np.frombuffer(f.read(n * 2), dtype="<f2")
+        f.seek(emb.abs_offset + new_id * n * 2)
+        f.write((row * np.float16(2)).astype("<f2").tobytes())
+    return new_id
 
 
 @pytest.fixture(scope="session")

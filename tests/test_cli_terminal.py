@@ -15,12 +15,10 @@ import subprocess
 import sys
 import tty
 
-import numpy as np
 import pytest
 
-from bitweb import gguf
 from bitweb.commands.terminal import UNSAFE, for_terminal
-from tests.conftest import ROOT
+from tests.conftest import ROOT, make_last_token_first
 
 EVIL = "\x1b]0;pwned\x07\x1b[2J\x1b[31m\x9b2J\u202eevil\rX\x08\x7f"
 PROMPT = "Hello there"
@@ -83,19 +81,7 @@ def evil_model(tmp_path_factory):
     voc["tokenizer.ggml.token_type"] = list(voc["tokenizer.ggml.token_type"]) + [1]
     write_model(ModelSpec(arch="bitnet-b1.58", fmt="i2_s", preset="tiny", seed=5, scale_tensors=False,
                           **PRESETS["tiny"]), voc, path)
-    gf = gguf.open_gguf(path)
-    new_id = len(gf.metadata["tokenizer.ggml.tokens"]) - 1
-    emb = gf.tensors["token_embd.weight"]
-    assert emb.type_name == "F16" and emb.shape[1] == new_id + 1, emb
-    gf.close()
-    first = json.loads(generate(path, "--json").stdout)["ids"][0]
-    assert first != new_id
-    n = emb.shape[0]
-    with open(path, "r+b") as f:
-        f.seek(emb.abs_offset + first * n * 2)
-        row = np.frombuffer(f.read(n * 2), dtype="<f2")
-        f.seek(emb.abs_offset + new_id * n * 2)
-        f.write((row * np.float16(2)).astype("<f2").tobytes())
+    new_id = make_last_token_first(path, json.loads(generate(path, "--json").stdout)["ids"][0])
     res = json.loads(generate(path, "--json").stdout)
     assert res["ids"][0] == new_id and res["text"].startswith(EVIL), res       # the model says EVIL first
     return path, res

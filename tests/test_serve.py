@@ -163,7 +163,9 @@ def test_boot_snapshot_goes_gzip_compressed(server):
 @pytest.mark.parametrize("raw,allowed", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_hostile_request_answered_and_server_lives(server, raw, allowed):
     _, addr = server
-    resp = exchange(addr, raw)
+    # blank lines only: Node waits for a request line after them and never answers (None); 2 s of
+    # silence says so as well as the default 10 s did
+    resp = exchange(addr, raw, timeout=2.0 if not raw.strip(b"\r\n") else 10.0)
     assert status(resp) in allowed, resp[:300]
     assert SECRET not in resp and b"root:" not in resp
     still_serving(server)

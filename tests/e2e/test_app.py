@@ -18,11 +18,10 @@ import subprocess
 import sys
 from urllib.parse import urlparse
 
-import numpy as np
 import pytest
 
 from bitweb import gguf, webapp
-from tests.conftest import ROOT
+from tests.conftest import ROOT, make_last_token_first
 from tests.e2e.conftest import new_page
 
 PROMPT = "Hello there, who are you?"
@@ -50,17 +49,57 @@ def make_model(out: pathlib.Path, seed: int, vocab_extra: list[str] | None = Non
     return out
 
 
-def cli(model, prompt=PROMPT, max_tokens=12, system=None, activations="a8", thinking=None) -> dict:
-    """`python -m bitweb generate MODEL --chat --temperature 0 --json` (native backend;
-    thinking: "on" / "off", the template's thinking switch)."""
-    cmd = [sys.executable, "-m", "bitweb", "generate", str(model), "--chat", "--prompt", prompt,
-           "--temperature", "0", "--max-tokens", str(max_tokens), "--json", "--backend", "native",
-           "--activations", activations]
+def cli_args(model, prompt=PROMPT, max_tokens=12, system=None, activations="a8", thinking=None) -> list[str]:
+    """The arguments of `python -m bitweb generate MODEL --chat --temperature 0 --json` (native
+    backend; thinking: "on" / "off", the template's thinking switch)."""
+    argv = ["generate", str(model), "--chat", "--prompt", prompt, "--temperature", "0", "--max-tokens", str(max_tokens),
+            "--json", "--backend", "native", "--activations", activations]
     if system:
-        cmd += ["--system", system]
+        argv += ["--system", system]
     if thinking:
-        cmd += ["--thinking", thinking]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT)
+        argv += ["--thinking", thinking]
+    return argv
+
+
+# Runs each argv through the CLI's entry point (bitweb.commands.main, what `python -m bitweb` calls)
+# in one Python process, one generate after another, each with its own engine as a separate run
+# has; the native device (lavapipe) is made once and handed to every run, so its kernels compile
+# once (a new device per run costs ~2 s of CPU each on lavapipe). Prints each run's JSON line, prefixed.
+CLI_MANY = """
+import contextlib, io, json, sys
+from bitweb import commands, gpu
+made = gpu.request_device
+dev = []
+async def one_device(*a, **k):
+    if not dev:
+        dev.append(await made(*a, **k))
+    return dev[0]
+gpu.request_device = one_device
+for argv in json.loads(sys.argv[1]):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = commands.main(argv)
+    if rc != 0:
+        sys.exit(f"{argv}: exit {rc}")
+    print("CLI_JSON " + [ln for ln in out.getvalue().splitlines() if ln.startswith("{")][-1], flush=True)
+"""
+
+
+def clis(*calls: dict) -> list[dict]:
+    """cli(**call) for each call (same results), in one process (CLI_MANY): Python, the wgpu
+    bindings and the device start once, not once per call (~5 s of CPU each on 2 cores)."""
+    p = subprocess.run([sys.executable, "-c", CLI_MANY, json.dumps([cli_args(**c) for c in calls])],
+                       capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert p.returncode == 0, p.stderr
+    got = [json.loads(ln.removeprefix("CLI_JSON ")) for ln in p.stdout.splitlines() if ln.startswith("CLI_JSON ")]
+    assert len(got) == len(calls), p.stdout
+    return got
+
+
+def cli(model, **kw) -> dict:
+    """`python -m bitweb generate MODEL --chat --temperature 0 --json --backend native` (cli_args)."""
+    p = subprocess.run([sys.executable, "-m", "bitweb", *cli_args(model, **kw)], capture_output=True, text=True,
+                       timeout=600, cwd=ROOT)
     assert p.returncode == 0, p.stderr
     return json.loads([ln for ln in p.stdout.splitlines() if ln.startswith("{")][-1])
 
@@ -71,37 +110,23 @@ def byte_level(text: str) -> str:
     return "".join(BYTE_TO_CHAR[b] for b in text.encode())
 
 
-def make_first_token_model(path: pathlib.Path, text: str, seed: int = 3) -> pathlib.Path:
-    """A model whose greedy reply to PROMPT starts with `text`.
-
-    The vocabulary gets one more NORMAL token whose text is `text`. Its row of token_embd (also
-    the tied LM head, F16) is then set to exactly 2x the row of the token greedy decoding picks
-    first (found with the CLI), so that token's logit doubles: logit_new = 2 * logit_first, the
-    argmax whenever logit_first > 0 (scaling by 2 is exact in F16 and in every float sum). The
-    prompt never contains the new token, so the prefill is unchanged. The CLI confirms the result."""
-    path = make_model(path, seed=seed, vocab_extra=[byte_level(text)])
-    gf = gguf.open_gguf(path)
-    new_id = len(gf.metadata["tokenizer.ggml.tokens"]) - 1
-    emb = gf.tensors["token_embd.weight"]
-    assert emb.type_name == "F16" and emb.shape[1] == new_id + 1, emb
-    gf.close()
-    first = cli(path, max_tokens=1)["ids"][0]
-    assert first != new_id
-    n_embd = emb.shape[0]
-    with open(path, "r+b") as f:
-        f.seek(emb.abs_offset + first * n_embd * 2)
-        row = np.frombuffer(f.read(n_embd * 2), dtype="<f2")
-        f.seek(emb.abs_offset + new_id * n_embd * 2)
-        f.write((row * np.float16(2)).astype("<f2").tobytes())
-    return path
+def make_first_token_models(paths: dict, seed: int = 3) -> dict:
+    """{path: text}: models whose greedy reply to PROMPT starts with `text`: the vocabulary gets one
+    more NORMAL token whose text is `text`, made the first token (tests.conftest.make_last_token_first)
+    of the reply the CLI gives. The CLI confirms the result (the oracle below)."""
+    for path, text in paths.items():
+        make_model(path, seed=seed, vocab_extra=[byte_level(text)])
+    firsts = clis(*[dict(model=path, max_tokens=1) for path in paths])
+    for path, res in zip(paths, firsts):
+        make_last_token_first(path, res["ids"][0])
+    return paths
 
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("app-models")
     m = {"tiny": make_model(tmp / "tiny.gguf", seed=1), "other": make_model(tmp / "other.gguf", seed=2)}
-    m["html"] = make_first_token_model(tmp / "html.gguf", MARKDOWN + XSS)
-    m["think"] = make_first_token_model(tmp / "think.gguf", THINK)
+    m["html"], m["think"] = make_first_token_models({tmp / "html.gguf": MARKDOWN + XSS, tmp / "think.gguf": THINK})
     bad = bytearray(m["tiny"].read_bytes()[:4096])
     bad[16:24] = (10 ** 9).to_bytes(8, "little")           # kv_count far too large for the file
     (tmp / "broken.gguf").write_bytes(bytes(bad))
@@ -112,10 +137,11 @@ def models(tmp_path_factory):
 @pytest.fixture(scope="module")
 def oracle(models):
     """CLI results, computed once."""
-    return {"tiny": cli(models["tiny"]), "other": cli(models["other"]), "html": cli(models["html"], max_tokens=4),
-            "think": cli(models["think"], max_tokens=4),
-            "tiny_hi": cli(models["tiny"], prompt="Hi!"),
-            "tiny_story": cli(models["tiny"], prompt="Tell me a long story.", max_tokens=64)}
+    calls = {"tiny": dict(model=models["tiny"]), "other": dict(model=models["other"]),
+             "html": dict(model=models["html"], max_tokens=4), "think": dict(model=models["think"], max_tokens=4),
+             "tiny_hi": dict(model=models["tiny"], prompt="Hi!"),
+             "tiny_story": dict(model=models["tiny"], prompt="Tell me a long story.", max_tokens=64)}
+    return dict(zip(calls, clis(*calls.values())))
 
 
 # ---------------------------------------------------------------- the page
@@ -526,7 +552,7 @@ def test_thinking_switch_follows_the_files_template(app, switch_model):
     from bitweb.chat import ChatFormat
     fmt = ChatFormat.from_metadata(gguf.open_gguf(switch_model).metadata)
     assert fmt.kind == "template" and fmt.has_thinking and fmt.prompt_opens_thinking(True)
-    want = {t: cli(switch_model, max_tokens=4, thinking=t) for t in ("on", "off")}
+    want = dict(zip(("on", "off"), clis(*[dict(model=switch_model, max_tokens=4, thinking=t) for t in ("on", "off")])))
     assert want["on"]["prompt_ids"] != want["off"]["prompt_ids"]
     app.page.set_input_files("#file-input", str(switch_model))
     info = app.wait_ready("switch.gguf")

@@ -25,7 +25,7 @@ import threading
 import pytest
 
 from tests.conftest import ROOT
-from tests.e2e.test_app import PROMPT, READY_MS, REPLY_MS, cli, make_model, no_errors
+from tests.e2e.test_app import PROMPT, READY_MS, REPLY_MS, clis, make_model, no_errors
 from tests.e2e.test_app import app  # noqa: F401  (the app page fixture, over this module's models)
 
 MiB = 1 << 20
@@ -59,7 +59,7 @@ def models(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def oracle(models):
-    return {"tiny": cli(models["tiny"]), "other": cli(models["other"])}
+    return dict(zip(("tiny", "other"), clis(dict(model=models["tiny"]), dict(model=models["other"]))))
 
 
 def stats(app):
