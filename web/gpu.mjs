@@ -107,6 +107,14 @@ export async function uploadBlob(device, buffer, bufferOffset, blob, start, end,
   if (pos !== size) throw new Error(`upload: read ${pos} of ${size} bytes of the file (was it changed or removed, or did its download end early?)`);
 }
 
+// uploadBlob for several ranges of one Blob, in order: buffers[i] at spans[3i] gets bytes
+// [spans[3i + 1], spans[3i + 2]) (one call from Python for a load's tensors, not one each).
+export async function uploadMany(device, blob, buffers, spans, chunk, onBytes = null) {
+  for (let i = 0; i < buffers.length; i++) {
+    await uploadBlob(device, buffers[i], spans[3 * i], blob, spans[3 * i + 1], spans[3 * i + 2], chunk, onBytes);
+  }
+}
+
 // fill(view) from a stream's default reader: copies its pieces in order; fewer bytes only at its end.
 function fromReader(reader) {
   let piece = null, used = 0;                 // the reader's last value, `used` bytes of it taken

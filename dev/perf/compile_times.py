@@ -60,6 +60,18 @@ COMPILE_JS = """async ([code, entry, constants]) => {
 }"""
 
 
+# every pipeline of a list at once (all in flight, as the engine's load does): wall ms
+TOGETHER_JS = """async (items) => {
+  const t0 = performance.now();
+  await Promise.all(items.map(([code, entry, constants]) => {
+    const desc = { layout: 'auto', compute: { module: window.dev.createShaderModule({ code }), entryPoint: entry } };
+    if (Object.keys(constants).length) desc.compute.constants = constants;
+    return window.dev.createComputePipelineAsync(desc);
+  }));
+  return performance.now() - t0;
+}"""
+
+
 # compile one pipeline, then time `runs` submits of `reps` dispatches each over zero-filled buffers
 # (binding i: sizes[i] bytes; inits: {binding: u32 values} written first, e.g. a run-time shape; the
 # timing does not depend on the other values): [compile ms, ms per dispatch]
@@ -197,6 +209,8 @@ def main():
     ap.add_argument("--trials", type=int, default=2)
     ap.add_argument("--prefill", action="store_true", help="time the prefill plan's kernels too")
     ap.add_argument("--variants", action="store_true", help="time LM-head variants of the model's head")
+    ap.add_argument("--together", action="store_true",
+                    help="also time the decode kernels all in flight at once against one at a time, taking turns")
     ap.add_argument("--only", default="", help="only keys whose shader name contains this")
     ap.add_argument("--before", default="", metavar="DIR",
                     help="also time the decode kernels of another checkout (its own code lists them and "
@@ -250,6 +264,8 @@ def main():
             keys += [(path, k, pathlib.Path(path).read_text()) for w, k, _ in list(keys) if k[0] == name and w != "variant"]
         rows = []
         gpu = gpu_process()
+        if a.together:
+            together(page, gpu, dev, [k for w, k, _ in keys if w == "decode"], a.trials)
         load0 = os.getloadavg()[0]
         for trial in range(a.trials):
             for i, (where, (shader, entry, consts, defs), text) in enumerate(keys):
@@ -273,6 +289,23 @@ def main():
     for where in dict.fromkeys(r[0] for r in rows):
         print(f"{where}: {sum(r[5] for r in rows if r[0] == where):.0f} ms in all, "
               f"{sum(r[6] for r in rows if r[0] == where):.0f} ms of CPU")
+
+
+def together(page, gpu, dev, keys, trials):
+    """The decode kernels all in flight at once, then one at a time, taking turns: wall and GPU-process CPU."""
+    res = {"together": [], "one at a time": []}
+    for t in range(trials):
+        for how in res:
+            items = [[shaders.specialise(shaders.source(s), dev, dict(d), s) + f"\n// {how} {t}", e, dict(c)]
+                     for s, e, c, d in keys]
+            c0 = cpu_ms(gpu)
+            if how == "together":
+                ms = page.evaluate(TOGETHER_JS, items)
+            else:
+                ms = sum(page.evaluate(TOGETHER_JS, [it]) for it in items)
+            res[how].append((ms, cpu_ms(gpu) - c0))
+    for how, v in res.items():
+        print(f"{how}: {len(keys)} kernels, wall ms {[round(x) for x, _ in v]}, GPU process CPU ms {[round(y) for _, y in v]}")
 
 
 OTHER_TREE = """

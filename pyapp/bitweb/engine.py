@@ -483,24 +483,28 @@ class Engine:
             done[0] += n
             if progress:
                 progress("upload", done[0], total)
+        items = []                               # (buffer, offset, file offset, bytes): one upload_many
         for ti in tables:
             shards, rb = self._table_shards(ti)
             self.shards[ti.name] = []
+            requant = ti is m.lm_head and self.lm_head == "q8_0" and ti.type_name != "Q8_0"
             for i, (r0, r1) in enumerate(shards):
                 b = dev.create_buffer((r1 - r0) * rb, label=f"{ti.name}[{r0}:{r1}]")
-                await dev.upload(b, 0, src, ti.abs_offset + r0 * rb, (r1 - r0) * rb, on_bytes=on_bytes)
-                if ti is m.lm_head and self.lm_head == "q8_0" and ti.type_name != "Q8_0":
+                if requant:                      # (one shard at a time: its float rows are freed at once)
+                    await dev.upload(b, 0, src, ti.abs_offset + r0 * rb, (r1 - r0) * rb, on_bytes=on_bytes)
                     b = await self._requant_q8_0(ti, r0, r1, b)
+                else:
+                    items.append((b, 0, ti.abs_offset + r0 * rb, (r1 - r0) * rb))
                 self.shards[ti.name].append((r0, r1, b))
         for ti in plain:
             b = dev.create_buffer(ti.nbytes, label=ti.name)
-            await dev.upload(b, 0, src, ti.abs_offset, ti.nbytes, on_bytes=on_bytes)
+            items.append((b, 0, ti.abs_offset, ti.nbytes))
             self.w[ti.name] = b
         for i, qn, kn in qkn:                    # QK-norm weights: one f32[2][head_dim] buffer per block
             b = dev.create_buffer(qn.nbytes + kn.nbytes, label=f"blk.{i}.attn_q_norm|attn_k_norm")
-            await dev.upload(b, 0, src, qn.abs_offset, qn.nbytes, on_bytes=on_bytes)
-            await dev.upload(b, qn.nbytes, src, kn.abs_offset, kn.nbytes, on_bytes=on_bytes)
+            items += [(b, 0, qn.abs_offset, qn.nbytes), (b, qn.nbytes, kn.abs_offset, kn.nbytes)]
             self.buf[f"qkn.{i}"] = b
+        await dev.upload_many(items, src, on_bytes=on_bytes)
 
         # output multipliers per linear (bitnet .scale tensors, else 1.0), uploaded straight from the file
         ones = struct.pack("<4f", 1.0, 1.0, 1.0, 1.0)

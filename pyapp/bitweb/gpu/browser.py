@@ -99,6 +99,21 @@ class BrowserDevice(Device):
             return (size + chunk - 1) // chunk
         return await super()._upload(raw, offset, src, src_offset, size, chunk, on_bytes)
 
+    async def _upload_many(self, items, src, chunk, on_bytes):
+        if not isinstance(src, JsProxy):
+            return await super()._upload_many(items, src, chunk, on_bytes)
+        cb = None
+        if on_bytes is not None:
+            from pyodide.ffi import create_proxy
+            cb = create_proxy(on_bytes)
+        try:                                    # (one call: web/gpu.mjs streams each range in turn)
+            await self.helper.uploadMany(self.device, src, to_js([raw for raw, *_ in items]),
+                                         to_js([v for _, o, so, n in items for v in (o, so, so + n)]), chunk, cb)
+        finally:
+            if cb is not None:
+                cb.destroy()
+        return sum((size + chunk - 1) // chunk for *_, size in items)
+
     async def _read(self, raw, offset, size):
         out = await self.helper.read(self.device, raw, offset, size)
         return out.to_bytes()
