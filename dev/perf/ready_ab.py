@@ -31,12 +31,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from tests.e2e.conftest import CHROME_ARGS  # noqa: E402
 from tests.e2e.test_bench_browser import tq2_0_twin  # noqa: E402
-
-def serve(root: pathlib.Path):
-    p = subprocess.Popen(["node", str(root / "tools" / "serve.mjs")], cwd=root, env=dict(os.environ, PORT="0"),
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    return p, re.search(r"http://[\d.]+:\d+/", p.stdout.readline()).group(0)
-
+sys.path.insert(0, str(ROOT / "tools"))
+from serving import served  # noqa: E402  (tools/serving.py)
 
 def _tree() -> dict:
     """{pid: (process type, CPU ms so far)} of every process this script started (Chromium's:
@@ -119,28 +115,23 @@ def main():
     model = tq2_0_twin()
     (a.before / model).parent.mkdir(parents=True, exist_ok=True)
     shutil.copy(ROOT / model, a.before / model)
-    (s_after, after), (s_before, before) = serve(ROOT), serve(a.before.resolve())
     rows = []
-    try:
-        with sync_playwright() as p:
-            b = p.chromium.launch(executable_path=os.environ.get("BITWEB_CHROMIUM", "/usr/bin/chromium"), args=CHROME_ARGS)
-            load0 = os.getloadavg()
-            runs = [("before", before, "bitweb"), ("after", after, "bitweb"), ("wllama", after, "wllama")]
-            runs = [r for r in runs if r[0] in a.variants.split(",")]
-            for r in range(a.rounds):
-                for name, base, engine in (runs if r % 2 == 0 else runs[::-1]):
-                    for res in visits(b, base, engine, model):
-                        res["variant"] = name
-                        rows.append(res)
-                        st = {k: round(v[1] - v[0]) for k, v in (res.get("stages") or {}).items()}
-                        print(name, res["visit"], round(res["ready_ms"]), "first reply", res.get("first_reply_ms"), st,
-                              res.get("boot"), res.get("prepared"), "cpu", res["cpu"], f"load {os.getloadavg()[0]:.1f}",
-                              flush=True)
-            load1 = os.getloadavg()
-            b.close()
-    finally:
-        s_after.kill()
-        s_before.kill()
+    with served(ROOT) as after, served(a.before.resolve()) as before, sync_playwright() as p:
+        b = p.chromium.launch(executable_path=os.environ.get("BITWEB_CHROMIUM", "/usr/bin/chromium"), args=CHROME_ARGS)
+        load0 = os.getloadavg()
+        runs = [("before", before, "bitweb"), ("after", after, "bitweb"), ("wllama", after, "wllama")]
+        runs = [r for r in runs if r[0] in a.variants.split(",")]
+        for r in range(a.rounds):
+            for name, base, engine in (runs if r % 2 == 0 else runs[::-1]):
+                for res in visits(b, base, engine, model):
+                    res["variant"] = name
+                    rows.append(res)
+                    st = {k: round(v[1] - v[0]) for k, v in (res.get("stages") or {}).items()}
+                    print(name, res["visit"], round(res["ready_ms"]), "first reply", res.get("first_reply_ms"), st,
+                          res.get("boot"), res.get("prepared"), "cpu", res["cpu"], f"load {os.getloadavg()[0]:.1f}",
+                          flush=True)
+        load1 = os.getloadavg()
+        b.close()
     print(f"\nload average {load0[0]:.1f} before, {load1[0]:.1f} after; {a.rounds} rounds; {model}")
     print("| variant | visit | ready ms | / wllama | first reply ms | / wllama | boot | header | device | upload | compile "
           "| plans | CPU to ready: gpu | renderer | browser |")
