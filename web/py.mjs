@@ -99,6 +99,7 @@ export async function bootPython(progress = () => {}, { snapshot = true, shipped
         boot.from = 'shipped';
         boot.shipped = 'used';
         if (cache) boot.save = saveOnce(cache, key, bytes);
+        bytes = null;                                // (saveOnce holds them until the save)
       } catch (e) {
         boot.shipped = e instanceof Skip ? e.message : `spoiled: ${e?.message || e}`;
         if (!(e instanceof Skip)) console.warn('bitweb: the shipped boot snapshot did not load; booting without it:', e);
