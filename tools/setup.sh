@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One-step set-up, idempotent: run by `npm start` and `npm test` (and .ci/run).
 #   tools/setup.sh          node_modules (pyodide), .venv with bitweb (editable), web archive
-#   tools/setup.sh --test   also the test extras and, as root, Debian chromium + lavapipe; with
-#                           them the web build also makes the boot snapshot shipped with the app
+#   tools/setup.sh --test   also the test extras, the test assets (build/assets) and, as root, Debian
+#                           chromium + lavapipe; with them the web build also makes the boot
+#                           snapshot shipped with the app
 # Installs only what is missing; a second run takes about a second.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -52,6 +53,13 @@ if [ ! -f "$stamp$extras" ] || [ pyapp/pyproject.toml -nt "$stamp$extras" ]; the
     | { grep -v '^WARNING: Location .* is ignored' || true; } >&2
   [ "${PIPESTATUS[0]}" = 0 ] || { say "pip install failed"; exit 1; }
   touch "$stamp$extras"
+fi
+
+# 3b. With --test: the real assets the tests read (tools/fetch_test_assets.py: a trained model and
+#     llama.cpp's tokenizer vectors and grammars, pinned and hash-checked in tools/test-assets.txt,
+#     downloaded once into build/; later runs need no network).
+if [ "$want_test" = 1 ]; then
+  .venv/bin/python tools/fetch_test_assets.py >&2
 fi
 
 # 4. The Python archive the browser loads (pure-Python bitweb + shaders + jinja2 / markupsafe),
