@@ -53,7 +53,7 @@ def make_last_token_first(path, first: int) -> int:
     new_id = len(gf.metadata["tokenizer.ggml.tokens"]) - 1
     emb = gf.tensors["token_embd.weight"]
     gf.close()
-    assert emb.type_name == "F16" and emb.shape[1] == new_id + 1, emb
+    assert emb.format.name == "F16" and emb.shape[1] == new_id + 1, emb
     assert first != new_id
     n = emb.shape[0]
     with open(path, "r+b") as f:

@@ -32,11 +32,11 @@ def check_kernel_results(res, shapes):
     assert res["bench"] == "kernels" and res["device"] and res["timing"]
     rows = res["results"]
     assert all(set(r) == KERNEL_FIELDS for r in rows), rows[0]
-    want = {"F16", "F32", "Q8_0"} | {f"{f} {a}" for f in bench.TERNARY for a in ("a8", "f32")}
+    want = {"F16", "F32", "Q8_0"} | {f"{f.name} {a}" for f in bench.PACKED for a in ("a8", "f32")}
     for n_in, n_out in shapes:
         shape = f"{n_in}x{n_out}"
         mine = [r for r in rows if r["shape"] == shape]
-        assert {r["kernel"] for r in mine} == want | {f"lmhead {t}" for t in bench.LMHEAD if lmhead.supported(t, n_in)}, shape
+        assert {r["kernel"] for r in mine} == want | {f"lmhead {t.name}" for t in bench.LMHEAD if lmhead.supported(t, n_in)}, shape
         f16 = next(r for r in mine if r["kernel"] == "F16")
         assert f16["p2_vs_f16"] == 1.0
         for r in mine:
@@ -74,7 +74,7 @@ def test_kernel_variants_and_sharded_dense(gpu):
     limit = gpu.limits["maxStorageBufferBindingSize"]
     gpu.limits["maxStorageBufferBindingSize"] = 256 * 1024
     try:
-        res = run(bench.bench_kernels(gpu, ((256, 384),), quick=False, repeats=3, formats=("I2_S",)))
+        res = run(bench.bench_kernels(gpu, ((256, 384),), quick=False, repeats=3, packed=("I2_S",)))
     finally:
         gpu.limits["maxStorageBufferBindingSize"] = limit
     rows = [r for r in res["results"] if r["kernel"] != "stream"]
@@ -97,10 +97,10 @@ def test_pattern_weights_are_valid():
         vals = f.dequantize(pat, len(pat) // f.type_size * f.block_size)
         assert np.isfinite(vals).all()
         if fmt in ("TQ2_0", "TQ1_0", "Q1_0"):
-            t, _ = f.unpack_ternary(pat, len(pat) // f.type_size * f.block_size)
+            t, _, _ = f.unpack(pat, len(pat) // f.type_size * f.block_size)
             assert set(np.unique(t)) <= {-1, 0, 1}
     i2 = bench.pattern("I2_S", 1, target=4096)
-    t, _ = formats.by_name("I2_S").unpack_ternary(i2 + bytes(32), len(i2) * 4)
+    t, _, _ = formats.I2_S.unpack(i2 + bytes(32), len(i2) * 4)
     assert set(np.unique(t)) <= {-1, 0, 1}
 
 
@@ -127,7 +127,7 @@ def test_decode_json(gpu, tiny, capsys):
     head = ti["output.weight"] if "output.weight" in ti else ti["token_embd.weight"]
     b = r["bytes"]
     assert b["blocks"] == blocks and b["lm_head"] >= head.nbytes and b["lm_head"] - head.nbytes < 4 * len(b) + 1024
-    assert b["embedding_row"] == dense.row_bytes(ti["token_embd.weight"].type_name, gf.get("embedding_length"))
+    assert b["embedding_row"] == dense.row_bytes(ti["token_embd.weight"].format.name, gf.get("embedding_length"))
     mean_pos = 10 + 5 / 2
     n_kv = gf.get("attention.head_count_kv") * gf.get("embedding_length") // gf.get("attention.head_count")
     assert b["kv_cache"] == int(2 * gf.get("block_count") * n_kv * 2 * (mean_pos + 1))      # f16 K and V rows read

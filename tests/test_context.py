@@ -8,7 +8,7 @@ from dataclasses import asdict
 import pytest
 
 from bitweb import commands as cli
-from bitweb import generation
+from bitweb import formats, generation
 from bitweb.generation import KV_BUDGET, ContextError, fit_context, kv_bytes
 from bitweb.gguf import open_gguf
 from bitweb.model import ARCHS, Config
@@ -18,7 +18,7 @@ from tests.conftest import run
 def config(arch, n_layer, n_head_kv, head_dim, n_ctx):
     return Config(arch=arch, **asdict(ARCHS[arch]), n_vocab=1000, n_ctx=n_ctx, n_embd=head_dim * 16, n_layer=n_layer,
                   n_ff=4096, n_head=16, n_head_kv=n_head_kv, head_dim=head_dim, eps=1e-6, rope_base=1e6, tied=True,
-                  linear_type="Q1_0")
+                  linear_type=formats.Q1_0)
 
 
 def test_real_shapes():

@@ -95,20 +95,30 @@ def test_registry_is_exactly_the_supported_types():
 
 
 def test_registry_facts():
-    assert F.names() == tuple(f.name for f in F.TYPES.values())
+    assert F.select() == tuple(F.TYPES.values())
     for f in F.TYPES.values():
         assert f.kind in F.KINDS and f.roles and set(f.roles) <= set(F.ROLES), f
-        assert f.define.startswith("FMT_") and f.include.startswith("fmt_"), f
-    assert len({f.define for f in F.TYPES.values()}) == len(F.TYPES)
-    assert F.names("norm") == ("F32",)
-    assert F.names(kind="float") == ("F32", "F16", "BF16", "Q8_0")
-    assert F.names("linear", ("ternary", "binary")) == ("I2_S", "TQ2_0", "TQ1_0", "Q1_0", "Q2_0", "Q2_0_G128")
-    assert F.names("table", ("ternary", "binary")) == ("Q1_0", "Q2_0", "Q2_0_G128")
-    assert [f.kind for f in F.TYPES.values() if f.kind != "float"] == ["ternary"] * 3 + ["binary"] + ["ternary"] * 2
+        assert f.include.startswith("fmt_") and f.packed == (f.kind != "float"), f
+        assert getattr(F, f.name) is f and F.get(f) is f and F.get(f.type_id) is f, f
+        assert f.wgsl_constants()["BLK"] == f.block_size and f.wgsl_constants()["BBYTES"] == f.type_size
+        assert (f.planes is not None) == f.packed and (f.scale_block is None) == (f.tensor_scale or not f.packed)
+    assert F.select("norm") == (F.F32,)
+    assert F.select(packed=False) == (F.F32, F.F16, F.BF16, F.Q8_0)
+    assert F.select("linear", packed=True) == (F.I2_S, F.TQ2_0, F.TQ1_0, F.Q1_0, F.Q2_0, F.Q2_0_G128)
+    assert F.select("table", packed=True) == (F.Q1_0, F.Q2_0, F.Q2_0_G128)
+    assert [f.kind for f in F.select(packed=True)] == ["ternary"] * 3 + ["binary"] + ["ternary"] * 2
+    assert [f for f in F.TYPES.values() if f.tensor_scale] == [F.I2_S]
+    # general.file_type (llama_ftype): llama.cpp's values; 40 is also bitnet.cpp's MOSTLY_I2_S, 141
+    # PrismML's MOSTLY_PQ2_0 (its 128-value Q2_0)
+    assert {f.name: f.file_type for f in F.TYPES.values()} == {
+        "I2_S": 40, "TQ2_0": 37, "TQ1_0": 36, "Q1_0": 40, "Q2_0": 41, "Q2_0_G128": 141, "F32": 0, "F16": 1,
+        "BF16": 32, "Q8_0": 7}
     with pytest.raises(F.FormatError, match="role"):
-        F.names("lm_head")
-    with pytest.raises(F.FormatError, match="kind"):
-        F.names(kind="int")
+        F.select("lm_head")
+    with pytest.raises(F.FormatError, match="not a packed format"):
+        F.F16.pack(np.ones(4, np.int8), 1.0)
+    with pytest.raises(F.FormatError, match="not a packed format"):
+        F.Q8_0.unpack(bytes(34), 32)
 
 
 def test_every_list_of_formats_is_derived_from_the_registry():
@@ -116,18 +126,38 @@ def test_every_list_of_formats_is_derived_from_the_registry():
     from bitweb import commands as cli, model
     from bitweb.authoring import makemodel
     from bitweb.kernels import bitlinear, dense, lmhead, ops, requant
-    packed = F.names(kind=("ternary", "binary"))
-    assert model.LINEAR_TYPES == F.names("linear") and model.TERNARY_TYPES == packed
-    assert model.EMBD_TYPES == F.names("table") and model.NORM_TYPES == F.names("norm")
-    assert bitlinear.FORMATS == {n: F.by_name(n).define for n in packed}
-    assert bitlinear.BLOCK == {n: F.by_name(n).block_size for n in packed}
-    assert dense.WTYPES == F.names(kind="float")
-    assert ops.TABLE_TYPES == F.names("table") and lmhead.TYPES == F.names("table")
-    assert tuple(lmhead.UNIT) == F.names("table", "float") and all(lmhead.supported(n, 4096) for n in F.names("table"))
-    assert set(requant.SRC_TYPES) == {f.name for f in F.TYPES.values() if f.kind == "float" and f.block_size == 1}
-    assert cli.FORMATS == [n.lower() for n in F.names("linear")]
-    assert makemodel.LINEAR_TYPE == {n.lower(): n for n in F.names("linear")}
-    assert set(makemodel.FILE_TYPE) == set(makemodel.LINEAR_TYPE)
+    assert model.LINEAR_TYPES == F.select("linear")
+    assert model.EMBD_TYPES == F.select("table") and model.NORM_TYPES == F.select("norm")
+    assert bitlinear.FORMATS == F.select(packed=True)
+    assert dense.WTYPES == F.select(packed=False)
+    assert ops.TABLE_TYPES == F.select("table") and lmhead.TYPES == F.select("table")
+    assert all(lmhead.supported(f, 4096) for f in F.select("table"))
+    assert [lmhead.unit(f) for f in F.select(packed=False)] == [4, 8, 8, 64]
+    assert set(requant.SRC_TYPES) == {f for f in F.TYPES.values() if not f.packed and f.block_size == 1}
+    assert cli.FORMATS == [f.name.lower() for f in F.select("linear")]
+    assert makemodel.LINEAR_TYPE == {f.name.lower(): f for f in F.select("linear")}
+
+
+def test_random_blocks_and_weights_are_valid():
+    """random_block (stdlib random, bitweb.bench) gives whole valid blocks: codes in range, finite
+    scales; random_values / random_bytes (the generator) store the kind's values times the scale."""
+    import random
+    rng = random.Random(7)
+    for f in F.TYPES.values():
+        raw = b"".join(f.random_block(rng) for _ in range(5))
+        assert len(raw) == 5 * f.type_size, f
+        n = 5 * f.block_size
+        assert np.isfinite(f.dequantize(raw + f.tail(0.5), n)).all(), f
+        if f.packed:
+            q, d, m = f.unpack(raw + f.tail(0.5), n)
+            assert set(np.unique(q)) <= {-1, 0, 1} and m is None, f
+    g = np.random.default_rng(3)
+    for f in F.select("linear"):
+        t = f.random_values(g, (4, 256))
+        assert t.dtype == np.int8 and set(np.unique(t)) <= ({-1, 1} if f.kind == "binary" else {-1, 0, 1}), f
+        w = f.dequantize(f.random_bytes(g, t, 0.5), t.size).reshape(t.shape)
+        s = np.abs(w).max(axis=1)
+        assert np.array_equal(np.sign(w), t) and (s > 0.44).all() and (s < 0.56).all(), f
 
 
 # ------------------------------------------------------------ hand-built layouts
@@ -225,7 +255,7 @@ def test_q2_0_literal_block(name, block):
     t[0], t[5] = -1, 1
     expect = struct.pack("<e", 0.25) + bytes([0b01_01_01_00, 0b01_01_10_01]) + bytes([0x55] * (block // 4 - 2))
     f = F.by_name(name)
-    assert f.pack_ternary(t, 0.25) == expect and (f.block_size, f.type_size) == (block, 2 + block // 4)
+    assert f.pack(t, 0.25) == expect and (f.block_size, f.type_size) == (block, 2 + block // 4)
     y = f.dequantize(expect, block)
     assert y[0] == -0.25 and y[5] == 0.25 and np.count_nonzero(y) == 2
     # code 3 (never written) decodes to +2 d, as ggml's (q - 1) * d
@@ -238,9 +268,9 @@ def test_q2_0_against_ggml_reference(name, block):
     f = F.by_name(name)
     t = rng.integers(-1, 2, (3, 4 * block), dtype=np.int8)
     ds = rng.random(t.size // block).astype(np.float16).astype(np.float32)
-    packed = f.pack_ternary(t, ds)
+    packed = f.pack(t, ds)
     assert packed == hand_q2_0(t, ds, block)
-    codes, scales = f.unpack_ternary(packed, t.size)
+    codes, scales, _ = f.unpack(packed, t.size)
     assert np.array_equal(codes, t.reshape(-1)) and np.array_equal(scales, ds)
     # arbitrary bytes (code 3, inf / NaN / subnormal scales) decode bit for bit as ggml does
     raw = bytearray(rng.integers(0, 256, f.nbytes(8 * block), dtype=np.uint8).tobytes())
@@ -263,7 +293,7 @@ def test_i2_s_literal_block():
     t = np.zeros((1, 128), np.int8)
     t[0, 0], t[0, 32], t[0, 97] = 1, -1, 1
     expect = bytes([0b10_00_01_01, 0b01_01_01_10]) + bytes([0x55] * 30) + struct.pack("<f", 0.75) + bytes(28)
-    assert F.TYPES[36].pack_ternary(t, 0.75) == expect
+    assert F.TYPES[36].pack(t, 0.75) == expect
     y = F.TYPES[36].dequantize(expect, 128)
     assert y[0] == 0.75 and y[32] == -0.75 and y[97] == 0.75 and np.count_nonzero(y) == 3
 
@@ -272,9 +302,9 @@ def test_i2_s_against_hand_layout_and_round_trip():
     rng = np.random.default_rng(5)
     t = rng.integers(-1, 2, (6, 256), dtype=np.int8)
     scale = np.float32(0.0123)
-    packed = F.pack_ternary("I2_S", t, scale)
+    packed = F.I2_S.pack(t, scale)
     assert packed == hand_i2_s(t, scale)
-    codes, scales = F.unpack_ternary("I2_S", packed, t.size)
+    codes, scales, _ = F.I2_S.unpack(packed, t.size)
     assert codes.dtype == np.int8 and np.array_equal(codes, t.reshape(-1))
     assert scales.dtype == np.float32 and scales.tolist() == [scale]
     assert bits_equal(F.dequantize("I2_S", packed, t.size), t.reshape(-1).astype(np.float32) * scale)
@@ -291,7 +321,7 @@ def test_q1_0_literal_block():
     s = -np.ones(128, np.int8)
     s[0], s[9], s[127] = 1, 1, 1
     expect = struct.pack("<e", 0.5) + bytes([0x01, 0x02]) + bytes(13) + bytes([0x80])
-    assert F.pack_signs(s, 0.5) == expect
+    assert F.Q1_0.pack(s, 0.5) == expect
     y = F.dequantize("Q1_0", expect, 128)
     assert y[0] == 0.5 and y[9] == 0.5 and y[127] == 0.5 and y[1] == -0.5 and (y == -0.5).sum() == 125
 
@@ -300,9 +330,9 @@ def test_q1_0_against_hand_layout_and_round_trip():
     rng = np.random.default_rng(6)
     s = rng.choice(np.array([-1, 1], np.int8), (4, 384))
     ds = rng.random(s.size // 128).astype(np.float16).astype(np.float32)
-    packed = F.pack_signs(s, ds)
+    packed = F.Q1_0.pack(s, ds)
     assert packed == hand_q1_0(s, ds)
-    codes, scales = F.unpack_ternary("Q1_0", packed, s.size)
+    codes, scales, _ = F.Q1_0.unpack(packed, s.size)
     assert np.array_equal(codes, s.reshape(-1)) and np.array_equal(scales, ds)
     expect = (s.reshape(-1, 128).astype(np.float32) * ds.reshape(-1, 1)).reshape(-1)
     assert bits_equal(F.dequantize("Q1_0", packed, s.size), expect)
@@ -328,11 +358,11 @@ def test_tq2_0_against_hand_layout_and_gguf_py():
     t = rng.integers(-1, 2, (3, 512), dtype=np.int8)
     t[:, ::256] = 1                                        # every block has a +1, so max|t*d| = d
     ds = (rng.random(t.size // 256) + 0.1).astype(np.float16).astype(np.float32)
-    packed = F.pack_ternary("TQ2_0", t, ds)
+    packed = F.TQ2_0.pack(t, ds)
     assert packed == hand_tq2_0(t, ds)
     x = (t.reshape(-1, 256).astype(np.float32) * ds.reshape(-1, 1)).reshape(t.shape)
     assert packed == gq.quantize(x, Q.TQ2_0).tobytes()
-    codes, scales = F.unpack_ternary("TQ2_0", packed, t.size)
+    codes, scales, _ = F.TQ2_0.unpack(packed, t.size)
     assert np.array_equal(codes, t.reshape(-1)) and np.array_equal(scales, ds)
 
 
@@ -341,44 +371,44 @@ def test_tq1_0_pack_matches_gguf_py_and_round_trips():
     t = rng.integers(-1, 2, (3, 768), dtype=np.int8)
     t[:, ::256] = -1
     ds = (rng.random(t.size // 256) + 0.1).astype(np.float16).astype(np.float32)
-    packed = F.pack_ternary("TQ1_0", t, ds)
+    packed = F.TQ1_0.pack(t, ds)
     x = (t.reshape(-1, 256).astype(np.float32) * ds.reshape(-1, 1)).reshape(t.shape)
     assert packed == gq.quantize(x, Q.TQ1_0).tobytes()
-    codes, scales = F.unpack_ternary("TQ1_0", packed, t.size)
+    codes, scales, _ = F.TQ1_0.unpack(packed, t.size)
     assert np.array_equal(codes, t.reshape(-1)) and np.array_equal(scales, ds)
     # every base-3 byte value decodes to the trits it encodes (all 3^5 patterns)
     pats = np.array(np.meshgrid(*[[-1, 0, 1]] * 5, indexing="ij")).reshape(5, -1).T   # (243, 5)
     t2 = np.zeros((243, 256), np.int8)
     t2[:, 0:160:32] = pats                               # trits k of qs[0] are values 0, 32, 64, 96, 128
-    codes, _ = F.unpack_ternary("TQ1_0", F.pack_ternary("TQ1_0", t2, 1.0), t2.size)
+    codes, _, _ = F.TQ1_0.unpack(F.TQ1_0.pack(t2, 1.0), t2.size)
     assert np.array_equal(codes.reshape(243, 256), t2)
 
 
 def test_scalar_scale_broadcasts():
     t = np.ones((2, 256), np.int8)
-    assert F.pack_ternary("TQ2_0", t, 0.5) == F.pack_ternary("TQ2_0", t, [0.5, 0.5])
+    assert F.TQ2_0.pack(t, 0.5) == F.TQ2_0.pack(t, [0.5, 0.5])
 
 
 @pytest.mark.parametrize("name", ["I2_S", "TQ1_0", "TQ2_0", "Q2_0", "Q2_0_G128"])
 def test_pack_rejects_bad_input(name):
     f = F.by_name(name)
     with pytest.raises(F.FormatError, match="-1, 0, 1"):
-        f.pack_ternary(np.full((1, 256), 2, np.int8), 1.0)
+        f.pack(np.full((1, 256), 2, np.int8), 1.0)
     with pytest.raises(F.FormatError, match="integer"):
-        f.pack_ternary(np.zeros((1, 256), np.float32), 1.0)
+        f.pack(np.zeros((1, 256), np.float32), 1.0)
     with pytest.raises(F.FormatError, match="block"):
-        f.pack_ternary(np.zeros((1, 100), np.int8), 1.0)
+        f.pack(np.zeros((1, 100), np.int8), 1.0)
     with pytest.raises(F.FormatError, match="bytes"):
         f.dequantize(bytes(f.nbytes(256) - 1), 256)
 
 
 def test_q1_0_rejects_zero_signs_and_wrong_scale_count():
     with pytest.raises(F.FormatError, match="-1 or \\+1"):
-        F.pack_signs(np.zeros(128, np.int8), 1.0)
+        F.Q1_0.pack(np.zeros(128, np.int8), 1.0)
     with pytest.raises(F.FormatError, match="scales"):
-        F.pack_signs(np.ones(256, np.int8), [1.0, 2.0, 3.0])
-    with pytest.raises(F.FormatError, match="pack_signs"):
-        F.pack_ternary("Q1_0", np.ones(128, np.int8), 1.0)
+        F.Q1_0.pack(np.ones(256, np.int8), [1.0, 2.0, 3.0])
+    with pytest.raises(F.FormatError, match="offsets"):
+        F.Q1_0.pack(np.ones(128, np.int8), 1.0, 0.5)
 
 
 def test_module_imports_and_sizes_without_numpy():

@@ -98,7 +98,7 @@ def compare_with_gguf_py(gf, path):
     for t in ref.tensors:
         ti = gf.tensors[t.name]
         assert ti.shape == tuple(int(d) for d in t.shape)
-        assert ti.type_id == int(t.tensor_type) and ti.type_name == t.tensor_type.name
+        assert ti.type_id == int(t.tensor_type) and ti.format.name == t.tensor_type.name
         assert ti.n_elements == t.n_elements and ti.nbytes == t.n_bytes
         assert ti.abs_offset == t.data_offset and ti.offset == t.data_offset - ref.data_offset
         assert gf.tensor_data(t.name) == t.data.tobytes()
@@ -258,14 +258,14 @@ def test_i2_s_tensor_round_trip(tmp_path):
     """An I2_S tensor (gguf-py cannot write one) in a file built here byte by byte: table, nbytes, dequant."""
     rng = np.random.default_rng(3)
     t = rng.integers(-1, 2, (4, 256), dtype=np.int8)
-    packed = formats.pack_ternary("I2_S", t, 0.25)
+    packed = formats.I2_S.pack(t, 0.25)
     u32, u64 = (lambda v: v.to_bytes(4, "little")), (lambda v: v.to_bytes(8, "little"))
     header = (b"GGUF" + u32(3) + u64(1) + u64(0)
               + u64(1) + b"w" + u32(2) + u64(256) + u64(4) + u32(36) + u64(0))
     data = header + bytes(-len(header) % 32) + packed
     gf = read_gguf(BytesSource(data))
     ti = gf.tensors["w"]
-    assert (ti.type_name, ti.shape, ti.nbytes, ti.np_shape) == ("I2_S", (256, 4), 256 * 4 // 4 + 32, (4, 256))
+    assert (ti.format.name, ti.shape, ti.nbytes, ti.np_shape) == ("I2_S", (256, 4), 256 * 4 // 4 + 32, (4, 256))
     assert ti.abs_offset == gf.data_offset == 96      # 65 header bytes padded to 32
     (tmp_path / "i2s.gguf").write_bytes(data)
     assert cli_main(["dequant", str(tmp_path / "i2s.gguf"), "w", "--out", str(tmp_path / "w.npy")]) == 0
@@ -297,7 +297,7 @@ def _q2_file(tensors, alignment=32):
 def _ternary(rng, fmt, n_out, n_in):
     f = formats.by_name(fmt)
     t = rng.integers(-1, 2, (n_out, n_in), dtype=np.int8)
-    return f.pack_ternary(t, rng.integers(1, 32, t.size // f.block_size) / 64.0), t
+    return f.pack(t, rng.integers(1, 32, t.size // f.block_size) / 64.0), t
 
 
 def test_type_42_layout_told_from_the_byte_span():
@@ -309,12 +309,12 @@ def test_type_42_layout_told_from_the_byte_span():
     for order in ((("a", q64, 42), ("b", q128, 42), ("c", q128, 142)), (("c", q128, 142), ("b", q128, 42), ("a", q64, 42))):
         gf = read_gguf(BytesSource(_q2_file([(n, 16, 256, d, i) for n, d, i in order])))
         a, b, c = gf.tensors["a"], gf.tensors["b"], gf.tensors["c"]
-        assert (a.type_name, a.type_id, a.nbytes, a.stored_type_id) == ("Q2_0", 42, 1152, None)
-        assert (b.type_name, b.type_id, b.nbytes, b.stored_type_id) == ("Q2_0_G128", 142, 1088, 42)
-        assert (c.type_name, c.type_id, c.nbytes, c.stored_type_id) == ("Q2_0_G128", 142, 1088, None)
+        assert (a.format.name, a.type_id, a.nbytes, a.stored_type_id) == ("Q2_0", 42, 1152, None)
+        assert (b.format.name, b.type_id, b.nbytes, b.stored_type_id) == ("Q2_0_G128", 142, 1088, 42)
+        assert (c.format.name, c.type_id, c.nbytes, c.stored_type_id) == ("Q2_0_G128", 142, 1088, None)
         assert gf.tensor_data("a") == q64 and gf.tensor_data("b") == q128
-        assert np.array_equal(b.format.unpack_ternary(gf.tensor_data("b"), b.n_elements)[0], t128.reshape(-1))
-        assert np.array_equal(a.format.unpack_ternary(gf.tensor_data("a"), a.n_elements)[0], t64.reshape(-1))
+        assert np.array_equal(b.format.unpack(gf.tensor_data("b"), b.n_elements)[0], t128.reshape(-1))
+        assert np.array_equal(a.format.unpack(gf.tensor_data("a"), a.n_elements)[0], t64.reshape(-1))
 
 
 def test_small_type_42_tensor_takes_the_layout_the_file_shows():
@@ -326,8 +326,8 @@ def test_small_type_42_tensor_takes_the_layout_the_file_shows():
         big, _ = _ternary(rng, fmt, 16, 256)
         gf = read_gguf(BytesSource(_q2_file([("small", 2, 256, small, 42), ("big", 16, 256, big, 42)])))
         ti = gf.tensors["small"]
-        assert ti.type_name == gf.tensors["big"].type_name == fmt and gf.tensor_data("small") == small
-        assert np.array_equal(ti.format.unpack_ternary(gf.tensor_data("small"), ti.n_elements)[0], ts.reshape(-1))
+        assert ti.format.name == gf.tensors["big"].format.name == fmt and gf.tensor_data("small") == small
+        assert np.array_equal(ti.format.unpack(gf.tensor_data("small"), ti.n_elements)[0], ts.reshape(-1))
 
 
 def test_type_42_ambiguous_or_unmatched_size_is_an_error():

@@ -131,7 +131,7 @@ def check_rejected(data, field, match):
 def test_base_file_is_valid_and_gguf_py_agrees(tmp_path):
     gf = parse(BASE.data)
     assert gf.metadata["a.nested"] == [[1, 2], [3]] and gf.metadata["a.arr_str"] == ["x", "", "yz"]
-    assert [t.type_name for t in gf.tensors.values()] == ["I2_S", "Q8_0", "F32"]
+    assert [t.format.name for t in gf.tensors.values()] == ["I2_S", "Q8_0", "F32"]
     assert gf.data_offset == BASE.at["data"]
     assert len(BASE.data) == list(gf.tensors.values())[-1].abs_offset + 16        # last tensor unpadded
     from gguf import GGUFReader                # the builder writes what gguf-py reads (it has no I2_S)

@@ -187,7 +187,7 @@ def test_tensors_of_every_type(tmp_path, type_name, alignment):
     assert g.alignment == align and g.data_offset % align == 0
     for i, shape in enumerate(SHAPES):
         t = g.tensors[f"t{i}"]
-        assert (t.shape, t.type_name, t.nbytes) == (shape, type_name, len(datas[i]))
+        assert (t.shape, t.format.name, t.nbytes) == (shape, type_name, len(datas[i]))
         assert t.abs_offset % align == 0
         assert g.tensor_data(t.name) == datas[i]
     if alignment not in (None, 32):
@@ -289,7 +289,7 @@ def test_stored_type_id_writes_prismml_legacy_q2_0(tmp_path):
         w.write_tensor("w", data)
     raw = p.read_bytes()
     t = open_gguf(p).tensors["w"]
-    assert (t.type_name, t.type_id, t.stored_type_id, t.nbytes) == ("Q2_0_G128", 142, 42, len(data))
+    assert (t.format.name, t.type_id, t.stored_type_id, t.nbytes) == ("Q2_0_G128", 142, 42, len(data))
     assert int.from_bytes(raw[t.info_offset + 8 + 1 + 4 + 16:][:4], "little") == 42     # the record says 42
 
 

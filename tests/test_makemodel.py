@@ -88,7 +88,7 @@ def test_2b4t_one_block_has_the_published_layout(tmp_path):
     assert g.metadata["tokenizer.chat_template"].startswith(PUBLISHED_TEMPLATE_START)
     assert "BITNETAssistant: " in g.metadata["tokenizer.chat_template"]
 
-    table = {n: (t.type_name, t.shape, t.nbytes) for n, t in g.tensors.items()}
+    table = {n: (t.format.name, t.shape, t.nbytes) for n, t in g.tensors.items()}
     want = {"token_embd.weight": ("F16", (2560, n_vocab), 2560 * n_vocab * 2),
             "output_norm.weight": ("F32", (2560,), 10240)}
     want.update({f"blk.0.{k}.weight": v for k, v in PUBLISHED_BLOCK.items()})
@@ -125,9 +125,9 @@ def test_2b4t_plan_with_the_llama3_vocab_is_the_published_table():
     assert len(plan) == 332
     counts = {}
     for tp in plan:
-        counts[tp.type_name] = counts.get(tp.type_name, 0) + 1
+        counts[tp.format.name] = counts.get(tp.format.name, 0) + 1
     assert counts == {"F32": 121, "F16": 1, "I2_S": 210}
-    table = {tp.name: (tp.type_name, tp.shape, tp.nbytes) for tp in plan}
+    table = {tp.name: (tp.format.name, tp.shape, tp.nbytes) for tp in plan}
     want = {"token_embd.weight": ("F16", (2560, 128256), 656670720),
             "output_norm.weight": ("F32", (2560,), 10240)}
     for i in range(30):
@@ -168,11 +168,11 @@ def test_every_non_i2s_format_reads_back_with_gguf_py(tmp_path, arch, fmt):
     assert [t.name for t in r.tensors] == list(g.tensors)
     for t in r.tensors:
         mine = g.tensors[t.name]
-        assert t.tensor_type.name == mine.type_name and t.shape.tolist() == list(mine.shape), t.name
+        assert t.tensor_type.name == mine.format.name and t.shape.tolist() == list(mine.shape), t.name
         assert t.n_bytes == mine.nbytes and t.data_offset == mine.abs_offset, t.name
         assert t.data.tobytes() == g.tensor_data(t.name), t.name
-    lin = formats.by_name(makemodel.LINEAR_TYPE[fmt]).name
-    assert g.tensors["blk.1.ffn_down.weight"].type_name == lin
+    lin = makemodel.LINEAR_TYPE[fmt].name
+    assert g.tensors["blk.1.ffn_down.weight"].format.name == lin
     assert g.metadata["general.file_type"] == {"tq2_0": 37, "tq1_0": 36, "q1_0": 40, "f16": 1,
                                                "bf16": 32, "f32": 0, "q8_0": 7}[fmt]
 
@@ -200,7 +200,7 @@ def test_weights_are_ternary_and_scaled_to_keep_activations_order_one(tmp_path, 
             y_rms = np.sqrt(np.mean((w @ x) ** 2))
             assert 0.5 < y_rms < 4.5, (name, y_rms)
     for name, t in g.tensors.items():
-        if t.type_name == "F32" and name.endswith("norm.weight"):
+        if t.format.name == "F32" and name.endswith("norm.weight"):
             x = dequant(g, name)
             assert abs(x.mean() - 1) < 0.02 and 0.02 < x.std() < 0.08, name
     e = dequant(g, "token_embd.weight")
@@ -214,9 +214,9 @@ def test_q2_0_files(tmp_path, fmt, ftype):
     metadata (it knows neither type, so its tensor table is checked by bitweb.gguf only)."""
     p = make(tmp_path, format=fmt, seed=4)
     g = open_gguf(p)
-    want = makemodel.LINEAR_TYPE[fmt]
+    want = makemodel.LINEAR_TYPE[fmt].name
     ti = g.tensors["blk.0.ffn_down.weight"]
-    assert ti.type_name == want and ti.type_id == formats.by_name(want).type_id and ti.stored_type_id is None
+    assert ti.format.name == want and ti.type_id == formats.by_name(want).type_id and ti.stored_type_id is None
     assert g.metadata["general.file_type"] == ftype
     assert ti.nbytes == formats.nbytes(want, ti.n_elements)
 
@@ -228,12 +228,12 @@ def test_embd_format(tmp_path, embd):
     ref = open_gguf(make(tmp_path, "f16.gguf", seed=2, format="tq2_0"))        # linears gguf-py reads
     g = open_gguf(make(tmp_path, embd + ".gguf", seed=2, format="tq2_0", embd_format=embd))
     ti = g.tensors["token_embd.weight"]
-    f = formats.by_name(makemodel.EMBD_TYPE[embd])
-    assert ti.type_name == f.name and ti.shape == ref.tensors["token_embd.weight"].shape
+    f = makemodel.EMBD_TYPE[embd]
+    assert ti.format.name == f.name and ti.shape == ref.tensors["token_embd.weight"].shape
     n_embd, n_vocab = ti.shape
     spec = makemodel.spec_from_args(cli.build_parser().parse_args(
         ["make-model", "--out", "x", "--seed", "2", "--format", "tq2_0", "--embd-format", embd]))
-    plan = makemodel.TensorPlan("token_embd.weight", ti.shape, "F32", "embd")       # the generator's f32 rows
+    plan = makemodel.TensorPlan("token_embd.weight", ti.shape, formats.F32, "embd")  # the generator's f32 rows
     rows32 = np.frombuffer(b"".join(bytes(c) for c in makemodel.tensor_chunks(spec, plan)), "<f4")
     assert ref.tensor_data("token_embd.weight") == rows32.astype("<f2").tobytes()     # the F16 file: the same rows
     rows = f.quantize(rows32)
@@ -285,7 +285,7 @@ def test_bitnet_arch_keys_and_scale_tensors(tmp_path):
     for i in range(g.get("block_count")):
         for lin in LINEARS:
             s = g.tensors[f"blk.{i}.{lin}.scale"]
-            assert (s.type_name, s.shape) == ("F32", (1,))
+            assert (s.format.name, s.shape) == ("F32", (1,))
             f = dequant(g, s.name)[0]
             assert 0.5 <= f <= 2.0
             # the weight holds W / f: the product is the plain model's W (same seed), to f16 rounding

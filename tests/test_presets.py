@@ -9,6 +9,7 @@ import pytest
 
 from bitweb.authoring.makemodel import (PRESET_DEFAULTS, build_metadata, complete_vocab, load_vocab, pad_vocab,
                                         plan_tensors, spec_from_args, vocab_name)
+from bitweb import formats
 from bitweb.chat import ChatFormat
 
 # preset: (n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff, n_ctx, tied, published file bytes)
@@ -35,7 +36,7 @@ def test_bonsai_preset_shapes_and_defaults(preset):
     assert (d["arch"], d["format"], d["embd_format"], d["vocab"]) == ("qwen3", "q1_0", "q1_0", "qwen")
     assert d.get("output_format") == (None if tied else "q1_0")
     s = spec(preset)
-    assert (s.arch, s.fmt, s.linear_type, s.tied, s.n_ctx) == ("qwen3", "q1_0", "Q1_0", tied, ctx)
+    assert (s.arch, s.fmt, s.linear_type, s.tied, s.n_ctx) == ("qwen3", "q1_0", formats.Q1_0, tied, ctx)
     assert (s.embd_fmt, s.output_fmt) == ("q1_0", "q1_0")
     plan = {t.name: t for t in plan_tensors(s, V)}
     q, kv = nh * hd, nkv * hd
@@ -45,11 +46,11 @@ def test_bonsai_preset_shapes_and_defaults(preset):
     for i in (0, L - 1):
         for n, shape in want.items():
             t = plan[f"blk.{i}.{n}.weight"]
-            assert t.shape == shape and t.type_name == ("F32" if len(shape) == 1 else "Q1_0"), (n, t)
+            assert t.shape == shape and t.format.name == ("F32" if len(shape) == 1 else "Q1_0"), (n, t)
     assert f"blk.{L}.attn_q.weight" not in plan
     assert not any("sub_norm" in n or n.endswith(".scale") for n in plan)          # qwen3: no sub-norms
     tables = [plan["token_embd.weight"]] + ([] if tied else [plan["output.weight"]])
-    assert all(t.shape == (e, V) and t.type_name == "Q1_0" for t in tables), tables
+    assert all(t.shape == (e, V) and t.format.name == "Q1_0" for t in tables), tables
     assert ("output.weight" in plan) == (not tied)
     assert len(plan) == 2 + 11 * L + (not tied)
     # tensor bytes: the published file less its header (the Qwen tokenizer's 151k tokens and
@@ -65,8 +66,8 @@ def test_bonsai_options_override_the_preset(kw, want):
     """An option given beats the preset's default; the others keep it."""
     s = spec(kw.pop("preset", "bonsai-1.7b"), **kw)
     plan = {t.name: t for t in plan_tensors(s, V)}
-    assert (plan["token_embd.weight"].type_name,
-            plan["output.weight"].type_name if "output.weight" in plan else None) == want
+    assert (plan["token_embd.weight"].format.name,
+            plan["output.weight"].format.name if "output.weight" in plan else None) == want
     assert s.arch == kw.get("arch", "qwen3") and s.fmt == kw.get("format", "q1_0")
 
 

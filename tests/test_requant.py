@@ -54,7 +54,7 @@ def rewrite(src, dst, tensors):
     for k, v in gf.metadata.items():
         t, sub = gf.metadata_types[k]
         md.append((k, gw.array(sub, v) if t == gw.ARRAY else gw.Value(t, v)))
-    out = [(n, ti.shape, ti.type_name, gf.tensor_data(n)) for n, ti in gf.tensors.items() if n not in tensors]
+    out = [(n, ti.shape, ti.format.name, gf.tensor_data(n)) for n, ti in gf.tensors.items() if n not in tensors]
     out += [(n, shape, t, data) for n, (t, shape, data) in tensors.items()]
     gw.write_gguf(dst, md, out)
 
@@ -97,8 +97,8 @@ def test_engine_q8_0_head_equals_a_file_with_a_q8_0_head(gpu, tiny, tied):
     ref = load(gpu, ref_path)
     try:
         m = eng.model
-        assert eng.table_type(m.lm_head) == "Q8_0"
-        assert eng.table_type(m.token_embd) == ("Q8_0" if tied else "F16")
+        assert eng.table_type(m.lm_head) is formats.Q8_0
+        assert eng.table_type(m.token_embd) is (formats.Q8_0 if tied else formats.F16)
         got = b"".join(run(gpu.read(b, 0, b.size)) for *_, b in eng.shards[name])
         want = ref_tensors[name][2]
         assert got[:len(want)] == want            # random F16 rows: no near-ties in this table

@@ -124,14 +124,16 @@ def test_nested_include_and_diamond_once():
     assert code(lines("#include a\n#include b\nm\n", {}, files)) == ["m", "a", "c", "b"]
 
 
-def test_include_format_picks_the_include_of_the_defined_format():
+def test_include_format_picks_the_include_of_the_format_object():
+    """define FORMAT is the Format object (a launch spec's) or its type id (a kernel case's)."""
     files = {f.include: f"fn {f.include}() {{}}\n" for f in formats.TYPES.values()}
     for f in formats.TYPES.values():
-        assert code(lines("#include format\nm\n", {f.define: True}, files)) == ["m", f"fn {f.include}() {{}}"]
-    with pytest.raises(ShaderSourceError, match=r"main.wgsl line 1: #include format needs exactly one format define .*got none"):
+        for v in (f, f.type_id):
+            assert code(lines("#include format\nm\n", {"FORMAT": v}, files))[:2] == ["m", f"fn {f.include}() {{}}"]
+    with pytest.raises(ShaderSourceError, match=r"main.wgsl line 1: #include format needs define FORMAT .*got none"):
         lines("#include format\n", {}, files)
-    with pytest.raises(ShaderSourceError, match=r"got FMT_I2S, FMT_F16"):
-        lines("#include format\n", {"FMT_F16": True, "FMT_I2S": True}, files)
+    with pytest.raises(ShaderSourceError, match=r"main.wgsl line 1: #include format: FORMAT 77: unknown GGML type id 77"):
+        lines("#include format\n", {"FORMAT": 77}, files)
 
 
 def test_every_format_has_its_include_file():
@@ -180,8 +182,9 @@ SHADERS = sorted(p.stem for p in (pathlib.Path(__file__).resolve().parent.parent
 @pytest.mark.parametrize("name", SHADERS)
 @pytest.mark.parametrize("subgroups", [False, True])
 def test_real_shaders_preprocess(name, subgroups):
-    fmt = "FMT_I2S" if name.startswith("bitlinear") else "FMT_F16"
-    out = preprocess(shaders.source(name), {"SUBGROUPS": subgroups, fmt: True, "A8": True, "NORM": True}, name)
+    fmt = formats.I2_S if name.startswith("bitlinear") else formats.F16
+    out = preprocess(shaders.source(name), {"SUBGROUPS": subgroups, "FORMAT": fmt, fmt.define: True, "A8": True,
+                                            "NORM": True}, name)
     src_lines = shaders.source(name).splitlines()
     out_lines = out.splitlines()
     for i, s in enumerate(src_lines):                 # the file's own lines keep their numbers

@@ -251,13 +251,13 @@ def test_export_roundtrip_every_format(tmp_path):
             for name, (t, s) in ref_t.items():
                 ti = gf.tensors[name + ".weight"]
                 assert ti.shape == (t.shape[1], t.shape[0])
-                f = formats.by_name(ti.type_name)
+                f = formats.by_name(ti.format.name)
                 data_ = gf.tensor_data(name + ".weight")
                 if fmt == "f16":
                     w = f.dequantize(data_, ti.n_elements)
                     assert np.array_equal(w, (t.numpy().astype(np.float32) * np.float32(s)).astype(np.float16).astype(np.float32).ravel())
                     continue
-                tt, d = f.unpack_ternary(data_, ti.n_elements)
+                tt, d, _ = f.unpack(data_, ti.n_elements)
                 assert np.array_equal(tt, t.numpy().ravel()), name
                 want = np.float32(s) if fmt == "i2_s" else np.float32(np.float16(s))
                 assert np.all(d == want), name                   # I2_S: the exact f32 scale
@@ -304,8 +304,8 @@ def test_shipped_model_file():
     assert SHIPPED.stat().st_size < 8 * 2**20
     with open_gguf(str(SHIPPED)) as gf:
         assert gf.metadata["general.architecture"] == "bitnet-b1.58"
-        assert {ti.type_name for n, ti in gf.tensors.items() if n.startswith("blk.") and ti.shape[1:]} == {"I2_S"}
-        assert gf.tensors["token_embd.weight"].type_name == "F16"
+        assert {ti.format.name for n, ti in gf.tensors.items() if n.startswith("blk.") and ti.shape[1:]} == {"I2_S"}
+        assert gf.tensors["token_embd.weight"].format.name == "F16"
         from bitweb.tokenizer import Tokenizer as PyTok
         pytok = PyTok.from_metadata(gf.metadata)
         hf = Tokenizer.from_file(str(TRAIN / "tokenizer.json"))

@@ -117,7 +117,7 @@ def pair(request, tiny_model):
 def test_f32_logits_and_greedy(pair):
     model, gf = pair
     ref = NumpyModel.from_gguf(gf, "f32", kv_cache="f32")       # transformers' cache is f32
-    assert gf.tensors["blk.0.attn_q.weight"].type_name == ref.cfg.linear_type
+    assert gf.tensors["blk.0.attn_q.weight"].format is ref.cfg.linear_type
     assert ("output.weight" in gf.tensors) != ref.cfg.tied
     ids = ref.tokenizer.encode(PROMPT)
     with torch.no_grad():

@@ -92,7 +92,7 @@ def test_advice_names_every_format_from_the_registry():
     from bitweb import formats
     for kind in ("format", "unsupported"):
         (line,) = webapp.advice(kind)
-        assert all(n in line for n in formats.names("linear") + formats.names("table")), line
+        assert all(f.name in line for f in formats.select("linear") + formats.select("table")), line
     assert webapp.advice("context") == []
     err = json.loads(webapp.error_json(gguf.GGUFError("bad magic")))["error"]    # what the worker sends
     assert err["kind"] == "format" and err["advice"] == webapp.advice("format")

@@ -106,10 +106,10 @@ def pack_linear(w: torch.Tensor, fmt: str):
     t, m = ternary(w)
     t = t.numpy()
     if fmt == "i2_s":
-        return "I2_S", by_name("I2_S").pack_ternary(t, np.float32(m))
+        return "I2_S", by_name("I2_S").pack(t, np.float32(m))
     if fmt in ("tq2_0", "tq1_0"):
         f = by_name(fmt.upper())
-        return f.name, f.pack_ternary(t, np.full(t.size // 256, m, dtype=np.float32))
+        return f.name, f.pack(t, np.full(t.size // 256, m, dtype=np.float32))
     if fmt == "f16":
         return "F16", (t.astype(np.float32) * np.float32(m)).astype("<f2").tobytes()
     raise ValueError(f"unknown format {fmt!r}; choose i2_s, tq2_0, tq1_0 or f16")

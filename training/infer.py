@@ -65,7 +65,6 @@ def load_gguf(path: str) -> BitNet:
     bit for bit the training forward's weight_quant (export stores m = mean|W| exactly).
     Other types use their dequantized values. The embedding is the file's F16 table."""
     import numpy as np
-    from bitweb import formats
     from bitweb.gguf import open_gguf
     from bitweb.model import Config as FileConfig
 
@@ -80,11 +79,11 @@ def load_gguf(path: str) -> BitNet:
 
         def arr(name):
             ti = gf.tensors[name]
-            f = formats.by_name(ti.type_name)
+            f = ti.format
             data = gf.tensor_data(name)
             shape = tuple(reversed(ti.shape))
-            if ti.type_name == "I2_S":
-                t, m = f.unpack_ternary(data, ti.n_elements)
+            if f.tensor_scale:                      # I2_S: codes and one tensor scale
+                t, m, _ = f.unpack(data, ti.n_elements)
                 inv = 1.0 / torch.tensor(m[0], dtype=torch.float32)
                 return torch.from_numpy(t.astype(np.float32).reshape(shape)) / inv
             return torch.from_numpy(f.dequantize(data, ti.n_elements).reshape(shape).copy())

@@ -66,7 +66,7 @@ class GgmlLinear(Linear):
 
     def __init__(self, gf, ti, scale_ti=None):
         super().__init__(gf, ti, scale_ti)
-        self.type_name = ti.type_name
+        self.type_name = ti.format.name
 
     def __call__(self, x, nw, eps, a8):
         x = x.astype(F32)

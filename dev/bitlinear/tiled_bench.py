@@ -22,10 +22,10 @@ from bitweb.kernels import bitlinear, bitlinear_tiled
 def tensor(rng, fmt, rows, n_in):
     n = rows * n_in
     if fmt == "Q1_0":
-        b = formats.pack_signs(rng.choice(np.array([-1, 1], np.int8), n), np.full(n // 128, 0.5))
+        b = formats.Q1_0.pack(rng.choice(np.array([-1, 1], np.int8), n), np.full(n // 128, 0.5))
     else:
         t = rng.integers(-1, 2, n).astype(np.int8)
-        b = formats.pack_ternary(fmt, t, 1.0 if fmt == "I2_S" else rng.uniform(0.25, 2, n // formats.by_name(fmt).block_size))
+        b = formats.by_name(fmt).pack(t, 1.0 if fmt == "I2_S" else rng.uniform(0.25, 2, n // formats.by_name(fmt).block_size))
     return b + bytes(-len(b) % 16)
 
 

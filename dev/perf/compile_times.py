@@ -338,19 +338,14 @@ def head_variants(eng, dev) -> list:
     """The model's LM head with other tunes (rows per workgroup, rows per lane group, lanes,
     subgroups off), one shard."""
     cfg, ti = eng.cfg, eng.model.lm_head
-    wtype = ti.type_name
-    a8 = formats_kind(wtype) != "float"
+    wtype = ti.format
+    a8 = wtype.packed
     out = []
     for tune in ({"rb": 1}, {"rb": 2}, {"rpw": 16, "rb": 2}, {"subgroups": False}, {"subgroups": False, "rb": 1},
                  {"wg": 32}, {"wg": 128}):
         st = lmhead.gemv(wtype, cfg.n_embd, cfg.n_vocab, a8=a8, eps=cfg.eps, dev=dev, **tune)[0]
         out.append(dev.pipeline_key(st.shader, st.entry, st.constants, dict(st.defines, _TUNE=str(tune))))
     return out
-
-
-def formats_kind(wtype):
-    from bitweb import formats
-    return formats.by_name(wtype).kind
 
 
 if __name__ == "__main__":

@@ -56,7 +56,7 @@ async def main():
         p, q = softmax(x), softmax(y)
         kl += sum(pi * math.log(pi / qi) for pi, qi in zip(p, q) if pi > 0)
         n += 1
-    out = {"model": ref.cfg.summary(), "head": ref.model.lm_head.type_name, "positions": int(n),
+    out = {"model": ref.cfg.summary(), "head": ref.model.lm_head.format.name, "positions": int(n),
            "max_abs_dlogit": dmax, "mean_abs_dlogit_over_std": dsum / n, "top1_agreement": top1 / n,
            "mean_kl": kl / n}
     same = total = 0

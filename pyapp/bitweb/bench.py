@@ -61,9 +61,9 @@ from bitweb.tokenizer import Tokenizer
 
 SHAPES = ((2560, 2560), (2560, 640), (2560, 6912), (6912, 2560), (2560, 16384))
 QUICK_SHAPES = ((256, 256), (512, 128))
-TERNARY = tuple(bitlinear.FORMATS)             # every packed format (bitweb.formats)
-DENSE = ("F16", "F32", "Q8_0")
-LMHEAD = ("F16", "Q8_0")                      # shaders/lmhead.wgsl: the LM head (n_in <= 4096)
+PACKED = tuple(bitlinear.FORMATS)              # every packed format (bitweb.formats)
+DENSE = (formats.F16, formats.F32, formats.Q8_0)
+LMHEAD = (formats.F16, formats.Q8_0)          # shaders/lmhead.wgsl: the LM head (n_in <= 4096)
 STREAM_WG = 256
 STREAM_GRIDS = (16, 64, 256, 1024, 4096)      # workgroup counts tried for the streaming read
 CHUNK = 1 << 20                               # upload chunk (bytes) for generated weights
@@ -87,49 +87,23 @@ def parse_shapes(text: str) -> tuple:
 
 
 # ---------------------------------------------------------------------------- weights
-# Bytes that are valid codes: I2_S / TQ2_0 bytes of four 2-bit codes in 0..2, TQ1_0 bytes
-# q = ceil(v * 256 / 243) of five base-3 trits v in 0..242.
-_CODES2 = bytes(a | b << 2 | c << 4 | d << 6 for a in range(3) for b in range(3) for c in range(3) for d in range(3))
-_CODES3 = bytes(-(-v * 256 // 243) for v in range(243))
-
-
-def _block(fmt: str, rng: random.Random) -> bytes:
-    """One random block (I2_S: 32 code bytes; F16 / F32: one value) of a valid tensor."""
-    pick = lambda table, n: bytes(rng.choice(table) for _ in range(n))   # noqa: E731
-    d = struct.pack("<e", rng.uniform(0.001, 0.01))
-    if fmt == "F32":
-        return struct.pack("<f", rng.uniform(-1, 1))
-    if fmt == "F16":
-        return struct.pack("<e", rng.uniform(-1, 1))
-    if fmt == "Q8_0":
-        return d + rng.randbytes(32)
-    if fmt == "TQ2_0":
-        return pick(_CODES2, 64) + d
-    if fmt == "TQ1_0":
-        return pick(_CODES3, 52) + d
-    if fmt == "I2_S":
-        return pick(_CODES2, 32)
-    if fmt == "Q1_0":
-        return d + rng.randbytes(16)
-    if fmt in ("Q2_0", "Q2_0_G128"):
-        return d + pick(_CODES2, formats.by_name(fmt).block_size // 4)
-    raise BenchError(f"no weight generator for {fmt!r}")
-
-
-def pattern(fmt: str, seed: int = 0, target: int = 1 << 16) -> bytes:
-    """About `target` bytes of whole blocks, a multiple of 4 bytes, tiled to fill a tensor."""
-    rng = random.Random(f"{fmt}:{seed}")
-    one = _block(fmt, rng)
+def pattern(fmt, seed: int = 0, target: int = 1 << 16) -> bytes:
+    """About `target` bytes of whole random blocks of fmt (Format.random_block: valid codes, finite
+    scales), a multiple of 4 bytes, tiled to fill a tensor."""
+    fmt = formats.get(fmt)
+    rng = random.Random(f"{fmt.name}:{seed}")
+    one = fmt.random_block(rng)
     n = max(1, target // len(one))
     while (n * len(one)) % 4:
         n += 1
-    return b"".join([one] + [_block(fmt, rng) for _ in range(n - 1)])
+    return b"".join([one] + [fmt.random_block(rng) for _ in range(n - 1)])
 
 
-def tensor_bytes(fmt: str, n_in: int, rows: int) -> int:
+def tensor_bytes(fmt, n_in: int, rows: int) -> int:
+    fmt = formats.get(fmt)
     if fmt in dense.WTYPES:
         return rows * dense.row_bytes(fmt, n_in)
-    return formats.by_name(fmt).nbytes(n_in * rows)
+    return fmt.nbytes(n_in * rows)
 
 
 def _fill(dev, buf, pat: bytes, nbytes: int) -> None:
@@ -142,25 +116,25 @@ def _fill(dev, buf, pat: bytes, nbytes: int) -> None:
         dev.write_buffer(buf, pos, part)
 
 
-def upload_weight(dev, fmt: str, n_in: int, rows: int, seed: int = 0) -> list:
-    """A random valid weight of `rows` x `n_in` in fmt: [(r0, r1, Buffer)] (dense types sharded by
-    whole rows to fit maxStorageBufferBindingSize; ternary types in one buffer)."""
+def upload_weight(dev, fmt, n_in: int, rows: int, seed: int = 0) -> list:
+    """A random valid weight of `rows` x `n_in` in fmt (a Format): [(r0, r1, Buffer)] (float types
+    sharded by whole rows to fit maxStorageBufferBindingSize; packed types in one buffer)."""
+    fmt = formats.get(fmt)
     pat = pattern(fmt, seed)
     if fmt in dense.WTYPES:
         rb = dense.row_bytes(fmt, n_in)
         out = []
         for r0, r1 in dense.shard_rows(rows, rb, dev.max_binding):
-            b = dev.create_buffer((r1 - r0) * rb, label=f"bench {fmt} [{r0}:{r1}]")
+            b = dev.create_buffer((r1 - r0) * rb, label=f"bench {fmt.name} [{r0}:{r1}]")
             _fill(dev, b, pat, (r1 - r0) * rb)
             out.append((r0, r1, b))
         return out
     nbytes = tensor_bytes(fmt, n_in, rows)
-    b = dev.create_buffer(nbytes, label=f"bench {fmt}")
-    if fmt == "I2_S":      # n/4 code bytes, then the f32 tensor scale and 28 zero bytes
-        _fill(dev, b, pat, nbytes - 32)
-        dev.write_buffer(b, nbytes - 32, struct.pack("<f", 0.01) + bytes(28))
-    else:
-        _fill(dev, b, pat, nbytes)
+    b = dev.create_buffer(nbytes, label=f"bench {fmt.name}")
+    tail = fmt.tail(0.01)  # after the blocks (I2_S: the f32 tensor scale and 28 zero bytes)
+    _fill(dev, b, pat, nbytes - len(tail))
+    if tail:
+        dev.write_buffer(b, nbytes - len(tail), tail)
     return [(0, rows, b)]
 
 
@@ -239,7 +213,7 @@ class Stream:
 
 
 # ---------------------------------------------------------------------------- kernels
-def ternary_variants(dev, fmt: str, n_in: int, rows: int, a8: bool, quick: bool) -> list:
+def packed_variants(dev, fmt, n_in: int, rows: int, a8: bool, quick: bool) -> list:
     """[(tune overrides, Step)]: the device's default, and what else this device can run."""
     opts = [{}]
     if not quick:
@@ -257,17 +231,17 @@ def ternary_variants(dev, fmt: str, n_in: int, rows: int, a8: bool, quick: bool)
     return out
 
 
-def dense_variant(dev, wtype: str, kw: dict) -> str:
+def dense_variant(dev, wtype, kw: dict) -> str:
     sg = kw.get("subgroups", dev.caps.subgroups)
-    s = f"gemv {wtype} " + ("subgroup" if sg else "shared")
-    if wtype == "F16":
+    s = f"gemv {wtype.name} " + ("subgroup" if sg else "shared")
+    if wtype is formats.F16:
         s += " f16" if kw.get("f16", dev.caps.shader_f16) else " unpack2x16float"
     return s
 
 
-def dense_variants(dev, wtype: str, quick: bool) -> list:
+def dense_variants(dev, wtype, quick: bool) -> list:
     opts = [{}]
-    if not quick and wtype == "F16":
+    if not quick and wtype is formats.F16:
         if dev.caps.shader_f16:
             opts.append({"f16": False})
         if dev.caps.subgroups:
@@ -276,8 +250,10 @@ def dense_variants(dev, wtype: str, quick: bool) -> list:
 
 
 async def bench_kernels(dev, shapes=SHAPES, quick: bool = False, repeats: int | None = None,
-                        formats=TERNARY, log=None) -> dict:
-    """The GEMV families at each shape; see the module docstring for the fields."""
+                        packed=PACKED, log=None) -> dict:
+    """The GEMV families at each shape; see the module docstring for the fields. packed: the packed
+    formats to run (Formats, or their names)."""
+    packed = [formats.get(f) for f in packed]
     stream = Stream(dev, repeats)
     results = []
 
@@ -297,12 +273,12 @@ async def bench_kernels(dev, shapes=SHAPES, quick: bool = False, repeats: int | 
         y = dev.create_buffer(4 * rows, label="y")
         f16_ms = None
 
-        async def record(kernel, variant, items, nbytes):
+        async def record(kernel, variant, items, nbytes, f16=False):
             nonlocal f16_ms
             t = await timed(dev, dev.plan(items), repeats)
             ts, grid = await stream.seconds(nbytes)
             ms = t * 1e3
-            if kernel == "F16" and f16_ms is None:
+            if f16 and f16_ms is None:        # the dense F16 kernel: P2's baseline
                 f16_ms = ms
             say({"kernel": kernel, "variant": variant, "shape": shape, "median_ms": sig(ms),
                  "bytes": nbytes, "gbps": sig(nbytes / t / 1e9), "stream_gbps": sig(nbytes / ts / 1e9),
@@ -316,19 +292,19 @@ async def bench_kernels(dev, shapes=SHAPES, quick: bool = False, repeats: int | 
             for variant, kw in dense_variants(dev, wtype, quick):
                 steps = dense.gemv(wtype, n_in, rows, shards=[(a, b) for a, b, _ in shards], norm=True, **kw)
                 items = [await s.instantiate(dev, bufs) for s in steps]
-                await record(wtype, variant, items, nbytes)
+                await record(wtype.name, variant, items, nbytes, f16=wtype is formats.F16)
             if wtype in LMHEAD and lmhead.supported(wtype, n_in):     # the engine's decode LM head kernel
                 steps = lmhead.gemv(wtype, n_in, rows, shards=[(a, b) for a, b, _ in shards], dev=dev)
-                await record(f"lmhead {wtype}", lmhead.variant(steps[0], dev),
+                await record(f"lmhead {wtype.name}", lmhead.variant(steps[0], dev),
                              [await s.instantiate(dev, bufs) for s in steps], nbytes)
             for *_, b in shards:
                 b.destroy()
-        for fmt in formats:
+        for fmt in packed:
             (_, _, w), = upload_weight(dev, fmt, n_in, rows)
             bufs = {"x": x, "norm": norm, "mult": mult, "y": y, "w0": w}
             for a8 in (True, False):
-                for variant, step in ternary_variants(dev, fmt, n_in, rows, a8, quick):
-                    await record(f"{fmt} {'a8' if a8 else 'f32'}", variant, [await step.instantiate(dev, bufs)],
+                for variant, step in packed_variants(dev, fmt, n_in, rows, a8, quick):
+                    await record(f"{fmt.name} {'a8' if a8 else 'f32'}", variant, [await step.instantiate(dev, bufs)],
                                  w.size)
             w.destroy()
         for b in (x, norm, mult, y):
@@ -353,7 +329,7 @@ def bytes_per_token(eng, pos: float) -> dict:
     m, cfg = eng.model, eng.cfg
     blocks = sum(ti.nbytes for ti in m.tensors() if ti.name.startswith("blk."))
     head = sum(b.size for *_, b in eng.shards[m.lm_head.name])
-    table_type = getattr(eng, "table_types", {}).get(m.token_embd.name, m.token_embd.type_name)
+    table_type = getattr(eng, "table_types", {}).get(m.token_embd.name, m.token_embd.format)
     embd = dense.row_bytes(table_type, cfg.n_embd)
     kv = 2 * cfg.n_layer * cfg.n_head_kv * cfg.head_dim * ops.KV_BYTES[eng.kv_cache] * (pos + 1)
     total = blocks + m.output_norm.nbytes + head + embd + kv
@@ -453,7 +429,7 @@ async def bench_decode(dev, gf, src, tokens: int = 32, prompt_tokens: int = 32, 
         out = {
             "bench": "decode", "device": dev.describe(), "timing": timing(dev),
             "model": cfg.summary(), "activations": activations, "overlap": bool(overlap),
-            "lm_head": lm_head or eng.model.lm_head.type_name,
+            "lm_head": lm_head or eng.model.lm_head.format.name,
             # the KV cache: value type, how it is stored here, bytes allocated (K and V, every layer, n_ctx)
             "kv_cache": eng.kv_cache, "kv_variant": eng.kv_variant, "n_ctx": eng.n_ctx,
             "kv_cache_bytes": eng.kv_bytes,

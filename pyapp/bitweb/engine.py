@@ -33,11 +33,11 @@ from bitweb import formats, gpu
 from bitweb.generation import (KV_CACHE, ContextError, GenerateResult, GenerationRun, check_prompt,
                                common_prefix, fit_context, now_ms)
 from bitweb.kernels import bitlinear, bitlinear_tiled, dense, glue, lmhead, ops, requant
-from bitweb.model import LINEARS, TERNARY_TYPES, Model
+from bitweb.model import LINEARS, Model
 from bitweb.sampling import Sampler, SamplingError, SamplingParams, choose, penalty_ids
 
 ACTIVATIONS = ("a8", "f32")
-LM_HEADS = ("q8_0",)          # lm_head= options: re-quantize the LM head on load (None: as in the file)
+LM_HEADS = {"q8_0": formats.Q8_0}   # lm_head= options: the format the LM head is re-quantized to on load
 PREFILL_ROWS = 64            # prompt rows per multi-row (prefill) plan run
 TOPK_MIN = 64                 # candidates read back for temperature sampling (more when top_k asks)
 MAX_PENALTY_IDS = 4096        # repeat_last_n cap (size of the penalty_ids buffer)
@@ -297,10 +297,10 @@ class Engine:
         self.n_ctx = n_ctx
         self.log = log
         self.overlap = True           # greedy decode one step ahead of the host (module docstring)
-        self.ternary = self.cfg.linear_type in TERNARY_TYPES
+        self.ternary = self.cfg.linear_type.packed
         self.w = {}                   # GGUF tensor name -> Buffer
         self.shards = {}              # table tensor name -> [(r0, r1, Buffer)]
-        self.table_types = {}         # table tensor name -> GGML type on the GPU when not the file's
+        self.table_types = {}         # table tensor name -> its Format on the GPU when not the file's
         self.lm_head = None           # "q8_0": the LM head is re-quantized on load
         self.buf = {}                 # activation / state buffers
         self.cached_ids = []          # tokens whose K/V rows are in the cache
@@ -350,7 +350,7 @@ class Engine:
         eng = cls(dev, model, activations, n_ctx, log, kv_cache)
         eng.context_note = note
         if lm_head is not None and lm_head not in LM_HEADS:
-            raise EngineError(f"lm_head {lm_head!r}: must be one of {LM_HEADS} (or None: as in the file)")
+            raise EngineError(f"lm_head {lm_head!r}: must be one of {tuple(LM_HEADS)} (or None: as in the file)")
         eng.lm_head = lm_head
         row = 4 * max(cfg.n_embd, cfg.q_dim + 2 * cfg.kv_dim, cfg.n_ff)     # widest prefill row
         eng.prefill_rows = max(1, min(int(prefill_rows), n_ctx, dev.max_binding // row))
@@ -428,19 +428,19 @@ class Engine:
         if not self.ternary:
             scaled = [getattr(b, n + "_scale").name for b in m.blk for n in LINEARS if getattr(b, n + "_scale")]
             if scaled:
-                raise EngineError(f"tensor {scaled[0]!r}: .scale tensors with float ({self.cfg.linear_type}) "
+                raise EngineError(f"tensor {scaled[0]!r}: .scale tensors with float ({self.cfg.linear_type.name}) "
                                   f"linears are not supported by the GPU engine")
         for ti in (m.token_embd, m.lm_head):
-            if ti.type_name not in ops.TABLE_TYPES:
-                raise EngineError(f"tensor {ti.name!r} type {ti.type_name}: the GPU engine runs tables of "
-                                  f"{', '.join(ops.TABLE_TYPES)}")
-        head = m.lm_head.type_name
+            if ti.format not in ops.TABLE_TYPES:
+                raise EngineError(f"tensor {ti.name!r} type {ti.format.name}: the GPU engine runs tables of "
+                                  f"{', '.join(f.name for f in ops.TABLE_TYPES)}")
+        head = m.lm_head.format
         if not lmhead.supported(head, cfg.n_embd) and head not in dense.WTYPES:
-            raise EngineError(f"LM head {m.lm_head.name!r} ({head}, rows of {cfg.n_embd}): a packed head runs in "
+            raise EngineError(f"LM head {m.lm_head.name!r} ({head.name}, rows of {cfg.n_embd}): a packed head runs in "
                               f"kernels/lmhead.py, rows of at most {lmhead.MAX_K} values")
 
     def _table_shards(self, ti):
-        rb = dense.row_bytes(ti.type_name, ti.shape[0])
+        rb = dense.row_bytes(ti.format, ti.shape[0])
         try:
             return [(r0, r1) for r0, r1 in dense.shard_rows(ti.shape[1], rb, self.dev.max_binding)], rb
         except dense.DenseSpecError as e:
@@ -487,7 +487,7 @@ class Engine:
         for ti in tables:
             shards, rb = self._table_shards(ti)
             self.shards[ti.name] = []
-            requant = ti is m.lm_head and self.lm_head == "q8_0" and ti.type_name != "Q8_0"
+            requant = ti is m.lm_head and self.lm_head is not None and ti.format is not LM_HEADS[self.lm_head]
             for i, (r0, r1) in enumerate(shards):
                 b = dev.create_buffer((r1 - r0) * rb, label=f"{ti.name}[{r0}:{r1}]")
                 if requant:                      # (one shard at a time: its float rows are freed at once)
@@ -532,20 +532,20 @@ class Engine:
 
     async def _requant_q8_0(self, ti, r0: int, r1: int, b):
         """Rows [r0, r1) of table ti (in buffer b) as Q8_0 blocks in a new buffer; b is freed."""
-        if ti.type_name not in requant.SRC_TYPES:
-            raise EngineError(f"lm_head q8_0: {ti.name} is {ti.type_name}; re-quantization reads "
-                              f"{', '.join(requant.SRC_TYPES)}")
+        if ti.format not in requant.SRC_TYPES:
+            raise EngineError(f"lm_head q8_0: {ti.name} is {ti.format.name}; re-quantization reads "
+                              f"{', '.join(f.name for f in requant.SRC_TYPES)}")
         dev = self.dev
         q = dev.create_buffer(requant.q8_0_bytes(ti.shape[0], r1 - r0), label=f"{ti.name}[{r0}:{r1}] q8_0")
-        dev.run([await requant.q8_0(ti.type_name, ti.shape[0], r1 - r0).instantiate(dev, {"src": b, "dst": q})])
+        dev.run([await requant.q8_0(ti.format, ti.shape[0], r1 - r0).instantiate(dev, {"src": b, "dst": q})])
         await dev.sync()
         b.destroy()
-        self.table_types[ti.name] = "Q8_0"
+        self.table_types[ti.name] = formats.Q8_0
         return q
 
-    def table_type(self, ti) -> str:
+    def table_type(self, ti) -> formats.Format:
         """The GGML type of a table (token_embd / output) as it is on the GPU."""
-        return self.table_types.get(ti.name, ti.type_name)
+        return self.table_types.get(ti.name, ti.format)
 
     def _mult(self, i: int, group: str):
         return self.buf.get(f"mult.{i}.{group}", self.buf["ones"])
@@ -602,13 +602,13 @@ class Engine:
         dry.w, dry.buf = _Names(), _Names()
         dry.shards = {ti.name: [(r0, r1, ti.name) for r0, r1 in self._table_shards(ti)[0]]
                       for ti in (m.token_embd, m.lm_head)}
-        requant_head = self.lm_head == "q8_0" and m.lm_head.type_name != "Q8_0"
+        requant_head = self.lm_head is not None and m.lm_head.format is not LM_HEADS[self.lm_head]
         if requant_head:
-            dry.table_types = dict(self.table_types, **{m.lm_head.name: "Q8_0"})
+            dry.table_types = dict(self.table_types, **{m.lm_head.name: LM_HEADS[self.lm_head]})
         steps = [st for part in Engine._decode_steps(dry).values() for st, _ in part]
-        if requant_head and m.lm_head.type_name in requant.SRC_TYPES:
+        if requant_head and m.lm_head.format in requant.SRC_TYPES:
             rows = {r1 - r0 for r0, r1, _ in dry.shards[m.lm_head.name]}
-            steps += [requant.q8_0(m.lm_head.type_name, m.lm_head.shape[0], n) for n in sorted(rows)]
+            steps += [requant.q8_0(m.lm_head.format, m.lm_head.shape[0], n) for n in sorted(rows)]
         prefill = [ops.topk(cfg.n_vocab, min(TOPK_MIN, cfg.n_vocab))]
         if self.prefill_rows > 1:
             prefill += [st for st, _ in Engine._prefill_steps(dry, self.prefill_rows, 0)]
@@ -665,7 +665,7 @@ class Engine:
         engine's activation mode as the block linears), else dense.gemv (float rows over 4096)."""
         cfg = self.cfg
         if lmhead.supported(wtype, cfg.n_embd):
-            a8 = self.a8 and formats.by_name(wtype).kind != "float"
+            a8 = self.a8 and wtype.packed
             return lmhead.gemv(wtype, cfg.n_embd, cfg.n_vocab, a8=a8, shards=rows, eps=cfg.eps, last_row=last_row,
                                dev=self.dev)
         return dense.gemv(wtype, cfg.n_embd, cfg.n_vocab, shards=rows, norm=True, eps=cfg.eps, last_row=last_row)

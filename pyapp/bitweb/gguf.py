@@ -152,8 +152,7 @@ class PrefixSource:
 class TensorInfo:
     name: str
     shape: tuple            # GGUF order: ne0 (contiguous) first
-    type_id: int
-    type_name: str          # GGML name, e.g. "I2_S"
+    format: formats.Format  # its GGML type (bitweb.formats), e.g. formats.I2_S
     offset: int             # relative to data_offset
     abs_offset: int         # from the start of the file
     nbytes: int
@@ -163,8 +162,8 @@ class TensorInfo:
                                         # tensor in 128-value blocks reads as Q2_0_G128, see read_gguf)
 
     @property
-    def format(self) -> formats.Format:
-        return formats.TYPES[self.type_id]
+    def type_id(self) -> int:
+        return self.format.type_id
 
     @property
     def np_shape(self) -> tuple:
@@ -467,8 +466,7 @@ def read_gguf(source) -> GGUFFile:
         if start + nbytes > p.size:
             p.fail(f"tensor {name!r}: data range {start}..{start + nbytes} past end of file (size {p.size})",
                    "tensor_info.offset", off_at)
-        tensors[name] = TensorInfo(name, tuple(shape), fmt.type_id, fmt.name, offset, start, nbytes, n, rec_at,
-                                   stored)
+        tensors[name] = TensorInfo(name, tuple(shape), fmt, offset, start, nbytes, n, rec_at, stored)
     return GGUFFile(source, version, alignment, data_offset, metadata, types, tensors)
 
 
@@ -482,7 +480,7 @@ def _q2_0_layouts(p, infos, alignment, data_offset) -> dict:
     when its size padded to the alignment is the span. A tensor both fit (under 64 x alignment
     values) takes the layout the file's other type-42 tensors show, when they all show one; a
     tensor neither fits, or both fit with nothing to decide, is an error naming it."""
-    layouts = (formats.TYPES[Q2_0_TYPE], formats.TYPES[142])
+    layouts = (formats.Q2_0, formats.Q2_0_G128)
     ends = sorted({offset for _, _, _, offset, *_ in infos} | {max(0, p.size - data_offset)})
     fits = {}
     for name, shape, fmt, offset, n, rec_at, off_at in infos:
@@ -530,7 +528,7 @@ def to_json_dict(gf: GGUFFile) -> dict:
         "alignment": gf.alignment,
         "data_offset": gf.data_offset,
         "metadata": gf.metadata,
-        "tensors": [{"name": t.name, "type": t.type_name, "shape": list(t.shape), "offset": t.offset,
+        "tensors": [{"name": t.name, "type": t.format.name, "shape": list(t.shape), "offset": t.offset,
                      "nbytes": t.nbytes, **({"stored_type_id": t.stored_type_id} if t.stored_type_id is not None else {})}
                     for t in gf.tensors.values()],
     }

@@ -62,11 +62,10 @@ NORMS = ("attn_norm", "attn_sub_norm", "ffn_norm", "ffn_sub_norm", "attn_q_norm"
 LINEARS = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
 
 # Tensor types each role may have (what the GPU kernels and the reference both implement): the
-# roles and kinds of bitweb.formats. TERNARY_TYPES (ternary and binary) run in the bitlinear kernels.
-LINEAR_TYPES = formats.names("linear")
-TERNARY_TYPES = formats.names("linear", kind=("ternary", "binary"))
-EMBD_TYPES = formats.names("table")
-NORM_TYPES = formats.names("norm")
+# roles of bitweb.formats, as Format objects. A packed linear type runs in the bitlinear kernels.
+LINEAR_TYPES = formats.select("linear")
+EMBD_TYPES = formats.select("table")
+NORM_TYPES = formats.select("norm")
 
 
 class ModelError(ValueError):
@@ -92,7 +91,7 @@ class Config:
     eps: float                # RMS norm epsilon
     rope_base: float          # RoPE: theta_i = pos * rope_base^(-2i / head_dim) rotates pair i (see Arch.rope)
     tied: bool                # LM head = token_embd (no output.weight)
-    linear_type: str          # GGML type of the block linears (all the same), e.g. "I2_S"
+    linear_type: formats.Format | None   # GGML type of the block linears (all the same), e.g. formats.I2_S
 
     @property
     def q_dim(self) -> int:
@@ -162,7 +161,7 @@ class Config:
                    n_embd=n_embd, n_layer=key("block_count"), n_ff=key("feed_forward_length"),
                    n_head=n_head, n_head_kv=n_head_kv, head_dim=head_dim,
                    eps=key("attention.layer_norm_rms_epsilon", float), rope_base=key("rope.freq_base", float, 10000.0),
-                   tied="output.weight" not in t, linear_type=lin.type_name if lin else "?")
+                   tied="output.weight" not in t, linear_type=lin.format if lin else None)
 
     def tensor_shapes(self) -> dict:
         """GGUF shape (ne0 first) of every per-block tensor this architecture has, by name."""
@@ -179,7 +178,7 @@ class Config:
     def summary(self) -> str:
         return (f"{self.arch} ({self.ffn} FFN): {self.n_layer} blocks, n_embd {self.n_embd}, n_ff {self.n_ff}, "
                 f"heads {self.n_head}/{self.n_head_kv} x {self.head_dim}, vocab {self.n_vocab}, "
-                f"context {self.n_ctx}, linears {self.linear_type}, "
+                f"context {self.n_ctx}, linears {self.linear_type.name if self.linear_type else '?'}, "
                 f"{'tied LM head' if self.tied else 'output.weight LM head'}")
 
 
@@ -242,9 +241,9 @@ class Model:
             if tuple(ti.shape) != tuple(shape):
                 raise ModelError(f"tensor {name!r} has shape {list(ti.shape)}, expected {list(shape)} "
                                  f"(GGUF order, ne0 first) for this config")
-            if ti.type_name not in types:
-                raise ModelError(f"tensor {name!r} has type {ti.type_name}, which this engine does not run "
-                                 f"there (supported: {', '.join(types)})")
+            if ti.format not in types:
+                raise ModelError(f"tensor {name!r} has type {ti.format.name}, which this engine does not run "
+                                 f"there (supported: {', '.join(f.name for f in types)})")
             used.add(name)
             return ti
 
@@ -260,10 +259,10 @@ class Model:
                 if sname in t and not cfg.scales:
                     raise ModelError(f"tensor {sname!r}: .scale tensors belong to architecture "
                                      f"{' / '.join(repr(a) for a, r in ARCHS.items() if r.scales)}, not {cfg.arch!r}")
-                setattr(b, n + "_scale", bind(sname, (1,), ("F32",)) if sname in t else None)
-                if getattr(b, n).type_name != cfg.linear_type:
-                    raise ModelError(f"tensor 'blk.{i}.{n}.weight' has type {getattr(b, n).type_name}, but "
-                                     f"blk.0.attn_q.weight is {cfg.linear_type}: mixed linear types are not supported")
+                setattr(b, n + "_scale", bind(sname, (1,), (formats.F32,)) if sname in t else None)
+                if getattr(b, n).format is not cfg.linear_type:
+                    raise ModelError(f"tensor 'blk.{i}.{n}.weight' has type {getattr(b, n).format.name}, but "
+                                     f"blk.0.attn_q.weight is {cfg.linear_type.name}: mixed linear types are not supported")
             blk.append(b)
         embd = bind("token_embd.weight", (cfg.n_embd, cfg.n_vocab), EMBD_TYPES)
         onorm = bind("output_norm.weight", (cfg.n_embd,), NORM_TYPES)

@@ -9,7 +9,7 @@ Config.sub_norms, then m = x and rinv = 1); the pair is computed as the GPU kern
 (bitweb.ref.bitlinear.activations, the kernels' own numpy mirror, row by row):
   m = x * nw,  rinv = 1 / sqrt(mean(x^2) + eps)            (rmsnorm(x) = m * rinv)
 Activation modes (`activations=`):
-  "f32": y = (W m) * rinv with W dequantized to float32 (scale * ternary).
+  "f32": y = (W m) * rinv with W dequantized to float32 (scale * code value).
   "a8":  W1.58A8 as trained (transformers.integrations.bitnet BitLinear): per token
              q = clamp(round_half_even(m * 127 / max|m|), -128, 127)
          (= round(n * s), s = 127 / max(max|n|, 1e-5) on n = rmsnorm(x): rinv cancels), the
@@ -21,7 +21,7 @@ Activation modes (`activations=`):
          tensor or 1), with the scalar factor in the kernels' order ((ws * inv_s) * scale), bitweb.ref.bitlinear.part_products.
          Quantizing m rather than n makes exact .5 ties (they occur: embeddings are f16) round
          the same way here and on the GPU.
-         Only ternary/binary weights take int8 activations: float weights (F16/BF16/F32/Q8_0
+         Only packed (ternary / binary) weights take int8 activations: float weights (F16/BF16/F32/Q8_0
          linears, a float LM head) always compute y = W x in f32, as llama.cpp does for float
          tensors, and as the GPU engine's dense kernel does. A packed LM head (Q1_0 / Q2_0
          tables) is a block linear here, as in lmhead.wgsl.
@@ -36,9 +36,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from bitweb import formats
 from bitweb.generation import KV_CACHE, GenerationRun, check_kv, check_prompt, common_prefix, fit_context
-from bitweb.model import LINEARS, NORMS, TERNARY_TYPES, Model, ModelError
+from bitweb.model import LINEARS, NORMS, Model, ModelError
 from bitweb.ref.bitlinear import activations
 from bitweb.ref.ops import kv_round
 from bitweb.sampling import Sampler, SamplingParams, apply_penalty, top_candidates
@@ -90,20 +89,20 @@ def attention(q, K, V, pos0, n_head, n_head_kv, head_dim):
 
 
 class Linear:
-    """One weight: float32 W (n_out, n_in); for ternary formats also the int8 values t (n_out, n_in),
-    block scales d (n_out, n_blocks) (the I2_S tensor scale folded into d) and ws (the I2_S tensor
-    scale, else None); optional output scale."""
+    """One weight: float32 W (n_out, n_in); for packed formats also the int8 values t (n_out, n_in),
+    block scales d (n_out, n_blocks) (a tensor scale folded into d) and ws (the tensor scale of a
+    tensor_scale format, I2_S, else None); optional output scale."""
 
     def __init__(self, gf, ti, scale_ti=None):
         n_in, n_out = ti.shape
-        fmt = formats.TYPES[ti.type_id]
+        fmt = ti.format
         data = gf.tensor_data(ti.name)
         self.scale = None if scale_ti is None else F32(np.frombuffer(gf.tensor_data(scale_ti.name), "<f4")[0])
-        if ti.type_name in TERNARY_TYPES:
-            t, d = fmt.unpack_ternary(data, ti.n_elements)
+        if fmt.packed:
+            t, d, _ = fmt.unpack(data, ti.n_elements)
             self.t = t.reshape(n_out, n_in)
             self.d = (np.repeat(d, n_out) if d.size == 1 else d).reshape(n_out, -1).astype(F32)
-            self.ws = F32(d.reshape(-1)[0]) if ti.type_name == "I2_S" else None
+            self.ws = F32(d.reshape(-1)[0]) if fmt.tensor_scale else None
             self.w = (self.t.reshape(n_out, self.d.shape[1], -1) * self.d[:, :, None]).reshape(n_out, n_in)
         else:
             self.t = None
@@ -112,7 +111,7 @@ class Linear:
     def __call__(self, x, nw, eps, a8: bool):
         """W . rmsnorm(x, nw): x (n, n_in) -> (n, n_out), with the norm folded in as the kernels
         do (bitweb.ref.bitlinear.activations, one row at a time): m = x * nw, rinv = 1/rms(x);
-        f32: y = (W m) * rinv; a8 (ternary weights only): q = int8(m), y = (sum_b d I_b) * ((ws * inv_s) * scale)
+        f32: y = (W m) * rinv; a8 (packed weights only): q = int8(m), y = (sum_b d I_b) * ((ws * inv_s) * scale)
         (I2_S: S = the integer dot, ws its tensor scale; others ws = 1)."""
         rows = [activations(r, nw, a8 and self.t is not None, eps) for r in x]
         if not a8 or self.t is None:
@@ -145,7 +144,7 @@ class NumpyModel:
         self.n_ctx, self.context_note = fit_context(cfg, max_context, kv=kv_cache)   # the engine's default, less GPU limits
 
         def vec(ti):
-            return formats.TYPES[ti.type_id].dequantize(gf.tensor_data(ti.name), ti.n_elements)
+            return ti.format.dequantize(gf.tensor_data(ti.name), ti.n_elements)
 
         def mat(ti):
             return vec(ti).reshape(ti.np_shape)
@@ -153,8 +152,7 @@ class NumpyModel:
         self.token_embd = mat(model.token_embd)                  # (V, e)
         self.lm_head = self.token_embd if model.output is None else mat(model.output)   # (V, e)
         # a packed head (Q1_0 / Q2_0) computes what a block linear does (lmhead.wgsl PACKED), a8 included
-        packed = formats.TYPES[model.lm_head.type_id].kind != "float"
-        self.head = linear(gf, model.lm_head) if packed else None
+        self.head = linear(gf, model.lm_head) if model.lm_head.format.packed else None
         self.output_norm = vec(model.output_norm)
         self.blk = []
         for b in model.blk:                       # a tensor the architecture lacks stays None

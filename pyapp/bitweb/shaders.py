@@ -4,8 +4,9 @@ WGSL has no preprocessor; ours is five line directives (a line whose first non-b
 is `#`; anything else starting with `#` is an error), removed from the output:
 
     #include NAME   add shaders/NAME.wgsl to the module, once
-    #include format   the include of the weight format whose define is set (bitweb.formats:
-                    each Format has a `define`, e.g. FMT_I2S, and an `include`, e.g. fmt_i2_s)
+    #include format   the include of the weight format in define FORMAT (a bitweb.formats Format,
+                    or its type id: the Format object a launch spec got travels here and is asked
+                    for its `include`, e.g. fmt_i2_s)
     #if NAME        (or #if !NAME)   keep the lines that follow when NAME is true
     #elif NAME      (or !NAME)
     #else
@@ -20,7 +21,7 @@ file is framed by marker comments that say where its line 1 lands, e.g.
     // ---- common_sincos.wgsl (#include at rope.wgsl:35) starts: its line 1 is line 87 here ----
 so a compiler message's line number is found in one step. A file is added once however often it
 is included; an include cycle, an unknown name or a malformed directive is a ShaderSourceError
-naming the file and line, and so is `#include format` with no format define set, or several.
+naming the file and line, and so is `#include format` without a FORMAT define.
 Include files (shaders/common_*.wgsl, shaders/fmt_*.wgsl) hold only functions and constants (and
 the shared Params struct); their header comment says what the including shader must declare.
 
@@ -133,14 +134,20 @@ def _process(src: str, name: str, defines: dict, loader, chain: tuple, done: set
     return out
 
 
+def format_of(defines: dict, where: str = "?") -> formats.Format:
+    """The weight format of define FORMAT (a bitweb.formats Format, or its type id)."""
+    f = defines.get("FORMAT")
+    if f is None or f is False:
+        raise ShaderSourceError(f"{where}: #include format needs define FORMAT (a bitweb.formats Format); got none")
+    try:
+        return formats.get(f)
+    except formats.FormatError as e:
+        raise ShaderSourceError(f"{where}: #include format: FORMAT {f!r}: {e}") from None
+
+
 def format_include(defines: dict, where: str = "?") -> str:
-    """The include of the one weight format whose define (bitweb.formats) is true in defines."""
-    on = [f for f in formats.TYPES.values() if defines.get(f.define)]
-    if len(on) != 1:
-        known = ", ".join(f.define for f in formats.TYPES.values())
-        got = ", ".join(f.define for f in on) or "none"
-        raise ShaderSourceError(f"{where}: #include format needs exactly one format define ({known}); got {got}")
-    return on[0].include
+    """The include of the weight format in define FORMAT."""
+    return format_of(defines, where).include
 
 
 def _include(inc: str, where: str, at: str, defines: dict, loader, chain: tuple, done: set, blocks: list) -> str:

@@ -124,8 +124,8 @@ def advice(kind: str) -> list:
     for a file it cannot read or run."""
     if kind not in ("format", "unsupported"):
         return []
-    return [f"Weight formats bitweb runs: block linears {', '.join(formats.names('linear'))}; "
-            f"token embedding and LM head {', '.join(formats.names('table'))}."]
+    return [f"Weight formats bitweb runs: block linears {', '.join(f.name for f in formats.select('linear'))}; "
+            f"token embedding and LM head {', '.join(f.name for f in formats.select('table'))}."]
 
 
 def checked_setting(name: str, value):
@@ -184,7 +184,7 @@ def model_info(gf, cfg, name: str) -> dict:
     """What the page shows about a model (all plain values)."""
     types = {}
     for t in gf.tensors.values():
-        types[t.type_name] = types.get(t.type_name, 0) + 1
+        types[t.format.name] = types.get(t.format.name, 0) + 1
     info = {"name": name, "file_size": gf.file_size, "header_bytes": gf.data_offset,
             "tensors": len(gf.tensors), "tensor_types": types,
             "title": gf.metadata.get("general.name") or name}
@@ -192,6 +192,8 @@ def model_info(gf, cfg, name: str) -> dict:
         for k in ("arch", "n_vocab", "n_ctx", "n_embd", "n_layer", "n_head", "n_head_kv", "n_ff",
                   "linear_type", "tied"):
             info[k] = getattr(cfg, k, None)
+        if info["linear_type"] is not None:
+            info["linear_type"] = info["linear_type"].name
     return info
 
 

@@ -94,12 +94,12 @@ def tq2_0_twin() -> str:
     tensors = []
     for ti in gf.tensors.values():
         data = gf.tensor_data(ti.name)
-        if ti.type_name == "I2_S":
-            t, scale = formats.by_name("I2_S").unpack_ternary(data, ti.n_elements)
+        if ti.format.name == "I2_S":
+            t, scale, _ = formats.I2_S.unpack(data, ti.n_elements)
             d = np.full(ti.n_elements // 256, float(scale[0]), np.float32)
-            tensors.append((ti.name, ti.shape, "TQ2_0", formats.by_name("TQ2_0").pack_ternary(t, d)))
+            tensors.append((ti.name, ti.shape, "TQ2_0", formats.by_name("TQ2_0").pack(t, d)))
         else:
-            tensors.append((ti.name, ti.shape, ti.type_name, data))
+            tensors.append((ti.name, ti.shape, ti.format.name, data))
     tmp = path.with_suffix(".tmp")
     write_gguf(tmp, md, tensors, alignment=gf.alignment)
     os.replace(tmp, path)

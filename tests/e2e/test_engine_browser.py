@@ -42,8 +42,8 @@ try:
     res = await eng.generate(ids, sampling.SamplingParams(), a["n"], ignore_eos=True)
     logits = await eng.forward_logits(ids + a["want"]) if res.ids != a["want"] else None
     out = {"device": _engine_dev.describe(), "prompt_ids": ids, "ids": res.ids, "text": res.text,
-           "tables": [eng.table_type(eng.model.token_embd), eng.table_type(eng.model.lm_head)],
-           "arch": eng.cfg.arch, "linear": eng.cfg.linear_type, "logits": logits}
+           "tables": [eng.table_type(eng.model.token_embd).name, eng.table_type(eng.model.lm_head).name],
+           "arch": eng.cfg.arch, "linear": eng.cfg.linear_type.name, "logits": logits}
 finally:
     eng.close()
 json.dumps(out)

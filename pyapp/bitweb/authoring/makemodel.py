@@ -98,13 +98,11 @@ ARCHS = ("bitnet-b1.58", "bitnet", "qwen3", "llama")
 ROPE_FREQ_BASE = {"bitnet-b1.58": 500000.0, "bitnet": 500000.0, "qwen3": 1000000.0, "llama": 1000042.0}
 RMS_EPS = {"bitnet-b1.58": 1e-5, "bitnet": 1e-5, "qwen3": 1e-6, "llama": 1e-6}
 
-LINEAR_TYPE = {n.lower(): n for n in formats.names("linear")}     # --format -> GGML type
-EMBD_TYPE = {n.lower(): n for n in formats.names("table")}        # --embd-format / --output-format
-# general.file_type (llama_ftype): 40 = LLAMA_FTYPE_MOSTLY_I2_S in bitnet.cpp (the published
-# value); upstream llama.cpp uses 7 for Q8_0, 36/37 for TQ1_0/TQ2_0, 40 for Q1_0, 41 for Q2_0;
-# PrismML's fork 141 for its 128-value Q2_0 (LLAMA_FTYPE_MOSTLY_PQ2_0, tensor type 142).
-FILE_TYPE = {"i2_s": 40, "f32": 0, "f16": 1, "bf16": 32, "q8_0": 7, "tq1_0": 36, "tq2_0": 37, "q1_0": 40,
-             "q2_0": 41, "q2_0_g128": 141}
+LINEAR_TYPE = {f.name.lower(): f for f in formats.select("linear")}     # --format -> its Format
+EMBD_TYPE = {f.name.lower(): f for f in formats.select("table")}        # --embd-format / --output-format
+# (general.file_type is the linear type's Format.file_type)
+# --scale-tensors auto: llama.cpp's `bitnet` files come in its TQ types
+SCALE_TENSOR_TYPES = (formats.TQ1_0, formats.TQ2_0)
 
 BLOCK_TENSORS = ["attn_norm", "attn_q", "attn_k", "attn_v", "attn_q_norm", "attn_k_norm", "attn_sub_norm",
                  "attn_output", "ffn_norm", "ffn_gate", "ffn_up", "ffn_sub_norm", "ffn_down"]
@@ -210,7 +208,7 @@ class ModelSpec:
             object.__setattr__(self, "head_dim", self.n_embd // self.n_head)
 
     @property
-    def linear_type(self) -> str:
+    def linear_type(self) -> formats.Format:
         return LINEAR_TYPE[self.fmt]
 
     @property
@@ -245,7 +243,7 @@ def spec_from_args(args) -> ModelSpec:
         raise MakeModelError(f"--seed must be >= 0, got {args.seed}")
     mode = getattr(args, "scale_tensors", "auto") or "auto"
     if mode == "auto":
-        scale = arch == "bitnet" and fmt in ("tq1_0", "tq2_0")
+        scale = arch == "bitnet" and LINEAR_TYPE[fmt] in SCALE_TENSOR_TYPES
     elif mode in ("on", "off"):
         scale = mode == "on"
         if scale and arch != "bitnet":
@@ -255,7 +253,7 @@ def spec_from_args(args) -> ModelSpec:
     if opt["output_format"] is not None:
         p["tied"] = False
     for what, f in (("--embd-format", embd), ("--output-format", opt["output_format"] or embd)):
-        blk = formats.by_name(EMBD_TYPE[f]).block_size
+        blk = EMBD_TYPE[f].block_size
         if p["n_embd"] % blk:
             raise MakeModelError(f"{what} {f}: n_embd {p['n_embd']} is not a multiple of its block ({blk})")
     return ModelSpec(arch=arch, fmt=fmt, preset=args.preset, seed=args.seed, scale_tensors=scale, embd_fmt=embd,
@@ -358,7 +356,7 @@ def build_metadata(spec: ModelSpec, voc: dict) -> list[tuple[str, Value]]:
         "{a}.attention.layer_norm_rms_epsilon": RMS_EPS[a], "{a}.rope.freq_base": ROPE_FREQ_BASE[a],
         "{a}.rope.scaling.type": "linear", "{a}.rope.scaling.factor": 1.0,
         "{a}.attention.key_length": spec.head_dim, "{a}.attention.value_length": spec.head_dim,
-        "general.file_type": FILE_TYPE[spec.fmt], "general.quantization_version": 2,
+        "general.file_type": spec.linear_type.file_type, "general.quantization_version": 2,
     }
     if a == "bitnet-b1.58":
         values["tokenizer.chat_template"] = PUBLISHED_CHAT_TEMPLATE
@@ -386,13 +384,13 @@ def build_metadata(spec: ModelSpec, voc: dict) -> list[tuple[str, Value]]:
 class TensorPlan:
     name: str
     shape: tuple          # GGUF order
-    type_name: str
+    format: formats.Format
     kind: str             # "embd", "norm", "linear", "scale"
     linear: str = ""      # for "scale": the weight it scales
 
     @property
     def nbytes(self) -> int:
-        return formats.by_name(self.type_name).nbytes(math.prod(self.shape))
+        return self.format.nbytes(math.prod(self.shape))
 
 
 def plan_tensors(spec: ModelSpec, n_vocab: int) -> list[TensorPlan]:
@@ -411,10 +409,10 @@ def plan_tensors(spec: ModelSpec, n_vocab: int) -> list[TensorPlan]:
             if t in LINEARS:
                 out.append(TensorPlan(name, shapes[t], spec.linear_type, "linear"))
                 if spec.scale_tensors:
-                    out.append(TensorPlan(f"blk.{i}.{t}.scale", (1,), "F32", "scale", linear=name))
+                    out.append(TensorPlan(f"blk.{i}.{t}.scale", (1,), formats.F32, "scale", linear=name))
             else:
-                out.append(TensorPlan(name, shapes[t], "F32", "norm"))
-    out.append(TensorPlan("output_norm.weight", (e,), "F32", "norm"))
+                out.append(TensorPlan(name, shapes[t], formats.F32, "norm"))
+    out.append(TensorPlan("output_norm.weight", (e,), formats.F32, "norm"))
     if not spec.tied:
         out.append(TensorPlan("output.weight", (e, n_vocab), EMBD_TYPE[spec.output_fmt], "embd"))
     return out
@@ -445,11 +443,10 @@ def tensor_chunks(spec: ModelSpec, tp: TensorPlan):
         n_embd, n_vocab = tp.shape
         sigma = 3.0 / math.sqrt(n_embd)
         rows = max(1, EMBD_CHUNK_VALUES // n_embd)
-        fmt = formats.by_name(tp.type_name)
         for r0 in range(0, n_vocab, rows):
             r = min(rows, n_vocab - r0)
             rows_f32 = rng.standard_normal((r, n_embd), dtype=np.float32) * np.float32(sigma)
-            yield rows_f32.astype("<f2") if fmt.name == "F16" else fmt.quantize(rows_f32)
+            yield tp.format.quantize(rows_f32)
     elif tp.kind == "norm":
         center = QK_NORM_CENTER if tp.name.endswith(("attn_q_norm.weight", "attn_k_norm.weight")) else 1.0
         yield (center + 0.05 * rng.standard_normal(tp.shape[0], dtype=np.float32)).astype("<f4")
@@ -460,24 +457,16 @@ def tensor_chunks(spec: ModelSpec, tp: TensorPlan):
 
 
 def linear_bytes(spec: ModelSpec, tp: TensorPlan, rng) -> bytes:
-    """Random ternary (binary for Q1_0) weight, numpy shape (n_out, n_in), packed as tp.type_name."""
-    import numpy as np
+    """Random weight, numpy shape (n_out, n_in): the format's random values (ternary; signs for a
+    binary format) times the scale s of the module docstring, stored as tp.format does
+    (Format.random_values, Format.random_bytes)."""
     n_in, n_out = tp.shape
-    fmt = formats.by_name(tp.type_name)
-    binary = fmt.kind == "binary"
-    if binary:
-        t = (rng.integers(0, 2, size=(n_out, n_in), dtype=np.int8) * np.int8(2) - np.int8(1))
-    else:
-        t = rng.integers(-1, 2, size=(n_out, n_in), dtype=np.int8)
-    p = 1.0 if binary else 2.0 / 3.0
+    fmt = tp.format
+    t = fmt.random_values(rng, (n_out, n_in))
+    p = 1.0 if fmt.kind == "binary" else 2.0 / 3.0             # the fraction of nonzero values
     gain = GAIN.get(tp.name.split(".")[-2], 1.0)
     s = gain * rng.uniform(0.8, 1.25) / math.sqrt(p * n_in) / _scale_factor(spec, tp.name)
-    if fmt.name == "I2_S":
-        return fmt.pack_ternary(t, np.float32(s))
-    if fmt.kind != "float":                                      # one d per block
-        d = s * rng.uniform(0.9, 1.1, size=t.size // fmt.block_size)
-        return fmt.pack_signs(t, d) if binary else fmt.pack_ternary(t, d)
-    return fmt.quantize(t.astype(np.float32) * np.float32(s))   # float formats: s * t as floats
+    return fmt.random_bytes(rng, t, s)
 
 
 # ------------------------------------------------------------------ write
@@ -492,7 +481,7 @@ def write_model(spec: ModelSpec, voc: dict, out, progress=None) -> list[TensorPl
     with GGUFWriter(out) as w:
         w.add_many(meta)
         for tp in plan:
-            w.add_tensor(tp.name, tp.shape, tp.type_name)
+            w.add_tensor(tp.name, tp.shape, tp.format)
         for i, tp in enumerate(plan):
             if progress:
                 progress(i, len(plan), tp.name)

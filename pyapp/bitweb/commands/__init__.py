@@ -11,8 +11,8 @@ import sys
 
 from bitweb import formats
 
-FORMATS = [n.lower() for n in formats.names("linear")]      # make-model --format: the block linear types
-EMBD_FORMATS = [n.lower() for n in formats.names("table")]  # make-model --embd-format: token_embd's type
+FORMATS = [f.name.lower() for f in formats.select("linear")]      # make-model --format: the block linear types
+EMBD_FORMATS = [f.name.lower() for f in formats.select("table")]  # make-model --embd-format: token_embd's type
 
 
 def _gen_args(p: argparse.ArgumentParser) -> None:

@@ -38,7 +38,7 @@ def main(args) -> int:
         nw = max((len(n) for n in gf.tensors), default=4)
         out.append(f"  {'name':<{nw}}  {'type':<6} {'shape':<22} {'offset':>12} {'nbytes':>12}")
         for t in gf.tensors.values():
-            ty = t.type_name + (f" (stored as type {t.stored_type_id})" if t.stored_type_id is not None else "")
+            ty = t.format.name + (f" (stored as type {t.stored_type_id})" if t.stored_type_id is not None else "")
             out.append(f"  {t.name:<{nw}}  {ty:<6} {str(list(t.shape)):<22} {t.offset:>12} {t.nbytes:>12}")
         print("\n".join(out))
         return 0

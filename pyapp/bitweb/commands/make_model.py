@@ -23,7 +23,7 @@ def main(args) -> int:
     if tty:
         print(file=sys.stderr)
     size = os.path.getsize(out)
-    print(f"wrote {out}: {spec.arch} {spec.preset} {spec.linear_type} (token_embd {spec.embd_fmt.upper()}"
+    print(f"wrote {out}: {spec.arch} {spec.preset} {spec.linear_type.name} (token_embd {spec.embd_fmt.upper()}"
           f"{'' if spec.tied else ', output ' + spec.output_fmt.upper()}), {spec.n_layer} blocks, "
           f"{len(plan)} tensors, {size} bytes in {time.time() - t0:.1f} s")
     return 0

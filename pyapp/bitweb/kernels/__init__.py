@@ -4,11 +4,13 @@ A kernel launch is described by plain data, a `Step`, so the engine, the kernel
 tests (bitweb.kernel_check, native and in the browser) and the benchmarks all
 run a kernel the same way:
 
-    step = bitlinear.gemv(fmt="I2_S", n_in=2560, n_out=2560, ...)   # -> Step
+    step = bitlinear.gemv(formats.I2_S, n_in=2560, rows=2560, ...)  # -> Step
     pipe, bg, wg = await step.instantiate(dev, {"w": wbuf, "x": xbuf, "y": ybuf, ...})
 
 Shapes that are fixed for a model are `override` constants (pipelines are cached
-per (shader, entry, constants, defines)); values that change per call
+per (shader, entry, constants, defines)); the weight format travels as the Format object itself,
+define "FORMAT" (bitweb.shaders asks it for its include; a kernel case stores its type id); values
+that change per call
 (position, number of rows) live in a small `params` buffer. A launch may bring
 small constant buffers of its own (`Step.data`, e.g. bitlinear's run-time shape,
 so that one pipeline serves several shapes): instantiate() creates them (once per
@@ -17,8 +19,8 @@ binds that name itself.
 
 | module | shader | kernels |
 |---|---|---|
-| bitlinear.py | shaders/bitlinear.wgsl | M=1 ternary/binary GEMV (I2_S, TQ2_0, TQ1_0, Q1_0; f32 or A8) + fused variants |
-| bitlinear_tiled.py | shaders/bitlinear_tiled.wgsl | M>1 (prefill) ternary/binary matmul |
+| bitlinear.py | shaders/bitlinear.wgsl | M=1 GEMV of the packed formats (f32 or A8) + fused variants |
+| bitlinear_tiled.py | shaders/bitlinear_tiled.wgsl | M>1 (prefill) matmul of the packed formats |
 | dense.py | shaders/dense.wgsl | F32/F16/BF16 matmul (LM head, float weights), sharded |
 | lmhead.py | shaders/lmhead.wgsl | LM head GEMV (M=1, output norm fused) |
 | requant.py | shaders/requant.wgsl | float rows -> Q8_0 (LM head option) |
@@ -28,6 +30,8 @@ binds that name itself.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+
+from bitweb import formats
 
 
 @dataclass(frozen=True)
@@ -60,10 +64,35 @@ class Step:
         return p, dev.bind_group(p, [buffers[n] for n in self.bind]), tuple(self.workgroups) + (1,) * (3 - len(self.workgroups))
 
     def as_case_step(self, index_of: dict) -> dict:
-        """The kernel_check form: bindings as indices into a case's buffer list."""
+        """The kernel_check form (JSON): bindings as indices into a case's buffer list, the format
+        as its type id (bitweb.shaders takes either)."""
+        defines = {k: v.type_id if isinstance(v, formats.Format) else v for k, v in self.defines.items()}
         return {"shader": self.shader, "entry": self.entry, "constants": dict(self.constants),
-                "defines": dict(self.defines), "bind": [index_of[n] for n in self.bind],
+                "defines": defines, "bind": [index_of[n] for n in self.bind],
                 "workgroups": list(self.workgroups)}
+
+    @property
+    def format(self):
+        """The weight format this launch reads (None for kernels that read none)."""
+        f = self.defines.get("FORMAT")
+        return None if f is None else formats.get(f)
+
+
+def format_arg(fmt, allowed, what: str, error) -> formats.Format:
+    """A launch spec's format argument (a Format, or a type id or name) -> the Format, one of allowed;
+    else error(message) naming what was given and what is supported."""
+    try:
+        f = formats.get(fmt)
+    except formats.FormatError as e:
+        raise error(f"{what}: {e}") from None
+    if f not in allowed:
+        raise error(f"{what}: format {f.name} not supported (one of {', '.join(a.name for a in allowed)})")
+    return f
+
+
+def format_defines(fmt) -> dict:
+    """The defines that select fmt's decode in a kernel (bitweb.shaders: `#include format`)."""
+    return {"FORMAT": fmt, fmt.define: True}
 
 
 def data_buffer(dev, data: bytes, store: dict | None = None):

@@ -18,8 +18,8 @@ API
     split_parts(dev=None) -> bool    run q | k | v as one one-part gemv each (y0 = its first column)
     shape_bytes(n_in, rows, rpw, y0=0, residual=False) -> bytes   the run-time shape (Step.data "shape")
     variant(step, dev) -> str     which variant runs, e.g. "gemv I2_S A8 dot4 subgroup WG64 RPW320 RB4"
-    FORMATS                                         GGUF type name -> define (bitweb.formats, packed kinds)
-    BLOCK                                           GGUF type name -> values per block
+    FORMATS                       the packed formats (bitweb.formats Format objects); fmt is one of them
+                                  (or its type id or name)
 
 Buffers (all storage; binding i = bind[i]):
     x     f32[n_in]        input; read only. Must not alias y.
@@ -28,7 +28,7 @@ Buffers (all storage; binding i = bind[i]):
                            llama.cpp arch `bitnet` has optional `blk.N.<name>.scale`; write 1.0 otherwise.
     y     f32[sum(rows)]   output; with residual=True it holds the residual on entry and y += W.n
     w0..w2, gate, up       each the whole raw GGUF tensor, unchanged (uploaded zero-padded to a multiple of
-                           4 bytes); I2_S: n/4 + 32 bytes with the scale at byte n/4 (read as vec4<u32>)
+                           4 bytes); I2_S: n/4 + 32 bytes with the scale at byte n/4 (bound as vec4<u32>)
 Workgroups: (ceil(total rows / rpw), 1, 1) in step.workgroups. One dispatch per call; no params buffer.
 
 Variants (which runs: variant()): the reduction over a row's lanes is subgroupAdd when the device
@@ -39,7 +39,7 @@ staged in workgroup memory (xshared) when n_in * 4 bytes fit. Every combination 
 tune (keyword overrides, see Tune): wg, rpw, rb, lanes, subgroups (None: the device decides; False:
 shared-memory reduction forced), xshared (f32 activations staged in workgroup memory), dot4 (None:
 the device decides; False: plain-integer A8 dot products forced).
-Formats: the ternary and binary formats of bitweb.formats (n_in a multiple of their block).
+Formats: the packed formats of bitweb.formats (n_in a multiple of their block).
 Activations: a8=True is W1.58A8 (per-token absmax int8, dot4I8Packed where the device has it, else
 plain integer maths); a8=False keeps f32 activations. The maths is in the shader header.
 """
@@ -49,10 +49,9 @@ import struct
 from dataclasses import dataclass, replace
 
 from bitweb import formats
-from bitweb.kernels import Step, rasteriser
+from bitweb.kernels import Step, format_arg, format_defines, rasteriser
 
-FORMATS = {n: formats.by_name(n).define for n in formats.names(kind=("ternary", "binary"))}
-BLOCK = {n: formats.by_name(n).block_size for n in FORMATS}
+FORMATS = formats.select(packed=True)
 MIN_WG_STORAGE = 16384          # WebGPU's guaranteed maxComputeWorkgroupStorageSize
 
 
@@ -109,10 +108,9 @@ def split_parts(dev=None) -> bool:
 
 
 def _check(fmt, n_in, rows, tune: Tune):
-    if fmt not in FORMATS:
-        raise BitLinearError(f"bitlinear: format {fmt!r} not supported (one of {', '.join(FORMATS)})")
-    if n_in <= 0 or n_in % BLOCK[fmt]:
-        raise BitLinearError(f"bitlinear: n_in = {n_in} is not a positive multiple of the {fmt} block ({BLOCK[fmt]})")
+    if n_in <= 0 or n_in % fmt.block_size:
+        raise BitLinearError(f"bitlinear: n_in = {n_in} is not a positive multiple of the {fmt.name} block "
+                             f"({fmt.block_size})")
     if not rows or any(r <= 0 for r in rows) or len(rows) > 3:
         raise BitLinearError(f"bitlinear: rows per part must be 1..3 positive counts, got {rows}")
     wg = tune.wg
@@ -120,8 +118,8 @@ def _check(fmt, n_in, rows, tune: Tune):
         raise BitLinearError(f"bitlinear: wg = {wg} must be a power of two in 4..1024")
     if tune.lanes & (tune.lanes - 1) or not 1 <= tune.lanes <= wg:
         raise BitLinearError(f"bitlinear: lanes = {tune.lanes} must be a power of two <= wg ({wg})")
-    if tune.shape and tune.n_cap and (tune.n_cap < n_in or tune.n_cap % BLOCK[fmt]):
-        raise BitLinearError(f"bitlinear: n_cap = {tune.n_cap} must be a multiple of the {fmt} block >= n_in ({n_in})")
+    if tune.shape and tune.n_cap and (tune.n_cap < n_in or tune.n_cap % fmt.block_size):
+        raise BitLinearError(f"bitlinear: n_cap = {tune.n_cap} must be a multiple of the {fmt.name} block >= n_in ({n_in})")
     if not 1 <= tune.rb <= 4:
         raise BitLinearError(f"bitlinear: rb = {tune.rb} must be 1..4")
     if tune.rpw < 1:
@@ -143,12 +141,13 @@ def shape_bytes(n_in: int, rows, rpw: int, y0: int = 0, residual: bool = False) 
 
 
 def _step(entry, fmt, n_in, rows, a8, norm, residual, eps, tune: Tune, extra: dict, bind, y0: int = 0):
+    fmt = format_arg(fmt, FORMATS, "bitlinear", BitLinearError)
     _check(fmt, n_in, rows, tune)
     if y0 and not tune.shape:
         raise BitLinearError(f"bitlinear: y0 = {y0} needs the run-time shape variant (shape=True)")
     rows = tuple(rows) + (0,) * (3 - len(rows))
-    defines = {FORMATS[fmt]: True, "A8": bool(a8), "NORM": bool(norm), "RESIDUAL": bool(residual),
-               "XSHARED": bool(tune.xshared and not a8)}
+    defines = dict(format_defines(fmt), A8=bool(a8), NORM=bool(norm), RESIDUAL=bool(residual),
+                   XSHARED=bool(tune.xshared and not a8))
     defines.update(extra)
     if tune.subgroups is not None:
         defines["SUBGROUPS"] = bool(tune.subgroups)
@@ -166,7 +165,7 @@ def _step(entry, fmt, n_in, rows, a8, norm, residual, eps, tune: Tune, extra: di
     return Step("bitlinear", entry, tuple(bind), (-(-total // tune.rpw), 1, 1), constants, defines, data)
 
 
-def gemv(fmt: str, n_in: int, rows, *, a8: bool, norm: bool = False, residual: bool = False,
+def gemv(fmt, n_in: int, rows, *, a8: bool, norm: bool = False, residual: bool = False,
          eps: float = 1e-5, dev=None, y0: int = 0, **tune) -> Step:
     """y (+)= [W0|W1|W2] . (rmsnorm(x) if norm else x); one dispatch over all parts' rows.
     y0 (the run-time shape variant only): y index of row 0 (one part of a wider output)."""
@@ -180,7 +179,7 @@ def gemv(fmt: str, n_in: int, rows, *, a8: bool, norm: bool = False, residual: b
     return _step("gemv", fmt, n_in, rows, a8, norm, residual, eps, t, extra, bind, y0)
 
 
-def gate_up(fmt: str, n_in: int, rows: int, *, a8: bool, act: str = "relu2", norm: bool = True,
+def gate_up(fmt, n_in: int, rows: int, *, a8: bool, act: str = "relu2", norm: bool = True,
             eps: float = 1e-5, dev=None, **tune) -> Step:
     """y = act(Wg . n) * (Wu . n), n = rmsnorm(x) (or x); act relu2 = relu(.)^2 (bitnet-b1.58), silu (bitnet)."""
     if act not in ("relu2", "silu"):
@@ -199,7 +198,7 @@ def variant(step: Step, dev=None) -> str:
     sg = d.get("SUBGROUPS", bool(dev is not None and dev.caps.subgroups))
     dot4 = d.get("DOT4", bool(dev is not None and dev.caps.dot4))
     act = ("A8 " + ("dot4" if dot4 else "int")) if d.get("A8") else ("f32 xshared" if d.get("XSHARED") else "f32")
-    fmt = next(k for k, v in FORMATS.items() if d.get(v))
+    fmt = step.format.name
     red = "subgroup" if sg else f"shared(lanes {c['LANES']})"
     if d.get("SHAPE"):
         rpw = struct.unpack("<8I", step.data["shape"])[4]

@@ -12,13 +12,13 @@ API
     gate_up(fmt, n_in, n_out, m_max, *, a8, act="relu2"|"silu", dev=None, rq=None, nq=None, wg=None,
             subgroups=None, pairs=None, octets=None) -> Step
         bind as matmul with "gate", "up" in place of "w"
-    choose(dev, a8, gate_up=False, n_in=0, n_out=0, fmt="") -> Tile     the tile for this device and shape
+    choose(dev, a8, gate_up=False, n_in=0, n_out=0, fmt=None) -> Tile   the tile for this device and shape
     lanes(dev) -> int        a CPU rasteriser's SIMD lanes from its device string (lavapipe), 0 unknown
     The tile: an invocation computes 4 rq rows (rq 1..4) x 4 nq outputs (nq 1..4); wg invocations per
     workgroup take consecutive outputs. Workgroups (ceil(n_out / (4 nq wg)), ceil(m_max / (4 rq))).
     subgroups: None = the device decides (A8 only: quads share the activation loads); False = off.
-    pairs (fmt in PAIRS, A8, rq 2 or 4): two rows per f32 multiply-add, split exactly per plane.
-    octets (fmt in OCTETS, A8, rq 4, wg a multiple of 8, subgroups of a multiple of 8 lanes): 8 lanes
+    pairs (a tensor_scale format: I2_S; A8, rq 2 or 4): two rows per f32 multiply-add, split exactly per plane.
+    octets (a format of 4 planes: I2_S, TQ2_0, Q2_0 ...; A8, rq 4, wg a multiple of 8, subgroups of a multiple of 8 lanes): 8 lanes
     share the activation loads. None = choose() decides (lavapipe's wide tiles).
     The dispatch covers m_max rows; the rows of one call, M <= m_max, are word 0 of `params`
     (the ops params block, bitweb.kernels.ops.params(m=M)).
@@ -32,8 +32,7 @@ Buffers
     mult    f32[1] (gate_up: f32[2])   output multiplier(s); 1.0 when the model has none
     y       f32[M][n_out]    output; residual=True: holds the residual on entry, y += P
     w, gate, up              raw GGUF tensor bytes (zero-padded to a multiple of 4; I2_S: of 16)
-Formats: those of bitlinear.FORMATS (n_in a multiple of their block): I2_S, TQ2_0, TQ1_0, Q1_0,
-Q2_0, Q2_0_G128.
+Formats: those of bitlinear.FORMATS, the packed formats (n_in a multiple of their block).
 
 Tiles per device (measured with dev/bitlinear/tiled_bench.py, tile_tune.py and tiled_browser.py, see
 the README there): lavapipe, weights of at least WIDE values: 16 rows x 16 outputs, 16 invocations,
@@ -47,8 +46,8 @@ import re
 
 from dataclasses import dataclass, replace
 
-from bitweb.kernels import Step, rasteriser
-from bitweb.kernels.bitlinear import BLOCK, FORMATS, BitLinearError
+from bitweb.kernels import Step, format_arg, format_defines, rasteriser
+from bitweb.kernels.bitlinear import FORMATS, BitLinearError
 
 
 @dataclass(frozen=True)
@@ -60,8 +59,14 @@ class Tile:
     octets: bool = False     # A8, 4 planes a unit, rq 4: 8 subgroup lanes share the activation loads
 
 
-PAIRS = ("I2_S",)                              # no block scale: the row-pair sums stay integers
-OCTETS = ("I2_S", "TQ2_0", "Q2_0", "Q2_0_G128")  # 4 planes per unit (NP = 4)
+def pairs_fit(fmt) -> bool:
+    """pairs need a format without block scales (a tensor scale: I2_S): the row-pair sums stay integers."""
+    return fmt.tensor_scale
+
+
+def octets_fit(fmt) -> bool:
+    """octets need 4 planes per unit (NP = 4: the 2-bit formats)."""
+    return fmt.planes == 4
 
 
 WIDE = 4 << 20       # n_in * n_out from which lavapipe takes the wide tile (2B4T: all but k / v)
@@ -75,7 +80,7 @@ def lanes(dev) -> int:
     return int(m.group(1)) // 32 if m else 0
 
 
-def choose(dev=None, a8: bool = True, gate_up: bool = False, n_in: int = 0, n_out: int = 0, fmt: str = "") -> Tile:
+def choose(dev=None, a8: bool = True, gate_up: bool = False, n_in: int = 0, n_out: int = 0, fmt=None) -> Tile:
     """CPU rasterisers: every storage load costs a per-lane loop, arithmetic is cheap, so big tiles
     (each weight load serves 16 rows, each activation load 8-16 outputs): 16 rows x 8 outputs
     (gate_up 16 x 4, it holds two tiles). lavapipe (and no device), A8, from WIDE weights on: 16 x 16
@@ -93,8 +98,8 @@ def choose(dev=None, a8: bool = True, gate_up: bool = False, n_in: int = 0, n_ou
         wide = n_in * n_out >= WIDE
         if wide and cpu == "llvmpipe" and dev is not None:
             n = lanes(dev)
-            octets = fmt in OCTETS and n > 0 and n % 8 == 0 and getattr(dev.caps, "subgroups", False)
-            pairs = fmt in PAIRS
+            octets = fmt is not None and octets_fit(fmt) and n > 0 and n % 8 == 0 and getattr(dev.caps, "subgroups", False)
+            pairs = fmt is not None and pairs_fit(fmt)
             if octets or pairs:
                 return Tile(rq=4, nq=4, wg=16, pairs=pairs, octets=octets)
         if gate_up:
@@ -104,27 +109,28 @@ def choose(dev=None, a8: bool = True, gate_up: bool = False, n_in: int = 0, n_ou
 
 
 def _step(entry, fmt, n_in, n_out, m_max, a8, tile: Tile, subgroups, defines, weights, y_stride=0, y_col0=0):
-    if fmt not in FORMATS:
-        raise BitLinearError(f"bitlinear_tiled: format {fmt!r} not supported (one of {', '.join(FORMATS)})")
-    if n_in <= 0 or n_in % BLOCK[fmt]:
-        raise BitLinearError(f"bitlinear_tiled: n_in = {n_in} is not a positive multiple of the {fmt} block ({BLOCK[fmt]})")
+    if n_in <= 0 or n_in % fmt.block_size:
+        raise BitLinearError(f"bitlinear_tiled: n_in = {n_in} is not a positive multiple of the {fmt.name} block "
+                             f"({fmt.block_size})")
     if n_out <= 0 or m_max <= 0:
         raise BitLinearError(f"bitlinear_tiled: n_out = {n_out} and m_max = {m_max} must be positive")
     if not 1 <= tile.rq <= 4 or not 1 <= tile.nq <= 4:
         raise BitLinearError(f"bitlinear_tiled: rq = {tile.rq} must be 1..4 and nq = {tile.nq} 1..4")
     if tile.wg & (tile.wg - 1) or not 4 <= tile.wg <= 1024:
         raise BitLinearError(f"bitlinear_tiled: wg = {tile.wg} must be a power of two in 4..1024")
-    if tile.pairs and (fmt not in PAIRS or not a8 or tile.rq not in (2, 4)):
-        raise BitLinearError(f"bitlinear_tiled: pairs need {'/'.join(PAIRS)} A8 rows and rq 2 or 4 "
-                             f"(got {fmt}, a8={a8}, rq={tile.rq})")
-    if tile.octets and (fmt not in OCTETS or not a8 or tile.rq != 4 or tile.wg % 8 or subgroups is False):
-        raise BitLinearError(f"bitlinear_tiled: octets need a format of {', '.join(OCTETS)}, A8 rows, rq 4, "
-                             f"wg a multiple of 8 and subgroups (got {fmt}, a8={a8}, rq={tile.rq}, wg={tile.wg}, "
+    if tile.pairs and (not pairs_fit(fmt) or not a8 or tile.rq not in (2, 4)):
+        raise BitLinearError(f"bitlinear_tiled: pairs need a format without block scales "
+                             f"({'/'.join(f.name for f in FORMATS if pairs_fit(f))}), A8 rows and rq 2 or 4 "
+                             f"(got {fmt.name}, a8={a8}, rq={tile.rq})")
+    if tile.octets and (not octets_fit(fmt) or not a8 or tile.rq != 4 or tile.wg % 8 or subgroups is False):
+        raise BitLinearError(f"bitlinear_tiled: octets need a format of 4 planes "
+                             f"({', '.join(f.name for f in FORMATS if octets_fit(f))}), A8 rows, rq 4, "
+                             f"wg a multiple of 8 and subgroups (got {fmt.name}, a8={a8}, rq={tile.rq}, wg={tile.wg}, "
                              f"subgroups={subgroups})")
     if y_stride and y_col0 + n_out > y_stride:
         raise BitLinearError(f"bitlinear_tiled: columns {y_col0}..{y_col0 + n_out} exceed y_stride {y_stride}")
     bind = ["params"] + (["q", "scale"] if a8 else ["x"]) + ["mult", "y"] + weights
-    d = {FORMATS[fmt]: True, "A8": bool(a8)}
+    d = dict(format_defines(fmt), A8=bool(a8))
     d.update({k: True for k, on in (("PAIRS", tile.pairs), ("OCTETS", tile.octets)) if on})
     d.update(defines)
     if not a8 or subgroups is False:
@@ -149,21 +155,23 @@ def _tile(dev, a8, gate_up, rq, nq, wg, n_in, n_out, fmt, pairs, octets, subgrou
     return t
 
 
-def matmul(fmt: str, n_in: int, n_out: int, m_max: int, *, a8: bool, residual: bool = False, dev=None,
+def matmul(fmt, n_in: int, n_out: int, m_max: int, *, a8: bool, residual: bool = False, dev=None,
            rq: int | None = None, nq: int | None = None, wg: int | None = None, subgroups: bool | None = None,
            y_stride: int = 0, y_col0: int = 0, pairs: bool | None = None, octets: bool | None = None) -> Step:
     """y_stride / y_col0: write y[m * y_stride + y_col0 + n] (a column slice of a wider y, e.g. the
     engine's q | k | v rows); default y[m * n_out + n]."""
+    fmt = format_arg(fmt, FORMATS, "bitlinear_tiled", BitLinearError)
     return _step("matmul", fmt, n_in, n_out, m_max, a8, _tile(dev, a8, False, rq, nq, wg, n_in, n_out, fmt, pairs, octets, subgroups),
                  subgroups,
                  {"RESIDUAL": bool(residual)}, ["w"], y_stride, y_col0)
 
 
-def gate_up(fmt: str, n_in: int, n_out: int, m_max: int, *, a8: bool, act: str = "relu2", dev=None,
+def gate_up(fmt, n_in: int, n_out: int, m_max: int, *, a8: bool, act: str = "relu2", dev=None,
             rq: int | None = None, nq: int | None = None, wg: int | None = None,
             subgroups: bool | None = None, pairs: bool | None = None, octets: bool | None = None) -> Step:
     if act not in ("relu2", "silu"):
         raise BitLinearError(f"bitlinear_tiled.gate_up: act must be 'relu2' or 'silu', got {act!r}")
+    fmt = format_arg(fmt, FORMATS, "bitlinear_tiled", BitLinearError)
     return _step("gate_up", fmt, n_in, n_out, m_max, a8, _tile(dev, a8, True, rq, nq, wg, n_in, n_out, fmt, pairs, octets, subgroups),
                  subgroups,
                  {"GATE_UP": True, "ACT_SILU": act == "silu"}, ["gate", "up"])

@@ -3,7 +3,8 @@
 One WGSL source for F32 / F16 / BF16 / Q8_0 weights with fp32 accumulation (the LM head, the
 embedding table used as a tied head, any float tensor). Weights are the GGUF bytes unchanged.
 
-    row_bytes(wtype, n_in) -> int                       bytes of one weight row
+    wtype: a Format of WTYPES (or its type id or name)
+    row_bytes(wtype, n_in) -> int                       bytes of one weight row (any table format too)
     shard_rows(n_rows, row_bytes, max_binding) -> [(r0, r1), ...]
         whole rows per shard, every shard but the last has the same number of rows
         (rows_per_shard = max_binding // row_bytes); one buffer per shard.
@@ -27,9 +28,9 @@ shard_rows (default: one shard of all rows). n_in % 4 == 0 (Q8_0: n_in % 32 == 0
 from __future__ import annotations
 
 from bitweb import formats
-from bitweb.kernels import Step
+from bitweb.kernels import Step, format_arg, format_defines
 
-WTYPES = formats.names(kind="float")       # the float formats (bitweb.formats); their decode: shaders/fmt_*.wgsl
+WTYPES = formats.select(packed=False)      # the float formats (bitweb.formats); their decode: shaders/fmt_*.wgsl
 MAX_WORKGROUPS = 65535
 
 
@@ -40,13 +41,12 @@ class DenseSpecError(ValueError):
 def row_bytes(wtype: str, n_in: int) -> int:
     """Bytes of one row of n_in elements (a whole number of the format's blocks: Q8_0 n_in % 32 == 0)
     of a float format or a table format (the packed LM heads and embeddings are sharded alike)."""
-    if wtype not in WTYPES + formats.names("table"):
-        raise DenseSpecError(f"weight type {wtype!r} not supported (one of {', '.join(dict.fromkeys(WTYPES + formats.names('table')))})")
-    blk = formats.by_name(wtype).block_size
+    f = format_arg(wtype, tuple(dict.fromkeys(WTYPES + formats.select("table"))), "dense", DenseSpecError)
+    blk = f.block_size
     if n_in <= 0 or n_in % blk:
         raise DenseSpecError(f"row of {n_in} elements: must be positive"
-                             + (f" (a multiple of {blk} for {wtype})" if blk > 1 else ""))
-    return formats.nbytes(wtype, n_in)
+                             + (f" (a multiple of {blk} for {f.name})" if blk > 1 else ""))
+    return f.nbytes(n_in)
 
 
 def shard_rows(n_rows: int, row_bytes: int, max_binding: int) -> list:
@@ -59,16 +59,16 @@ def shard_rows(n_rows: int, row_bytes: int, max_binding: int) -> list:
     return [(r, min(r + per, n_rows)) for r in range(0, n_rows, per)]
 
 
-def _check(wtype, n_in):
-    if wtype not in WTYPES:
-        raise DenseSpecError(f"dense kernel: weight type {wtype!r} not supported (one of {sorted(WTYPES)})")
-    q = max(4, formats.by_name(wtype).block_size)
+def _check(wtype, n_in) -> formats.Format:
+    f = format_arg(wtype, WTYPES, "dense kernel", DenseSpecError)
+    q = max(4, f.block_size)
     if n_in <= 0 or n_in % q:
-        raise DenseSpecError(f"dense kernel: n_in = {n_in} must be a positive multiple of {q} for {wtype}")
+        raise DenseSpecError(f"dense kernel: n_in = {n_in} must be a positive multiple of {q} for {f.name}")
+    return f
 
 
-def _defines(wtype, subgroups, f16):
-    d = {formats.by_name(wtype).define: True}
+def _defines(f, subgroups, f16):
+    d = format_defines(f)
     if subgroups is not None:
         d["SUBGROUPS"] = bool(subgroups)
     if f16 is not None:
@@ -92,15 +92,15 @@ def workgroups_1d(n: int) -> tuple:
     return (-(-n // ny), ny, 1)
 
 
-def gemv(wtype: str, n_in: int, n_out: int, *, shards=None, norm: bool = False, eps: float = 1e-5,
+def gemv(wtype, n_in: int, n_out: int, *, shards=None, norm: bool = False, eps: float = 1e-5,
          last_row: bool = False, subgroups=None, f16=None, wg: int = 64, rows: int = 4) -> list:
     """y = W x (M = 1), one Step per shard."""
-    _check(wtype, n_in)
+    f = _check(wtype, n_in)
     if wg & (wg - 1) or not 1 <= wg <= 256:
         raise DenseSpecError(f"gemv: wg = {wg} must be a power of two <= 256")
     if not 1 <= rows <= 8:
         raise DenseSpecError(f"gemv: rows = {rows} must be in 1..8")
-    defines = _defines(wtype, subgroups, f16)
+    defines = _defines(f, subgroups, f16)
     bind = ["x", "y"]
     if norm:
         defines["NORM"] = True
@@ -116,12 +116,12 @@ def gemv(wtype: str, n_in: int, n_out: int, *, shards=None, norm: bool = False, 
     return steps
 
 
-def matmul(wtype: str, n_in: int, n_out: int, m: int, *, shards=None, f16=None) -> list:
+def matmul(wtype, n_in: int, n_out: int, m: int, *, shards=None, f16=None) -> list:
     """Y[m][n_out] = X[m][n_in] W^T, one Step per shard (m is also written to params.m)."""
-    _check(wtype, n_in)
+    f = _check(wtype, n_in)
     if m < 1 or -(-m // 16) > MAX_WORKGROUPS:
         raise DenseSpecError(f"matmul: m = {m} rows out of range 1..{16 * MAX_WORKGROUPS}")
-    defines = _defines(wtype, None, f16)
+    defines = _defines(f, None, f16)
     steps = []
     for i, (r0, r1) in enumerate(_shards(n_out, shards)):
         nx = -(-(r1 - r0) // 16)

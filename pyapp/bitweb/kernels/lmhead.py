@@ -3,10 +3,11 @@
     y = W rmsnorm(x) for one token, W = the head (token_embd when tied, else output) in shards of
     whole rows (dense.shard_rows), each shard one Step writing y[r0 .. r1).
 
-    supported(wtype, n_in) -> bool          the table formats of bitweb.formats: F32 / F16 / BF16
-                                            (n_in % 8 == 0; F32 % 4), Q8_0 (n_in % 64 == 0), the packed
-                                            ones (Q1_0, Q2_0 ...: n_in a multiple of their block);
-                                            n_in <= 4096 (m lives in workgroup memory)
+    supported(wtype, n_in) -> bool          the table formats of bitweb.formats (TYPES): a float one
+                                            (n_in a multiple of its unit: the values of one 16-byte
+                                            read, F32 4, F16 / BF16 8; a block format two blocks, Q8_0
+                                            64), a packed one (Q1_0, Q2_0 ...: n_in a multiple of its
+                                            block); n_in <= 4096 (m lives in workgroup memory)
     choose(dev) -> Tune                     CPU adapters: 128 rows per workgroup; GPUs: 16;
                                             SwiftShader: xdirect (float rows: m = x * g read where
                                             it is used, no workgroup array: compiles faster there)
@@ -14,6 +15,7 @@
         bind ("w{i}", "x", "y", "norm") as dense.gemv(..., norm=True): the engine's decode head;
         last_row=True: x is f32[m][n_in], row params.m - 1 is used, bind adds "params" (the
         ops.params block) as dense.gemv(..., last_row=True): the head after a prefill.
+        wtype: a Format (or its type id or name).
         a8 (packed formats only): the input quantized per token to int8 as the block linears do
         (bitlinear.gemv(..., a8=True, norm=True)); a packed head computes bitlinear's maths in both modes.
     variant(step, dev) -> str
@@ -27,12 +29,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from bitweb import formats
-from bitweb.kernels import Step, rasteriser
+from bitweb.kernels import Step, format_arg, format_defines, rasteriser
 from bitweb.kernels.dense import workgroups_1d
 
-UNIT = {"F32": 4, "F16": 8, "BF16": 8, "Q8_0": 64}      # float formats: values a lane reads at once
 MAX_K = 4096
-TYPES = formats.names("table")                         # float ones by UNIT, packed ones a code word at a time
+TYPES = formats.select("table")        # float ones a unit at a time (unit()), packed ones a code word at a time
 
 
 class LMHeadError(ValueError):
@@ -59,24 +60,29 @@ def choose(dev=None) -> Tune:
     return Tune(rpw=16, rb=2)
 
 
-def _unit(wtype: str) -> int:
-    """n_in must be a multiple of this: the lane unit (float formats) or the block (packed)."""
-    f = formats.by_name(wtype)
-    return UNIT[wtype] if f.kind == "float" else f.block_size
+def unit(f: formats.Format) -> int:
+    """n_in must be a multiple of this: a float format's lane unit, the values of one 16-byte read
+    (one value per element) or of two blocks (Q8_0: a pair of 34-byte blocks is 17 whole words);
+    a packed format's block."""
+    if f.packed:
+        return f.block_size
+    return 16 // f.type_size if f.block_size == 1 else 2 * f.block_size
 
 
-def supported(wtype: str, n_in: int) -> bool:
-    return wtype in TYPES and n_in > 0 and n_in % _unit(wtype) == 0 and n_in <= MAX_K
+def supported(wtype, n_in: int) -> bool:
+    f = formats.get(wtype)
+    return f in TYPES and n_in > 0 and n_in % unit(f) == 0 and n_in <= MAX_K
 
 
-def gemv(wtype: str, n_in: int, n_out: int, *, a8: bool = False, shards=None, eps: float = 1e-5,
+def gemv(wtype, n_in: int, n_out: int, *, a8: bool = False, shards=None, eps: float = 1e-5,
          last_row: bool = False, dev=None, **tune) -> list:
-    if not supported(wtype, n_in):
-        raise LMHeadError(f"lmhead: {wtype} rows of {n_in} values not supported (types {', '.join(TYPES)}, "
-                          f"n_in a multiple of {_unit(wtype) if wtype in TYPES else '?'} and <= {MAX_K})")
-    packed = formats.by_name(wtype).kind != "float"
+    f = format_arg(wtype, TYPES, "lmhead", LMHeadError)
+    if not supported(f, n_in):
+        raise LMHeadError(f"lmhead: {f.name} rows of {n_in} values not supported "
+                          f"(n_in a multiple of {unit(f)} and <= {MAX_K})")
+    packed = f.packed
     if a8 and not packed:
-        raise LMHeadError(f"lmhead: a8 needs a packed format (ternary / binary), not {wtype}")
+        raise LMHeadError(f"lmhead: a8 needs a packed format (ternary / binary), not {f.name}")
     t = replace(choose(dev), **tune)
     if t.wg & (t.wg - 1) or not 4 <= t.wg <= 256:
         raise LMHeadError(f"lmhead: wg = {t.wg} must be a power of two in 4..256")
@@ -87,10 +93,10 @@ def gemv(wtype: str, n_in: int, n_out: int, *, a8: bool = False, shards=None, ep
     shards = [(0, n_out)] if shards is None else [tuple(s) for s in shards]
     if shards[0][0] != 0 or shards[-1][1] != n_out or any(a[1] != b[0] for a, b in zip(shards, shards[1:])):
         raise LMHeadError(f"lmhead: shards {shards} do not cover rows 0..{n_out} in order")
-    defines = {formats.by_name(wtype).define: True}
+    defines = format_defines(f)
     if packed:
         defines.update(PACKED=True, A8=bool(a8))
-    elif t.xdirect and wtype != "Q8_0":
+    elif t.xdirect and f.block_size == 1:                    # float rows of one value per element
         defines["XDIRECT"] = True
     if t.subgroups is not None:
         defines["SUBGROUPS"] = bool(t.subgroups)
@@ -107,7 +113,7 @@ def gemv(wtype: str, n_in: int, n_out: int, *, a8: bool = False, shards=None, ep
 def variant(step: Step, dev=None) -> str:
     d, c = step.defines, step.constants
     sg = d.get("SUBGROUPS", bool(dev is not None and dev.caps.subgroups))
-    fmt = next(f for f in TYPES if d.get(formats.by_name(f).define))
+    fmt = step.format.name
     red = "subgroup" if sg else f"shared(lanes {c['LANES']})"
     act = (" a8" if d.get("A8") else " f32") if d.get("PACKED") else (" xdirect" if d.get("XDIRECT") else "")
     return f"lmhead {fmt}{act} {red} WG{c['WG']} RPW{c['RPW']} RB{c['RB']}"

@@ -90,10 +90,10 @@ from __future__ import annotations
 import struct
 
 from bitweb import formats
-from bitweb.kernels import Step
+from bitweb.kernels import Step, format_arg, format_defines
 from bitweb.kernels.dense import workgroups_1d
 
-TABLE_TYPES = formats.names("table")       # token_embd types (bitweb.formats); decode: fmt_value of their include
+TABLE_TYPES = formats.select("table")      # token_embd types (bitweb.formats); decode: fmt_value of their include
 
 PARAMS_BYTES = 32
 
@@ -247,14 +247,13 @@ def attention_prefill(n_head: int, n_kv_head: int, head_dim: int, max_ctx: int, 
     return Step("attention", "prefill", bind, (n_head, -(-rows // wg), 1), c, d)
 
 
-def embedding(wtype: str, n_embd: int, n_vocab: int, rows: int = 1, *, shards=None,
+def embedding(wtype, n_embd: int, n_vocab: int, rows: int = 1, *, shards=None,
               max_shard_bindings: int = 8, wg: int = 64) -> list:
-    if wtype not in TABLE_TYPES:
-        raise OpsSpecError(f"embedding: table type {wtype!r} not supported (one of {', '.join(TABLE_TYPES)})")
-    blk = formats.by_name(wtype).block_size
+    f = format_arg(wtype, TABLE_TYPES, "embedding: table type", OpsSpecError)
+    blk = f.block_size
     if n_embd <= 0 or n_embd % blk:
         raise OpsSpecError(f"embedding: n_embd = {n_embd} must be positive"
-                           + (f" (a multiple of {blk} for {wtype})" if blk > 1 else ""))
+                           + (f" (a multiple of {blk} for {f.name})" if blk > 1 else ""))
     shards = [(0, n_vocab)] if shards is None else [tuple(s) for s in shards]
     rps = shards[0][1] - shards[0][0]
     if shards[0][0] != 0 or shards[-1][1] != n_vocab or any(
@@ -266,7 +265,7 @@ def embedding(wtype: str, n_embd: int, n_vocab: int, rows: int = 1, *, shards=No
     steps = []
     for first in range(0, len(shards), max_shard_bindings):
         nsb = min(max_shard_bindings, len(shards) - first)
-        defines = {formats.by_name(wtype).define: True}
+        defines = format_defines(f)
         defines.update({f"NS{i}": True for i in range(1, nsb)})
         steps.append(Step("embedding", "embed", ("ids", "x") + tuple(f"w{first + i}" for i in range(nsb)),
                           workgroups_1d(rows),

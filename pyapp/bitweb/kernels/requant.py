@@ -6,17 +6,17 @@ dense.gemv / ops.embedding read as "Q8_0"; the float shard is then freed. No byt
 host, so it works in the browser without numpy. The maths is ggml's quantize_row_q8_0_ref (see
 the shader header for the rounding).
 
-    q8_0(wtype, n_in, rows, wg=64) -> Step      bind ("src", "dst")
+    q8_0(wtype, n_in, rows, wg=64) -> Step      bind ("src", "dst"); wtype: a Format of SRC_TYPES
     q8_0_bytes(n_in, rows) -> int               size of dst (NB * 34 rounded up to 4)
 """
 from __future__ import annotations
 
 from bitweb import formats
-from bitweb.kernels import Step
+from bitweb.kernels import Step, format_arg, format_defines
 from bitweb.kernels.dense import workgroups_1d
 
 # float formats of one value per element (bitweb.formats): fmt_value of their include decodes them
-SRC_TYPES = tuple(n for n in formats.names(kind="float") if formats.by_name(n).block_size == 1)
+SRC_TYPES = tuple(f for f in formats.select(packed=False) if f.block_size == 1)
 
 
 class RequantError(ValueError):
@@ -27,10 +27,9 @@ def q8_0_bytes(n_in: int, rows: int) -> int:
     return -(-(rows * n_in // 32 * 34) // 4) * 4
 
 
-def q8_0(wtype: str, n_in: int, rows: int, *, wg: int = 64) -> Step:
+def q8_0(wtype, n_in: int, rows: int, *, wg: int = 64) -> Step:
     """dst = Q8_0 blocks of the rows x n_in float weight in src (GGUF bytes of wtype)."""
-    if wtype not in SRC_TYPES:
-        raise RequantError(f"requant: source type {wtype!r} not supported (one of {', '.join(SRC_TYPES)})")
+    f = format_arg(wtype, SRC_TYPES, "requant: source type", RequantError)
     if n_in <= 0 or n_in % 32:
         raise RequantError(f"requant: n_in = {n_in} must be a positive multiple of 32 (Q8_0 blocks)")
     if rows <= 0:
@@ -39,4 +38,4 @@ def q8_0(wtype: str, n_in: int, rows: int, *, wg: int = 64) -> Step:
         raise RequantError(f"requant: wg = {wg} must be a power of two <= 256")
     pairs = -(-(rows * n_in // 32) // 2)
     return Step("requant", "q8_0", ("src", "dst"), workgroups_1d(-(-pairs // wg)),
-                {"K": n_in, "N_ROWS": rows, "WG": wg}, {formats.by_name(wtype).define: True})
+                {"K": n_in, "N_ROWS": rows, "WG": wg}, format_defines(f))

@@ -8,7 +8,7 @@ Maths (the shader header has the same, with the thread mapping):
         S[r] = sum_b d[r,b] * sum_{j in b} w[r,j] q[j] (int32);  p = S * (ws * inv_s * mult[t]),
         inv_s = max(a, 1e-5) * f32(1/127)
     y = p, or y = residual + p; gate_up: y = relu(p_gate)^2 * p_up, or silu(p_gate) * p_up.
-Weights come from bitweb.formats.unpack_ternary (the shared layout spec).
+Weights come from the format's unpack (bitweb.formats: the shared layout spec).
 
 Tolerances (why they are tight). The GPU sums S in an order of its own (lanes, subgroups, trees).
 The case data make every such sum exact in f32: x, nw and the block scales d are small dyadic
@@ -40,14 +40,15 @@ F32 = np.float32
 
 
 # ---- the maths --------------------------------------------------------------------------------
-def unpack(fmt: str, data: bytes, rows: int, n_in: int):
-    """-> (w int8 (rows, n_in), d float32 (rows, n_blocks) block scales (1.0 for I2_S), ws float32)."""
+def unpack(fmt, data: bytes, rows: int, n_in: int):
+    """-> (w int8 (rows, n_in), d float32 (rows, n_blocks) block scales (1.0 for a tensor_scale
+    format, I2_S), ws float32 (its tensor scale, else 1.0))."""
+    fmt = formats.get(fmt)
     n = rows * n_in
-    nbytes = formats.nbytes(fmt, n)
-    t, s = formats.unpack_ternary(fmt, bytes(data[:nbytes]), n)
+    t, s, _ = fmt.unpack(bytes(data[:fmt.nbytes(n)]), n)
     w = t.reshape(rows, n_in)
-    if fmt == "I2_S":
-        return w, np.ones((rows, n_in // 128), F32), F32(s[0])
+    if fmt.tensor_scale:
+        return w, np.ones((rows, n_in // fmt.block_size), F32), F32(s[0])
     return w, s.reshape(rows, -1).astype(F32), F32(1.0)
 
 
@@ -149,15 +150,12 @@ def rand_norm(rng, n):
 
 
 def rand_tensor(rng, fmt, rows, n_in) -> bytes:
-    """Random ternary (or sign) weights in fmt, zero-padded to a multiple of 4 bytes (as uploaded)."""
+    """Random weights in fmt (its random_values: ternary, or signs) with dyadic block scales (a
+    tensor scale: uniform), zero-padded to a multiple of 4 bytes (as uploaded)."""
     n = rows * n_in
-    if fmt == "Q1_0":
-        data = formats.pack_signs(rng.integers(0, 2, n, dtype=np.int8) * np.int8(2) - np.int8(1),
-                                  rng.integers(1, 32, n // 128) / 64.0)
-    else:
-        t = rng.integers(-1, 2, n, dtype=np.int8)
-        scale = F32(rng.uniform(0.5, 3.0)) if fmt == "I2_S" else rng.integers(1, 32, n // formats.by_name(fmt).block_size) / 64.0
-        data = formats.pack_ternary(fmt, t, scale)
+    t = fmt.random_values(rng, n)
+    scale = F32(rng.uniform(0.5, 3.0)) if fmt.tensor_scale else rng.integers(1, 32, n // fmt.block_size) / 64.0
+    data = fmt.pack(t, scale)
     return data + bytes(-len(data) % 4)
 
 
@@ -204,6 +202,7 @@ def add_case(builder, name, step, buffers):
 
 def gemv_case(builder, rng, fmt, n_in, rows, *, a8, norm=False, residual=False, mult=None,
               zero=False, label="", **tune):
+    fmt = formats.get(fmt)
     rows = (rows,) if isinstance(rows, int) else tuple(rows)
     step = spec.gemv(fmt, n_in, rows, a8=a8, norm=norm, residual=residual, **tune)
     nw = rand_norm(rng, n_in) if norm else None
@@ -222,12 +221,13 @@ def gemv_case(builder, rng, fmt, n_in, rows, *, a8, norm=False, residual=False, 
         bufs["norm"] = dict(data=f32b(nw))
     for i, w in enumerate(ws):
         bufs[f"w{i}"] = dict(data=w)
-    name = (f"bitlinear.gemv {fmt} {'a8' if a8 else 'f32'} {n_in}x{'+'.join(map(str, rows))}"
+    name = (f"bitlinear.gemv {fmt.name} {'a8' if a8 else 'f32'} {n_in}x{'+'.join(map(str, rows))}"
             f"{' norm' if norm else ''}{' res' if residual else ''}{' zero' if zero else ''} {_tname(tune)}{label}")
     return add_case(builder, name.strip(), step, bufs)
 
 
 def gate_up_case(builder, rng, fmt, n_in, rows, *, a8, act="relu2", norm=True, mult=None, label="", **tune):
+    fmt = formats.get(fmt)
     step = spec.gate_up(fmt, n_in, rows, a8=a8, act=act, norm=norm, **tune)
     nw = rand_norm(rng, n_in) if norm else None
     x = rand_x(rng, n_in)
@@ -241,13 +241,14 @@ def gate_up_case(builder, rng, fmt, n_in, rows, *, a8, act="relu2", norm=True, m
             "y": dict(data=f32b(np.full(rows, np.nan)), expect=f32b(y), atol=atol, rtol=rtol)}
     if norm:
         bufs["norm"] = dict(data=f32b(nw))
-    name = f"bitlinear.gate_up {fmt} {'a8' if a8 else 'f32'} {act} {n_in}x{rows}{'' if norm else ' nonorm'} {_tname(tune)}{label}"
+    name = f"bitlinear.gate_up {fmt.name} {'a8' if a8 else 'f32'} {act} {n_in}x{rows}{'' if norm else ' nonorm'} {_tname(tune)}{label}"
     return add_case(builder, name.strip(), step, bufs)
 
 
 def part_case(builder, rng, fmt, n_in, rows, y0, *, a8, residual, **tune):
     """The run-time shape variant writing one part of a wider y (q, k or v of qkv): rows y0 ..
     y0 + rows - 1 get p (residual: y + p); the words around them keep their values."""
+    fmt = formats.get(fmt)
     step = spec.gemv(fmt, n_in, rows, a8=a8, norm=True, residual=residual, y0=y0, **dict(tune, shape=True))
     nw = rand_norm(rng, n_in)
     x = rand_x(rng, n_in)
@@ -263,7 +264,7 @@ def part_case(builder, rng, fmt, n_in, rows, y0, *, a8, residual, **tune):
     atol, rtol = tolerance(p, part, True)
     bufs = {"x": dict(data=f32b(x)), "norm": dict(data=f32b(nw)), "mult": dict(data=f32b(mult)), "w0": dict(data=w),
             "y": dict(data=f32b(y_in), expect=f32b(y), atol=atol, rtol=rtol)}
-    name = f"bitlinear.gemv {fmt} {'a8' if a8 else 'f32'} {n_in}x{rows} y0={y0}{' res' if residual else ''} {_tname(tune)}"
+    name = f"bitlinear.gemv {fmt.name} {'a8' if a8 else 'f32'} {n_in}x{rows} y0={y0}{' res' if residual else ''} {_tname(tune)}"
     return add_case(builder, name, step, bufs)
 
 
@@ -272,7 +273,7 @@ def shape_cases(builder, rng, fmt, i, few=False):
     buffer, n_cap above n_in). Every format: one part into a wider y (the engine's q / k / v, the
     residual add on odd i); the fusions (PARTS3, gate_up, a residual at n_in = n_cap) on two
     formats, modes, reductions and RB rotating with i. few: the browser's scope, 1 case each."""
-    n, blk = spec.BLOCK[fmt] * 3, spec.BLOCK[fmt]
+    n, blk = fmt.block_size * 3, fmt.block_size
     t = dict(shape=True, n_cap=n + blk, rb=(1, 3, 4, 2)[i % 4], wg=64, **({"subgroups": False} if i % 2 else {}))
     a8 = i % 2 == 0
     if few:
@@ -297,7 +298,7 @@ SHAPES_2B4T = ((2560, 2560), (2560, 640), (2560, 6912), (6912, 2560))   # (n_in,
 
 def browser_formats() -> list:
     """One format per WGSL include (Q2_0_G128 shares Q2_0's): the browser cases stay few."""
-    return list({formats.by_name(f).include: f for f in reversed(list(spec.FORMATS))}.values())[::-1]
+    return list({f.include: f for f in reversed(list(spec.FORMATS))}.values())[::-1]
 
 
 def cases(builder, scope: str = "full"):
@@ -305,7 +306,7 @@ def cases(builder, scope: str = "full"):
     fmts = list(spec.FORMATS)
     if scope == "browser":
         for i, fmt in enumerate(browser_formats()):
-            n = spec.BLOCK[fmt] * 3
+            n = fmt.block_size * 3
             gemv_case(builder, rng, fmt, n, (5, 3, 6), a8=i % 2 == 0, norm=True)
             gemv_case(builder, rng, fmt, n, 11, a8=i % 2 == 1, norm=True, residual=True, subgroups=False)
             if i % 2 == 1:
@@ -314,7 +315,7 @@ def cases(builder, scope: str = "full"):
             shape_cases(builder, rng, fmt, i, few=True)
         return
     for fmt in fmts:
-        n = spec.BLOCK[fmt] * 3                      # a multiple of the block, not of 256 for I2_S/Q1_0
+        n = fmt.block_size * 3                       # a multiple of the block, not of 256 for I2_S/Q1_0
         for a8 in (False, True):
             for sg in (None, False):
                 kw = {} if sg is None else {"subgroups": False}
@@ -327,8 +328,8 @@ def cases(builder, scope: str = "full"):
         gemv_case(builder, rng, fmt, n, 12, a8=True, zero=True, norm=True, residual=True)
         gemv_case(builder, rng, fmt, n, 9, a8=True, wg=32, lanes=32, rpw=3, rb=1)
         gemv_case(builder, rng, fmt, n, 17, a8=True, norm=True, dot4=False, rb=2, rpw=8)
-        gemv_case(builder, rng, fmt, spec.BLOCK[fmt], (1, 2, 1), a8=True, norm=True, rb=4, rpw=3)
-        gemv_case(builder, rng, fmt, spec.BLOCK[fmt], 1, a8=False, residual=True, subgroups=False)
+        gemv_case(builder, rng, fmt, fmt.block_size, (1, 2, 1), a8=True, norm=True, rb=4, rpw=3)
+        gemv_case(builder, rng, fmt, fmt.block_size, 1, a8=False, residual=True, subgroups=False)
         gate_up_case(builder, rng, fmt, n, 6, a8=True, dot4=False, subgroups=False)
         gate_up_case(builder, rng, fmt, n, 7, a8=False, norm=False, subgroups=False, lanes=4, wg=16, rpw=5)
     for i, fmt in enumerate(fmts):

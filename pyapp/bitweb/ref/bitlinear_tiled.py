@@ -24,7 +24,7 @@ import numpy as np
 
 from bitweb import formats
 from bitweb.kernels import bitlinear_tiled as spec
-from bitweb.kernels.bitlinear import BLOCK, FORMATS
+from bitweb.kernels.bitlinear import FORMATS
 from bitweb.ref.bitlinear import F32, U, add_case, browser_formats, exact_terms, f32b, lsb, rand_tensor, rand_x, unpack
 
 
@@ -112,13 +112,14 @@ def extreme_tensor(fmt, rows, n_in):
     t = np.ones((rows, n_in), np.int8)
     t[::2] = -1
     t[-1] = 0
-    data = formats.pack_ternary(fmt, t.ravel(), F32(1.25))
+    data = fmt.pack(t.ravel(), F32(1.25))
     return data + bytes(-len(data) % 4)
 
 
 def matmul_case(builder, rng, fmt, n_in, n_out, m, m_max, *, a8, residual=False, mult=1.0, extreme=False, **tune):
     """tune may hold y_stride / y_col0: y is then (m_max, y_stride) and only columns y_col0 .. +n_out change.
     extreme: A8 rows and I2_S weights at the pairs path's bound (extreme_tensor)."""
+    fmt = formats.get(fmt)
     step = spec.matmul(fmt, n_in, n_out, m_max, a8=a8, residual=residual, **tune)
     stride, col0 = tune.get("y_stride") or n_out, tune.get("y_col0", 0)
     bufs, act, scale = _inputs(rng, m_max, m, n_in, a8, extreme)
@@ -134,12 +135,13 @@ def matmul_case(builder, rng, fmt, n_in, n_out, m, m_max, *, a8, residual=False,
     exp[:m, cols] = y
     bufs.update({"params": dict(data=_params(m)), "mult": dict(data=f32b([mult])), "w": dict(data=w),
                  "y": dict(data=f32b(init), expect=f32b(exp), atol=atol, rtol=rtol)})
-    name = (f"bitlinear_tiled.matmul {fmt} {'a8' if a8 else 'f32'} {n_in}x{n_out} M={m}/{m_max}"
+    name = (f"bitlinear_tiled.matmul {fmt.name} {'a8' if a8 else 'f32'} {n_in}x{n_out} M={m}/{m_max}"
             f"{' res' if residual else ''}{' extreme' if extreme else ''} " + " ".join(f"{k}={v}" for k, v in sorted(tune.items())))
     return add_case(builder, name.strip(), step, bufs)
 
 
 def gate_up_case(builder, rng, fmt, n_in, n_out, m, m_max, *, a8, act="relu2", mult=(1.0, 1.0), **tune):
+    fmt = formats.get(fmt)
     step = spec.gate_up(fmt, n_in, n_out, m_max, a8=a8, act=act, **tune)
     bufs, a, scale = _inputs(rng, m_max, m, n_in, a8)
     wg, wu = rand_tensor(rng, fmt, n_out, n_in), rand_tensor(rng, fmt, n_out, n_in)
@@ -150,7 +152,7 @@ def gate_up_case(builder, rng, fmt, n_in, n_out, m, m_max, *, a8, act="relu2", m
     exp[:m] = y
     bufs.update({"params": dict(data=_params(m)), "mult": dict(data=f32b(mult)), "gate": dict(data=wg),
                  "up": dict(data=wu), "y": dict(data=f32b(init), expect=f32b(exp), atol=atol, rtol=rtol)})
-    name = (f"bitlinear_tiled.gate_up {fmt} {'a8' if a8 else 'f32'} {act} {n_in}x{n_out} M={m}/{m_max} "
+    name = (f"bitlinear_tiled.gate_up {fmt.name} {'a8' if a8 else 'f32'} {act} {n_in}x{n_out} M={m}/{m_max} "
             + " ".join(f"{k}={v}" for k, v in sorted(tune.items())))
     return add_case(builder, name.strip(), step, bufs)
 
@@ -160,16 +162,16 @@ def cases(builder, scope: str = "full"):
     fmts = list(FORMATS)
     if scope == "browser":
         for i, fmt in enumerate(browser_formats()):
-            n = BLOCK[fmt] * 2
+            n = fmt.block_size * 2
             matmul_case(builder, rng, fmt, n, 37, 5, 8, a8=i % 2 == 0, residual=True, rq=1, nq=4 if i == 0 else 2, wg=8)
-        gate_up_case(builder, rng, "I2_S", 256, 19, 3, 4, a8=True, act="relu2", rq=1, nq=1, wg=4)
-        matmul_case(builder, rng, "I2_S", 256, 23, 10, 16, a8=True, residual=True, rq=4, nq=2, wg=8, pairs=True)
-        matmul_case(builder, rng, "TQ1_0", 256, 21, 6, 8, a8=True, rq=2, nq=2, wg=4, subgroups=False)
+        gate_up_case(builder, rng, formats.I2_S, 256, 19, 3, 4, a8=True, act="relu2", rq=1, nq=1, wg=4)
+        matmul_case(builder, rng, formats.I2_S, 256, 23, 10, 16, a8=True, residual=True, rq=4, nq=2, wg=8, pairs=True)
+        matmul_case(builder, rng, formats.TQ1_0, 256, 21, 6, 8, a8=True, rq=2, nq=2, wg=4, subgroups=False)
         return
     for fmt in fmts:
-        n = BLOCK[fmt] * 3
+        n = fmt.block_size * 3
         for a8 in (False, True):
-            matmul_case(builder, rng, fmt, n, 70, 11, 16, a8=a8, rq=2, nq=4 if a8 and fmt == "TQ1_0" else 2, wg=8)  # M tile past M
+            matmul_case(builder, rng, fmt, n, 70, 11, 16, a8=a8, rq=2, nq=4 if a8 and fmt is formats.TQ1_0 else 2, wg=8)  # M tile past M
             matmul_case(builder, rng, fmt, n, 33, 3, 3, a8=a8, residual=True, mult=1.5, rq=1, nq=1, wg=16)
             gate_up_case(builder, rng, fmt, n, 45, 9, 12, a8=a8, act="relu2", mult=(0.5, 2.0), rq=4 if a8 else 2,
                          nq=2, wg=4)
@@ -177,21 +179,21 @@ def cases(builder, scope: str = "full"):
     for i, fmt in enumerate(fmts):                 # 2B4T-sized rows, a few tokens
         n_in, n_out = ((2560, 640), (6912, 2560), (2560, 2560), (2560, 6912))[i % 4]
         matmul_case(builder, rng, fmt, n_in, n_out, 7, 8, a8=i % 2 == 0, residual=i % 2 == 1)
-        matmul_case(builder, rng, fmt, BLOCK[fmt], 9, 13, 16, a8=True, rq=4, nq=2, wg=4, subgroups=False)
-        matmul_case(builder, rng, fmt, BLOCK[fmt], 1, 1, 2, a8=False, rq=1, nq=1, wg=4)
-        matmul_case(builder, rng, fmt, BLOCK[fmt] * 2, 24, 5, 6, a8=True, residual=True, rq=3, nq=1, wg=4,
+        matmul_case(builder, rng, fmt, fmt.block_size, 9, 13, 16, a8=True, rq=4, nq=2, wg=4, subgroups=False)
+        matmul_case(builder, rng, fmt, fmt.block_size, 1, 1, 2, a8=False, rq=1, nq=1, wg=4)
+        matmul_case(builder, rng, fmt, fmt.block_size * 2, 24, 5, 6, a8=True, residual=True, rq=3, nq=1, wg=4,
                     y_stride=60, y_col0=19)
     # lavapipe's wide-tile paths (bitlinear_tiled.choose): pairs (I2_S: two rows per f32) and octets
     # (8 subgroup lanes share the activation loads: these cases need subgroups of a multiple of 8
     # lanes, as lavapipe's and GPUs'; SwiftShader's 4-lane subgroups never take them, nor the browser cases)
     octets = True
-    for fmt in spec.OCTETS:
-        matmul_case(builder, rng, fmt, BLOCK[fmt] * 3, 70, 11, 16, a8=True, rq=4, nq=4, wg=16, octets=True,
-                    pairs=fmt in spec.PAIRS)
-    matmul_case(builder, rng, "I2_S", 384, 40, 14, 16, a8=True, residual=True, mult=1.5, rq=4, nq=4, wg=16,
+    for fmt in (f for f in fmts if spec.octets_fit(f)):
+        matmul_case(builder, rng, fmt, fmt.block_size * 3, 70, 11, 16, a8=True, rq=4, nq=4, wg=16, octets=True,
+                    pairs=spec.pairs_fit(fmt))
+    matmul_case(builder, rng, formats.I2_S, 384, 40, 14, 16, a8=True, residual=True, mult=1.5, rq=4, nq=4, wg=16,
                 pairs=True, octets=octets, y_stride=50, y_col0=7)
-    matmul_case(builder, rng, "I2_S", 256, 9, 5, 8, a8=True, rq=2, nq=1, wg=4, pairs=True)
-    matmul_case(builder, rng, "I2_S", 512, 21, 16, 16, a8=True, rq=4, nq=4, wg=8, pairs=True, extreme=True)
-    matmul_case(builder, rng, "I2_S", 256, 18, 7, 8, a8=True, rq=4, nq=3, wg=4, pairs=True, subgroups=False)
-    gate_up_case(builder, rng, "I2_S", 384, 45, 9, 16, a8=True, act="relu2", mult=(0.5, 2.0), rq=4, nq=4, wg=16,
+    matmul_case(builder, rng, formats.I2_S, 256, 9, 5, 8, a8=True, rq=2, nq=1, wg=4, pairs=True)
+    matmul_case(builder, rng, formats.I2_S, 512, 21, 16, 16, a8=True, rq=4, nq=4, wg=8, pairs=True, extreme=True)
+    matmul_case(builder, rng, formats.I2_S, 256, 18, 7, 8, a8=True, rq=4, nq=3, wg=4, pairs=True, subgroups=False)
+    gate_up_case(builder, rng, formats.I2_S, 384, 45, 9, 16, a8=True, act="relu2", mult=(0.5, 2.0), rq=4, nq=4, wg=16,
                  pairs=True, octets=octets)

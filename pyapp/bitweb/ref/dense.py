@@ -30,9 +30,9 @@ from bitweb.kernels import ops as ops_spec
 U = 2.0 ** -24
 
 
-def encode(wtype: str, w: np.ndarray) -> tuple:
+def encode(wtype, w: np.ndarray) -> tuple:
     """float weights (n_out, n_in) -> (GGUF bytes, the exact f32 values the kernel sees)."""
-    f = formats.by_name(wtype)
+    f = formats.get(wtype)
     data = f.quantize(np.ascontiguousarray(w, dtype=np.float32))
     return data, f.dequantize(data, w.size).reshape(w.shape)
 
@@ -134,10 +134,10 @@ def cases(b, scope: str = "full"):
         gemv_case(b, rng, "dense.gemv.Q8_0.shared.sharded", "Q8_0", 96, 50, subgroups=False, max_binding=1024)
         matmul_case(b, rng, "dense.matmul.BF16", "BF16", 64, 20, 5)
         return
-    for wtype in ("F32", "F16", "BF16", "Q8_0"):
+    for wtype in spec.WTYPES:
         for sg in (True, False):
-            for f16 in ((None, False) if wtype == "F16" else (None,)):
-                tag = f"{wtype}.{'subgroup' if sg else 'shared'}" + (".f16emul" if f16 is False else "")
+            for f16 in ((None, False) if wtype is formats.F16 else (None,)):
+                tag = f"{wtype.name}.{'subgroup' if sg else 'shared'}" + (".f16emul" if f16 is False else "")
                 gemv_case(b, rng, f"dense.gemv.{tag}", wtype, 256, 67, subgroups=sg, f16=f16)
     gemv_case(b, rng, "dense.gemv.Q8_0.oddblocks", "Q8_0", 96, 37)          # 3 blocks: rows alternate 2-byte alignment
     gemv_case(b, rng, "dense.gemv.F16.wg256.rows1", "F16", 1024, 9, wg=256, rows=1)
@@ -153,7 +153,7 @@ def cases(b, scope: str = "full"):
     gemv_case(b, rng, "dense.gemv.Q8_0.sharded.f16emul", "Q8_0", 64, 301, max_binding=68 * 40, f16=False)
     # 2B4T LM head shard: 16384 rows of 2560 F16 (84 MB), output_norm fused
     gemv_case(b, rng, "dense.gemv.F16.2b4t_lm_head_shard", "F16", 2560, 16384, norm=True)
-    for wtype in ("F32", "F16", "BF16", "Q8_0"):
-        matmul_case(b, rng, f"dense.matmul.{wtype}", wtype, 96, 37, 19)
+    for wtype in spec.WTYPES:
+        matmul_case(b, rng, f"dense.matmul.{wtype.name}", wtype, 96, 37, 19)
     matmul_case(b, rng, "dense.matmul.F16.f16emul.sharded", "F16", 64, 70, 5, max_binding=128 * 16, f16=False)
     matmul_case(b, rng, "dense.matmul.F32.m1", "F32", 36, 16, 1)

@@ -25,11 +25,12 @@ from bitweb.kernels import ops as ops_spec
 from bitweb.ref import bitlinear as bl
 from bitweb.ref.dense import U, add_case, encode, f32b, gemv, shard_buffers
 
-DEPTH = {"F32": 4, "F16": 9, "BF16": 9, "Q8_0": 43}
+DEPTH = {formats.F32: 4, formats.F16: 9, formats.BF16: 9, formats.Q8_0: 43}     # see the docstring
 
 
-def atol(wtype: str, n_in: int, s_max: float) -> float:
-    d = math.ceil(n_in / spec.UNIT[wtype] / 4) * (DEPTH[wtype] + 1) + 128 + 4
+def atol(wtype, n_in: int, s_max: float) -> float:
+    wtype = formats.get(wtype)
+    d = math.ceil(n_in / spec.unit(wtype) / 4) * (DEPTH[wtype] + 1) + 128 + 4
     return (1.5 * (d + 1) + 9) * U * s_max
 
 
@@ -54,8 +55,9 @@ def case(b, rng, name, wtype, n_in, n_out, *, max_binding=None, last_row=0, **tu
 
 def packed_case(b, rng, name, wtype, n_in, n_out, *, a8, max_binding=None, last_row=0, **tune):
     """A packed head: bitlinear's maths on bitlinear's exact case data (see bitweb.ref.bitlinear)."""
+    wtype = formats.get(wtype)
     data = bl.rand_tensor(rng, wtype, n_out, n_in)
-    rb = formats.nbytes(wtype, n_in)
+    rb = wtype.nbytes(n_in)
     shards = dense_spec.shard_rows(n_out, rb, max_binding) if max_binding else None
     g = bl.rand_norm(rng, n_in)
     xs = np.stack([bl.rand_x(rng, n_in) for _ in range(max(1, last_row))])
@@ -77,23 +79,23 @@ def packed_case(b, rng, name, wtype, n_in, n_out, *, a8, max_binding=None, last_
 def packed_cases(b, scope: str):
     """Every packed table format, both activation modes; a 151,936-row head's shape sharded."""
     rng = np.random.default_rng(4343)
-    packed = formats.names("table", ("ternary", "binary"))
+    packed = [f for f in spec.TYPES if f.packed]
     if scope == "browser":
         packed_case(b, rng, "lmhead.Q1_0.a8", "Q1_0", 256, 77, a8=True)
         packed_case(b, rng, "lmhead.Q2_0.f32.shared.sharded.lastrow", "Q2_0", 192, 45, a8=False,
                     subgroups=False, rpw=8, rb=3, max_binding=18 * 3 * 10, last_row=3)
         return
     for wtype in packed:
-        blk = formats.by_name(wtype).block_size
+        blk = wtype.block_size
         for a8 in (True, False):
             mode = "a8" if a8 else "f32"
             for sg in (True, False):
-                packed_case(b, rng, f"lmhead.{wtype}.{mode}.{'subgroup' if sg else 'shared'}", wtype, 3 * blk, 67,
+                packed_case(b, rng, f"lmhead.{wtype.name}.{mode}.{'subgroup' if sg else 'shared'}", wtype, 3 * blk, 67,
                             a8=a8, subgroups=sg)
-            rb = formats.nbytes(wtype, 2 * blk)
-            packed_case(b, rng, f"lmhead.{wtype}.{mode}.sharded.lastrow.rb3", wtype, 2 * blk, 301, a8=a8, rb=3,
+            rb = wtype.nbytes(2 * blk)
+            packed_case(b, rng, f"lmhead.{wtype.name}.{mode}.sharded.lastrow.rb3", wtype, 2 * blk, 301, a8=a8, rb=3,
                         rpw=10, max_binding=rb * 40, last_row=4)
-        packed_case(b, rng, f"lmhead.{wtype}.a8.one_block.wg32", wtype, blk, 9, a8=True, rpw=4, rb=1, wg=32)
+        packed_case(b, rng, f"lmhead.{wtype.name}.a8.one_block.wg32", wtype, blk, 9, a8=True, rpw=4, rb=1, wg=32)
     # the Bonsai-1.7B head row (2048 values) and one of its 128 MiB shards' row counts, cut to 4096 rows
     packed_case(b, rng, "lmhead.Q1_0.a8.bonsai_rows", "Q1_0", 2048, 4096, a8=True, rpw=128, rb=4)
     packed_case(b, rng, "lmhead.Q1_0.f32.bonsai8b_rows", "Q1_0", 4096, 1000, a8=False, max_binding=576 * 300)
@@ -108,9 +110,9 @@ def cases(b, scope: str = "full"):
         case(b, rng, "lmhead.F16.lastrow", "F16", 256, 33, last_row=4)
         case(b, rng, "lmhead.F16.xdirect", "F16", 256, 77, xdirect=True, rpw=128, rb=4)
         return
-    for wtype in spec.UNIT:
+    for wtype in (f for f in spec.TYPES if not f.packed):
         for sg in (True, False):
-            case(b, rng, f"lmhead.{wtype}.{'subgroup' if sg else 'shared'}", wtype, 512, 67, subgroups=sg)
+            case(b, rng, f"lmhead.{wtype.name}.{'subgroup' if sg else 'shared'}", wtype, 512, 67, subgroups=sg)
     case(b, rng, "lmhead.F16.cpu_tune", "F16", 2560, 301, rpw=128, rb=4)
     case(b, rng, "lmhead.F16.gpu_tune.sharded", "F16", 256, 1000, rpw=16, rb=2, max_binding=256 * 2 * 128)
     case(b, rng, "lmhead.Q8_0.rb3.sharded", "Q8_0", 192, 301, rb=3, rpw=10, max_binding=204 * 40)

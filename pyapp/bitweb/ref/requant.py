@@ -32,14 +32,10 @@ def exact_values(rng, rows: int, n_in: int, kmax: int = 12) -> np.ndarray:
     return (n * np.exp2(-k.astype(np.float64))).astype(np.float32).reshape(rows, n_in)
 
 
-def encode(wtype: str, x: np.ndarray) -> bytes:
-    """GGUF bytes of x in wtype (the values are exact in every type here)."""
-    if wtype == "F32":
-        b = x.astype("<f4").tobytes()
-    elif wtype == "F16":
-        b = x.astype("<f2").tobytes()
-    else:   # BF16: upper half of the f32 (exact: at most 8 significant bits)
-        b = (x.astype("<f4").view("<u4") >> 16).astype("<u2").tobytes()
+def encode(wtype, x: np.ndarray) -> bytes:
+    """GGUF bytes of x in wtype (the values are exact in every type here: BF16 keeps their at most
+    8 significant bits)."""
+    b = formats.get(wtype).quantize(x)
     return b + bytes(-len(b) % 4)
 
 
@@ -61,7 +57,7 @@ def cases(b, scope: str = "full"):
         case(b, rng, "requant.q8_0.F16.oddblocks", "F16", 32, 5)
         return
     for wtype in requant.SRC_TYPES:
-        case(b, rng, f"requant.q8_0.{wtype}", wtype, 256, 67)
+        case(b, rng, f"requant.q8_0.{wtype.name}", wtype, 256, 67)
     case(b, rng, "requant.q8_0.F16.oddblocks", "F16", 96, 7)            # 21 blocks: last pair half
     case(b, rng, "requant.q8_0.BF16.wg1", "BF16", 64, 9, wg=1)
     case(b, rng, "requant.q8_0.F16.dispatch2d", "F16", 32, 131075, wg=1)   # 65538 workgroups: 2-D grid
