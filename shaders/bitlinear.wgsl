@@ -1,4 +1,4 @@
-// bitlinear.wgsl: M=1 ternary/binary GEMV over packed GGUF weights, with the fusions of one
+// bitlinear.wgsl: M=1 GEMV over packed GGUF weights (the packed formats), with the fusions of one
 // decoder step (launch specs: pyapp/bitweb/kernels/bitlinear.py; numpy mirror: bitweb/ref/bitlinear.py).
 //
 // Entry points (one per pipeline, chosen by define):
@@ -9,7 +9,7 @@
 //   m[j]  = x[j] * nw[j]                     (NORM)      or  x[j]
 //   rinv  = inverseSqrt(sum_j x[j]^2 / N_IN + EPS)                (NORM; rmsnorm(x) = m * rinv)
 //   f32 activations:  S[r] = sum_b d[b] * sum_{j in b} w[r,j] * m[j]                f32 accumulation
-//                     p[r] = S[r] * (ws_t * rinv * mult[t])           (ws_t: I2_S tensor scale; d = 1)
+//                     p[r] = S[r] * (ws_t * rinv * mult[t])           (ws_t: a tensor scale, I2_S's; d = 1)
 //   A8 (W1.58A8):     amax = max_j |m[j]|;  a = amax * rinv (NORM) or amax   (= max|n| of n = m * rinv)
 //                     q[j] = clamp(round(m[j] * sq), -128, 127),  sq = 127 / amax  if a >= 1e-5
 //                                                                  sq = 127e5 * rinv (NORM) / 127e5 otherwise
@@ -18,22 +18,23 @@
 //                     p[r] = S[r] * (ws_t * inv_s * mult[t]),  inv_s = max(a, 1e-5) * (1/127) (= 1/s)
 //   RESIDUAL: y[r] = y[r] + p[r] (y holds the residual stream on entry; in place)
 // round() is round-half-to-even (as numpy and torch). Terms missing from a format read as 1
-// (ws for block formats, d for I2_S, rinv without NORM).
+// (ws for block formats, d for I2_S, rinv without NORM). A format with offsets adds m sum_{j in u}
+// m[j] (A8: q[j]) per unit u to S (value = q d + m).
 //
-// Weights: each part's binding is the raw bytes of one GGUF tensor (ne = [N_IN, ROWSt]), read as
-// array<u32> (little endian; I2_S as vec4<u32>). The format's layout and decode come from its
-// include (`#include format`: shaders/fmt_<name>.wgsl, the packed-format interface in
-// shaders/common_ternary.wgsl): blocks of BLK values, QW code words per block, QG groups of 4
-// values per code word, block scale d (fmt_d), tensor scale ws (fmt_ws).
+// Weights: each part's binding is the raw bytes of one GGUF tensor (ne = [N_IN, ROWSt]), bound as
+// the format's array<WT> (little endian: u32 words; I2_S vec4<u32>). The format's layout and decode
+// come from its include (`#include format`: shaders/fmt_<name>.wgsl, the packed-format interface in
+// shaders/common_codes.wgsl): blocks of BLK values, UPK lane units per block, tensor scale ws
+// (fmt_ws), and fmt_unit: a unit's sum of w . a with its scales (and offsets) applied.
 //
-// The work unit of one lane is UW code words of one block (common_packed: TQ2_0 and Q2_0 4 words, 64
-// values, one 16-byte read and one block scale; TQ1_0 4 words, 80 values, plus its share of the
-// block's 13th word; Q1_0 one word, 32). A8 activations sit in workgroup memory as vec4<u32> (16
-// int8); where a unit's groups are whole vec4s (the format's UACT) a unit reads QG (or 4) vec4s, not
-// UN single words. A8 turns each group's codes into packed int8 c - 1 and takes dot4I8Packed against 4
-// packed activations (plain-integer fallback without DOT4); f32 turns them into vec4<f32> c - 1. I2_S has its own path: a
-// unit is 16 bytes (one vec4<u32> load, 64 values), and A8 uses the codes directly:
-// sum (c-1) q = sum c q - sum q.
+// The work unit of one lane is UW code words of one block (TQ2_0, Q2_0 and I2_S 4 words, 64 values,
+// one 16-byte read and one block scale; TQ1_0 4 words, 80 values, plus its share of the block's 13th
+// word; Q1_0 one word, 32). A8 activations sit in workgroup memory as vec4<u32> (16 int8); where a
+// unit's groups are whole vec4s (the format's UACT) a unit reads QG (or 4) vec4s, not UN single
+// words (common_packed.wgsl's unit_acts otherwise). A8 turns each group's codes into packed int8
+// c - ZP and takes dot4I8Packed against 4 packed activations (plain-integer fallback without DOT4);
+// f32 turns them into vec4<f32> c - ZP. I2_S's A8 unit sums the codes directly, sum (c-1) q =
+// sum c q - sum q: the row's sum q, times the format's ZROW, is subtracted once (finish).
 //
 // Buffers (binding i = i-th of these that exists):
 //   x     f32[N_IN]             input (the residual stream, or the attention / FFN output)
@@ -55,8 +56,8 @@
 // The norm statistics: sum x^2 by a shared-memory tree in a fixed order (the prefill rmsnorm
 // kernel's, so A8 rows match), in q's words with SUBGROUPS (all read before q is written); max|m|
 // by atomicMax of its bits (exact in any order).
-// Defines: the format's (bitweb.formats: FMT_I2S ...), A8, NORM, RESIDUAL, PARTS2, PARTS3, GATE_UP,
-// ACT_SILU, XSHARED, SUBGROUPS, DOT4, SHAPE (see bitweb/kernels/bitlinear.py).
+// Defines: FORMAT (the bitweb.formats Format: its include), A8, NORM, RESIDUAL, PARTS2, PARTS3,
+// GATE_UP, ACT_SILU, XSHARED, SUBGROUPS, DOT4, SHAPE (see bitweb/kernels/bitlinear.py).
 
 override WG: u32 = 64u;        // threads per workgroup (power of two)
 override N_IN: u32 = 256u;     // input length, a multiple of the format's block
@@ -77,13 +78,6 @@ override RED_N: u32 = WG * max(1u, 2u * RB);        // derived: reduction scratc
 const MAXRB: u32 = 4u;
 
 #include format
-#if FMT_I2S
-const UPB: u32 = 2u;       // units per block (I2_S: vec4<u32>, 64 values; others: one code word)
-alias WT = vec4<u32>;      // weight words as bound
-#else
-const UPB: u32 = UPK;
-alias WT = u32;
-#endif
 
 @group(0) @binding(0) var<storage, read> x: array<vec4<f32>>;
 #if NORM
@@ -206,11 +200,7 @@ fn wv(t: u32, i: u32) -> WT {
 
 // u32 word i of tensor t.
 fn wl(t: u32, i: u32) -> u32 {
-#if FMT_I2S
-    return wv(t, i >> 2u)[i & 3u];
-#else
-    return wv(t, i);
-#endif
+    return fmt_wt(wv(t, i / WPT), i % WPT);
 }
 
 fn part_rows(t: u32) -> u32 {
@@ -223,12 +213,9 @@ fn part_rows(t: u32) -> u32 {
 #if !SUBGROUPS
 #include common_reduce
 #endif
-#if !FMT_I2S
 #include common_packed
-#endif
 
 // ---- activations ---------------------------------------------------------------------------------
-#if !FMT_I2S
 fn act4(i: u32) -> PV {                   // activation word i (common_packed)
 #if A8
     return qa4[i >> 2u][i & 3u];
@@ -236,7 +223,6 @@ fn act4(i: u32) -> PV {                   // activation word i (common_packed)
     return m4(i);
 #endif
 }
-#endif
 
 fn m4(i: u32) -> vec4<f32> {
 #if XSHARED
@@ -247,18 +233,6 @@ fn m4(i: u32) -> vec4<f32> {
     return x[i];
 #endif
 }
-
-#if FMT_I2S
-// I2_S A8: sum over 4 words w[c] of sum_g dot4(codes of plane g, activations a_g[c]).
-fn dot16(w: vec4<u32>, a0: vec4<u32>, a1: vec4<u32>, a2: vec4<u32>, a3: vec4<u32>) -> i32 {
-    var s = 0;
-    for (var c = 0u; c < 4u; c++) {
-        let cs = fmt_codes(w[c]);
-        s += dot4(cs[0], a0[c]) + dot4(cs[1], a1[c]) + dot4(cs[2], a2[c]) + dot4(cs[3], a3[c]);
-    }
-    return s;
-}
-#endif
 
 fn pack_q(v: vec4<f32>, sq: f32) -> vec4<i32> {
     return vec4<i32>(clamp(round(v * sq), vec4<f32>(-128.0), vec4<f32>(127.0)));
@@ -351,101 +325,50 @@ fn row_of(gr: u32) -> Row {
     return Row(t, lr, lr * (n_in() / BLK));
 }
 
-// Per-lane sums: .x this row of tensor t (gate for gate_up), .y the up row. I2_S A8: exact int32.
-#if A8
-#if FMT_I2S
-alias SC = i32;
-#else
-alias SC = f32;
-#endif
-#else
-alias SC = f32;
-#endif
-alias ACC = vec2<SC>;
+// Per-lane sums: .x this row of tensor t (gate for gate_up), .y the up row.
+alias ACC = vec2<f32>;
 
-// The activations of one unit (shared by the RB rows of a lane group).
-#if FMT_I2S
-#if A8
-alias AV = vec4<u32>;      // [g]: plane g, words 4k .. 4k + 3
-const NA: u32 = 4u;
-#else
-alias AV = vec4<f32>;      // [4c + g]: word c, plane g
-const NA: u32 = 16u;
-#endif
-#else
-alias AV = PV;             // [g]: group g of the code word (common_packed)
-const NA: u32 = UN;
-#endif
-alias Acts = array<AV, NA>;
+// The activations of one unit (shared by the RB rows of a lane group): [QG c + g] group g of word c.
+alias Acts = array<PV, UN>;
 
 fn acts(u: u32) -> Acts {
-#if FMT_I2S
-    var a: Acts;
-    let blk = u / UPB;
-    let k = u % UPB;
-    // unit u: words 4k + c of block blk; their group g is activation word fmt_pos(4k, g) + c
-#if A8
-    for (var g = 0u; g < 4u; g++) { a[g] = qa4[(blk * (BLK / 4u) + fmt_pos(4u * k, g)) / 4u]; }
-#else
-    for (var c = 0u; c < 4u; c++) {
-        for (var g = 0u; g < 4u; g++) { a[4u * c + g] = m4(blk * (BLK / 4u) + fmt_pos(4u * k + c, g)); }
-    }
-#endif
-    return a;
-#else
 #if A8
     // UACT 1: group g of the unit's 4 words is one aligned vec4 of activation words; UACT 2: the 4
-    // groups of word c are (one vec4 load each instead of 4 scalar loads from workgroup memory)
+    // groups of word c are (QG = 4; one vec4 load each instead of 4 scalar loads from workgroup memory)
     if (UACT != 0u) {
         var a: Acts;
         let base = (u / UPK) * (BLK / 4u);
         let k = UW * (u % UPK);
-        if (UACT == 1u) {                     // the groups written out (QG is 4 or 5): constant indices
+        if (UACT == 1u) {                     // the groups written out (`if (QG > g)` folds): constant indices
             // (clamped: naga checks them also where UACT != 1 and the branch folds away)
-            { let v = qa4[(base + fmt_pos(k, 0u)) >> 2u]; a[min(0u, NA - 1u)] = v.x; a[min(QG + 0u, NA - 1u)] = v.y; a[min(2u * QG + 0u, NA - 1u)] = v.z; a[min(3u * QG + 0u, NA - 1u)] = v.w; }
-            { let v = qa4[(base + fmt_pos(k, 1u)) >> 2u]; a[min(1u, NA - 1u)] = v.x; a[min(QG + 1u, NA - 1u)] = v.y; a[min(2u * QG + 1u, NA - 1u)] = v.z; a[min(3u * QG + 1u, NA - 1u)] = v.w; }
-            { let v = qa4[(base + fmt_pos(k, 2u)) >> 2u]; a[min(2u, NA - 1u)] = v.x; a[min(QG + 2u, NA - 1u)] = v.y; a[min(2u * QG + 2u, NA - 1u)] = v.z; a[min(3u * QG + 2u, NA - 1u)] = v.w; }
-            { let v = qa4[(base + fmt_pos(k, 3u)) >> 2u]; a[min(3u, NA - 1u)] = v.x; a[min(QG + 3u, NA - 1u)] = v.y; a[min(2u * QG + 3u, NA - 1u)] = v.z; a[min(3u * QG + 3u, NA - 1u)] = v.w; }
-            if (QG > 4u) { let v = qa4[(base + fmt_pos(k, 4u)) >> 2u]; a[min(4u, NA - 1u)] = v.x; a[min(QG + 4u, NA - 1u)] = v.y; a[min(2u * QG + 4u, NA - 1u)] = v.z; a[min(3u * QG + 4u, NA - 1u)] = v.w; }
+            { let v = qa4[(base + fmt_pos(k, 0u)) >> 2u]; a[min(0u, UN - 1u)] = v.x; a[min(QG + 0u, UN - 1u)] = v.y; a[min(2u * QG + 0u, UN - 1u)] = v.z; a[min(3u * QG + 0u, UN - 1u)] = v.w; }
+            if (QG > 1u) { let v = qa4[(base + fmt_pos(k, 1u)) >> 2u]; a[min(1u, UN - 1u)] = v.x; a[min(QG + 1u, UN - 1u)] = v.y; a[min(2u * QG + 1u, UN - 1u)] = v.z; a[min(3u * QG + 1u, UN - 1u)] = v.w; }
+            if (QG > 2u) { let v = qa4[(base + fmt_pos(k, 2u)) >> 2u]; a[min(2u, UN - 1u)] = v.x; a[min(QG + 2u, UN - 1u)] = v.y; a[min(2u * QG + 2u, UN - 1u)] = v.z; a[min(3u * QG + 2u, UN - 1u)] = v.w; }
+            if (QG > 3u) { let v = qa4[(base + fmt_pos(k, 3u)) >> 2u]; a[min(3u, UN - 1u)] = v.x; a[min(QG + 3u, UN - 1u)] = v.y; a[min(2u * QG + 3u, UN - 1u)] = v.z; a[min(3u * QG + 3u, UN - 1u)] = v.w; }
+            if (QG > 4u) { let v = qa4[(base + fmt_pos(k, 4u)) >> 2u]; a[min(4u, UN - 1u)] = v.x; a[min(QG + 4u, UN - 1u)] = v.y; a[min(2u * QG + 4u, UN - 1u)] = v.z; a[min(3u * QG + 4u, UN - 1u)] = v.w; }
         } else {
             for (var c = 0u; c < 4u; c++) {
                 let v = qa4[(base + fmt_pos(k + c, 0u)) >> 2u];
                 a[QG * c] = v.x; a[QG * c + 1u] = v.y; a[QG * c + 2u] = v.z; a[QG * c + 3u] = v.w;
             }
         }
-        for (var i = 0u; i < XA; i++) { a[UW * QG + i] = tail_act(u, i); }
+        for (var i = 0u; i < XA; i++) { a[UW * QG + i] = xact(u, i); }
         return a;
     }
 #endif
     return unit_acts(u);                      // unit u % UPK of block u / UPK (common_packed)
-#endif
 }
 
-// sum over unit u of the row of tensor t that starts at block b0 of d * w * act.
-fn one(t: u32, b0: u32, u: u32, a: Acts) -> SC {
-#if FMT_I2S
-    let w = wv(t, b0 * UPB + u);
-#if A8
-    return dot16(w, a[0], a[1], a[2], a[3]);
-#else
-    var s = 0.0;
-    for (var c = 0u; c < 4u; c++) {
-        let cs = fmt_codes(w[c]);
-        s += dot(tern4(cs[0]), a[4u * c]) + dot(tern4(cs[1]), a[4u * c + 1u])
-           + dot(tern4(cs[2]), a[4u * c + 2u]) + dot(tern4(cs[3]), a[4u * c + 3u]);
-    }
-    return s;
-#endif
-#else
-    return unit_dot(t, b0 + u / UPB, u % UPB, a);
-#endif
+// sum over unit u of the row of tensor t that starts at block b0 of d * w * act (the format's fmt_unit).
+fn one(t: u32, b0: u32, u: u32, a: Acts) -> f32 {
+    return fmt_unit(t, b0 + u / UPK, u % UPK, a);
 }
 
 fn unit(r: Row, u: u32, a: Acts) -> ACC {
 #if GATE_UP
     return ACC(one(r.t, r.b0, u, a), one(r.t + 1u, r.b0, u, a));
 #else
-    return ACC(one(r.t, r.b0, u, a), SC(0));
+    return ACC(one(r.t, r.b0, u, a), 0.0);
 #endif
 }
 
@@ -453,14 +376,9 @@ fn unit(r: Row, u: u32, a: Acts) -> ACC {
 // p for global row gr from its lane-group sum v (.x, .y as in ACC), then the write.
 fn finish(gr: u32, v: vec2<f32>) {
     let r = row_of(gr);
-#if FMT_I2S
+    var v2 = v;
 #if A8
-    let v2 = v - f32(atomicLoad(&qsum));       // sum (c - 1) q = sum c q - sum q
-#else
-    let v2 = v;
-#endif
-#else
-    let v2 = v;
+    if (ZROW != 0.0) { v2 = v - ZROW * f32(atomicLoad(&qsum)); }   // I2_S: sum (c - 1) q = sum c q - sum q
 #endif
     let ws = fmt_ws(r.t, part_rows(r.t) * (n_in() / BLK));
 #if GATE_UP
@@ -491,7 +409,7 @@ fn body(li: u32, wid: u32, lane: u32, ln: u32) {
     prologue(li);
     let ng = WG / ln;                         // lane groups
     let grp = li / ln;
-    let units = n_in() / BLK * UPB;
+    let units = n_in() / BLK * UPK;
     let r_end = min((wid + 1u) * rpw_u, total_rows());
     let last = r_end - 1u;
     let steps = (rpw_u + ng * RB - 1u) / (ng * RB);
@@ -502,7 +420,7 @@ fn body(li: u32, wid: u32, lane: u32, ln: u32) {
         let r1 = row_of(min(g0 + 1u, last));
         let r2 = row_of(min(g0 + 2u, last));
         let r3 = row_of(min(g0 + 3u, last));
-        var c0 = ACC(SC(0), SC(0));           // explicit zeros: naga does not re-zero loop-local vars
+        var c0 = ACC(0.0, 0.0);               // explicit zeros: naga does not re-zero loop-local vars
         var c1 = c0;
         var c2 = c0;
         var c3 = c0;
@@ -513,7 +431,7 @@ fn body(li: u32, wid: u32, lane: u32, ln: u32) {
             if (RB > 2u) { c2 += unit(r2, u, a); }
             if (RB > 3u) { c3 += unit(r3, u, a); }
         }
-        var v = array<vec2<f32>, 4>(vec2<f32>(c0), vec2<f32>(c1), vec2<f32>(c2), vec2<f32>(c3));   // ints < 2^24: exact
+        var v = array<vec2<f32>, 4>(c0, c1, c2, c3);   // I2_S A8: sums of integers < 2^24, exact
         // reduce over the lanes of the group, then lane 0 writes its rows
 #if SUBGROUPS
         for (var i = 0u; i < RB; i++) { v[i] = subgroupAdd(v[i]); }

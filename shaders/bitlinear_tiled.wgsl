@@ -1,4 +1,4 @@
-// bitlinear_tiled.wgsl: M>1 (prefill) ternary/binary matmul over packed GGUF weights
+// bitlinear_tiled.wgsl: M>1 (prefill) matmul over packed GGUF weights (the packed formats)
 // (launch specs: pyapp/bitweb/kernels/bitlinear_tiled.py; numpy mirror: bitweb/ref/bitlinear_tiled.py).
 //
 // Entry points (one per pipeline, chosen by define):
@@ -6,8 +6,9 @@
 //   gate_up  (GATE_UP on)   Y[m, n]  = act(Pg[m, n]) * Pu[m, n]       act: relu(.)^2, or silu (ACT_SILU)
 // for rows m < M = params[0] (varies per call; the dispatch covers up to M_max rows) and n < N_OUT.
 //
-// Maths (inputs already normed; W: N_OUT rows of N_IN, w[n, j] = c - 1 from the code c, blocks b of
-// the format with scales d[n, b]):
+// Maths (inputs already normed; W: N_OUT rows of N_IN, w[n, j] = c - ZP from the code c, blocks b of
+// the format with scales d[n, b]; a format with per-plane scales (PDM) scales each plane of 16 values
+// by its own d and adds its offset m: w d + m):
 //   A8:   S[m, n] = sum_j w[n, j] q[m, j]                          I2_S (no block scale): exact
 //         S[m, n] = sum_j (w[n, j] d[n, b(j)]) q[m, j]             block formats
 //         P = S * (ws * s[m] * mult)      (s[m] = inv_s; evaluated left to right, as bitlinear.wgsl)
@@ -20,17 +21,17 @@
 // A8 input (written by ops.rmsnorm(a8=True)): q u32[M][N_IN / 4], element 4j + b of a row in byte b
 // of word j (two's complement int8); s f32[M], the row's inv_s = max(max|x|, 1e-5) * (1 / 127).
 //
-// Weights: the raw GGUF tensor bytes (I2_S as array<vec4<u32>>, other formats array<u32>), decoded
-// through the format's include (`#include format`: shaders/fmt_<name>.wgsl, the packed-format
-// interface of shaders/common_ternary.wgsl: fmt_word, fmt_group, fmt_pos, fmt_d, fmt_ws).
-// The tile walks a block in units of 4 code words (16 bytes, 64 values for 2-bit codes). A unit
-// holds NP planes of 16 consecutive values (I2_S, TQ2_0: the 4 bit-planes, fmt_pos(k, g) = P(g) + k;
-// TQ1_0: the 5 trits; Q1_0: two nibble-quads per word; Q2_0 / Q2_0_G128: a word, its 16
-// consecutive values, plane p = code word 4u + p): word e of plane p holds values 4e .. 4e + 3
-// of the plane, which is activation vec4 upos(u, p) of the block (16 int8, or 4 vec4 in f32 mode).
-// TQ1_0's 13th word (4 groups of its last 16 values) is one extra plane, after the last unit; with
+// Weights: the raw GGUF tensor bytes (bound as the format's array<WT>: I2_S vec4<u32>, other formats
+// u32), decoded through the format's include (`#include format`: shaders/fmt_<name>.wgsl, the
+// packed-format interface of shaders/common_codes.wgsl: fmt_quad, fmt_pslot, fmt_group, fmt_pos,
+// fmt_word, ZP, fmt_dm, fmt_ws).
+// The tile walks a block in units of 4 code words (a quad: 16 bytes, one read, fmt_quad; 64 values
+// for 2-bit codes). A unit holds NP planes of 16 consecutive values (fmt_pslot: I2_S, TQ2_0 the 4
+// bit-planes; TQ1_0 the 5 trits; Q1_0 two nibble-quads per word; Q2_0 / Q2_0_G128 a word each):
+// word e of plane p holds values 4e .. 4e + 3 of the plane, which is activation vec4 upos(u, p) of
+// the block (16 int8, or 4 vec4 in f32 mode). Code words past the last quad (QW % 4: TQ1_0's 13th
+// word, 4 groups of its last 16 values) are one extra plane each, after the last unit; with
 // SUBGROUPS its activations come in the spare second load of quad lane 1 (5 planes use 2 loads).
-// A unit's 4 code words are one 16-byte read (ld16 through fmt_words; Q1_0: its 16 sign bytes).
 //
 // Buffers (binding i = i-th that exists):
 //   params  u32[8]              word 0: M (the ops params block)
@@ -70,12 +71,6 @@ override Y_COL0: u32 = 0u;     // column of y where output n = 0 goes    into on
 
 #include format
 
-#if FMT_I2S
-alias WT = vec4<u32>;
-#else
-alias WT = u32;
-#endif
-
 @group(0) @binding(0) var<storage, read> params: array<u32>;
 #if A8
 @group(0) @binding(1) var<storage, read> q: array<vec4<u32>>;
@@ -104,11 +99,7 @@ fn wv(t: u32, i: u32) -> WT {
 }
 
 fn wl(t: u32, i: u32) -> u32 {
-#if FMT_I2S
-    return wv(t, i >> 2u)[i & 3u];
-#else
-    return wv(t, i);
-#endif
+    return fmt_wt(wv(t, i / WPT), i % WPT);
 }
 
 #include common_act
@@ -117,66 +108,51 @@ const MAG: u32 = 0x4B000000u;      // f32 2^23: bitcast<f32>(MAG | n) = 2^23 + n
 const BIAS: u32 = 0x80808080u;     // int8 bytes ^ 0x80 = the byte + 128
 
 // ---- units -----------------------------------------------------------------------------------
-#if FMT_Q1
-const NP: u32 = 8u;            // planes per unit: word p / 2, nibbles 4 (p % 2) .. + 3
-#else
-const NP: u32 = QG;            // planes per unit: group p of the 4 words (Q2_0: word p)
-#endif
-const NU: u32 = QW / 4u;       // units per block (TQ1_0: and its 13th word)
+// (NP, the planes of a unit, comes with the format: bitweb.formats Format.planes)
+const NU: u32 = QW / 4u;       // units (quads) per block
+const XW: u32 = QW - 4u * NU;  // code words after the last unit, one extra plane each (TQ1_0: 1)
 override NB: u32 = N_IN / BLK; // derived: blocks per row
+#if SUBGROUPS
+// the extra plane rides lane 1's spare second load (4 < NP < 8)
+const_assert XW == 0u || (XW == 1u && NP > 4u && NP < 8u);
+#else
+const_assert XW <= 1u;
+#endif
 
-// The 4 code words of unit u of block bi (tensor t).
+// The 4 code words of unit u of block bi (tensor t): one 16-byte read.
 fn unit(t: u32, bi: u32, u: u32) -> vec4<u32> {
-#if FMT_I2S
-    return wv(t, bi * 2u + u);                     // one 16-byte load
-#else
-#if FMT_Q1
-    return ld16(t, bi * BBYTES + 2u);              // the block's 16 sign bytes (one unit per block)
-#else
-    let w = fmt_words(t, bi, u);                   // 4 words, one 16-byte read (UW = 4: ld16)
-    return vec4<u32>(w[0], w[min(1u, UW - 1u)], w[min(2u, UW - 1u)], w[min(3u, UW - 1u)]);
-#endif
-#endif
+    return fmt_quad(t, bi, u);
 }
 
 // Activation vec4 (16 values) of plane p of unit u, within its block.
 fn upos(u: u32, p: u32) -> u32 {
-#if FMT_Q1
-    return fmt_pos(4u * u + p / 2u, 4u * (p % 2u)) / 4u;
-#elif FMT_Q2
-    return fmt_pos(4u * u + p, 0u) / 4u;
-#elif FMT_Q2G128
-    return fmt_pos(4u * u + p, 0u) / 4u;
-#else
-    return fmt_pos(4u * u, p) / 4u;
-#endif
+    let s = fmt_pslot(p, 0u);
+    return fmt_pos(4u * u + s.x, s.y) / 4u;
 }
 
 // The codes of word e of plane p (4 values, one code per byte).
 fn ucodes(w: vec4<u32>, p: u32, e: u32) -> u32 {
-#if FMT_Q1
-    return fmt_group(w[p / 2u], 4u * (p % 2u) + e);
-#elif FMT_Q2
-    return fmt_group(w[p], e);
-#elif FMT_Q2G128
-    return fmt_group(w[p], e);
-#else
-    return fmt_group(w[e], p);
-#endif
+    let s = fmt_pslot(p, e);
+    return fmt_group(w[s.x], s.y);
 }
 
 // ---- the 4 x 4 x 4 step ------------------------------------------------------------------------
 // byte i of four words as f32, minus off - 2^23 (exact: off = 2^23 + 128 turns a biased int8 into
-// its value, off = 2^23 + 1 a code c into c - 1)
+// its value, off = 2^23 + ZP a code c into c - ZP)
 fn byte4(v: vec4<u32>, i: u32, off: f32) -> vec4<f32> {
     return bitcast<vec4<f32>>(((v >> vec4<u32>(8u * i)) & vec4<u32>(0xFFu)) | vec4<u32>(MAG)) - off;
 }
 
-// Weights of 4 outputs (vector over outputs) for values i = 0..3: codes c of word e -> (c - 1) d.
+// Weights of 4 outputs (vector over outputs) for values i = 0..3: codes c of word e -> (c - ZP) d
+// (PDM: (c - ZP) d + m).
 struct W4 { w0: vec4<f32>, w1: vec4<f32>, w2: vec4<f32>, w3: vec4<f32> }
 
-fn wdec(c: vec4<u32>, d: vec4<f32>) -> W4 {
-    let k = 8388609.0;
+fn wdec(c: vec4<u32>, d: vec4<f32>, m: vec4<f32>) -> W4 {
+    let k = 8388608.0 + f32(ZP);
+    if (PDM) {
+        return W4(fma(byte4(c, 0u, k), d, m), fma(byte4(c, 1u, k), d, m), fma(byte4(c, 2u, k), d, m),
+                  fma(byte4(c, 3u, k), d, m));
+    }
     return W4(byte4(c, 0u, k) * d, byte4(c, 1u, k) * d, byte4(c, 2u, k) * d, byte4(c, 3u, k) * d);
 }
 
@@ -215,15 +191,18 @@ struct Tile {
 #endif
 }
 
-// The weight units of the invocation's 4 NQ outputs (tensor 0 = gate / w, 1 = up) and their block scales.
+// The weight units of the invocation's 4 NQ outputs (tensor 0 = gate / w, 1 = up) and their block
+// scales (PDM: the plane's scales and offsets, gm / um).
 struct Wts {
     g0: vec4<u32>, g1: vec4<u32>, g2: vec4<u32>, g3: vec4<u32>, g4: vec4<u32>, g5: vec4<u32>, g6: vec4<u32>, g7: vec4<u32>,
     g8: vec4<u32>, g9: vec4<u32>, g10: vec4<u32>, g11: vec4<u32>, g12: vec4<u32>, g13: vec4<u32>, g14: vec4<u32>, g15: vec4<u32>,
     gd0: vec4<f32>, gd1: vec4<f32>, gd2: vec4<f32>, gd3: vec4<f32>,
+    gm0: vec4<f32>, gm1: vec4<f32>, gm2: vec4<f32>, gm3: vec4<f32>,
 #if GATE_UP
     u0: vec4<u32>, u1: vec4<u32>, u2: vec4<u32>, u3: vec4<u32>, u4: vec4<u32>, u5: vec4<u32>, u6: vec4<u32>, u7: vec4<u32>,
     u8: vec4<u32>, u9: vec4<u32>, u10: vec4<u32>, u11: vec4<u32>, u12: vec4<u32>, u13: vec4<u32>, u14: vec4<u32>, u15: vec4<u32>,
     ud0: vec4<f32>, ud1: vec4<f32>, ud2: vec4<f32>, ud3: vec4<f32>,
+    um0: vec4<f32>, um1: vec4<f32>, um2: vec4<f32>, um3: vec4<f32>,
 #endif
 }
 
@@ -250,13 +229,13 @@ fn xq(a: AV, b: AV, c: AV, d: AV, e: u32) -> X4 {
 #endif
 }
 
-fn wq(a: vec4<u32>, b: vec4<u32>, c: vec4<u32>, d: vec4<u32>, p: u32, e: u32, dd: vec4<f32>) -> W4 {
+fn wq(a: vec4<u32>, b: vec4<u32>, c: vec4<u32>, d: vec4<u32>, p: u32, e: u32, dd: vec4<f32>, mm: vec4<f32>) -> W4 {
     let cw = vec4<u32>(ucodes(a, p, e), ucodes(b, p, e), ucodes(c, p, e), ucodes(d, p, e));
 #if PAIRS
     // code 3 -> 2 (per byte: c - (c >> 1 & c & 1))
-    return wdec(cw - ((cw >> vec4<u32>(1u)) & cw & vec4<u32>(0x01010101u)), dd);
+    return wdec(cw - ((cw >> vec4<u32>(1u)) & cw & vec4<u32>(0x01010101u)), dd, mm);
 #else
-    return wdec(cw, dd);
+    return wdec(cw, dd, mm);
 #endif
 }
 
@@ -335,15 +314,15 @@ fn xq2(a: AV, b: AV, c: AV, d: AV, a2: AV, b2: AV, c2: AV, d2: AV, e: u32) -> X4
 
 fn word(t: ptr<function, Tile>, r: Rows, w: Wts, p: u32, e: u32) {
     var q: WQ;
-    q.v0 = wq(w.g0, w.g1, w.g2, w.g3, p, e, w.gd0);
-    if (NQ > 1u) { q.v1 = wq(w.g4, w.g5, w.g6, w.g7, p, e, w.gd1); }
-    if (NQ > 2u) { q.v2 = wq(w.g8, w.g9, w.g10, w.g11, p, e, w.gd2); }
-    if (NQ > 3u) { q.v3 = wq(w.g12, w.g13, w.g14, w.g15, p, e, w.gd3); }
+    q.v0 = wq(w.g0, w.g1, w.g2, w.g3, p, e, w.gd0, w.gm0);
+    if (NQ > 1u) { q.v1 = wq(w.g4, w.g5, w.g6, w.g7, p, e, w.gd1, w.gm1); }
+    if (NQ > 2u) { q.v2 = wq(w.g8, w.g9, w.g10, w.g11, p, e, w.gd2, w.gm2); }
+    if (NQ > 3u) { q.v3 = wq(w.g12, w.g13, w.g14, w.g15, p, e, w.gd3, w.gm3); }
 #if GATE_UP
-    q.z0 = wq(w.u0, w.u1, w.u2, w.u3, p, e, w.ud0);
-    if (NQ > 1u) { q.z1 = wq(w.u4, w.u5, w.u6, w.u7, p, e, w.ud1); }
-    if (NQ > 2u) { q.z2 = wq(w.u8, w.u9, w.u10, w.u11, p, e, w.ud2); }
-    if (NQ > 3u) { q.z3 = wq(w.u12, w.u13, w.u14, w.u15, p, e, w.ud3); }
+    q.z0 = wq(w.u0, w.u1, w.u2, w.u3, p, e, w.ud0, w.um0);
+    if (NQ > 1u) { q.z1 = wq(w.u4, w.u5, w.u6, w.u7, p, e, w.ud1, w.um1); }
+    if (NQ > 2u) { q.z2 = wq(w.u8, w.u9, w.u10, w.u11, p, e, w.ud2, w.um2); }
+    if (NQ > 3u) { q.z3 = wq(w.u12, w.u13, w.u14, w.u15, p, e, w.ud3, w.um3); }
 #endif
     macs(t, r, q, e);
 }
@@ -512,32 +491,65 @@ fn shuf(a: Rows, src: u32) -> Rows {
 #endif
 
 // ---- the K loop ------------------------------------------------------------------------------------
-// The block scales of the invocation's outputs (the d fields of Wts), once per block.
+fn dblk(t: u32, bi: u32) -> f32 { return fmt_dm(t, bi, 0u, 0u).x; }
+
+// The block scales of the invocation's outputs (the d fields of Wts), once per block (PDM: per
+// plane instead, plane_dm).
 fn scales(o: array<u32, 16>, bi: u32) -> Wts {
     var w: Wts;
-    w.gd0 = vec4<f32>(fmt_d(0u, o[0] + bi), fmt_d(0u, o[1] + bi), fmt_d(0u, o[2] + bi), fmt_d(0u, o[3] + bi));
+    if (PDM) { return w; }
+    w.gd0 = vec4<f32>(dblk(0u, o[0] + bi), dblk(0u, o[1] + bi), dblk(0u, o[2] + bi), dblk(0u, o[3] + bi));
     if (NQ > 1u) {
-        w.gd1 = vec4<f32>(fmt_d(0u, o[4] + bi), fmt_d(0u, o[5] + bi), fmt_d(0u, o[6] + bi), fmt_d(0u, o[7] + bi));
+        w.gd1 = vec4<f32>(dblk(0u, o[4] + bi), dblk(0u, o[5] + bi), dblk(0u, o[6] + bi), dblk(0u, o[7] + bi));
     }
     if (NQ > 2u) {
-        w.gd2 = vec4<f32>(fmt_d(0u, o[8] + bi), fmt_d(0u, o[9] + bi), fmt_d(0u, o[10] + bi), fmt_d(0u, o[11] + bi));
+        w.gd2 = vec4<f32>(dblk(0u, o[8] + bi), dblk(0u, o[9] + bi), dblk(0u, o[10] + bi), dblk(0u, o[11] + bi));
     }
     if (NQ > 3u) {
-        w.gd3 = vec4<f32>(fmt_d(0u, o[12] + bi), fmt_d(0u, o[13] + bi), fmt_d(0u, o[14] + bi), fmt_d(0u, o[15] + bi));
+        w.gd3 = vec4<f32>(dblk(0u, o[12] + bi), dblk(0u, o[13] + bi), dblk(0u, o[14] + bi), dblk(0u, o[15] + bi));
     }
 #if GATE_UP
-    w.ud0 = vec4<f32>(fmt_d(1u, o[0] + bi), fmt_d(1u, o[1] + bi), fmt_d(1u, o[2] + bi), fmt_d(1u, o[3] + bi));
+    w.ud0 = vec4<f32>(dblk(1u, o[0] + bi), dblk(1u, o[1] + bi), dblk(1u, o[2] + bi), dblk(1u, o[3] + bi));
     if (NQ > 1u) {
-        w.ud1 = vec4<f32>(fmt_d(1u, o[4] + bi), fmt_d(1u, o[5] + bi), fmt_d(1u, o[6] + bi), fmt_d(1u, o[7] + bi));
+        w.ud1 = vec4<f32>(dblk(1u, o[4] + bi), dblk(1u, o[5] + bi), dblk(1u, o[6] + bi), dblk(1u, o[7] + bi));
     }
     if (NQ > 2u) {
-        w.ud2 = vec4<f32>(fmt_d(1u, o[8] + bi), fmt_d(1u, o[9] + bi), fmt_d(1u, o[10] + bi), fmt_d(1u, o[11] + bi));
+        w.ud2 = vec4<f32>(dblk(1u, o[8] + bi), dblk(1u, o[9] + bi), dblk(1u, o[10] + bi), dblk(1u, o[11] + bi));
     }
     if (NQ > 3u) {
-        w.ud3 = vec4<f32>(fmt_d(1u, o[12] + bi), fmt_d(1u, o[13] + bi), fmt_d(1u, o[14] + bi), fmt_d(1u, o[15] + bi));
+        w.ud3 = vec4<f32>(dblk(1u, o[12] + bi), dblk(1u, o[13] + bi), dblk(1u, o[14] + bi), dblk(1u, o[15] + bi));
     }
 #endif
     return w;
+}
+
+// scales [0] and offsets [1] of plane p of unit u for 4 outputs (blocks a, b, c, d of tensor t)
+fn dm4(t: u32, a: u32, b: u32, c: u32, d: u32, u: u32, p: u32) -> array<vec4<f32>, 2> {
+    let x = fmt_dm(t, a, u, p);
+    let y = fmt_dm(t, b, u, p);
+    let z = fmt_dm(t, c, u, p);
+    let v = fmt_dm(t, d, u, p);
+    return array<vec4<f32>, 2>(vec4<f32>(x.x, y.x, z.x, v.x), vec4<f32>(x.y, y.y, z.y, v.y));
+}
+
+// PDM: w with plane p of unit u's scales and offsets (fmt_dm) in its d / m fields; else w as it is
+// (the block's scales).
+fn plane_dm(o: array<u32, 16>, bi: u32, u: u32, p: u32, w: Wts) -> Wts {
+    if (!PDM) { return w; }
+    var v = w;
+    var q = dm4(0u, o[0] + bi, o[1] + bi, o[2] + bi, o[3] + bi, u, p);
+    v.gd0 = q[0]; v.gm0 = q[1];
+    if (NQ > 1u) { q = dm4(0u, o[4] + bi, o[5] + bi, o[6] + bi, o[7] + bi, u, p); v.gd1 = q[0]; v.gm1 = q[1]; }
+    if (NQ > 2u) { q = dm4(0u, o[8] + bi, o[9] + bi, o[10] + bi, o[11] + bi, u, p); v.gd2 = q[0]; v.gm2 = q[1]; }
+    if (NQ > 3u) { q = dm4(0u, o[12] + bi, o[13] + bi, o[14] + bi, o[15] + bi, u, p); v.gd3 = q[0]; v.gm3 = q[1]; }
+#if GATE_UP
+    q = dm4(1u, o[0] + bi, o[1] + bi, o[2] + bi, o[3] + bi, u, p);
+    v.ud0 = q[0]; v.um0 = q[1];
+    if (NQ > 1u) { q = dm4(1u, o[4] + bi, o[5] + bi, o[6] + bi, o[7] + bi, u, p); v.ud1 = q[0]; v.um1 = q[1]; }
+    if (NQ > 2u) { q = dm4(1u, o[8] + bi, o[9] + bi, o[10] + bi, o[11] + bi, u, p); v.ud2 = q[0]; v.um2 = q[1]; }
+    if (NQ > 3u) { q = dm4(1u, o[12] + bi, o[13] + bi, o[14] + bi, o[15] + bi, u, p); v.ud3 = q[0]; v.um3 = q[1]; }
+#endif
+    return v;
 }
 
 // The weight units u of block bi of the invocation's outputs, with the block's scales sc.
@@ -576,7 +588,7 @@ fn wts(o: array<u32, 16>, bi: u32, u: u32, sc: Wts) -> Wts {
     return w;
 }
 
-// Unit u of block b (of the row): its NP planes.
+// Unit u of block b (of the row): its NP planes (and, after the last unit, the XW extra one).
 fn do_unit(t: ptr<function, Tile>, ri: RowIx, o: array<u32, 16>, w: Wts, b: u32, u: u32, lane: u32) {
     let vb = b * (BLK / 16u);
 #if SUBGROUPS
@@ -585,40 +597,35 @@ fn do_unit(t: ptr<function, Tile>, ri: RowIx, o: array<u32, 16>, w: Wts, b: u32,
     // lane l loads plane l % 4 of 8 rows; plane p of rows 0 .. 7 comes from lane p, of 8 .. 15 from 4 + p
     let m8 = rows8(ri, vb + upos(u, lane & 3u), (lane >> 2u) & 1u);
     let g = lane & ~7u;
-    for (var p = 0u; p < NP; p++) { plane(t, shuf8(m8, g | p, g | 4u | p), w, p); }
+    for (var p = 0u; p < NP; p++) { plane(t, shuf8(m8, g | p, g | 4u | p), plane_dm(o, b, u, p, w), p); }
 #else
     // lane l of the quad loads planes l and l + 4 (NP <= 8) of every row; plane p comes from lane p % 4
     let mine0 = rows(ri, vb + upos(u, min(lane & 3u, NP - 1u)));
     var mine1 = mine0;
     var v1 = vb + upos(u, min((lane & 3u) + 4u, NP - 1u));
-#if FMT_TQ1
-    // TQ1_0 (NP = 5): in the last unit lane 1's second load is the tail plane (word 12, vec4 15)
-    if (u == NU - 1u && (lane & 3u) == 1u) { v1 = vb + fmt_pos(QW - 1u, 0u) / 4u; }
-#endif
+    // the extra plane (TQ1_0, NP = 5: word 12, vec4 15) is lane 1's second load in the last unit
+    if (XW > 0u && u == NU - 1u && (lane & 3u) == 1u) { v1 = vb + fmt_pos(4u * NU, 0u) / 4u; }
     if (NP > 4u) { mine1 = rows(ri, v1); }
     for (var p = 0u; p < NP; p++) {
         var mine = mine0;
         if (p >= 4u) { mine = mine1; }
-        plane(t, shuf(mine, (lane & ~3u) | (p & 3u)), w, p);
+        plane(t, shuf(mine, (lane & ~3u) | (p & 3u)), plane_dm(o, b, u, p, w), p);
     }
-#if FMT_TQ1
-    if (u == NU - 1u) { tq1_tail(t, shuf(mine1, (lane & ~3u) | 1u), o, b, w); }
-#endif
+    if (XW > 0u && u == NU - 1u) { xplane(t, shuf(mine1, (lane & ~3u) | 1u), o, b, w); }
 #endif
 #else
-    for (var p = 0u; p < NP; p++) { plane(t, rows(ri, vb + upos(u, p)), w, p); }
-#if FMT_TQ1
-    if (u == NU - 1u) { tq1_tail(t, rows(ri, vb + fmt_pos(QW - 1u, 0u) / 4u), o, b, w); }
-#endif
+    for (var p = 0u; p < NP; p++) { plane(t, rows(ri, vb + upos(u, p)), plane_dm(o, b, u, p, w), p); }
+    if (XW > 0u && u == NU - 1u) { xplane(t, rows(ri, vb + fmt_pos(4u * NU, 0u) / 4u), o, b, w); }
 #endif
 }
 
-#if FMT_TQ1
-// TQ1_0's 13th code word: groups g = 0..3 hold values 4 fmt_pos(12, g) .. + 3 = activation vec4 15,
-// word g: a plane whose word e is group e of the one code word.
-fn tq1_tail(t: ptr<function, Tile>, r: Rows, o: array<u32, 16>, bi: u32, sc: Wts) {
+// The code word after the last unit (XW = 1: TQ1_0's 13th): groups g = 0..3 hold values
+// 4 fmt_pos(k, g) .. + 3 = activation vec4 fmt_pos(k, 0) / 4 (TQ1_0: 15), word g: a plane whose word
+// e is group e of the one code word (PDM: the scales of plane 0 of "unit" NU).
+fn xplane(t: ptr<function, Tile>, r: Rows, o: array<u32, 16>, bi: u32, sc0: Wts) {
     var w: Wts;
-    let k = QW - 1u;
+    let k = 4u * NU;
+    let sc = plane_dm(o, bi, NU, 0u, sc0);
     w.g0 = vec4<u32>(fmt_word(0u, o[0] + bi, k)); w.g1 = vec4<u32>(fmt_word(0u, o[1] + bi, k));
     w.g2 = vec4<u32>(fmt_word(0u, o[2] + bi, k)); w.g3 = vec4<u32>(fmt_word(0u, o[3] + bi, k));
     w.gd0 = sc.gd0;
@@ -635,6 +642,7 @@ fn tq1_tail(t: ptr<function, Tile>, r: Rows, o: array<u32, 16>, bi: u32, sc: Wts
         w.g12 = vec4<u32>(fmt_word(0u, o[12] + bi, k)); w.g13 = vec4<u32>(fmt_word(0u, o[13] + bi, k)); w.g14 = vec4<u32>(fmt_word(0u, o[14] + bi, k)); w.g15 = vec4<u32>(fmt_word(0u, o[15] + bi, k));
         w.gd3 = sc.gd3;
     }
+    w.gm0 = sc.gm0; w.gm1 = sc.gm1; w.gm2 = sc.gm2; w.gm3 = sc.gm3;
 #if GATE_UP
     w.u0 = vec4<u32>(fmt_word(1u, o[0] + bi, k)); w.u1 = vec4<u32>(fmt_word(1u, o[1] + bi, k));
     w.u2 = vec4<u32>(fmt_word(1u, o[2] + bi, k)); w.u3 = vec4<u32>(fmt_word(1u, o[3] + bi, k));
@@ -652,6 +660,7 @@ fn tq1_tail(t: ptr<function, Tile>, r: Rows, o: array<u32, 16>, bi: u32, sc: Wts
         w.u12 = vec4<u32>(fmt_word(1u, o[12] + bi, k)); w.u13 = vec4<u32>(fmt_word(1u, o[13] + bi, k)); w.u14 = vec4<u32>(fmt_word(1u, o[14] + bi, k)); w.u15 = vec4<u32>(fmt_word(1u, o[15] + bi, k));
         w.ud3 = sc.ud3;
     }
+    w.um0 = sc.um0; w.um1 = sc.um1; w.um2 = sc.um2; w.um3 = sc.um3;
 #endif
     tail_plane(t, r, w);
 }
@@ -666,19 +675,18 @@ fn grp(w: u32, e: u32) -> u32 { return fmt_group(w, e); }
 // word e of the tail plane: group e of the code word
 fn tail_word(t: ptr<function, Tile>, r: Rows, w: Wts, e: u32) {
     var q: WQ;
-    q.v0 = wdec(vec4<u32>(grp(w.g0.x, e), grp(w.g1.x, e), grp(w.g2.x, e), grp(w.g3.x, e)), w.gd0);
-    q.v1 = wdec(vec4<u32>(grp(w.g4.x, e), grp(w.g5.x, e), grp(w.g6.x, e), grp(w.g7.x, e)), w.gd1);
-    q.v2 = wdec(vec4<u32>(grp(w.g8.x, e), grp(w.g9.x, e), grp(w.g10.x, e), grp(w.g11.x, e)), w.gd2);
-    q.v3 = wdec(vec4<u32>(grp(w.g12.x, e), grp(w.g13.x, e), grp(w.g14.x, e), grp(w.g15.x, e)), w.gd3);
+    q.v0 = wdec(vec4<u32>(grp(w.g0.x, e), grp(w.g1.x, e), grp(w.g2.x, e), grp(w.g3.x, e)), w.gd0, w.gm0);
+    q.v1 = wdec(vec4<u32>(grp(w.g4.x, e), grp(w.g5.x, e), grp(w.g6.x, e), grp(w.g7.x, e)), w.gd1, w.gm1);
+    q.v2 = wdec(vec4<u32>(grp(w.g8.x, e), grp(w.g9.x, e), grp(w.g10.x, e), grp(w.g11.x, e)), w.gd2, w.gm2);
+    q.v3 = wdec(vec4<u32>(grp(w.g12.x, e), grp(w.g13.x, e), grp(w.g14.x, e), grp(w.g15.x, e)), w.gd3, w.gm3);
 #if GATE_UP
-    q.z0 = wdec(vec4<u32>(grp(w.u0.x, e), grp(w.u1.x, e), grp(w.u2.x, e), grp(w.u3.x, e)), w.ud0);
-    q.z1 = wdec(vec4<u32>(grp(w.u4.x, e), grp(w.u5.x, e), grp(w.u6.x, e), grp(w.u7.x, e)), w.ud1);
-    q.z2 = wdec(vec4<u32>(grp(w.u8.x, e), grp(w.u9.x, e), grp(w.u10.x, e), grp(w.u11.x, e)), w.ud2);
-    q.z3 = wdec(vec4<u32>(grp(w.u12.x, e), grp(w.u13.x, e), grp(w.u14.x, e), grp(w.u15.x, e)), w.ud3);
+    q.z0 = wdec(vec4<u32>(grp(w.u0.x, e), grp(w.u1.x, e), grp(w.u2.x, e), grp(w.u3.x, e)), w.ud0, w.um0);
+    q.z1 = wdec(vec4<u32>(grp(w.u4.x, e), grp(w.u5.x, e), grp(w.u6.x, e), grp(w.u7.x, e)), w.ud1, w.um1);
+    q.z2 = wdec(vec4<u32>(grp(w.u8.x, e), grp(w.u9.x, e), grp(w.u10.x, e), grp(w.u11.x, e)), w.ud2, w.um2);
+    q.z3 = wdec(vec4<u32>(grp(w.u12.x, e), grp(w.u13.x, e), grp(w.u14.x, e), grp(w.u15.x, e)), w.ud3, w.um3);
 #endif
     macs(t, r, q, e);
 }
-#endif
 
 // ---- output --------------------------------------------------------------------------------------
 // Rows m0 .. m0 + 3 x outputs n0 .. n0 + 3 of P (gate_up: act(Pg) * Pu).

@@ -8,12 +8,11 @@
 //   matmul  y[i * Y_STRIDE + ROW0 + r] = sum_k W[r, k] * x[i * K + k]    i < params.m
 //
 // Weight bytes are the GGUF tensor bytes unchanged (rows of K elements, row-major), decoded by the
-// format's include (shaders/fmt_f32, fmt_f16, fmt_bf16, fmt_q8_0.wgsl):
-//   FMT_F32   f32
-//   FMT_F16   IEEE half; read as f16 when the device has shader-f16 (F16), else as u32 pairs
-//             decoded with unpack2x16float (the guaranteed path; SwiftShader has no f16)
-//   FMT_BF16  bf16 = upper 16 bits of an f32: element 2j is the low half of word j
-//   FMT_Q8_0  blocks of 34 bytes = f16 d, 32 x int8 q; w = d * q (blocks 2-byte aligned)
+// format's include (`#include format`: shaders/fmt_<name>.wgsl, its dense.wgsl section): w is
+// bound as array<DW> (F32 vec4<f32>; F16 vec4<f16> where the device has shader-f16 (F16), else
+// u32 pairs decoded with unpack2x16float, the guaranteed path: SwiftShader has no f16; BF16 u32
+// pairs, element 2j the low half of word j; Q8_0 u32 words of 34-byte blocks, f16 d + 32 x int8
+// q, w = d * q, blocks 2-byte aligned), dense4(e4) its values 4 e4 .. + 3 as f32.
 // K % 4 == 0 (K % 32 == 0 for Q8_0); products and sums in f32.
 //
 // gemv thread mapping: workgroup g (g = wid.x + wid.y * nwg.x, 2-D when > 65535) owns ROWS rows
@@ -42,32 +41,12 @@ override EPS: f32 = 1e-5;
 #include common_params
 
 // ---- weights: wload(row, k4) = W[row, 4 k4 .. 4 k4 + 3] as f32 -------------------------------
-// decoded by the format's include (`#include format`: shaders/fmt_<name>.wgsl); F32 and native f16
-// read typed vectors directly, the others through fmt_x4 (values 4 k4 .. + 3 of the flat tensor).
+// decoded by the format's include (`#include format`: shaders/fmt_<name>.wgsl, its dense section:
+// DW, dense_wl, dense4)
 #include format
-#if FMT_F32
-@group(0) @binding(0) var<storage, read> w: array<vec4<f32>>;
-fn wl(t: u32, i: u32) -> u32 { return bitcast<u32>(w[i >> 2u][i & 3u]); }
-fn wload(row: u32, k4: u32) -> vec4<f32> { return w[row * (K / 4u) + k4]; }
-#elif FMT_Q8_0
-@group(0) @binding(0) var<storage, read> w: array<u32>;
-fn wl(t: u32, i: u32) -> u32 { return w[i]; }
-fn wload(row: u32, k4: u32) -> vec4<f32> { return fmt_x4(0u, row * (K / 4u) + k4); }
-#elif FMT_F16
-#if F16
-@group(0) @binding(0) var<storage, read> w: array<vec4<f16>>;
-fn wl(t: u32, i: u32) -> u32 { let v = w[i >> 1u]; return pack2x16float(vec2<f32>(select(v.xy, v.zw, (i & 1u) == 1u))); }
-fn wload(row: u32, k4: u32) -> vec4<f32> { return vec4<f32>(w[row * (K / 4u) + k4]); }
-#else
-@group(0) @binding(0) var<storage, read> w: array<vec2<u32>>;
-fn wl(t: u32, i: u32) -> u32 { return w[i >> 1u][i & 1u]; }
-fn wload(row: u32, k4: u32) -> vec4<f32> { return fmt_x4(0u, row * (K / 4u) + k4); }
-#endif
-#else
-@group(0) @binding(0) var<storage, read> w: array<vec2<u32>>;
-fn wl(t: u32, i: u32) -> u32 { return w[i >> 1u][i & 1u]; }
-fn wload(row: u32, k4: u32) -> vec4<f32> { return fmt_x4(0u, row * (K / 4u) + k4); }
-#endif
+@group(0) @binding(0) var<storage, read> w: array<DW>;
+fn wl(t: u32, i: u32) -> u32 { return dense_wl(i); }
+fn wload(row: u32, k4: u32) -> vec4<f32> { return dense4(row * (K / 4u) + k4); }
 
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;

@@ -4,6 +4,7 @@
 // rows (the same shard buffers as the tied LM head, bitweb.kernels.dense.shard_rows): binding
 // w<s> holds rows [ROW0 + s RPS, ROW0 + (s+1) RPS). NS1..NS7 (defines) declare w1..w7.
 // Values are decoded by the format's include (`#include format`: fmt_value of shaders/fmt_<name>.wgsl;
+// the shards bound as its array<WT>;
 // F16 with unpack2x16float: one row per token, so the bandwidth of native f16 does not matter here).
 // Element e of the bound rows is read from 32-bit words, so any N works (Q8_0: N % 32 == 0).
 // Token ids come from a GPU buffer: the host's prompt ids (prefill) or the sampler's output
@@ -24,31 +25,32 @@ override WG: u32 = 64u;
 
 @group(0) @binding(0) var<storage, read> ids: array<u32>;
 @group(0) @binding(1) var<storage, read_write> x: array<u32>;   // f32 bits (NaN rows written as bits)
-@group(0) @binding(2) var<storage, read> w0: array<u32>;
+@group(0) @binding(2) var<storage, read> w0: array<WT>;
 #if NS1
-@group(0) @binding(3) var<storage, read> w1: array<u32>;
+@group(0) @binding(3) var<storage, read> w1: array<WT>;
 #endif
 #if NS2
-@group(0) @binding(4) var<storage, read> w2: array<u32>;
+@group(0) @binding(4) var<storage, read> w2: array<WT>;
 #endif
 #if NS3
-@group(0) @binding(5) var<storage, read> w3: array<u32>;
+@group(0) @binding(5) var<storage, read> w3: array<WT>;
 #endif
 #if NS4
-@group(0) @binding(6) var<storage, read> w4: array<u32>;
+@group(0) @binding(6) var<storage, read> w4: array<WT>;
 #endif
 #if NS5
-@group(0) @binding(7) var<storage, read> w5: array<u32>;
+@group(0) @binding(7) var<storage, read> w5: array<WT>;
 #endif
 #if NS6
-@group(0) @binding(8) var<storage, read> w6: array<u32>;
+@group(0) @binding(8) var<storage, read> w6: array<WT>;
 #endif
 #if NS7
-@group(0) @binding(9) var<storage, read> w7: array<u32>;
+@group(0) @binding(9) var<storage, read> w7: array<WT>;
 #endif
 
-// word i of shard s
-fn wl(s: u32, i: u32) -> u32 {
+// element i of shard s (bound as the format's WT), and its u32 word i
+fn wl(s: u32, i: u32) -> u32 { return fmt_wt(wv(s, i / WPT), i % WPT); }
+fn wv(s: u32, i: u32) -> WT {
     switch s {
 #if NS1
         case 1u: { return w1[i]; }

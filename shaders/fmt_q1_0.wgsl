@@ -1,24 +1,27 @@
-// fmt_q1_0.wgsl (#include format with FMT_Q1): ggml's Q1_0 (binary), in the packed-format
-// interface of common_ternary.wgsl.
+// fmt_q1_0.wgsl (#include format: Q1_0): ggml's Q1_0 (binary), in the packed-format interface of
+// common_codes.wgsl, and fmt_value(t, e) (value e of the tensor: the table role, embedding.wgsl).
 //
 // 128 values per 18-byte block: f16 d, then 16 bytes of signs: bit j % 8 of byte j / 8 set -> +d,
 // clear -> -d (w = 2b - 1, i.e. code c = 2b and w = c - 1). Code word k (sign bytes 4k .. 4k + 3)
-// holds in nibble g the values 32k + 4g .. + 3 (bit i: value 32k + 4g + i).
-// A table format too: fmt_value(t, e), value e of the tensor (embedding.wgsl).
+// holds in nibble g the values 32k + 4g .. + 3 (bit i: value 32k + 4g + i). A unit (M = 1) is one
+// word (32 values); a quad (M > 1) is the block's 16 sign bytes, its 8 planes the nibble-quads
+// (plane p, word e: nibble 4 (p % 2) + e of word p / 2).
 
 #include common_bytes
-#include common_ternary
+#include common_u32
+#include common_codes
 
-const BLK: u32 = 128u;
-const BBYTES: u32 = 18u;
 const QW: u32 = 4u;
 const QG: u32 = 8u;
-const CW: u32 = 4u;
+const ZP: u32 = 1u;
+const PDM: bool = false;
 const UACT: u32 = 0u;
 const UW: u32 = 1u;
+const XA: u32 = 0u;
+const ZROW: f32 = 0.0;
 
 fn fmt_word(t: u32, bi: u32, k: u32) -> u32 { return ldb(t, bi * BBYTES + 2u + 4u * k); }
-
+fn fmt_quad(t: u32, bi: u32, u: u32) -> vec4<u32> { return ld16(t, bi * BBYTES + 2u); }   // u = 0: one quad
 fn fmt_words(t: u32, bi: u32, j: u32) -> array<u32, UW> { return array<u32, UW>(fmt_word(t, bi, j)); }
 fn fmt_group(w: u32, g: u32) -> u32 {
     return ((((w >> (4u * g)) & 0xFu) * 0x00204081u) & 0x01010101u) << 1u;     // bit i -> byte i, 2b
@@ -32,9 +35,14 @@ fn fmt_codes(w: u32) -> array<u32, QG> {
 }
 fn fmt_pos(k: u32, g: u32) -> u32 { return 8u * k + g; }
 fn fmt_has(k: u32, g: u32) -> bool { return true; }
-fn fmt_cword(h: u32, i: u32) -> u32 { return i; }
-fn fmt_d(t: u32, bi: u32) -> f32 { return ldh(t, bi * BBYTES); }
+fn fmt_xpos(j: u32, i: u32) -> u32 { return 0u; }
+fn fmt_xhas(j: u32, i: u32) -> bool { return false; }
+fn fmt_pslot(p: u32, e: u32) -> vec2<u32> { return vec2<u32>(p / 2u, 4u * (p % 2u) + e); }
+fn fmt_dm(t: u32, bi: u32, u: u32, p: u32) -> vec2<f32> { return vec2<f32>(ldh(t, bi * BBYTES), 0.0); }
 fn fmt_ws(t: u32, nb: u32) -> f32 { return 1.0; }
+fn fmt_unit(t: u32, bi: u32, j: u32, a: array<PV, UN>) -> f32 {
+    return fmt_dm(t, bi, j, 0u).x * f32(unit_words(fmt_words(t, bi, j), a));
+}
 
 fn fmt_value(t: u32, e: u32) -> f32 {
     let bb = (e / BLK) * BBYTES;

@@ -26,12 +26,11 @@
 //
 // Weights: the GGUF bytes of the rows unchanged, row-major, decoded by the format's include
 // (`#include format`: shaders/fmt_<name>.wgsl):
-//   FMT_F32  f32;  FMT_F16  IEEE half (unpack2x16float: no shader-f16 needed);
-//   FMT_BF16 upper 16 bits of an f32 (element 2j = low half of word j);
-//   FMT_Q8_0 blocks of 34 bytes (f16 d, int8 q[32]), w = d q; a pair of blocks is 17 whole words:
-//            word 0 = d0 | q0[0..1], words 1..7 = q0[2..29], word 8 = q0[30..31] | d1, 9..16 = q1.
-//   PACKED   the packed-format interface (common_ternary.wgsl); a unit is UW code words (4 UN
-//            values), read through common_packed.wgsl as bitlinear.wgsl does.
+//   float    its lmhead.wgsl section: w bound as array<HW> (F32 vec4<f32>, F16 / BF16 vec4<u32>: 4 or
+//            8 values per 16-byte load; Q8_0 u32 words, a unit is a pair of 34-byte blocks), UNIT
+//            values per unit, head_unit(r, u) (XDIRECT: unit_m, unit_x)
+//   PACKED   the packed-format interface (common_codes.wgsl): w bound as array<WT>, a unit is UW
+//            code words (BLK / UPK values), read through common_packed.wgsl as bitlinear.wgsl does.
 // LASTROW: x is f32[m][K] and row params.m - 1 is used (the last prompt row of a prefill), with
 // params the 32-byte block of bitweb.kernels.ops (only m is read).
 // Bindings: 0 w (shard), 1 x f32[K] (LASTROW: [m][K]), 2 y f32[>= ROW0 + N_ROWS], 3 g f32[K]
@@ -52,21 +51,14 @@ override EPS: f32 = 1e-5;
 
 #include format
 #if PACKED
-@group(0) @binding(0) var<storage, read> w: array<u32>;
-fn wl(t: u32, i: u32) -> u32 { return w[i]; }
-const UNIT: u32 = 4u * UN;       // values per unit: UW code words (common_packed)
-#elif FMT_Q8_0
-@group(0) @binding(0) var<storage, read> w: array<u32>;
-fn wl(t: u32, i: u32) -> u32 { return w[i]; }
-const UNIT: u32 = 64u;           // values per unit
-#elif FMT_F32
-@group(0) @binding(0) var<storage, read> w: array<vec4<f32>>;
-fn wl(t: u32, i: u32) -> u32 { return bitcast<u32>(w[i >> 2u][i & 3u]); }
-const UNIT: u32 = 4u;
+@group(0) @binding(0) var<storage, read> w: array<WT>;
+fn wv(t: u32, i: u32) -> WT { return w[i]; }
+fn wl(t: u32, i: u32) -> u32 { return fmt_wt(w[i / WPT], i % WPT); }
+const UNIT: u32 = BLK / UPK;     // values per unit: UW code words (common_packed)
+const_assert ZROW == 0.0;        // (a format whose A8 rows subtract a zero code, I2_S, is no table)
 #else
-@group(0) @binding(0) var<storage, read> w: array<vec4<u32>>;
-fn wl(t: u32, i: u32) -> u32 { return w[i >> 2u][i & 3u]; }
-const UNIT: u32 = 8u;
+@group(0) @binding(0) var<storage, read> w: array<HW>;
+fn wl(t: u32, i: u32) -> u32 { return head_wl(i); }
 #endif
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
@@ -113,52 +105,13 @@ fn m4(xb: u32, k: u32) -> vec4<f32> {
 #endif
 }
 
-#if XDIRECT
-// float formats: the m under unit u (F32: 4 values, F16 / BF16: 8), read once for the RB rows
-fn unit_m(xb: u32, u: u32) -> array<vec4<f32>, 2> {
-#if FMT_F32
-    return array<vec4<f32>, 2>(m4(xb, u), vec4<f32>());
-#else
-    return array<vec4<f32>, 2>(m4(xb, 2u * u), m4(xb, 2u * u + 1u));
-#endif
-}
-
-fn unit_x(r: u32, u: u32, m: array<vec4<f32>, 2>) -> f32 {
-#if FMT_F32
-    return dot(w[r * (K / 4u) + u], m[0]);
-#else
-    let v = w[r * (K / 8u) + u];
-    return dot(vec4<f32>(fmt_x2(v.x), fmt_x2(v.y)), m[0]) + dot(vec4<f32>(fmt_x2(v.z), fmt_x2(v.w)), m[1]);
-#endif
-}
-#endif
-
 #if !XDIRECT
-// sum over the UNIT values of unit u of row r of W[r, k] m[k]
+// sum over the UNIT values of unit u of row r of W[r, k] m[k] (float formats: the include's head_unit)
 fn unit(r: u32, u: u32) -> f32 {
 #if PACKED
-    return unit_dot(0u, r * (K / BLK) + u / UPK, u % UPK, unit_acts(u));
-#elif FMT_Q8_0
-    let o = (r * (K / 64u) + u) * 17u;
-    let j = u * 16u;                          // first vec4 of m under this pair
-    let w0 = w[o];
-    var prev = w0 >> 16u;
-    var s0 = 0.0;
-    for (var i = 1u; i < 9u; i++) {
-        let wi = w[o + i];
-        s0 += dot(vec4<f32>(unpack4xI8(prev | (wi << 16u))), xs[j + i - 1u]);
-        prev = wi >> 16u;
-    }
-    var s1 = 0.0;
-    for (var i = 0u; i < 8u; i++) {
-        s1 += dot(vec4<f32>(unpack4xI8(w[o + 9u + i])), xs[j + 8u + i]);
-    }
-    return unpack2x16float(w0).x * s0 + unpack2x16float(w[o + 8u] >> 16u).x * s1;
-#elif FMT_F32
-    return dot(w[r * (K / 4u) + u], xs[u]);
+    return fmt_unit(0u, r * (K / BLK) + u / UPK, u % UPK, unit_acts(u));
 #else
-    let v = w[r * (K / 8u) + u];                // F16 / BF16: 8 values, two per word (fmt_x2)
-    return dot(vec4<f32>(fmt_x2(v.x), fmt_x2(v.y)), xs[2u * u]) + dot(vec4<f32>(fmt_x2(v.z), fmt_x2(v.w)), xs[2u * u + 1u]);
+    return head_unit(r, u);
 #endif
 }
 #endif

@@ -11,7 +11,7 @@
 //
 // Layouts (little endian):
 //   src  the GGUF bytes of N_ROWS rows of K values, row-major (K % 32 == 0), as u32 words,
-//        decoded by the format's include (`#include format`: fmt_value; FMT_F16, FMT_BF16, FMT_F32)
+//        decoded by the format's include (`#include format`: fmt_value; F16, BF16, F32)
 //   dst  Q8_0 blocks of 34 bytes: f16 d, then int8 q[32]; block b (= row * K/32 + column block)
 //        at byte 34 b. Size: NB * 34 bytes rounded up to 4 (NB = N_ROWS * K / 32).
 //
@@ -26,10 +26,11 @@ override K: u32 = 32u;          // values per row
 override N_ROWS: u32 = 1u;      // rows
 override WG: u32 = 64u;         // threads per workgroup
 
-@group(0) @binding(0) var<storage, read> src: array<u32>;
+@group(0) @binding(0) var<storage, read> src: array<WT>;
 @group(0) @binding(1) var<storage, read_write> dst: array<u32>;
 
-fn wl(t: u32, i: u32) -> u32 { return src[i]; }
+fn wv(t: u32, i: u32) -> WT { return src[i]; }
+fn wl(t: u32, i: u32) -> u32 { return fmt_wt(src[i / WPT], i % WPT); }
 #include format
 
 // value e (flat index over the rows) as f32

@@ -5,7 +5,7 @@ import struct
 
 import pytest
 
-from bitweb import shaders
+from bitweb import formats, shaders
 from bitweb.kernels import dense, ops
 from bitweb.ref import build_cases
 
@@ -38,7 +38,8 @@ def test_gemv_one_step_per_shard_and_2d_grid():
     big = dense.gemv("F32", 8, 300000, rows=1)[0]
     x, y, _ = big.workgroups
     assert y > 1 and x <= 65535 and x * y >= 300000
-    assert dense.gemv("F32", 8, 10, subgroups=False, f16=False)[0].defines == {"FMT_F32": True, "SUBGROUPS": False, "F16": False}
+    assert dense.gemv("F32", 8, 10, subgroups=False, f16=False)[0].defines == {"FORMAT": formats.F32, "SUBGROUPS": False,
+                                                                               "F16": False}
 
 
 @pytest.mark.parametrize("call, msg", [
@@ -76,7 +77,7 @@ def test_embedding_splits_shards_over_steps():
     assert [s.constants["ROW0"] for s in steps] == [0, 600]
     assert steps[0].bind == ("ids", "x", "w0", "w1", "w2", "w3", "w4", "w5")
     assert steps[1].bind == ("ids", "x", "w6", "w7", "w8", "w9")
-    assert steps[1].defines == {"FMT_F16": True, "NS1": True, "NS2": True, "NS3": True}
+    assert steps[1].defines == {"FORMAT": formats.F16, "NS1": True, "NS2": True, "NS3": True}
 
 
 def test_attention_decode_split_adds_combine():
@@ -100,12 +101,13 @@ def test_full_cases_cover_every_entry_and_variant():
         assert want, sh
         got = {s["entry"] for s in steps if s["shader"] == sh}
         assert got == want, (sh, want - got)
-    gemv = [s["defines"] for s in steps if s["entry"] == "gemv"]
-    for fmt in ("F32", "F16", "BF16", "Q8_0"):
+    gemv = [s["defines"] for s in steps if s["entry"] == "gemv"]        # (a case stores the format's type id)
+    for fmt in formats.select(packed=False):
         for sg in (True, False):
-            assert any(d.get("FMT_" + fmt) and d.get("SUBGROUPS") is sg for d in gemv), (fmt, sg)
-    assert any(d.get("FMT_F16") and d.get("F16") is False for d in gemv)
-    assert any(d.get("FMT_F16") and "F16" not in d for d in gemv)          # native f16 where the device has it
+            assert any(d.get("FORMAT") == fmt.type_id and d.get("SUBGROUPS") is sg for d in gemv), (fmt, sg)
+    f16 = formats.F16.type_id
+    assert any(d.get("FORMAT") == f16 and d.get("F16") is False for d in gemv)
+    assert any(d.get("FORMAT") == f16 and "F16" not in d for d in gemv)   # native f16 where the device has it
     assert any(d.get("NORM") and d.get("LASTROW") for d in gemv)
     assert any(len([b for b in s["bind"]]) > 5 for s in steps if s["entry"] == "embed")
 

@@ -183,8 +183,7 @@ SHADERS = sorted(p.stem for p in (pathlib.Path(__file__).resolve().parent.parent
 @pytest.mark.parametrize("subgroups", [False, True])
 def test_real_shaders_preprocess(name, subgroups):
     fmt = formats.I2_S if name.startswith("bitlinear") else formats.F16
-    out = preprocess(shaders.source(name), {"SUBGROUPS": subgroups, "FORMAT": fmt, fmt.define: True, "A8": True,
-                                            "NORM": True}, name)
+    out = preprocess(shaders.source(name), {"SUBGROUPS": subgroups, "FORMAT": fmt, "A8": True, "NORM": True}, name)
     src_lines = shaders.source(name).splitlines()
     out_lines = out.splitlines()
     for i, s in enumerate(src_lines):                 # the file's own lines keep their numbers

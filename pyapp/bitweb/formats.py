@@ -228,7 +228,6 @@ class Format:
 class F32(Format):
     name, type_id, block_size, type_size = "F32", 0, 1, 4
     kind, roles, include, file_type = "float", ("linear", "table", "norm"), "fmt_f32", 0
-    define = "FMT_F32"                    # (being replaced: the WGSL #if switch)
 
     def dequantize(self, data, n):
         return self._blocks(data, n).reshape(-1).view("<f4").astype(_np().float32)
@@ -244,7 +243,6 @@ class F32(Format):
 class F16(Format):
     name, type_id, block_size, type_size = "F16", 1, 1, 2
     kind, roles, include, file_type = "float", ("linear", "table"), "fmt_f16", 1
-    define = "FMT_F16"                    # (being replaced: the WGSL #if switch)
 
     def dequantize(self, data, n):
         return self._blocks(data, n).reshape(-1).view("<f2").astype(_np().float32)
@@ -260,7 +258,6 @@ class F16(Format):
 class BF16(Format):
     name, type_id, block_size, type_size = "BF16", 30, 1, 2
     kind, roles, include, file_type = "float", ("linear", "table"), "fmt_bf16", 32
-    define = "FMT_BF16"                    # (being replaced: the WGSL #if switch)
 
     def dequantize(self, data, n):
         np = _np()
@@ -283,7 +280,6 @@ class BF16(Format):
 class Q8_0(Format):
     name, type_id, block_size, type_size = "Q8_0", 8, 32, 34
     kind, roles, include, file_type = "float", ("linear", "table"), "fmt_q8_0", 7
-    define = "FMT_Q8_0"                    # (being replaced: the WGSL #if switch)
 
     def dequantize(self, data, n):
         np = _np()
@@ -367,7 +363,6 @@ class TQ2_0(_TQ):
     name, type_id, block_size, type_size = "TQ2_0", 35, 256, 66
     kind, roles, include, file_type = "ternary", ("linear",), "fmt_tq2_0", 37
     planes = 4
-    define = "FMT_TQ2"                    # (being replaced: the WGSL #if switch)
 
     @staticmethod
     def _pack_codes(codes):
@@ -392,7 +387,6 @@ class TQ1_0(_TQ):
     name, type_id, block_size, type_size = "TQ1_0", 34, 256, 54
     kind, roles, include, file_type = "ternary", ("linear",), "fmt_tq1_0", 36
     planes = 5
-    define = "FMT_TQ1"                    # (being replaced: the WGSL #if switch)
 
     @staticmethod
     def _pack_codes(codes):
@@ -430,7 +424,6 @@ class I2_S(_Packed):
     name, type_id, block_size, type_size = "I2_S", 36, 128, 32
     kind, roles, include, file_type = "ternary", ("linear",), "fmt_i2_s", 40
     planes = 4
-    define = "FMT_I2S"                    # (being replaced: the WGSL #if switch)
     tensor_scale = True
 
     def nbytes(self, n_elements):
@@ -483,7 +476,6 @@ class Q1_0(_Packed):
     name, type_id, block_size, type_size = "Q1_0", 41, 128, 18
     kind, roles, include, file_type = "binary", ("linear", "table"), "fmt_q1_0", 40
     planes = 8
-    define = "FMT_Q1"                    # (being replaced: the WGSL #if switch)
 
     def _unpack(self, data, n):
         """-> (int8 signs in {-1, +1}, float32 per-block scales)."""
@@ -553,14 +545,12 @@ class Q2_0(_Q2):
     name, type_id, block_size, type_size = "Q2_0", 42, 64, 18
     kind, roles, include, file_type = "ternary", ("linear", "table"), "fmt_q2_0", 41
     planes = 4
-    define = "FMT_Q2"                    # (being replaced: the WGSL #if switch)
 
 
 class Q2_0_G128(_Q2):
     name, type_id, block_size, type_size = "Q2_0_G128", 142, 128, 34
     kind, roles, include, file_type = "ternary", ("linear", "table"), "fmt_q2_0", 141
     planes = 4
-    define = "FMT_Q2G128"                    # (being replaced: the WGSL #if switch)
 
 
 # Registry order is the order of every derived list (packed formats first, then floats).

@@ -6,7 +6,8 @@ is `#`; anything else starting with `#` is an error), removed from the output:
     #include NAME   add shaders/NAME.wgsl to the module, once
     #include format   the include of the weight format in define FORMAT (a bitweb.formats Format,
                     or its type id: the Format object a launch spec got travels here and is asked
-                    for its `include`, e.g. fmt_i2_s)
+                    for its `include`, e.g. fmt_i2_s), with the constants the object declares
+                    (Format.wgsl_constants: BLK, BBYTES, NP) appended to it
     #if NAME        (or #if !NAME)   keep the lines that follow when NAME is true
     #elif NAME      (or !NAME)
     #else
@@ -25,7 +26,10 @@ naming the file and line, and so is `#include format` without a FORMAT define.
 Include files (shaders/common_*.wgsl, shaders/fmt_*.wgsl) hold only functions and constants (and
 the shared Params struct); their header comment says what the including shader must declare.
 
-NAME in #if comes from `defines` (passed to Device.pipeline) or from the device:
+NAME in #if comes from `defines` (passed to Device.pipeline), from the shader being compiled:
+  SHADER_<NAME>   true while compiling shaders/<name>.wgsl (name upper-cased), so an include can
+              have a section for one kernel (a float format's dense / lmhead reads: `#if SHADER_DENSE`)
+or from the device:
   SUBGROUPS   the device has subgroups (subgroupAdd & co. are allowed)
   F16         shader-f16: `enable f16;` is added and `f16` may be used;
               without it, f16 data is read as u32 and decoded with unpack2x16float
@@ -86,6 +90,8 @@ def preprocess(src: str, defines: dict, name: str = "?", loader=None) -> str:
     """Keep the lines whose #if conditions hold (directive lines -> ""), append the active
     #include files after the end (loader(name) -> text; default: source)."""
     blocks: list = []
+    if name.isidentifier():
+        defines = dict(defines, **{f"SHADER_{name.upper()}": True})
     out = _process(src, name, defines, loader or source, (name,), set(), blocks)
     for inc, at, lines in blocks:
         out.append(f"// ---- {inc}.wgsl (#include at {at}) starts: its line 1 is line {len(out) + 2} here ----")
@@ -151,8 +157,10 @@ def format_include(defines: dict, where: str = "?") -> str:
 
 
 def _include(inc: str, where: str, at: str, defines: dict, loader, chain: tuple, done: set, blocks: list) -> str:
+    fmt = None
     if inc == "format":
-        inc = format_include(defines, where)
+        fmt = format_of(defines, where)
+        inc = fmt.include
     if inc in chain:
         cycle = " -> ".join(f"{n}.wgsl" for n in chain[chain.index(inc):] + (inc,))
         raise ShaderSourceError(f"{where}: #include cycle {cycle}")
@@ -165,7 +173,11 @@ def _include(inc: str, where: str, at: str, defines: dict, loader, chain: tuple,
         raise ShaderSourceError(f"{where}: #include {inc}: {e}") from None
     i = len(blocks)
     blocks.append(None)          # depth first: this file before the files it includes
-    blocks[i] = (inc, at, _process(text, inc, defines, loader, chain + (inc,), done, blocks))
+    lines = _process(text, inc, defines, loader, chain + (inc,), done, blocks)
+    if fmt is not None:          # the format's geometry, from the object (one line: line numbers stay)
+        lines.append(" ".join(f"const {k}: u32 = {int(v)}u;" for k, v in fmt.wgsl_constants().items())
+                     + f"  // bitweb.formats.{fmt.name}")
+    blocks[i] = (inc, at, lines)
     return f"// #include {inc} (appended after the end of the module)"
 
 

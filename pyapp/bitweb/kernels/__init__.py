@@ -83,16 +83,17 @@ def format_arg(fmt, allowed, what: str, error) -> formats.Format:
     else error(message) naming what was given and what is supported."""
     try:
         f = formats.get(fmt)
-    except formats.FormatError as e:
-        raise error(f"{what}: {e}") from None
+    except formats.FormatError:
+        f = None
     if f not in allowed:
-        raise error(f"{what}: format {f.name} not supported (one of {', '.join(a.name for a in allowed)})")
+        raise error(f"{what}: format {f.name if f else fmt!r} not supported "
+                    f"(one of {', '.join(a.name for a in allowed)})")
     return f
 
 
 def format_defines(fmt) -> dict:
     """The defines that select fmt's decode in a kernel (bitweb.shaders: `#include format`)."""
-    return {"FORMAT": fmt, fmt.define: True}
+    return {"FORMAT": fmt}
 
 
 def data_buffer(dev, data: bytes, store: dict | None = None):
