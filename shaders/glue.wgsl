@@ -1,6 +1,6 @@
 // glue.wgsl: the element-wise steps that float-weight linears (F32/F16/BF16/Q8_0 blocks, run by
 // dense.wgsl, which has no residual / gating fusions) need around them in a decoder block.
-// Ternary/binary blocks never use this file: bitlinear.wgsl fuses these steps.
+// Blocks of packed linears never use this file: bitlinear.wgsl fuses these steps.
 //
 //   add:      y[i] = y[i] + a[i] * mult[0]                              i < N   (residual add)
 //   act_mul:  y[i] = act(a[i] * mult[0]) * (u[i] * mult[1])             i < N   (FFN gate * up)

@@ -4,7 +4,7 @@
 // Maths (one shard = rows [ROW0, ROW0 + N_ROWS) of the head, in its own buffer):
 //   m[k] = x[k] * g[k],  inv = 1 / sqrt(sum_k x[k]^2 / K + EPS)           (output_norm fused)
 //   y[ROW0 + r] = inv * sum_k W[r, k] m[k]                                  f32 accumulation
-// PACKED (a ternary / binary table format) follows shaders/bitlinear.wgsl gemv NORM instead, so a
+// PACKED (a packed table format) follows shaders/bitlinear.wgsl gemv NORM instead, so a
 // packed head computes what a block linear does (numpy mirror: bitweb.ref.bitlinear.gemv):
 //   rinv = inverseSqrt(sum_k x[k]^2 / K + EPS)
 //   f32:  y = S * rinv,   S = sum_b d[b] sum_{k in b} w[r, k] m[k]

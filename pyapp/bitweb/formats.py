@@ -31,7 +31,7 @@ Layouts (little endian; ARCHITECTURE.md, "Weight formats", has the table and why
   I2_S   (bitnet.cpp, x86 layout of the published file) 128 values per 32
          bytes: byte b of a block holds value b in bits 7:6, 32+b in 5:4,
          64+b in 3:2, 96+b in 1:0; code 0 -> -1, 1 -> 0, 2 -> +1. After the n/4
-         packed bytes: one f32 scale for the whole tensor, then 28 zero bytes
+         code bytes: one f32 scale for the whole tensor, then 28 zero bytes
          (n/4 + 32 bytes in all);                             y = scale * (code - 1)
   Q1_0   128 values in 18 bytes: f16 d, then 16 bytes of signs: bit (j % 8) of
          byte j / 8 set -> +d, clear -> -d.
@@ -175,11 +175,11 @@ class Format:
         return x
 
     def dequantize(self, data, n: int):
-        """Packed bytes of n values -> flat float32 numpy array (CPython only)."""
+        """The format's bytes of n values -> flat float32 numpy array (CPython only)."""
         raise NotImplementedError
 
     def quantize(self, x) -> bytes:
-        """Floats (any shape, GGUF element order when flattened) -> packed bytes."""
+        """Floats (any shape, GGUF element order when flattened) -> the format's bytes."""
         raise NotImplementedError
 
     def unpack(self, data, n: int):
@@ -440,20 +440,20 @@ class I2_S(_Packed):
     def _unpack(self, data, n):
         """-> (int8 values, float32 array of the one tensor scale, shape (1,))."""
         np = _np()
-        packed, scale = self._split(data, n)
+        codes, scale = self._split(data, n)
         shifts = np.array([6, 4, 2, 0], dtype=np.uint8).reshape(1, 4, 1)
-        t = ((packed.reshape(-1, 1, 32) >> shifts) & 3).astype(np.int8) - 1
+        t = ((codes.reshape(-1, 1, 32) >> shifts) & 3).astype(np.int8) - 1
         return t.reshape(-1), scale.copy().view("<f4").astype(np.float32)
 
     def _pack(self, t, scale):
         """t: ternary ints (n % 128 == 0); scale: the one f32 scale of the tensor."""
         np = _np()
         c = (t + 1).astype(np.uint8).reshape(-1, 4, 32)
-        packed = (c[:, 0] << 6) | (c[:, 1] << 4) | (c[:, 2] << 2) | c[:, 3]
+        codes = (c[:, 0] << 6) | (c[:, 1] << 4) | (c[:, 2] << 2) | c[:, 3]
         s = np.asarray(scale, dtype="<f4").reshape(-1)
         if s.size != 1:
             raise FormatError(f"I2_S: one scale per tensor, got {s.size}")
-        return packed.tobytes() + self.tail(s[0])
+        return codes.tobytes() + self.tail(s[0])
 
     def tail(self, scale=1.0):
         return struct.pack("<f", scale) + bytes(28)

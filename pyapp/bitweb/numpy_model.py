@@ -90,8 +90,9 @@ def attention(q, K, V, pos0, n_head, n_head_kv, head_dim):
 
 class Linear:
     """One weight: float32 W (n_out, n_in); for packed formats also the int8 values t (n_out, n_in),
-    block scales d (n_out, n_blocks) (a tensor scale folded into d) and ws (the tensor scale of a
-    tensor_scale format, I2_S, else None); optional output scale."""
+    scales d (n_out, n_scales) per scale block (a tensor scale folded into d), offsets o likewise
+    (a format with offsets: value = t d + o; else None) and ws (the tensor scale of a tensor_scale
+    format, I2_S, else None); optional output scale."""
 
     def __init__(self, gf, ti, scale_ti=None):
         n_in, n_out = ti.shape
@@ -99,20 +100,23 @@ class Linear:
         data = gf.tensor_data(ti.name)
         self.scale = None if scale_ti is None else F32(np.frombuffer(gf.tensor_data(scale_ti.name), "<f4")[0])
         if fmt.packed:
-            t, d, _ = fmt.unpack(data, ti.n_elements)
+            t, d, o = fmt.unpack(data, ti.n_elements)
             self.t = t.reshape(n_out, n_in)
             self.d = (np.repeat(d, n_out) if d.size == 1 else d).reshape(n_out, -1).astype(F32)
             self.ws = F32(d.reshape(-1)[0]) if fmt.tensor_scale else None
+            self.o = None if o is None else o.reshape(n_out, -1).astype(F32)
             self.w = (self.t.reshape(n_out, self.d.shape[1], -1) * self.d[:, :, None]).reshape(n_out, n_in)
+            if self.o is not None:
+                self.w = (self.w.reshape(n_out, self.o.shape[1], -1) + self.o[:, :, None]).reshape(n_out, n_in)
         else:
-            self.t = None
+            self.t = self.o = None
             self.w = fmt.dequantize(data, ti.n_elements).reshape(n_out, n_in)
 
     def __call__(self, x, nw, eps, a8: bool):
         """W . rmsnorm(x, nw): x (n, n_in) -> (n, n_out), with the norm folded in as the kernels
         do (bitweb.ref.bitlinear.activations, one row at a time): m = x * nw, rinv = 1/rms(x);
         f32: y = (W m) * rinv; a8 (packed weights only): q = int8(m), y = (sum_b d I_b) * ((ws * inv_s) * scale)
-        (I2_S: S = the integer dot, ws its tensor scale; others ws = 1)."""
+        (I2_S: S = the integer dot, ws its tensor scale; others ws = 1; with offsets o: + sum_b o sum_{j in b} q)."""
         rows = [activations(r, nw, a8 and self.t is not None, eps) for r in x]
         if not a8 or self.t is None:
             y = np.stack([r["m"] for r in rows]) @ self.w.T * np.array([[r["stat"]] for r in rows], F32)
@@ -123,8 +127,11 @@ class Linear:
         f = np.array([[r["stat"]] for r in rows], F32)                                  # inv_s per token
         if self.ws is not None:                                                          # I2_S: one block
             s, f = dots[..., 0].astype(F32), self.ws * f
-        else:
+        elif self.o is None:
             s = (dots.astype(F32) * self.d[None]).sum(axis=-1, dtype=F32)
+        else:                                                                            # q d + o per scale block
+            qsum = xq.sum(axis=-1).astype(F32)                                           # (n, nb)
+            s = (dots.astype(F32) * self.d[None] + qsum[:, None, :] * self.o[None]).sum(axis=-1, dtype=F32)
         return s * (f if self.scale is None else f * self.scale)
 
 

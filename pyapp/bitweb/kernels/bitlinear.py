@@ -1,4 +1,4 @@
-"""Launch specs for shaders/bitlinear.wgsl: M=1 ternary/binary GEMV and its fusions (stdlib only).
+"""Launch specs for shaders/bitlinear.wgsl: M=1 GEMV of the packed formats and its fusions (stdlib only).
 
 One decoded token per layer (x: residual stream f32[dim]):
 

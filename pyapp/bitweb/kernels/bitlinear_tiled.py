@@ -1,4 +1,4 @@
-"""Launch specs for shaders/bitlinear_tiled.wgsl: M>1 (prefill) ternary/binary matmul (stdlib only).
+"""Launch specs for shaders/bitlinear_tiled.wgsl: M>1 (prefill) matmul of the packed formats (stdlib only).
 
     step = matmul(fmt, n_in, n_out, m_max, a8=True, dev=dev)      # Y[M, n_out] = X[M, n_in] . W^T
     step = matmul(fmt, n_in, n_out, m_max, a8=True, residual=True)      # Y += ...

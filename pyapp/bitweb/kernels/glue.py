@@ -1,6 +1,6 @@
 """Launch specs for shaders/glue.wgsl (stdlib only): the element-wise steps a block with float
 (F32/F16/BF16/Q8_0) linears needs around dense.wgsl, which has no residual or gating fusion.
-Ternary/binary blocks never use them (bitlinear.wgsl fuses both).
+Blocks of packed linears never use them (bitlinear.wgsl fuses both).
 
     add(n) -> Step              y[i] += a[i] * mult[0]                     bind ("y", "a", "mult")
     act_mul(n, act) -> Step     y[i] = act(a[i] * mult[0]) * (u[i] * mult[1])   bind ("y", "a", "mult", "u")

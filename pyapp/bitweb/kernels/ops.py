@@ -26,7 +26,7 @@ Buffers and layouts
     freqs      f32[head_dim / 2] = rope_freqs(head_dim, base): f32(base ** (-2 i / head_dim)),
                computed in float64 on the host and rounded once; angle = f32(pos) * freqs[i]
                in f32 (one rounding) on the GPU and in bitweb.ref.ops.
-    A8 rows    (rmsnorm(a8=True), input of the prefill W1.58A8 ternary kernels)
+    A8 rows    (rmsnorm(a8=True), input of the prefill W1.58A8 packed kernels)
                q: u32[M][n / 4], 4 int8 per word little endian: element 4j + b of a row is byte b
                   (bits 8b..8b+7, two's complement) of word j (WGSL pack4xI8 / unpack4xI8);
                scale: f32[M], inv_s = max(max_i |y_i|, 1e-5) * (1 / 127), so y ~= q * inv_s

@@ -4,15 +4,18 @@ Maths (the shader header has the same, with the thread mapping):
     m = x * nw (NORM) or x                      f32
     rinv = 1 / sqrt(sum(x^2) / n + eps)         (NORM)
     f32 activations: S[r] = sum_b d[r,b] * sum_{j in b} w[r,j] m[j];        p = S * (ws * rinv * mult[t])
+                     (a format with offsets: + sum_b o[r,b] sum_{j in b} m[j], value = w d + o)
     A8: amax = max|m|, a = amax * rinv, sq = 127 / amax (a >= 1e-5), q = clamp(round(m * sq), -128, 127)
-        S[r] = sum_b d[r,b] * sum_{j in b} w[r,j] q[j] (int32);  p = S * (ws * inv_s * mult[t]),
+        S[r] = sum_b d[r,b] * sum_{j in b} w[r,j] q[j] (int32) (+ sum_b o[r,b] sum_{j in b} q[j]);
+        p = S * (ws * inv_s * mult[t]),
         inv_s = max(a, 1e-5) * f32(1/127)
     y = p, or y = residual + p; gate_up: y = relu(p_gate)^2 * p_up, or silu(p_gate) * p_up.
 Weights come from the format's unpack (bitweb.formats: the shared layout spec).
 
 Tolerances (why they are tight). The GPU sums S in an order of its own (lanes, subgroups, trees).
 The case data make every such sum exact in f32: x, nw and the block scales d are small dyadic
-numbers (x = i/16, |i| <= 15; nw = i/4, 1 <= |i| <= 7; d = i/64, 1 <= i <= 31), so each term
+numbers (x = i/16, |i| <= 15; nw = i/4, 1 <= |i| <= 7; d = i/64, 1 <= i <= 31; offsets o = i/64,
+|i| <= 31), so each term
 d * w * m (or d * w * q) is a multiple of a common unit and the sum of their magnitudes is below
 2^24 units: every partial sum, in any order, is exact. `exact_terms` checks this for every row of
 every case (a case that breaks it is refused, not loosened). A8 quantisation is made tie-free: no
@@ -41,15 +44,17 @@ F32 = np.float32
 
 # ---- the maths --------------------------------------------------------------------------------
 def unpack(fmt, data: bytes, rows: int, n_in: int):
-    """-> (w int8 (rows, n_in), d float32 (rows, n_blocks) block scales (1.0 for a tensor_scale
-    format, I2_S), ws float32 (its tensor scale, else 1.0))."""
+    """-> (w int8 (rows, n_in), d float32 (rows, n_scales) scales per scale_block (1.0 per block for a
+    tensor_scale format, I2_S), ws float32 (its tensor scale, else 1.0), o float32 (rows, n_scales)
+    offsets of a format with offsets, else None): value = w d + o, times ws."""
     fmt = formats.get(fmt)
     n = rows * n_in
-    t, s, _ = fmt.unpack(bytes(data[:fmt.nbytes(n)]), n)
+    t, s, m = fmt.unpack(bytes(data[:fmt.nbytes(n)]), n)
     w = t.reshape(rows, n_in)
     if fmt.tensor_scale:
-        return w, np.ones((rows, n_in // fmt.block_size), F32), F32(s[0])
-    return w, s.reshape(rows, -1).astype(F32), F32(1.0)
+        return w, np.ones((rows, n_in // fmt.block_size), F32), F32(s[0]), None
+    o = None if m is None else m.reshape(rows, -1).astype(F32)
+    return w, s.reshape(rows, -1).astype(F32), F32(1.0), o
 
 
 def activations(x, nw, a8: bool, eps: float):
@@ -70,8 +75,9 @@ def activations(x, nw, a8: bool, eps: float):
     return {"m": m, "stat": inv_s, "q": q, "sq": sq}
 
 
-def row_sums(w, d, act):
-    """S[r] = sum_b d[r,b] sum_{j in b} w[r,j] act[j] as f32, from exact float64 sums (see exact_terms)."""
+def row_sums(w, d, act, o=None):
+    """S[r] = sum_b d[r,b] sum_{j in b} w[r,j] act[j] (+ o[r,b] sum_{j in b} act[j]) as f32, from
+    exact float64 sums (see exact_terms)."""
     rows, n_in = w.shape
     nb = d.shape[1]
     a = act.astype(np.float64).reshape(nb, n_in // nb)
@@ -82,7 +88,11 @@ def row_sums(w, d, act):
         dd = d[r0:r0 + 256].astype(np.float64)
         s[r0:r0 + 256] = ((wb * a).sum(axis=2) * dd).sum(axis=1)
         mag[r0:r0 + 256] = ((np.abs(wb) * np.abs(a)).sum(axis=2) * dd).sum(axis=1)
-    exact_terms(mag, lsb(a) * lsb(d))
+        if o is not None:
+            oo = o[r0:r0 + 256].astype(np.float64)
+            s[r0:r0 + 256] += (a.sum(axis=1) * oo).sum(axis=1)
+            mag[r0:r0 + 256] += (np.abs(a).sum(axis=1) * np.abs(oo)).sum(axis=1)
+    exact_terms(mag, lsb(a) * lsb(d if o is None else np.concatenate([d, o], axis=1)))
     return s.astype(F32)
 
 
@@ -108,9 +118,9 @@ def exact_terms(mag, unit: float):
 
 def part_products(fmt, data, rows, n_in, act, stat, mult):
     """p for one weight tensor: S * ((ws * stat) * mult)."""
-    w, d, ws = unpack(fmt, data, rows, n_in)
+    w, d, ws, o = unpack(fmt, data, rows, n_in)
     a = act["q"] if act["q"] is not None else act["m"]
-    s = row_sums(w, d, a)
+    s = row_sums(w, d, a, o)
     f = F32(F32(ws * stat) * F32(mult))
     return s * f
 
@@ -150,12 +160,18 @@ def rand_norm(rng, n):
 
 
 def rand_tensor(rng, fmt, rows, n_in) -> bytes:
-    """Random weights in fmt (its random_values: ternary, or signs) with dyadic block scales (a
-    tensor scale: uniform), zero-padded to a multiple of 4 bytes (as uploaded)."""
+    """Random weights in fmt (its random_values: ternary, signs or codes) with dyadic scales per
+    scale_block (a tensor scale: uniform) and dyadic offsets for a format with them, zero-padded to a
+    multiple of 4 bytes (as uploaded)."""
     n = rows * n_in
     t = fmt.random_values(rng, n)
-    scale = F32(rng.uniform(0.5, 3.0)) if fmt.tensor_scale else rng.integers(1, 32, n // fmt.block_size) / 64.0
-    data = fmt.pack(t, scale)
+    if fmt.tensor_scale:
+        data = fmt.pack(t, F32(rng.uniform(0.5, 3.0)))
+    elif fmt.offsets:
+        d = rng.integers(1, 32, n // fmt.scale_block) / 64.0
+        data = fmt.pack(t, d, rng.integers(-31, 32, n // fmt.scale_block) / 64.0)
+    else:
+        data = fmt.pack(t, rng.integers(1, 32, n // fmt.scale_block) / 64.0)
     return data + bytes(-len(data) % 4)
 
 

@@ -1,7 +1,8 @@
-"""numpy mirror of shaders/bitlinear_tiled.wgsl (M>1 ternary/binary matmul) and its cases.
+"""numpy mirror of shaders/bitlinear_tiled.wgsl (M>1 matmul of the packed formats) and its cases.
 
 Maths (as the shader header):
     f32: S[m, n] = sum_b d[n, b] * sum_{j in b} w[n, j] x[m, j];   P = S * (ws * mult)
+         (a format with offsets o, value = w d + o: + sum_b o[n, b] sum_{j in b} x[m, j]; so for A8)
     A8:  S[m, n] = sum_b d[n, b] * sum_{j in b} w[n, j] q[m, j];   P = S * ((ws * s[m]) * mult)
          (s = the rows' inv_s from ops.rmsnorm(a8=True); the decode kernel's formula and order)
     Y = P, or Y = residual + P; gate_up: Y = act(P_gate) * P_up (relu(.)^2 or silu).
@@ -31,8 +32,9 @@ from bitweb.ref.bitlinear import F32, U, add_case, browser_formats, exact_terms,
 UNTOUCHED = F32(-777.0)
 
 
-def sums(w, d, act):
-    """S[m, n] = sum_b d[n, b] sum_{j in b} w[n, j] act[m, j] (f32 from exact float64), act (M, n_in)."""
+def sums(w, d, act, o=None):
+    """S[m, n] = sum_b d[n, b] sum_{j in b} w[n, j] act[m, j] (+ o[n, b] sum_{j in b} act[m, j])
+    (f32 from exact float64), act (M, n_in)."""
     n_out, n_in = w.shape
     nb = d.shape[1]
     blk = n_in // nb
@@ -45,16 +47,20 @@ def sums(w, d, act):
         db = d[:, b].astype(np.float64)
         s += (ab @ wb.T) * db
         mag += (np.abs(ab) @ np.abs(wb).T) * db
-    exact_terms(mag, lsb(a) * lsb(d))
+        if o is not None:
+            ob = o[:, b].astype(np.float64)
+            s += ab.sum(axis=1, keepdims=True) * ob
+            mag += np.abs(ab).sum(axis=1, keepdims=True) * np.abs(ob)
+    exact_terms(mag, lsb(a) * lsb(d if o is None else np.concatenate([d, o], axis=1)))
     return s.astype(F32)
 
 
 def products(fmt, data, n_out, n_in, act, scale, mult):
-    w, d, ws = unpack(fmt, data, n_out, n_in)
+    w, d, ws, o = unpack(fmt, data, n_out, n_in)
     if scale is None:
-        return sums(w, d, act) * F32(ws * F32(mult))
+        return sums(w, d, act, o) * F32(ws * F32(mult))
     f = (F32(ws) * np.asarray(scale, F32) * F32(mult)).astype(F32)       # per row, left to right in f32
-    return (sums(w, d, act) * f[:, None]).astype(F32)
+    return (sums(w, d, act, o) * f[:, None]).astype(F32)
 
 
 def matmul(fmt, data, n_out, n_in, act, *, scale=None, mult=1.0, residual=None):
