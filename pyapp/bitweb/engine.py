@@ -70,7 +70,7 @@ def _align(n: int, a: int = 256) -> int:
 
 
 # ============================================================================ the block, once
-# Linear groups: one GPU dispatch each where the weights are ternary / binary (outputs side by side
+# Linear groups: one GPU dispatch each where the weights are packed (outputs side by side
 # in y), and the key of the group's output multipliers (.scale tensors) in Engine.buf.
 GROUPS = {"qkv": ("attn_q", "attn_k", "attn_v"), "o": ("attn_output",), "gu": ("ffn_gate", "ffn_up"),
           "down": ("ffn_down",)}
@@ -114,7 +114,7 @@ class _Ops:
 
 
 class DecodeOps(_Ops):
-    """The block at decode (one row). Ternary / binary linears: one bitlinear gemv per group, its
+    """The block at decode (one row). Packed linears: one bitlinear gemv per group, its
     norm, output multipliers and residual add fused (5 dispatches per block). Float linears
     (F16 / BF16 / F32 / Q8_0): a dense gemv per weight (norm fused), residual add and gate
     activation as glue steps (11 per block). Where bitlinear.split_parts (SwiftShader) q, k and v
@@ -129,7 +129,7 @@ class DecodeOps(_Ops):
         B, names, nw = self.B, GROUPS[group], self.w(i, norm)
         n_in = self.shapes[names[0]][0]
         outs = [self.shapes[n][1] for n in names]
-        if self.eng.ternary and len(names) > 1 and bitlinear.split_parts(self.eng.dev):
+        if self.eng.packed and len(names) > 1 and bitlinear.split_parts(self.eng.dev):
             steps, col = [], 0                    # one gemv per part, into its columns of y
             for n, n_out in zip(names, outs):
                 st = bitlinear.gemv(self.fmt, n_in, n_out, a8=self.eng.a8, norm=nw is not None, eps=self.eps,
@@ -138,7 +138,7 @@ class DecodeOps(_Ops):
                 steps.append((st, bufs if nw is None else dict(bufs, norm=nw)))
                 col += n_out
             return steps
-        if self.eng.ternary:
+        if self.eng.packed:
             st = bitlinear.gemv(self.fmt, n_in, tuple(outs) if len(outs) > 1 else outs[0], a8=self.eng.a8,
                                 norm=nw is not None, residual=residual, eps=self.eps, dev=self.eng.dev,
                                 n_cap=self.n_cap)
@@ -170,7 +170,7 @@ class DecodeOps(_Ops):
 
     def ffn(self, i, x, g, norm):
         cfg, B, nw = self.cfg, self.B, self.w(i, norm)
-        if self.eng.ternary:
+        if self.eng.packed:
             st = bitlinear.gate_up(self.fmt, cfg.n_embd, cfg.n_ff, a8=self.eng.a8, act=cfg.ffn, norm=nw is not None,
                                    eps=self.eps, dev=self.eng.dev, n_cap=self.n_cap)
             bufs = {"x": self.buf(x), "mult": self.eng._mult(i, "gu"), "y": self.buf(g),
@@ -190,13 +190,13 @@ class PrefillOps(_Ops):
     """The block over M prompt rows. Before each multi-row matmul an rmsnorm step (A8: it also
     quantizes the rows, with the decode kernel's workgroup size so the int8 rows equal decode's;
     a linear without a norm before it: A8 rows of its input (rmsnorm NO_NORM), or, f32, no step:
-    the matmul reads the rows as they are); ternary / binary weights: bitlinear_tiled, float
+    the matmul reads the rows as they are); packed weights: bitlinear_tiled, float
     weights: dense matmul (+ glue steps). mm() is the one place that picks the matmul kernel."""
     prefix = "p."
 
     def __init__(self, eng, M: int):
         super().__init__(eng)
-        self.M, self.a8 = M, eng.a8 and eng.ternary
+        self.M, self.a8 = M, eng.a8 and eng.packed
         B = self.B
         self.normed = {"q": B["p.q"], "scale": B["p.s"]} if self.a8 else {"x": B["p.n"]}
 
@@ -217,7 +217,7 @@ class PrefillOps(_Ops):
         (columns y_col0.. of rows y_stride wide when y_stride)."""
         B, M, P = self.B, self.M, self.B["params"]
         inp = self.normed if inp is None else inp
-        if self.eng.ternary:
+        if self.eng.packed:
             st = bitlinear_tiled.matmul(self.fmt, n_in, n_out, M, a8=self.a8, residual=residual,
                                         y_stride=y_stride, y_col0=y_col0, dev=self.eng.dev)
             return [(st, dict(inp, params=P, mult=mult, y=y, w=w))]
@@ -257,7 +257,7 @@ class PrefillOps(_Ops):
         cfg, B, M = self.cfg, self.B, self.M
         e, ff = cfg.n_embd, cfg.n_ff
         steps, inp = self.norm(e, self.buf(x), self.w(i, norm))
-        if self.eng.ternary:
+        if self.eng.packed:
             return steps + [(bitlinear_tiled.gate_up(self.fmt, e, ff, M, a8=self.a8, act=cfg.ffn, dev=self.eng.dev),
                              dict(inp, params=B["params"], mult=self.eng._mult(i, "gu"), y=self.buf(g),
                                   gate=self.w(i, "ffn_gate"), up=self.w(i, "ffn_up")))]
@@ -297,7 +297,7 @@ class Engine:
         self.n_ctx = n_ctx
         self.log = log
         self.overlap = True           # greedy decode one step ahead of the host (module docstring)
-        self.ternary = self.cfg.linear_type.packed
+        self.packed = self.cfg.linear_type.packed
         self.w = {}                   # GGUF tensor name -> Buffer
         self.shards = {}              # table tensor name -> [(r0, r1, Buffer)]
         self.table_types = {}         # table tensor name -> its Format on the GPU when not the file's
@@ -425,7 +425,7 @@ class Engine:
 
     def _check_support(self):
         m, cfg = self.model, self.cfg
-        if not self.ternary:
+        if not self.packed:
             scaled = [getattr(b, n + "_scale").name for b in m.blk for n in LINEARS if getattr(b, n + "_scale")]
             if scaled:
                 raise EngineError(f"tensor {scaled[0]!r}: .scale tensors with float ({self.cfg.linear_type.name}) "
@@ -566,7 +566,7 @@ class Engine:
         B["pids"] = dev.create_buffer(4 * MAX_PENALTY_IDS, label="penalty_ids")
         B["freqs"] = dev.create_buffer(cfg.head_dim // 2 * f4, label="freqs")
         dev.write_buffer(B["freqs"], 0, ops.rope_freqs(cfg.head_dim, cfg.rope_base))
-        if not self.ternary:
+        if not self.packed:
             B["tmp"] = dev.create_buffer(cfg.n_embd * f4, label="tmp")
             B["gate"] = dev.create_buffer(cfg.n_ff * f4, label="gate")
             B["up"] = dev.create_buffer(cfg.n_ff * f4, label="up")
@@ -710,12 +710,12 @@ class Engine:
         B["p.qkv"] = dev.create_buffer(C * (cfg.q_dim + 2 * cfg.kv_dim) * f4, label="prefill qkv")
         B["p.o"] = dev.create_buffer(C * cfg.q_dim * f4, label="prefill o")
         B["p.g"] = dev.create_buffer(C * cfg.n_ff * f4, label="prefill g")
-        if self.a8 and self.ternary:
+        if self.a8 and self.packed:
             B["p.q"] = dev.create_buffer(C * nmax, label="prefill a8 rows")
             B["p.s"] = dev.create_buffer(C * f4, label="prefill a8 scales")
         else:
             B["p.n"] = dev.create_buffer(C * nmax * f4, label="prefill normed rows")
-        if not self.ternary:
+        if not self.packed:
             B["p.tmp"] = dev.create_buffer(C * cfg.n_embd * f4, label="prefill tmp")
             B["p.gate"] = dev.create_buffer(C * cfg.n_ff * f4, label="prefill gate")
             B["p.up"] = dev.create_buffer(C * cfg.n_ff * f4, label="prefill up")
