@@ -14,8 +14,8 @@ Weights come from the format's unpack (bitweb.formats: the shared layout spec).
 
 Tolerances (why they are tight). The GPU sums S in an order of its own (lanes, subgroups, trees).
 The case data make every such sum exact in f32: x, nw and the block scales d are small dyadic
-numbers (x = i/16, |i| <= 15; nw = i/4, 1 <= |i| <= 7; d = i/64, 1 <= i <= 31; offsets o = i/64,
-|i| <= 31), so each term
+numbers (x = i/16, |i| <= 15; nw = i/4, 1 <= |i| <= 7; d = i/64, 1 <= i <= 31, fewer for codes
+wider than ternary, and offsets o likewise: rand_tensor), so each term
 d * w * m (or d * w * q) is a multiple of a common unit and the sum of their magnitudes is below
 2^24 units: every partial sum, in any order, is exact. `exact_terms` checks this for every row of
 every case (a case that breaks it is refused, not loosened). A8 quantisation is made tie-free: no
@@ -160,18 +160,20 @@ def rand_norm(rng, n):
 
 
 def rand_tensor(rng, fmt, rows, n_in) -> bytes:
-    """Random weights in fmt (its random_values: ternary, signs or codes) with dyadic scales per
-    scale_block (a tensor scale: uniform) and dyadic offsets for a format with them, zero-padded to a
-    multiple of 4 bytes (as uploaded)."""
+    """Random weights in fmt (its random_values: ternary, signs or codes) with dyadic scales i / 64
+    per scale_block (a tensor scale: uniform) and dyadic offsets j / 64 for a format with them,
+    zero-padded to a multiple of 4 bytes (as uploaded). 1 <= i < 64 / (max|code| + 1) and |j| < that:
+    i < 32 for ternary / binary values; codes up to 15 take i < 4, so the sums stay exact (exact_terms)."""
     n = rows * n_in
     t = fmt.random_values(rng, n)
+    hi = 64 // (int(np.abs(t.astype(np.int32)).max(initial=1)) + 1)
     if fmt.tensor_scale:
         data = fmt.pack(t, F32(rng.uniform(0.5, 3.0)))
     elif fmt.offsets:
-        d = rng.integers(1, 32, n // fmt.scale_block) / 64.0
-        data = fmt.pack(t, d, rng.integers(-31, 32, n // fmt.scale_block) / 64.0)
+        d = rng.integers(1, hi, n // fmt.scale_block) / 64.0
+        data = fmt.pack(t, d, rng.integers(1 - hi, hi, n // fmt.scale_block) / 64.0)
     else:
-        data = fmt.pack(t, rng.integers(1, 32, n // fmt.scale_block) / 64.0)
+        data = fmt.pack(t, rng.integers(1, hi, n // fmt.scale_block) / 64.0)
     return data + bytes(-len(data) % 4)
 
 
