@@ -7,7 +7,7 @@ written to $TMPDIR/bitweb_<shader>_<entry>.wgsl, so a compiler message's line nu
 looked up there (the include markers say which file a line came from).
 """
 import argparse, asyncio, os, tempfile
-from bitweb import shaders
+from bitweb import formats, shaders
 from bitweb.gpu import request_device
 
 
@@ -15,10 +15,11 @@ async def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("shader", nargs="?", default="bitlinear")
     ap.add_argument("entry", nargs="?", default="gemv")
-    ap.add_argument("defines", nargs="*", help="NAME=1 or NAME=0")
+    ap.add_argument("defines", nargs="*", help="NAME=1 or NAME=0; FORMAT=<type name or id>, e.g. FORMAT=TQ1_0")
     ap.add_argument("--const", nargs="*", default=[], help="override constants NAME=VALUE")
     a = ap.parse_args()
-    defs = {d.split("=")[0]: d.split("=")[1] not in ("0", "") for d in a.defines}
+    defs = {k: formats.get(int(v) if v.isdigit() else v) if k == "FORMAT" else v not in ("0", "")
+            for k, v in (d.split("=", 1) for d in a.defines)}
     consts = {c.split("=")[0]: float(c.split("=")[1]) for c in a.const}
     dev = await request_device("native")
     code = shaders.specialise(shaders.source(a.shader), dev, defs, a.shader)

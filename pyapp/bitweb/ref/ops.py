@@ -43,6 +43,7 @@ import math
 
 import numpy as np
 
+from bitweb import formats
 from bitweb.kernels import dense as dense_spec
 from bitweb.kernels import ops as spec
 from bitweb.ref.dense import add_case, encode, f32b, pad4
@@ -464,11 +465,16 @@ def embedding_cases(b, rng, scope):
         [("F32", 60, 50, None, 8), ("F16", 64, 37, None, 8), ("BF16", 66, 41, None, 8), ("Q8_0", 96, 33, None, 8),
          ("F16", 2560, 300, None, 8), ("F16", 64, 1000, 100, 8), ("Q8_0", 64, 1000, 99, 3), ("BF16", 32, 64, 8, 8)]
     embedding_shape_cases(b, rng, shapes)
-    # the packed table formats (Q1_0, Q2_0 ...: Bonsai's embeddings), with their own generator
+    # the packed table formats (Q1_0, Q2_0 ...: Bonsai's embeddings), with their own generator; any
+    # other packed table format of the registry gets a case of its own
     packed = [("Q1_0", 128, 100, 30, 8)] if scope == "browser" else \
         [("Q1_0", 256, 37, None, 8), ("Q2_0", 128, 41, None, 8), ("Q2_0_G128", 256, 300, 40, 3),
          ("Q1_0", 128, 1000, 99, 3)]
     embedding_shape_cases(b, np.random.default_rng(2121), packed)
+    if scope != "browser":
+        seen = {formats.get(w) for w, *_ in packed}
+        embedding_shape_cases(b, np.random.default_rng(2122), [(f.name, 2 * f.block_size, 53, 20, 8)
+                              for f in spec.TABLE_TYPES if f.packed and f not in seen])
 
 
 def embedding_shape_cases(b, rng, shapes):
