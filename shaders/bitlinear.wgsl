@@ -328,31 +328,30 @@ fn row_of(gr: u32) -> Row {
 // Per-lane sums: .x this row of tensor t (gate for gate_up), .y the up row.
 alias ACC = vec2<f32>;
 
-// The activations of one unit (shared by the RB rows of a lane group): [QG c + g] group g of word c.
-alias Acts = array<PV, UN>;
+// The activations of one unit (shared by the RB rows of a lane group): common_codes.wgsl's UActs.
+alias Acts = UActs;
+const_assert UACT == 0u || (UW == 4u && QG <= 5u && (UACT == 1u || QG == 4u));   // what acts() reads
 
 fn acts(u: u32) -> Acts {
 #if A8
-    // UACT 1: group g of the unit's 4 words is one aligned vec4 of activation words; UACT 2: the 4
-    // groups of word c are (QG = 4; one vec4 load each instead of 4 scalar loads from workgroup memory)
+    // UACT 1: group g of the unit's 4 words is one aligned vec4 of activation words (element g); UACT 2:
+    // the 4 groups of word c are (element c): one vec4 load each instead of 4 scalar loads from
+    // workgroup memory
     if (UACT != 0u) {
         var a: Acts;
         let base = (u / UPK) * (BLK / 4u);
         let k = UW * (u % UPK);
         if (UACT == 1u) {                     // the groups written out (`if (QG > g)` folds): constant indices
             // (clamped: naga checks them also where UACT != 1 and the branch folds away)
-            { let v = qa4[(base + fmt_pos(k, 0u)) >> 2u]; a[min(0u, UN - 1u)] = v.x; a[min(QG + 0u, UN - 1u)] = v.y; a[min(2u * QG + 0u, UN - 1u)] = v.z; a[min(3u * QG + 0u, UN - 1u)] = v.w; }
-            if (QG > 1u) { let v = qa4[(base + fmt_pos(k, 1u)) >> 2u]; a[min(1u, UN - 1u)] = v.x; a[min(QG + 1u, UN - 1u)] = v.y; a[min(2u * QG + 1u, UN - 1u)] = v.z; a[min(3u * QG + 1u, UN - 1u)] = v.w; }
-            if (QG > 2u) { let v = qa4[(base + fmt_pos(k, 2u)) >> 2u]; a[min(2u, UN - 1u)] = v.x; a[min(QG + 2u, UN - 1u)] = v.y; a[min(2u * QG + 2u, UN - 1u)] = v.z; a[min(3u * QG + 2u, UN - 1u)] = v.w; }
-            if (QG > 3u) { let v = qa4[(base + fmt_pos(k, 3u)) >> 2u]; a[min(3u, UN - 1u)] = v.x; a[min(QG + 3u, UN - 1u)] = v.y; a[min(2u * QG + 3u, UN - 1u)] = v.z; a[min(3u * QG + 3u, UN - 1u)] = v.w; }
-            if (QG > 4u) { let v = qa4[(base + fmt_pos(k, 4u)) >> 2u]; a[min(4u, UN - 1u)] = v.x; a[min(QG + 4u, UN - 1u)] = v.y; a[min(2u * QG + 4u, UN - 1u)] = v.z; a[min(3u * QG + 4u, UN - 1u)] = v.w; }
+            a[0] = qa4[(base + fmt_pos(k, 0u)) >> 2u];
+            if (QG > 1u) { a[min(1u, NAV - 1u)] = qa4[(base + fmt_pos(k, 1u)) >> 2u]; }
+            if (QG > 2u) { a[min(2u, NAV - 1u)] = qa4[(base + fmt_pos(k, 2u)) >> 2u]; }
+            if (QG > 3u) { a[min(3u, NAV - 1u)] = qa4[(base + fmt_pos(k, 3u)) >> 2u]; }
+            if (QG > 4u) { a[min(4u, NAV - 1u)] = qa4[(base + fmt_pos(k, 4u)) >> 2u]; }
         } else {
-            for (var c = 0u; c < 4u; c++) {
-                let v = qa4[(base + fmt_pos(k + c, 0u)) >> 2u];
-                a[QG * c] = v.x; a[QG * c + 1u] = v.y; a[QG * c + 2u] = v.z; a[QG * c + 3u] = v.w;
-            }
+            for (var c = 0u; c < 4u; c++) { a[c] = qa4[(base + fmt_pos(k + c, 0u)) >> 2u]; }
         }
-        for (var i = 0u; i < XA; i++) { a[UW * QG + i] = xact(u, i); }
+        for (var i = 0u; i < XA; i++) { uset(&a, UW * QG + i, xact(u, i)); }
         return a;
     }
 #endif

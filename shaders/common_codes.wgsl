@@ -34,8 +34,9 @@
 //                         of word c are; 0 one activation word at a time
 //   XA, fmt_xpos(j, i), fmt_xhas(j, i)   XA extra activation words of unit j past its UW QG (word
 //                         fmt_xpos of the block; zero where fmt_xhas is false): TQ1_0's 13th word
-//   fmt_unit(t, bi, j, a) the unit's sum of w . a, scales (and offsets) applied, as f32: a holds
-//                         its UN = UW QG + XA activation words, [QG c + g] group g of word c
+//   fmt_unit(t, bi, j, a) the unit's sum of w . a, scales (and offsets) applied, as f32: a (UActs)
+//                         holds its UN = UW QG + XA activation words, group g of word c at slot(c, g),
+//                         extra word i at UW QG + i (read with uact)
 //   ZROW                  A8: a zero code the kernel subtracts once per row, ZROW sum_j q_j (I2_S:
 //                         its fmt_unit sums raw codes c q, no block scale); 0.0 otherwise
 //  The M > 1 quad (bitlinear_tiled.wgsl):
@@ -53,7 +54,7 @@
 // Code arithmetic here (integer maths exact):
 //   dot4(a, b)   sum of the 4 products of the int8 bytes of a and b (dot4I8Packed with DOT4, else
 //                extractBits)
-//   code8(c)     four codes (one per byte) -> packed int8 c - ZP
+//   code8(c)     four codes (one per byte, each < 128) -> packed int8 c - ZP
 //   code4(c)     four codes (one per byte) -> vec4<f32> of c - ZP
 //   i8x4(v)      packed int8 -> vec4<f32>
 //   M3           0x03030303: the low two bits of every byte
@@ -61,8 +62,11 @@
 //                type (A8: exact i32; f32: f32)
 //   gdot(c, a)   a group's codes c against activation word a: A8 dot4(code8(c), a), f32 dot(code4(c), a)
 //   asum(a)      the sum of an activation word's 4 values (for offsets: m sum a)
-//   word_dot(w, a, o)      the QG groups of code word w against a[o + g]
-//   unit_words(ws, a)      sum of word_dot over a unit's UW words (word c against a[QG c ..])
+//   UActs, slot(c, g), uact(a, s), uset(&a, s, v)   a unit's activation words (A8: in vec4<u32>s,
+//                          4 words each, plane-major where UACT = 1 so that one load fills one; f32: a
+//                          vec4<f32> each): the slot of group g of word c, read / write slot s
+//   word_dot(w, a, c)      the QG groups of code word w against word c's activations (common_unit.wgsl:
+//                          the usual fmt_unit, the sum over a unit's words times the block's d)
 //   UN, UPK      activation words per unit (UW QG + XA); units per block (QW / UW)
 
 const M3: u32 = 0x03030303u;
@@ -81,8 +85,7 @@ fn dot4(a: u32, b: u32) -> i32 {
 }
 
 fn code8(c: u32) -> u32 {
-    if (ZP == 0u) { return c; }
-    return (c + (0x80u - ZP) * 0x01010101u) ^ 0x80808080u;   // byte c + 128 - ZP (no carry: < 256), then - 128
+    return (c + (0x80u - ZP) * 0x01010101u) ^ 0x80808080u;   // byte c + 128 - ZP (no carry: c < 128 + ZP), then - 128
 }
 
 fn code4(c: u32) -> vec4<f32> {
@@ -107,32 +110,37 @@ fn gdot(c: u32, a: PV) -> f32 { return dot(code4(c), a); }
 fn asum(a: PV) -> f32 { return dot(a, vec4<f32>(1.0)); }
 #endif
 
-// The QG groups of code word w against activations a[o + g] (A8: exact int32 of w = c - ZP).
-// Called once per word with constant o, and the groups are written out (`if (QG > g)` folds away;
+// The activation words of one M = 1 unit. A8: 4 packed words per vec4<u32>; where UACT = 1 the
+// slots are plane-major (group g of words 0..3 is element g: one aligned vec4 of the kernel's
+// activations), else word-major (QG c + g: UACT = 2, the 4 groups of word c, is element c).
+#if A8
+const NAV: u32 = (UN + 3u) / 4u;
+alias UActs = array<vec4<u32>, NAV>;
+fn slot(c: u32, g: u32) -> u32 { return select(QG * c + g, 4u * g + c, UACT == 1u); }
+fn uact(a: UActs, s: u32) -> PV { return a[s >> 2u][s & 3u]; }
+fn uset(a: ptr<function, UActs>, s: u32, v: PV) { (*a)[s >> 2u][s & 3u] = v; }
+#else
+alias UActs = array<vec4<f32>, UN>;
+fn slot(c: u32, g: u32) -> u32 { return QG * c + g; }
+fn uact(a: UActs, s: u32) -> PV { return a[s]; }
+fn uset(a: ptr<function, UActs>, s: u32, v: PV) { (*a)[s] = v; }
+#endif
+
+// The QG groups of code word w against word c's activations (A8: exact int32 of w = c - ZP).
+// Called once per word with constant c, and the groups are written out (`if (QG > g)` folds away;
 // f32 sums in the order g = 0, 1, ...): CPU compilers keep a and the codes in registers only when
 // every index is a constant (SwiftShader unrolls no loop, and compiles a dynamically indexed array
 // as memory: slower to compile and to run).
-fn word_dot(w: u32, a: array<PV, UN>, o: u32) -> WSUM {
+fn word_dot(w: u32, a: UActs, c: u32) -> WSUM {
     let cs = fmt_codes(w);
     var s = WSUM(0);
-    s += gdot(cs[0u], a[o + 0u]);
-    if (QG > 1u) { s += gdot(cs[min(1u, QG - 1u)], a[o + 1u]); }
-    if (QG > 2u) { s += gdot(cs[min(2u, QG - 1u)], a[o + 2u]); }
-    if (QG > 3u) { s += gdot(cs[min(3u, QG - 1u)], a[o + 3u]); }
-    if (QG > 4u) { s += gdot(cs[min(4u, QG - 1u)], a[o + 4u]); }
-    if (QG > 5u) { s += gdot(cs[min(5u, QG - 1u)], a[o + 5u]); }
-    if (QG > 6u) { s += gdot(cs[min(6u, QG - 1u)], a[o + 6u]); }
-    if (QG > 7u) { s += gdot(cs[min(7u, QG - 1u)], a[o + 7u]); }
-    return s;
-}
-
-// sum over the UW words of a unit: word 0, then (word 1 + word 2) + word 3 (UW is 1 or 4; min():
-// the indices stay in range when UW = 1)
-fn unit_words(ws: array<u32, UW>, a: array<PV, UN>) -> WSUM {
-    var s = word_dot(ws[0], a, 0u);
-    if (UW > 1u) {
-        s += word_dot(ws[min(1u, UW - 1u)], a, QG) + word_dot(ws[min(2u, UW - 1u)], a, 2u * QG)
-           + word_dot(ws[min(3u, UW - 1u)], a, 3u * QG);
-    }
+    s += gdot(cs[0u], uact(a, slot(c, 0u)));
+    if (QG > 1u) { s += gdot(cs[min(1u, QG - 1u)], uact(a, slot(c, 1u))); }
+    if (QG > 2u) { s += gdot(cs[min(2u, QG - 1u)], uact(a, slot(c, 2u))); }
+    if (QG > 3u) { s += gdot(cs[min(3u, QG - 1u)], uact(a, slot(c, 3u))); }
+    if (QG > 4u) { s += gdot(cs[min(4u, QG - 1u)], uact(a, slot(c, 4u))); }
+    if (QG > 5u) { s += gdot(cs[min(5u, QG - 1u)], uact(a, slot(c, 5u))); }
+    if (QG > 6u) { s += gdot(cs[min(6u, QG - 1u)], uact(a, slot(c, 6u))); }
+    if (QG > 7u) { s += gdot(cs[min(7u, QG - 1u)], uact(a, slot(c, 7u))); }
     return s;
 }

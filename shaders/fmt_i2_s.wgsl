@@ -47,29 +47,29 @@ fn fmt_pslot(p: u32, e: u32) -> vec2<u32> { return vec2<u32>(e, p); }
 fn fmt_dm(t: u32, bi: u32, u: u32, p: u32) -> vec2<f32> { return vec2<f32>(1.0, 0.0); }
 fn fmt_ws(t: u32, nb: u32) -> f32 { return bitcast<f32>(wl(t, nb * 8u)); }
 
-// A8: sum over the 4 words c and planes g of dot4(codes, a[4c + g]) as an exact integer (raw codes:
-// ZROW); f32: sum over c of the 4 planes' dot(c - 1, a), word by word. The words are written out
-// (constant indices keep a in registers, see common_codes.wgsl word_dot).
-fn fmt_unit(t: u32, bi: u32, j: u32, a: array<PV, UN>) -> f32 {
+// A8: sum over the 4 words c and planes g of dot4(codes, activations) as an exact integer (raw codes:
+// ZROW; a[g] is plane g of the 4 words, UACT = 1); f32: sum over c of the 4 planes' dot(c - 1, a),
+// word by word.
+fn fmt_unit(t: u32, bi: u32, j: u32, a: UActs) -> f32 {
     let w = fmt_quad(t, bi, j);
 #if A8
-    return f32(word16(w.x, a, 0u) + word16(w.y, a, 4u) + word16(w.z, a, 8u) + word16(w.w, a, 12u));
+    let a0 = a[0];
+    let a1 = a[1];
+    let a2 = a[2];
+    let a3 = a[3];
+    var s = 0;
+    for (var c = 0u; c < 4u; c++) {
+        let cs = fmt_codes(w[c]);
+        s += dot4(cs[0], a0[c]) + dot4(cs[1], a1[c]) + dot4(cs[2], a2[c]) + dot4(cs[3], a3[c]);
+    }
+    return f32(s);
 #else
     var s = 0.0;
-    s += word16(w.x, a, 0u);
-    s += word16(w.y, a, 4u);
-    s += word16(w.z, a, 8u);
-    s += word16(w.w, a, 12u);
+    for (var c = 0u; c < 4u; c++) {
+        let cs = fmt_codes(w[c]);
+        s += dot(code4(cs[0]), a[4u * c]) + dot(code4(cs[1]), a[4u * c + 1u])
+           + dot(code4(cs[2]), a[4u * c + 2u]) + dot(code4(cs[3]), a[4u * c + 3u]);
+    }
     return s;
-#endif
-}
-
-// one word's 4 planes against a[o + g]: A8 raw codes (exact i32), f32 codes - 1
-fn word16(w: u32, a: array<PV, UN>, o: u32) -> WSUM {
-    let cs = fmt_codes(w);
-#if A8
-    return dot4(cs[0], a[o]) + dot4(cs[1], a[o + 1u]) + dot4(cs[2], a[o + 2u]) + dot4(cs[3], a[o + 3u]);
-#else
-    return dot(code4(cs[0]), a[o]) + dot(code4(cs[1]), a[o + 1u]) + dot(code4(cs[2]), a[o + 2u]) + dot(code4(cs[3]), a[o + 3u]);
 #endif
 }

@@ -72,9 +72,12 @@ fn fmt_xhas(j: u32, i: u32) -> bool { return i == 0u || j == UPK - 1u; }
 fn fmt_pslot(p: u32, e: u32) -> vec2<u32> { return vec2<u32>(e, p); }
 fn fmt_dm(t: u32, bi: u32, u: u32, p: u32) -> vec2<f32> { return vec2<f32>(ldh(t, bi * BBYTES + 52u), 0.0); }
 fn fmt_ws(t: u32, nb: u32) -> f32 { return 1.0; }
-fn fmt_unit(t: u32, bi: u32, j: u32, a: array<PV, UN>) -> f32 {
-    var s = unit_words(fmt_words(t, bi, j), a);
-    let wt = fmt_word(t, bi, QW - 1u);                      // the 13th word: its share (fmt_xpos)
-    s += gdot(fmt_group(wt, j), a[UW * QG]) + gdot(fmt_group(wt, 3u), a[UW * QG + 1u]);
-    return fmt_dm(t, bi, j, 0u).x * f32(s);
+// common_unit.wgsl's sum over the unit's 4 words, plus its share of the 13th word (fmt_xpos)
+fn fmt_unit(t: u32, bi: u32, j: u32, a: UActs) -> f32 {
+    let ws = fmt_words(t, bi, j);
+    var s = word_dot(ws[0], a, 0u);
+    s += word_dot(ws[1], a, 1u) + word_dot(ws[2], a, 2u) + word_dot(ws[3], a, 3u);
+    let wt = fmt_word(t, bi, QW - 1u);
+    s += gdot(fmt_group(wt, j), uact(a, UW * QG)) + gdot(fmt_group(wt, 3u), uact(a, UW * QG + 1u));
+    return f32(s) * fmt_dm(t, bi, j, 0u).x;
 }

@@ -10,6 +10,7 @@
 #include common_bytes
 #include common_u32
 #include common_codes
+#include common_unit
 
 const QW: u32 = 16u;
 const QG: u32 = 4u;
@@ -37,6 +38,3 @@ fn fmt_xhas(j: u32, i: u32) -> bool { return false; }
 fn fmt_pslot(p: u32, e: u32) -> vec2<u32> { return vec2<u32>(e, p); }
 fn fmt_dm(t: u32, bi: u32, u: u32, p: u32) -> vec2<f32> { return vec2<f32>(ldh(t, bi * BBYTES + 64u), 0.0); }
 fn fmt_ws(t: u32, nb: u32) -> f32 { return 1.0; }
-fn fmt_unit(t: u32, bi: u32, j: u32, a: array<PV, UN>) -> f32 {
-    return fmt_dm(t, bi, j, 0u).x * f32(unit_words(fmt_words(t, bi, j), a));
-}

@@ -319,7 +319,7 @@ eng, (first, later) = ct.engine_keys(dev, sys.argv[2])
 out = []
 for k in dict.fromkeys(dev.pipeline_key(*k) for k in first):
     out.append([[k[0], k[1], list(k[2]), list(k[3])], shaders.specialise(shaders.source(k[0]), dev, dict(k[3]), k[0])])
-print(json.dumps(out))
+print(json.dumps(out, default=lambda o: o.type_id))   # a define FORMAT: its type id
 """
 
 
