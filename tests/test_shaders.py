@@ -136,6 +136,23 @@ def test_include_format_picks_the_include_of_the_format_object():
         lines("#include format\n", {"FORMAT": 77}, files)
 
 
+def test_include_format_declares_the_objects_geometry():
+    """The loader appends the constants the Format declares (one line, after the include's lines)."""
+    files = {f.include: "x\n" for f in formats.TYPES.values()}
+    out = code(lines("#include format\nm\n", {"FORMAT": formats.Q2_0_G128}, files))
+    assert out[:2] == ["m", "x"] and out[2].startswith("const BLK: u32 = 128u; const BBYTES: u32 = 34u; const NP: u32 = 4u;")
+    out = code(lines("#include format\nm\n", {"FORMAT": formats.F16}, files))
+    assert out[2].startswith("const BLK: u32 = 1u; const BBYTES: u32 = 2u;") and "NP" not in out[2]
+
+
+def test_shader_name_is_a_define_of_its_own_includes():
+    """SHADER_<NAME> is true while shaders/<name>.wgsl compiles: an include's section for one kernel."""
+    files = {"inc": "#if SHADER_DENSE\nd\n#endif\n#if SHADER_LMHEAD\nh\n#endif\n"}
+    assert code(lines("#include inc\nm\n", {}, files, name="dense")) == ["m", "d"]
+    assert code(lines("#include inc\nm\n", {}, files, name="lmhead")) == ["m", "h"]
+    assert code(lines("#include inc\nm\n", {}, files, name="bitlinear")) == ["m"]
+
+
 def test_every_format_has_its_include_file():
     names = {p.stem for p in (pathlib.Path(__file__).resolve().parent.parent / "shaders").glob("fmt_*.wgsl")}
     assert names == {f.include for f in formats.TYPES.values()}

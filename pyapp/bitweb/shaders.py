@@ -23,8 +23,9 @@ file is framed by marker comments that say where its line 1 lands, e.g.
 so a compiler message's line number is found in one step. A file is added once however often it
 is included; an include cycle, an unknown name or a malformed directive is a ShaderSourceError
 naming the file and line, and so is `#include format` without a FORMAT define.
-Include files (shaders/common_*.wgsl, shaders/fmt_*.wgsl) hold only functions and constants (and
-the shared Params struct); their header comment says what the including shader must declare.
+Include files (shaders/common_*.wgsl, shaders/fmt_*.wgsl) hold only functions, constants and type
+aliases (and the shared Params struct); their header comment says what the including shader must
+declare (a float format's section for one kernel uses that kernel's bindings: fmt_f32.wgsl).
 
 NAME in #if comes from `defines` (passed to Device.pipeline), from the shader being compiled:
   SHADER_<NAME>   true while compiling shaders/<name>.wgsl (name upper-cased), so an include can
