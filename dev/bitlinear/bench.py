@@ -35,11 +35,9 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>, @builtin(num_workgroups) nw
 
 def tensor(rng, fmt, rows, n_in):
     n = rows * n_in
-    if fmt == "Q1_0":
-        b = formats.Q1_0.pack(rng.choice(np.array([-1, 1], np.int8), n), np.full(n // 128, 0.5))
-    else:
-        t = rng.integers(-1, 2, n).astype(np.int8)
-        b = formats.by_name(fmt).pack(t, 1.0 if fmt == "I2_S" else np.full(n // formats.by_name(fmt).block_size, 0.5))
+    f = formats.by_name(fmt)
+    t = f.random_values(rng, n)                 # ternary values, or signs for a binary format
+    b = f.pack(t, 1.0 if f.tensor_scale else np.full(n // f.block_size, 0.5))
     return b + bytes(-len(b) % 4)
 
 

@@ -21,11 +21,9 @@ from bitweb.kernels import bitlinear, bitlinear_tiled
 
 def tensor(rng, fmt, rows, n_in):
     n = rows * n_in
-    if fmt == "Q1_0":
-        b = formats.Q1_0.pack(rng.choice(np.array([-1, 1], np.int8), n), np.full(n // 128, 0.5))
-    else:
-        t = rng.integers(-1, 2, n).astype(np.int8)
-        b = formats.by_name(fmt).pack(t, 1.0 if fmt == "I2_S" else rng.uniform(0.25, 2, n // formats.by_name(fmt).block_size))
+    f = formats.by_name(fmt)
+    t = f.random_values(rng, n)                 # ternary values, or signs for a binary format
+    b = f.pack(t, 1.0 if f.tensor_scale else rng.uniform(0.25, 2, n // f.block_size))
     return b + bytes(-len(b) % 16)
 
 
