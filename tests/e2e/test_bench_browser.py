@@ -30,7 +30,7 @@ from bitweb import bench
 from bitweb.authoring.makemodel import PRESETS, ModelSpec, load_vocab, write_model
 from tests.conftest import IN_CI, ROOT
 from tests.e2e.conftest import new_page
-from tests.e2e.test_app import check_stages
+from tests.e2e.app_driver import check_stages
 from tests.test_bench import KERNEL_FIELDS, check_kernel_results
 
 FULL = os.environ.get("BITWEB_BENCH", "") == "full"
