@@ -153,7 +153,7 @@ def main() -> None:
 
 
 def write_kernel_vectors() -> None:
-    """Expected outputs of the browser kernel cases, from the numpy references (web/kernels.html)."""
+    """Expected outputs of the browser kernel cases, from the numpy references (web/dev/kernels.html)."""
     try:
         from bitweb.ref import build_cases
     except ImportError as e:     # numpy missing: `npm start` without the venv extras
