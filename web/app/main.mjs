@@ -9,7 +9,7 @@ import * as bitweb from '../bitweb.mjs';
 import * as store from './store.mjs';
 import { $ } from './util.mjs';
 import { ADDRESS, params, state, stopReply } from './state.mjs';
-import { checkFields, contextProblem, restoreSettings, saveSettings, saveThinkingChoice } from './settings.mjs';
+import { checkFields, contextProblem, restoreSettings, saveSettings, saveThinkingChoice, showOptions } from './settings.mjs';
 import { updatePhase } from './status.mjs';
 import { onReload, showError, watchSilence } from './errors.mjs';
 import { onChatActions } from './chatview.mjs';
@@ -74,6 +74,7 @@ function wire() {
 
 async function boot() {
   wire();
+  showOptions();
   restoreSettings();
   checkFields();
   try {

@@ -1,11 +1,26 @@
 // The settings in the side panel: the sampling fields (checked as typed, with bitweb.checkSetting),
 // the load options (activations, KV cache, context, caching), the system prompt and the Thinking
-// switch; kept in localStorage.
+// switch; kept in localStorage. Their choices and bounds are the library's (bitweb.OPTIONS,
+// bitweb.SETTINGS): the page keeps no copy of them.
 import * as bitweb from '../bitweb.mjs';
 import { $ } from './util.mjs';
 import { ADDRESS, state } from './state.mjs';
 
 const FIELDS = () => [...$('settings').querySelectorAll('input')];
+
+// The load options' choices (with their labels) and every field's bounds, into the form.
+export function showOptions() {
+  for (const [id, opt] of [['activations', bitweb.OPTIONS.activations], ['kv-cache', bitweb.OPTIONS.kv_cache]]) {
+    $(id).replaceChildren(...Object.entries(opt.choices).map(([value, label]) => new Option(label, value)));
+    $(id).value = opt.default;
+  }
+  for (const input of FIELDS()) {
+    const [, lo, hi, open] = bitweb.SETTINGS[input.name];
+    input.min = String(open ? lo + Number(input.step) : lo);      // (a bound it excludes: the first step above)
+    input.max = String(hi);
+  }
+  $('max-context').min = String(bitweb.OPTIONS.context.min);
+}
 
 function fieldProblem(input) {
   if (input.value.trim() === '') return 'enter a value';
@@ -16,8 +31,8 @@ function fieldProblem(input) {
 export function contextProblem() {
   const v = $('max-context').value.trim();
   if (v === '') return null;
-  const n = Number(v);
-  return Number.isInteger(n) && n >= 2 ? null : 'must be a whole number of at least 2 (or empty: the model\'s)';
+  const n = Number(v), min = bitweb.OPTIONS.context.min;
+  return Number.isInteger(n) && n >= min ? null : `must be a whole number of at least ${min} (or empty: the model's)`;
 }
 
 function showFieldError(input, errEl, problem) {
@@ -61,7 +76,7 @@ export function restoreSettings() {
     for (const input of FIELDS()) if (saved[input.name] != null) input.value = saved[input.name];
     if (saved.system != null) $('system').value = saved.system;
     if (saved.activations) $('activations').value = saved.activations;
-    if (saved.kvCache === 'f16' || saved.kvCache === 'f32') $('kv-cache').value = saved.kvCache;
+    if (typeof saved.kvCache === 'string' && Object.hasOwn(bitweb.OPTIONS.kv_cache.choices, saved.kvCache)) $('kv-cache').value = saved.kvCache;
     if (saved.maxContext != null) $('max-context').value = saved.maxContext;
     if (saved.cacheFiles != null) $('cache-files').checked = saved.cacheFiles;
   } catch { /* a bad saved value: the defaults */ }
