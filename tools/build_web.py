@@ -1,4 +1,5 @@
-"""Build the archive the browser's Pyodide loads: build/web/bitweb.zip.
+"""Build the archive the browser's Pyodide loads: build/web/bitweb.zip, and build/web/options.json
+(bitweb.options.DATA, the option lists and bounds web/bitweb.mjs reads).
 
 It holds exactly the browser-safe modules (bitweb.BROWSER_MODULES, stdlib only), the WGSL
 sources (shaders/ -> bitweb/shaders/) and the pure-Python jinja2 and markupsafe packages (for
@@ -13,6 +14,7 @@ Pyodide changes).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import pathlib
 import re
@@ -142,9 +144,20 @@ def atomic_write(path: pathlib.Path, data: bytes) -> None:
     tmp.replace(path)
 
 
+def write_options(out: pathlib.Path | None = None) -> pathlib.Path:
+    """build/web/options.json (or `out`): bitweb.options.DATA, what the browser library reads of the
+    option lists and bounds (the Python side imports the module itself)."""
+    from bitweb.options import DATA
+    out = out or OUT.parent / "options.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(out, (json.dumps(DATA, indent=1) + "\n").encode())
+    return out
+
+
 def main() -> None:
     write_archive()
     print(f"[setup] wrote {OUT.relative_to(ROOT)} ({OUT.stat().st_size} bytes)")
+    write_options()
     write_kernel_vectors()
     sys.stdout.flush()
     sys.path.insert(0, str(ROOT / "tools"))
@@ -153,7 +166,7 @@ def main() -> None:
 
 
 def write_kernel_vectors() -> None:
-    """Expected outputs of the browser kernel cases, from the numpy references (web/kernels.html)."""
+    """Expected outputs of the browser kernel cases, from the numpy references (web/dev/kernels.html)."""
     try:
         from bitweb.ref import build_cases
     except ImportError as e:     # numpy missing: `npm start` without the venv extras

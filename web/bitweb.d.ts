@@ -2,6 +2,13 @@
 
 export declare const DEFAULT_MODEL: string;
 
+// The option values and setting names (tests/test_options.py checks them against OPTIONS).
+export type Activations = 'a8' | 'f32';
+export type KVCacheType = 'f16' | 'f32';
+export type LMHead = 'q8_0';
+export type SettingName = 'temperature' | 'top_k' | 'top_p' | 'min_p' | 'repetition_penalty' | 'seed' | 'max_tokens';
+export type SamplerParameter = 'temperature' | 'top_k' | 'top_p' | 'min_p' | 'repeat_penalty' | 'repeat_last_n' | 'seed';
+
 export type ErrorKind =
   | 'no-webgpu' | 'limits' | 'format' | 'unsupported' | 'download' | 'cors' | 'storage' | 'device-lost'
   | 'out-of-memory' | 'no-room' | 'context' | 'settings' | 'aborted' | 'unloaded' | 'busy' | 'gpu' | 'internal';
@@ -33,10 +40,10 @@ export interface Progress {
 export interface LoadOptions {
   onProgress?: (p: Progress) => void;
   /** 'a8': W1.58A8 as trained (default); 'f32': float activations */
-  activations?: 'a8' | 'f32';
+  activations?: Activations;
   /** the KV cache's values: 'f16' (default: half the memory of 'f32'; attention computes in f32) or 'f32' */
-  kvCache?: 'f16' | 'f32';
-  /** positions of the KV cache (at least 2; default: the model's, or the largest that fits the
+  kvCache?: KVCacheType;
+  /** positions of the KV cache (at least OPTIONS.context.min, 2; default: the model's, or the largest that fits the
    *  GPU's limits and a 1 GiB KV cache; info.contextNote says which) */
   context?: number | null;
   signal?: AbortSignal;
@@ -107,7 +114,7 @@ export interface EngineInfo {
   weights: string; vocabulary: number; context: number; contextMax: number; layers: number; width: number;
   /** why the default context is below contextMax (the KV cache budget or a GPU limit); '' otherwise */
   contextNote: string;
-  heads: number; kvHeads: number; ffn: number; tied: boolean; activations: 'a8' | 'f32';
+  heads: number; kvHeads: number; ffn: number; tied: boolean; activations: Activations;
   /** how the KV cache is stored: 'f16' (array<f16>, shader-f16), 'f16 pack2x16float' (f16 pairs in u32), 'f32' */
   kvCache: 'f16' | 'f16 pack2x16float' | 'f32';
   /** the chat template has a thinking switch (create()'s enable_thinking); thinkingDefault: on when unset */
@@ -157,9 +164,28 @@ export declare const cache: {
   persist(): Promise<boolean>;
 };
 
-/** [integer?, lowest, highest, lowest excluded?] per sampling setting */
-export declare const SETTINGS: Readonly<Record<'temperature' | 'top_k' | 'top_p' | 'min_p' | 'repetition_penalty' | 'seed' | 'max_tokens',
-  readonly [boolean, number, number, boolean]>>;
+/** [integer?, lowest, highest, lowest excluded?] per sampling setting (from OPTIONS.request) */
+export declare const SETTINGS: Readonly<Record<SettingName, readonly [boolean, number, number, boolean]>>;
+
+/** a parameter's type and range: min <= value <= max (min < value when min_excluded); absent: no bound */
+export interface OptionRange { readonly integer: boolean; readonly min?: number; readonly max?: number; readonly min_excluded?: boolean }
+/** a choice's values (value -> label, as the app shows it) and its default */
+export interface OptionChoices<T extends string, D = T> { readonly default: D; readonly choices: Readonly<Record<T, string>> }
+/** the option lists and bounds bitweb shares with its Python side (pyapp/bitweb/options.py) */
+export declare const OPTIONS: {
+  readonly activations: OptionChoices<Activations>;
+  readonly kv_cache: OptionChoices<KVCacheType>;
+  /** the native engine's LM-head re-quantization (the CLI's --lm-head) */
+  readonly lm_head: OptionChoices<LMHead, null>;
+  readonly context: { readonly min: number };
+  /** the sampler's defaults and the values its maths takes */
+  readonly sampler: Readonly<Record<SamplerParameter, OptionRange & { readonly default: number }>>;
+  /** what a create() request may ask, and the sampler parameter each sets (null: max_tokens) */
+  readonly request: Readonly<Record<SettingName, OptionRange & { readonly min: number; readonly max: number;
+    readonly sampler: SamplerParameter | null }>>;
+  /** words in an adapter's names that mark a CPU rasteriser -> the name said (info.adapter.software) */
+  readonly software_adapters: Readonly<Record<string, { readonly name: string; readonly tuned: boolean }>>;
+};
 /** why `value` is not a valid value of setting `name`, or null */
 export declare function checkSetting(name: keyof typeof SETTINGS, value: unknown): string | null;
 

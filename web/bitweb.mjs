@@ -6,7 +6,10 @@
 //   for await (const chunk of stream) out.textContent += chunk.choices[0].delta.content ?? '';
 //
 // The engine runs in a Web Worker (worker.mjs: Pyodide + WebGPU); this module only talks to it.
-// Types: bitweb.d.ts. Errors: BitwebError with a `kind` (README, "Errors").
+// Types: bitweb.d.ts. Errors: BitwebError with a `kind` (README, "Errors"). The options and their
+// bounds come from bitweb's one table of them (pyapp/bitweb/options.py), as tools/build_web.py
+// writes it beside the Python archive.
+import OPTIONS_DATA from '../build/web/options.json' with { type: 'json' };
 
 export const DEFAULT_MODEL = new URL('./models/bitweb-chat-i2_s.gguf', import.meta.url).href;
 
@@ -41,12 +44,17 @@ const error = (kind, message, extra) => new (errors[kind] || errors.internal)(me
 const settingsError = (field, message) => error('settings', `${field}: ${message}`, { field });
 
 // ------------------------------------------------------------------ checks (also done in Python)
-// name -> [integer?, lowest, highest, lowest excluded?]; webapp.SETTINGS has the same table.
-export const SETTINGS = Object.freeze({
-  temperature: [false, 0, 100, false], top_k: [true, 0, 2 ** 30, false], top_p: [false, 0, 1, true],
-  min_p: [false, 0, 1, false], repetition_penalty: [false, 0, 100, true], seed: [true, 0, 2 ** 53 - 1, false],
-  max_tokens: [true, 1, 2 ** 30, false],
-});
+const deepFreeze = (o) => { if (o && typeof o === 'object') { Object.values(o).forEach(deepFreeze); Object.freeze(o); } return o; };
+/** The options and bounds bitweb shares with its Python side (pyapp/bitweb/options.py): activations,
+ *  kv_cache (each {default, choices: {value: label}}), lm_head, context ({min}), sampler, request
+ *  (the create() settings' ranges), software_adapters. */
+export const OPTIONS = deepFreeze(OPTIONS_DATA);
+// name -> [integer?, lowest, highest, lowest excluded?], from OPTIONS.request (as webapp.SETTINGS).
+export const SETTINGS = Object.freeze(Object.fromEntries(Object.entries(OPTIONS.request)
+  .map(([name, r]) => [name, Object.freeze([r.integer, r.min, r.max, !!r.min_excluded])])));
+const ACTIVATIONS = Object.keys(OPTIONS.activations.choices), KV_CACHES = Object.keys(OPTIONS.kv_cache.choices);
+const MIN_CONTEXT = OPTIONS.context.min;
+const oneOf = (values) => values.map((v) => JSON.stringify(v)).join(' or ');
 /** The error message for one sampling setting, or null when `value` is fine. */
 export function checkSetting(name, value) {
   const [integer, lo, hi, open] = SETTINGS[name];
@@ -59,10 +67,10 @@ const LIMITS = ['maxBufferSize', 'maxStorageBufferBindingSize', 'maxStorageBuffe
   'maxComputeInvocationsPerWorkgroup', 'maxComputeWorkgroupSizeX', 'maxComputeWorkgroupsPerDimension'];
 
 function checkLoadOptions(o) {
-  if (o.activations != null && !['a8', 'f32'].includes(o.activations)) throw settingsError('activations', `must be "a8" or "f32" (got ${JSON.stringify(o.activations)})`);
-  if (o.kvCache != null && !['f16', 'f32'].includes(o.kvCache)) throw settingsError('kvCache', `must be "f16" or "f32" (got ${JSON.stringify(o.kvCache)})`);
-  if (o.context != null && !(Number.isInteger(o.context) && o.context >= 2)) {
-    throw settingsError('context', `must be an integer of at least 2, the positions the KV cache holds (got ${JSON.stringify(o.context)})`);
+  if (o.activations != null && !ACTIVATIONS.includes(o.activations)) throw settingsError('activations', `must be ${oneOf(ACTIVATIONS)} (got ${JSON.stringify(o.activations)})`);
+  if (o.kvCache != null && !KV_CACHES.includes(o.kvCache)) throw settingsError('kvCache', `must be ${oneOf(KV_CACHES)} (got ${JSON.stringify(o.kvCache)})`);
+  if (o.context != null && !(Number.isInteger(o.context) && o.context >= MIN_CONTEXT)) {
+    throw settingsError('context', `must be an integer of at least ${MIN_CONTEXT}, the positions the KV cache holds (got ${JSON.stringify(o.context)})`);
   }
   if (o.capLimits != null) {
     if (typeof o.capLimits !== 'object') throw settingsError('capLimits', 'must be an object {limitName: bytes or count}');
@@ -192,7 +200,7 @@ export async function load(source, options = {}) {
   const src = sourceOf(source);
   const { signal, onProgress } = options;
   if (signal?.aborted) throw error('aborted', 'the load was aborted before it started');
-  const opts = { activations: options.activations || 'a8', kvCache: options.kvCache || 'f16', context: options.context ?? null, capLimits: options.capLimits || null,
+  const opts = { activations: options.activations || OPTIONS.activations.default, kvCache: options.kvCache || OPTIONS.kv_cache.default, context: options.context ?? null, capLimits: options.capLimits || null,
     gpuMemory: options.gpuMemory ?? null, replace: options.replace || 'ask', cache: options.cache !== false };
   const v = await call('load', { source: src, options: opts }, { signal, onProgress });
   const engine = new Engine(v);

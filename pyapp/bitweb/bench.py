@@ -1,5 +1,5 @@
 """Benchmarks: `python -m bitweb bench kernels|decode|load|tokenizer [MODEL] [--json]` (stdlib only,
-so the same code runs in the browser through Pyodide: web/bench.html).
+so the same code runs in the browser through Pyodide: web/dev/bench.html).
 
 Every ratio comes from one run on one adapter: a kernel is compared with a plain streaming read
 (shaders/stream.wgsl) of the same number of bytes measured in the same run, never with a figure

@@ -34,10 +34,9 @@ from bitweb.generation import (KV_CACHE, ContextError, GenerateResult, Generatio
                                common_prefix, fit_context, now_ms)
 from bitweb.kernels import bitlinear, bitlinear_tiled, dense, glue, lmhead, ops, requant
 from bitweb.model import LINEARS, TERNARY_TYPES, Model
+from bitweb.options import ACTIVATIONS, LM_HEADS    # lm_head= options: re-quantize the LM head on load (None: as in the file)
 from bitweb.sampling import Sampler, SamplingError, SamplingParams, choose, penalty_ids
 
-ACTIVATIONS = ("a8", "f32")
-LM_HEADS = ("q8_0",)          # lm_head= options: re-quantize the LM head on load (None: as in the file)
 PREFILL_ROWS = 64            # prompt rows per multi-row (prefill) plan run
 TOPK_MIN = 64                 # candidates read back for temperature sampling (more when top_k asks)
 MAX_PENALTY_IDS = 4096        # repeat_last_n cap (size of the penalty_ids buffer)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from bitweb.chat import ChatFormat
 from bitweb.kernels.ops import KV_BYTES, KV_TYPES
+from bitweb.options import DEFAULT_KV_CACHE
 from bitweb.sampling import SamplingParams
 
 
@@ -27,7 +28,7 @@ class ContextError(ValueError):
 
 KV_BUDGET = 1 << 30        # bytes the default context lets the KV cache take (max_context may ask for more)
 CONTEXT_STEP = 256         # a default context below the file's is a multiple of this
-KV_CACHE = "f16"           # the KV cache's value type unless asked otherwise (KV_TYPES: "f16", "f32")
+KV_CACHE = DEFAULT_KV_CACHE   # the KV cache's value type unless asked otherwise (KV_TYPES: "f16", "f32")
 
 
 def check_kv(kv: str) -> str:

@@ -39,11 +39,11 @@ import numpy as np
 from bitweb import formats
 from bitweb.generation import KV_CACHE, GenerationRun, check_kv, check_prompt, common_prefix, fit_context
 from bitweb.model import LINEARS, NORMS, TERNARY_TYPES, Model, ModelError
+from bitweb.options import ACTIVATIONS
 from bitweb.ref.bitlinear import activations
 from bitweb.ref.ops import kv_round
 from bitweb.sampling import Sampler, SamplingParams, apply_penalty, top_candidates
 
-ACTIVATIONS = ("a8", "f32")
 F32 = np.float32
 
 

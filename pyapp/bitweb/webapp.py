@@ -35,6 +35,7 @@ import time
 
 from bitweb import formats, gguf
 from bitweb.gpu import DeviceLostError, GPUError, LimitsError, NoAdapterError
+from bitweb.options import MIN_CONTEXT, REQUEST, SAMPLER
 
 try:                                    # Pyodide; the module still imports in CPython (tests)
     import js
@@ -45,15 +46,9 @@ except ImportError:                     # CPython (tests of the plain parts)
 HEADER_FIRST = 256 << 10                # first header read; doubled until the header parses
 
 # Sampling settings a request may carry: name -> (integer?, lowest, highest, lowest excluded?, default)
-SETTINGS = {
-    "temperature": (False, 0.0, 100.0, False, 0.0),
-    "top_k": (True, 0, 1 << 30, False, 0),
-    "top_p": (False, 0.0, 1.0, True, 1.0),
-    "min_p": (False, 0.0, 1.0, False, 0.0),
-    "repetition_penalty": (False, 0.0, 100.0, True, 1.0),
-    "seed": (True, 0, (1 << 53) - 1, False, 0),
-    "max_tokens": (True, 1, 1 << 30, False, None),
-}
+# (bitweb.options REQUEST; the default is the sampler's, max_tokens none: what the context holds)
+SETTINGS = {name: (b.integer, b.lo, b.hi, b.lo_open, SAMPLER[b.sampler].default if b.sampler else None)
+            for name, b in REQUEST.items()}
 MAX_STOPS = 4                           # stop strings per request (as OpenAI's API)
 THINK_OPEN = "<think>\n"
 
@@ -160,9 +155,7 @@ def params_from(req: dict):
         raise AppError("settings", f"stop = {stop!r}: must be a string or a list of strings", field="stop")
     if len(stops) > MAX_STOPS or any(not s for s in stops):
         raise AppError("settings", f"stop: at most {MAX_STOPS} non-empty strings", field="stop")
-    kw = {k: vals[k] for k in ("temperature", "top_k", "top_p", "min_p", "seed") if k in vals}
-    if "repetition_penalty" in vals:
-        kw["repeat_penalty"] = vals["repetition_penalty"]
+    kw = {REQUEST[k].sampler: v for k, v in vals.items() if REQUEST[k].sampler}
     return SamplingParams(**kw), vals.get("max_tokens"), stops
 
 
@@ -421,8 +414,8 @@ class WebApp:
             dev.limits[k] = min(int(v), int(dev.limits.get(k, v)))
         max_context = opts.get("context")
         if max_context is not None and (isinstance(max_context, bool) or not isinstance(max_context, int)
-                                        or max_context < 2):
-            raise AppError("settings", f"context = {max_context!r}: must be an integer of at least 2 "
+                                        or max_context < MIN_CONTEXT):
+            raise AppError("settings", f"context = {max_context!r}: must be an integer of at least {MIN_CONTEXT} "
                                        "(positions in the KV cache)", field="context")
         kv = opts.get("kv_cache") or generation.KV_CACHE
         if kv not in generation.KV_TYPES:

@@ -19,7 +19,7 @@ import shutil
 
 from tests.conftest import ROOT
 from tests.e2e.conftest import new_page
-from tests.e2e.test_app import App
+from tests.e2e.app_driver import App
 
 MiB = 1 << 20
 

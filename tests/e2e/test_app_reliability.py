@@ -25,8 +25,8 @@ import threading
 import pytest
 
 from tests.conftest import ROOT
-from tests.e2e.test_app import PROMPT, READY_MS, REPLY_MS, clis, make_model, no_errors
-from tests.e2e.test_app import app  # noqa: F401  (the app page fixture, over this module's models)
+from tests.e2e.app_driver import PROMPT, READY_MS, REPLY_MS, clis, make_model, no_errors
+from tests.e2e.app_driver import app  # noqa: F401  (the app page fixture, over this module's models)
 
 MiB = 1 << 20
 

@@ -40,6 +40,8 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
+from bitweb.options import SOFTWARE_ADAPTERS
+
 # GPUBufferUsage flags
 MAP_READ = 0x0001
 MAP_WRITE = 0x0002
@@ -96,8 +98,7 @@ class Caps:
 
 
 # Adapter names of CPU rasterisers (WebGPU / Vulkan / D3D software implementations) -> the name said.
-SOFTWARE_NAMES = {"swiftshader": "SwiftShader", "llvmpipe": "llvmpipe", "lavapipe": "lavapipe",
-                  "softpipe": "softpipe", "microsoft basic render": "Microsoft Basic Render Driver"}
+SOFTWARE_NAMES = SOFTWARE_ADAPTERS
 
 
 def software_reason(info: dict, fallback: bool = False) -> str | None:

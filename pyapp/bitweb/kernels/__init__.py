@@ -29,6 +29,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from bitweb.options import TUNED_ADAPTERS
+
 
 @dataclass(frozen=True)
 class Step:
@@ -77,8 +79,9 @@ def data_buffer(dev, data: bytes, store: dict | None = None):
     return store[key]
 
 
-# Words in an adapter's info that mark a CPU rasteriser, for the kernels' default tunes.
-CPU_ADAPTER_WORDS = ("swiftshader", "llvmpipe", "lavapipe", "cpu")
+# Words in an adapter's info that mark a CPU rasteriser, for the kernels' default tunes: the
+# rasterisers they are tuned for (bitweb.options), then wgpu's adapter_type "CPU".
+CPU_ADAPTER_WORDS = TUNED_ADAPTERS + ("cpu",)
 
 
 def rasteriser(dev) -> str | None:

@@ -1,0 +1,51 @@
+// What the app holds now (one `state` object every module reads and writes) and what its address
+// asks for (ADDRESS: ?model=, ?cap=).
+import * as bitweb from '../bitweb.mjs';
+
+export const state = {
+  engine: null,                  // the bitweb Engine answering now
+  source: null,                  // what it was loaded from (to reload it with other settings)
+  loading: null,                 // {ctl, source} of the load in progress
+  gen: null,                     // {ctl, reply, engine, done} of the reply being generated
+  conv: null,                    // the open conversation (store.mjs shape)
+  convs: [],                     // all conversations (newest first)
+  seen: {},                      // progress stages seen during the last load: {stage: {done, total}}
+  lastLoadError: null,
+  lastReply: null,               // {finish_reason, usage, timing} of the last reply
+  lastHeard: performance.now(),
+  context: null,                 // tokens the open conversation takes, as last counted
+};
+
+// Stop the reply being generated (state.gen), if any; resolves once it has ended.
+export async function stopReply() {
+  const g = state.gen;
+  if (!g) return;
+  g.ctl.abort();
+  await g.done;
+}
+
+export const params = new URLSearchParams(location.search);
+
+// The page address: ?model= (the default model's source) and ?cap= (act as a smaller GPU:
+// limitName:bytes, memory:bytes for the GPU memory budget).
+function fromAddress() {
+  const out = { defaultSource: bitweb.DEFAULT_MODEL, capLimits: null, gpuMemory: null, problem: null };
+  if (params.get('model')) out.defaultSource = new URL(params.get('model'), location.href).href;
+  const cap = params.get('cap');
+  if (cap) {
+    const limits = {};
+    for (const part of cap.split(',').filter(Boolean)) {
+      const [k, v, ...rest] = part.split(':');
+      const n = Number(v);
+      if (!k || v === undefined || rest.length || v.trim() === '' || !Number.isInteger(n) || n <= 0) {
+        out.problem = `The page address has cap=${part}: each entry must be limitName:positive-integer ` +
+          `(e.g. cap=maxStorageBufferBindingSize:134217728). Fix or remove "cap" in the address.`;
+        break;
+      }
+      if (k === 'memory') out.gpuMemory = n; else limits[k] = n;
+    }
+    if (Object.keys(limits).length) out.capLimits = limits;
+  }
+  return out;
+}
+export const ADDRESS = fromAddress();
