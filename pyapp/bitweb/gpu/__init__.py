@@ -96,6 +96,7 @@ class Caps:
 
 
 # Adapter names of CPU rasterisers (WebGPU / Vulkan / D3D software implementations) -> the name said.
+# The one list: the kernels' default tunes ask the same test (bitweb.kernels.rasteriser).
 SOFTWARE_NAMES = {"swiftshader": "SwiftShader", "llvmpipe": "llvmpipe", "lavapipe": "lavapipe",
                   "softpipe": "softpipe", "microsoft basic render": "Microsoft Basic Render Driver"}
 
