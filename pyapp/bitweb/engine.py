@@ -31,7 +31,7 @@ import struct
 
 from bitweb import formats, gpu
 from bitweb.generation import (KV_CACHE, ContextError, GenerateResult, GenerationRun, check_prompt,
-                               common_prefix, fit_context, now_ms)
+                               common_prefix, fit_context, kv_bytes, now_ms)
 from bitweb.kernels import bitlinear, bitlinear_tiled, dense, glue, lmhead, ops, requant
 from bitweb.model import LINEARS, TERNARY_TYPES, Model
 from bitweb.sampling import Sampler, SamplingError, SamplingParams, choose, penalty_ids
@@ -414,8 +414,7 @@ class Engine:
     @property
     def kv_bytes(self) -> int:
         """Bytes of the KV cache (K and V of every layer at n_ctx positions)."""
-        return 2 * self.cfg.n_layer * ops.kv_cache_bytes(self.cfg.n_head_kv, self.cfg.head_dim, self.n_ctx,
-                                                         self.kv_cache)
+        return kv_bytes(self.cfg, self.n_ctx, self.kv_cache)
 
     @property
     def prefill_ready(self) -> bool:
@@ -453,12 +452,12 @@ class Engine:
         if n_sb < NEED_STORAGE_BUFFERS:
             raise gpu.LimitsError(f"the fused QKV kernel binds {NEED_STORAGE_BUFFERS} storage buffers; this GPU allows "
                                   f"maxStorageBuffersPerShaderStage = {n_sb}")
-        kv = ops.kv_cache_bytes(cfg.n_head_kv, cfg.head_dim, self.n_ctx, self.kv_cache)
+        kv = kv_bytes(cfg, self.n_ctx, self.kv_cache, per_buffer=True)
         lim, limit = min((dev.max_binding, "maxStorageBufferBindingSize"), (dev.max_buffer, "maxBufferSize"))
         if kv > lim:
             raise gpu.LimitsError(f"KV cache of one layer ({self.n_ctx} positions, {self.kv_cache}) needs a buffer of "
                                   f"{kv} bytes; this GPU allows {limit} = {lim} (short by {kv - lim} bytes): at most "
-                                  f"{lim // (ops.KV_BYTES[self.kv_cache] * cfg.kv_dim)} positions of context fit")
+                                  f"{lim // kv_bytes(cfg, 1, self.kv_cache, per_buffer=True)} positions of context fit")
         tables = {m.token_embd.name, m.lm_head.name}
         items = [(ti.nbytes, ti.name) for ti in m.tensors() if ti.name not in tables]
         items += [(4 * cfg.n_vocab, "logits"), (4 * cfg.n_ff, "FFN activations")]
@@ -572,7 +571,7 @@ class Engine:
             B["up"] = dev.create_buffer(cfg.n_ff * f4, label="up")
         if self.prefill_rows > 1:
             self._prefill_buffers()
-        kv = ops.kv_cache_bytes(cfg.n_head_kv, cfg.head_dim, self.n_ctx, self.kv_cache)
+        kv = kv_bytes(cfg, self.n_ctx, self.kv_cache, per_buffer=True)
         for i in range(cfg.n_layer):
             B[f"k.{i}"] = dev.create_buffer(kv, label=f"k_cache.{i}")
             B[f"v.{i}"] = dev.create_buffer(kv, label=f"v_cache.{i}")
