@@ -448,7 +448,7 @@ class Engine:
     def check_limits(self):
         """Raise gpu.LimitsError naming the limit when this model (at n_ctx) cannot run on dev."""
         dev, cfg, m = self.dev, self.cfg, self.model
-        n_sb = int(dev.limits.get("maxStorageBuffersPerShaderStage", 8))
+        n_sb = dev.max_storage_buffers
         if n_sb < NEED_STORAGE_BUFFERS:
             raise gpu.LimitsError(f"the fused QKV kernel binds {NEED_STORAGE_BUFFERS} storage buffers; this GPU allows "
                                   f"maxStorageBuffersPerShaderStage = {n_sb}")
@@ -652,7 +652,7 @@ class Engine:
     def _embed_steps(self):
         cfg, ti = self.cfg, self.model.token_embd
         shards = self.shards[ti.name]
-        n_sb = int(self.dev.limits.get("maxStorageBuffersPerShaderStage", 8))
+        n_sb = self.dev.max_storage_buffers
         steps = ops.embedding(self.table_type(ti), cfg.n_embd, cfg.n_vocab, 1, shards=[(a, b) for a, b, _ in shards],
                               max_shard_bindings=max(1, min(8, n_sb - 2)))
         bufs = {"ids": self.buf["token"], "x": self.buf["x"]}
@@ -729,7 +729,7 @@ class Engine:
         cfg, B = self.cfg, self.buf
         ti = self.model.token_embd
         shards = self.shards[ti.name]
-        n_sb = int(self.dev.limits.get("maxStorageBuffersPerShaderStage", 8))
+        n_sb = self.dev.max_storage_buffers
         emb = {"ids": B["p.ids"], "x": B["p.x"]}
         emb.update({f"w{j}": b for j, (_, _, b) in enumerate(shards)})
         steps = [(s, emb) for s in ops.embedding(self.table_type(ti), cfg.n_embd, cfg.n_vocab, M,
