@@ -71,9 +71,13 @@ def _align(n: int, a: int = 256) -> int:
 
 # ============================================================================ the block, once
 # Linear groups: one GPU dispatch each where the weights are ternary / binary (outputs side by side
-# in y), and the key of the group's output multipliers (.scale tensors) in Engine.buf.
+# in y).
 GROUPS = {"qkv": ("attn_q", "attn_k", "attn_v"), "o": ("attn_output",), "gu": ("ffn_gate", "ffn_up"),
           "down": ("ffn_down",)}
+# Output multipliers (.scale tensors, 1.0 where a linear has none): one f32 per linear, side by side
+# in one buffer per tuple of linears that a kernel binds: each group's, and q, k, v alone (the
+# prefill matmul and SwiftShader's one-part gemv run them one at a time). Engine._mult looks them up.
+MULTIPLIERS = tuple(GROUPS.values()) + tuple((n,) for n in GROUPS["qkv"])
 
 
 def block(do, i: int) -> list:
@@ -134,7 +138,7 @@ class DecodeOps(_Ops):
             for n, n_out in zip(names, outs):
                 st = bitlinear.gemv(self.fmt, n_in, n_out, a8=self.eng.a8, norm=nw is not None, eps=self.eps,
                                     dev=self.eng.dev, n_cap=self.n_cap, shape=True, y0=col)
-                bufs = {"x": self.buf(x), "mult": self.eng._mult1(i, n), "y": self.buf(y), "w0": self.w(i, n)}
+                bufs = {"x": self.buf(x), "mult": self.eng._mult(i, (n,)), "y": self.buf(y), "w0": self.w(i, n)}
                 steps.append((st, bufs if nw is None else dict(bufs, norm=nw)))
                 col += n_out
             return steps
@@ -142,7 +146,7 @@ class DecodeOps(_Ops):
             st = bitlinear.gemv(self.fmt, n_in, tuple(outs) if len(outs) > 1 else outs[0], a8=self.eng.a8,
                                 norm=nw is not None, residual=residual, eps=self.eps, dev=self.eng.dev,
                                 n_cap=self.n_cap)
-            bufs = {"x": self.buf(x), "mult": self.eng._mult(i, group), "y": self.buf(y)}
+            bufs = {"x": self.buf(x), "mult": self.eng._mult(i, names), "y": self.buf(y)}
             bufs.update({f"w{j}": self.w(i, n) for j, n in enumerate(names)})
             return [(st, bufs if nw is None else dict(bufs, norm=nw))]
         steps, col = [], 0
@@ -154,7 +158,7 @@ class DecodeOps(_Ops):
             steps.append((st, bufs if nw is None else dict(bufs, norm=nw)))
             col += n_out
         if residual:
-            steps.append((glue.add(outs[0]), {"y": self.buf(y), "a": B["tmp"], "mult": self.eng._mult(i, group)}))
+            steps.append((glue.add(outs[0]), {"y": self.buf(y), "a": B["tmp"], "mult": self.eng._mult(i, names)}))
         return steps
 
     def attention(self, i, qkv, o):
@@ -173,7 +177,7 @@ class DecodeOps(_Ops):
         if self.eng.ternary:
             st = bitlinear.gate_up(self.fmt, cfg.n_embd, cfg.n_ff, a8=self.eng.a8, act=cfg.ffn, norm=nw is not None,
                                    eps=self.eps, dev=self.eng.dev, n_cap=self.n_cap)
-            bufs = {"x": self.buf(x), "mult": self.eng._mult(i, "gu"), "y": self.buf(g),
+            bufs = {"x": self.buf(x), "mult": self.eng._mult(i, GROUPS["gu"]), "y": self.buf(g),
                     "gate": self.w(i, "ffn_gate"), "up": self.w(i, "ffn_up")}
             return [(st, bufs if nw is None else dict(bufs, norm=nw))]
         steps = []
@@ -182,7 +186,7 @@ class DecodeOps(_Ops):
             steps.append((dense.gemv(self.fmt, cfg.n_embd, cfg.n_ff, norm=nw is not None, eps=self.eps)[0],
                           bufs if nw is None else dict(bufs, norm=nw)))
         steps.append((glue.act_mul(cfg.n_ff, cfg.ffn), {"y": self.buf(g), "a": B["gate"], "u": B["up"],
-                                                        "mult": self.eng._mult(i, "gu")}))
+                                                        "mult": self.eng._mult(i, GROUPS["gu"])}))
         return steps
 
 
@@ -233,11 +237,11 @@ class PrefillOps(_Ops):
         outs = [self.shapes[n][1] for n in names]
         steps, inp = self.norm(n_in, self.buf(x), self.w(i, norm))
         if len(names) == 1:
-            return steps + self.mm(n_in, outs[0], self.w(i, names[0]), self.buf(y), self.eng._mult(i, group),
+            return steps + self.mm(n_in, outs[0], self.w(i, names[0]), self.buf(y), self.eng._mult(i, names),
                                    residual=residual, inp=inp)
         col = 0                               # parts side by side in rows of sum(outs)
         for n, n_out in zip(names, outs):
-            steps += self.mm(n_in, n_out, self.w(i, n), self.buf(y), self.eng._mult1(i, n), y_stride=sum(outs),
+            steps += self.mm(n_in, n_out, self.w(i, n), self.buf(y), self.eng._mult(i, (n,)), y_stride=sum(outs),
                              y_col0=col, inp=inp)
             col += n_out
         return steps
@@ -259,12 +263,12 @@ class PrefillOps(_Ops):
         steps, inp = self.norm(e, self.buf(x), self.w(i, norm))
         if self.eng.ternary:
             return steps + [(bitlinear_tiled.gate_up(self.fmt, e, ff, M, a8=self.a8, act=cfg.ffn, dev=self.eng.dev),
-                             dict(inp, params=B["params"], mult=self.eng._mult(i, "gu"), y=self.buf(g),
+                             dict(inp, params=B["params"], mult=self.eng._mult(i, GROUPS["gu"]), y=self.buf(g),
                                   gate=self.w(i, "ffn_gate"), up=self.w(i, "ffn_up")))]
         steps += self.mm(e, ff, self.w(i, "ffn_gate"), B["p.gate"], None, inp=inp)
         steps += self.mm(e, ff, self.w(i, "ffn_up"), B["p.up"], None, inp=inp)
         return steps + [(glue.act_mul(M * ff, cfg.ffn), {"y": self.buf(g), "a": B["p.gate"], "u": B["p.up"],
-                                                         "mult": self.eng._mult(i, "gu")})]
+                                                         "mult": self.eng._mult(i, GROUPS["gu"])})]
 
 
 class Engine:
@@ -510,24 +514,16 @@ class Engine:
         self.buf["ones"] = dev.create_buffer(16, label="ones")
         dev.write_buffer(self.buf["ones"], 0, ones)
         for b in m.blk:
-            for group, names in (("qkv", ("attn_q", "attn_k", "attn_v")), ("o", ("attn_output",)),
-                                 ("gu", ("ffn_gate", "ffn_up")), ("down", ("ffn_down",))):
+            for names in MULTIPLIERS:
                 scales = [getattr(b, n + "_scale") for n in names]
                 if not any(scales):
                     continue
-                mb = dev.create_buffer(16, label=f"blk.{b.index}.{group}.mult")
+                mb = dev.create_buffer(16, label=f"blk.{b.index}.{'|'.join(names)}.mult")
                 dev.write_buffer(mb, 0, ones)
                 for j, s in enumerate(scales):
                     if s is not None:
                         await dev.upload(mb, 4 * j, src, s.abs_offset, 4)
-                self.buf[f"mult.{b.index}.{group}"] = mb
-            for n in ("attn_q", "attn_k", "attn_v"):      # one f32 each for the prefill kernels
-                sc = getattr(b, n + "_scale")
-                if sc is not None:
-                    mb = dev.create_buffer(16, label=f"blk.{b.index}.{n}.mult")
-                    dev.write_buffer(mb, 0, ones)
-                    await dev.upload(mb, 0, src, sc.abs_offset, 4)
-                    self.buf[f"mult1.{b.index}.{n}"] = mb
+                self.buf[f"mult.{b.index}.{'|'.join(names)}"] = mb
 
     async def _requant_q8_0(self, ti, r0: int, r1: int, b):
         """Rows [r0, r1) of table ti (in buffer b) as Q8_0 blocks in a new buffer; b is freed."""
@@ -546,8 +542,9 @@ class Engine:
         """The GGML type of a table (token_embd / output) as it is on the GPU."""
         return self.table_types.get(ti.name, ti.type_name)
 
-    def _mult(self, i: int, group: str):
-        return self.buf.get(f"mult.{i}.{group}", self.buf["ones"])
+    def _mult(self, i: int, names: tuple):
+        """The output multipliers of block i's linears `names` (a MULTIPLIERS entry): f32 each."""
+        return self.buf.get(f"mult.{i}.{'|'.join(names)}", self.buf["ones"])
 
     def _state_buffers(self):
         """Activations, params, token, penalty ids, RoPE freqs, the KV cache (and the prefill rows)."""
@@ -718,10 +715,6 @@ class Engine:
             B["p.tmp"] = dev.create_buffer(C * cfg.n_embd * f4, label="prefill tmp")
             B["p.gate"] = dev.create_buffer(C * cfg.n_ff * f4, label="prefill gate")
             B["p.up"] = dev.create_buffer(C * cfg.n_ff * f4, label="prefill up")
-
-    def _mult1(self, i: int, name: str):
-        """f32[1] multiplier of one linear (the tiled kernel binds one per weight)."""
-        return self.buf.get(f"mult1.{i}.{name}", self.buf["ones"])
 
     def _prefill_steps(self, M: int, k) -> list:
         """Steps over M rows (a bucket: rows past params.m are scratch): embedding, blocks, then
