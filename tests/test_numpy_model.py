@@ -68,7 +68,8 @@ def test_config_and_binding(tiny, tmp_path):
 
 def test_architecture_table_flags_and_optional_tensors(tiny, tmp_path, monkeypatch):
     from bitweb import model as M
-    from bitweb.engine import Engine, EngineError, check_support
+    from bitweb.engine import Engine, EngineError
+    from bitweb.upload import check_support
     c = Model.from_gguf(tiny).cfg
     assert (c.ffn, c.sub_norms, c.qk_norm, c.rope, c.scales) == ("relu2", True, False, "neox", False)
     assert M.ARCHS["bitnet-25"] == M.ARCHS["bitnet-b1.58"]
