@@ -32,23 +32,17 @@ import struct
 
 from bitweb.blocks import EngineError, GPUModel, decode_steps, prefill_steps
 from bitweb.generation import (KV_CACHE, ContextError, GenerateResult, GenerationRun, check_prompt,
-                               common_prefix, fit_context, kv_bytes, now_ms)
+                               common_prefix, kv_bytes, now_ms)
 from bitweb.kernels import ops
 from bitweb.model import TERNARY_TYPES, Model
 from bitweb.sampling import Sampler, SamplingError, SamplingParams, choose, penalty_ids
-from bitweb.upload import (MAX_PENALTY_IDS, check_limits, check_support, compile_keys, compile_pipelines,
-                           state_buffers, upload_tensors)
+from bitweb.upload import (MAX_PENALTY_IDS, PREFILL_ROWS, Fit, check_kv_cache, check_limits, check_support,
+                           compile_keys, compile_pipelines, fit_model, state_buffers,
+                           upload_tensors, widest_row)
 
 ACTIVATIONS = ("a8", "f32")
 LM_HEADS = ("q8_0",)          # lm_head= options: re-quantize the LM head on load (None: as in the file)
-PREFILL_ROWS = 64            # prompt rows per multi-row (prefill) plan run
 TOPK_MIN = 64                 # candidates read back for temperature sampling (more when top_k asks)
-
-
-def _check_kv(kv_cache: str) -> str:
-    if kv_cache not in ops.KV_TYPES:
-        raise EngineError(f"kv_cache {kv_cache!r}: must be one of {', '.join(ops.KV_TYPES)}")
-    return kv_cache
 
 
 def _align(n: int, a: int = 256) -> int:
@@ -75,7 +69,7 @@ class Engine:
     def __init__(self, dev, model: Model, activations: str, n_ctx: int, log=None, kv_cache: str = KV_CACHE):
         if activations not in ACTIVATIONS:
             raise EngineError(f"activations {activations!r}: must be one of {ACTIVATIONS}")
-        self.kv_cache = _check_kv(kv_cache)                  # the KV cache's value type
+        self.kv_cache = check_kv_cache(kv_cache)             # the KV cache's value type
         # f16 values as array<f16> (shader-f16) or pack2x16float pairs in u32: chosen once, here
         f16 = bool(dev is not None and dev.caps.shader_f16)
         self.kv_f16 = f16 if kv_cache == "f16" else None
@@ -109,9 +103,10 @@ class Engine:
     async def load(cls, dev, gf, src, activations: str = "a8", max_context: int | None = None,
                    progress=None, log=None, prefill_rows: int = PREFILL_ROWS,
                    lm_head: str | None = None, kv_cache: str = KV_CACHE,
-                   wait_prefill: bool = True) -> "Engine":
-        """Pick the context (max_context, else the default that fits: generation.fit_context, its
-        note in `context_note`), check limits, upload every tensor from `src` (FileSource / BytesSource natively, a JS
+                   wait_prefill: bool = True, fit: Fit | None = None) -> "Engine":
+        """Pick the context (max_context, else the default that fits: upload.fit_model, its note
+        in `context_note`; `fit`: what fit_model made of this file already, whose context and KV
+        cache type then stand for max_context and kv_cache), check limits, upload every tensor from `src` (FileSource / BytesSource natively, a JS
         Blob or File in the browser), compile the kernels and record the decode plans. The kernels
         compile while the weights upload (compile_pipelines: in the browser every createComputePipelineAsync
         of a batch is in flight together in the GPU process): first the greedy decode plans', then
@@ -130,18 +125,17 @@ class Engine:
         kv_cache: "f16" (default: half the memory; array<f16> with shader-f16, else pack2x16float
         pairs in u32, chosen here once from the device's features and logged) or "f32"."""
         t0 = now_ms()
-        model = Model.from_gguf(gf)
-        cfg = model.cfg
-        n_ctx, note = fit_context(cfg, max_context, min(dev.max_binding, dev.max_buffer),
-                                  kv=_check_kv(kv_cache))           # (checked here: an EngineError)
+        if fit is None:
+            fit = fit_model(dev, Model.from_gguf(gf), max_context, kv_cache)
+        model, cfg, n_ctx, note = fit.model, fit.model.cfg, fit.n_ctx, fit.note
         if n_ctx < 2:
-            raise ContextError(f"max_context {max_context}: the context must hold at least 2 positions")
-        eng = cls(dev, model, activations, n_ctx, log, kv_cache)
+            raise ContextError(f"max_context {fit.max_context}: the context must hold at least 2 positions")
+        eng = cls(dev, model, activations, n_ctx, log, fit.kv_cache)
         eng.context_note = note
         if lm_head is not None and lm_head not in LM_HEADS:
             raise EngineError(f"lm_head {lm_head!r}: must be one of {LM_HEADS} (or None: as in the file)")
         eng.gpu_model.lm_head = lm_head
-        row = 4 * max(cfg.n_embd, cfg.q_dim + 2 * cfg.kv_dim, cfg.n_ff)     # widest prefill row
+        row = 4 * widest_row(cfg)                                           # widest prefill row
         eng.prefill_rows = max(1, min(int(prefill_rows), n_ctx, dev.max_binding // row))
         check_support(eng.gpu_model)
         check_limits(eng.gpu_model)

@@ -1,6 +1,10 @@
 """Loading a model onto the GPU (stdlib only; runs in Pyodide): what Engine.load does before it
 records the plans, on a blocks.GPUModel.
 
+    fit_model, estimate_bytes        before any GPU work: the context (generation.fit_context on this
+                                     device's limits, within a GPU memory budget when there is one)
+                                     and the bytes the load will take (the library's worker fits
+                                     once, checks its budget, and hands the Fit to Engine.load)
     check_support, check_limits      EngineError / gpu.LimitsError naming what does not fit, before
                                      any buffer is made
     upload_tensors                   every tensor of the file in its own buffer, bytes unchanged:
@@ -14,16 +18,63 @@ records the plans, on a blocks.GPUModel.
 from __future__ import annotations
 
 import struct
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from bitweb import gpu
 from bitweb.blocks import MULTIPLIERS, EngineError, GPUModel, decode_steps, prefill_steps
-from bitweb.generation import kv_bytes
+from bitweb.generation import KV_BUDGET, KV_CACHE, fit_context, kv_bytes
 from bitweb.kernels import dense, lmhead, ops, requant
-from bitweb.model import LINEARS
+from bitweb.model import LINEARS, Model
 
+PREFILL_ROWS = 64            # prompt rows per multi-row (prefill) plan run
 MAX_PENALTY_IDS = 4096        # repeat_last_n cap (size of the penalty_ids buffer)
 NEED_STORAGE_BUFFERS = 7      # the fused QKV gemv binds x, norm, mult, y and three weights
+
+
+def check_kv_cache(kv_cache: str) -> str:
+    if kv_cache not in ops.KV_TYPES:
+        raise EngineError(f"kv_cache {kv_cache!r}: must be one of {', '.join(ops.KV_TYPES)}")
+    return kv_cache
+
+
+def widest_row(cfg) -> int:
+    """Values in the widest activation row (x, qkv or g): what one prefill row of a buffer holds."""
+    return max(cfg.n_embd, cfg.q_dim + 2 * cfg.kv_dim, cfg.n_ff)
+
+
+def estimate_bytes(model: Model, n_ctx: int, kv_cache: str = KV_CACHE) -> int:
+    """GPU bytes a load of `model` makes, roughly: the file's tensors, the KV cache at n_ctx
+    positions (generation.kv_bytes) and the activation buffers (PREFILL_ROWS f32 rows of the widest
+    layer, four buffers of them, and the logits twice)."""
+    cfg = model.cfg
+    weights = sum(t.nbytes for t in model.gguf.tensors.values())
+    return weights + kv_bytes(cfg, n_ctx, kv_cache) + 4 * (PREFILL_ROWS * 4 * widest_row(cfg) + 2 * cfg.n_vocab)
+
+
+@dataclass(frozen=True)
+class Fit:
+    """What a load will make of a model on one device, decided before any GPU work (fit_model)."""
+    model: Model
+    n_ctx: int                # KV cache positions
+    note: str                 # why n_ctx is below the file's context length ("" when it is not)
+    kv_cache: str             # the KV cache's value type
+    gpu_bytes: int            # estimate_bytes at n_ctx
+    max_context: int | None   # the context asked for (None: the default that fits)
+
+
+def fit_model(dev, model: Model, max_context: int | None = None, kv_cache: str = KV_CACHE,
+              gpu_memory: int | None = None) -> Fit:
+    """The context and size of a load: max_context (at most the file's context length), else the
+    default of generation.fit_context on this device (one layer's K buffer within
+    maxStorageBufferBindingSize and maxBufferSize, the whole cache within KV_BUDGET and, given
+    gpu_memory, within what the rest of the model leaves of it). EngineError for an unknown
+    kv_cache; ContextError when not even 2 positions fit."""
+    kv = check_kv_cache(kv_cache)
+    budget = None
+    if gpu_memory:
+        budget = max(0, min(KV_BUDGET, gpu_memory - estimate_bytes(model, 0, kv)))
+    n_ctx, note = fit_context(model.cfg, max_context, min(dev.max_binding, dev.max_buffer), budget, kv=kv)
+    return Fit(model, n_ctx, note, kv, estimate_bytes(model, n_ctx, kv), max_context)
 
 
 class _Names(dict):
