@@ -47,7 +47,7 @@ def kv_bytes(cfg, n_ctx: int, kv: str = KV_CACHE, per_buffer: bool = False) -> i
 def fit_context(cfg, max_context: int | None = None, max_binding: int | None = None,
                 budget: int | None = None, kv: str = KV_CACHE) -> tuple[int, str]:
     """(n_ctx, note). max_context given: min(max_context, the file's context length), note "" (the
-    caller checks it fits: Engine.check_limits). Else the file's context length, or, when the KV
+    caller checks it fits: upload.check_limits). Else the file's context length, or, when the KV
     cache (values of type kv) would pass `budget` bytes (default KV_BUDGET) or one layer's K buffer
     `max_binding` bytes, the largest multiple of CONTEXT_STEP that fits (any smaller size that fits
     below that), with a note that says why. ContextError when not even 2 positions fit."""
