@@ -184,7 +184,7 @@ export declare const OPTIONS: {
   readonly request: Readonly<Record<SettingName, OptionRange & { readonly min: number; readonly max: number;
     readonly sampler: SamplerParameter | null }>>;
   /** words in an adapter's names that mark a CPU rasteriser -> the name said (info.adapter.software) */
-  readonly software_adapters: Readonly<Record<string, { readonly name: string; readonly tuned: boolean }>>;
+  readonly software_adapters: Readonly<Record<string, string>>;
 };
 /** why `value` is not a valid value of setting `name`, or null */
 export declare function checkSetting(name: keyof typeof SETTINGS, value: unknown): string | null;

@@ -203,7 +203,7 @@ class NumpyModel:
             return self.head(x, self.output_norm, c.eps, self.activations == "a8")
         return rmsnorm(x, self.output_norm, c.eps) @ self.lm_head.T
 
-    # the block's vocabulary (as bitweb.engine.block's): each honours the Config flags it meets
+    # the block's vocabulary (as bitweb.blocks.block's): each honours the Config flags it meets
     def linear(self, L, w, x, norm):
         """L[w] . rmsnorm(x, L[norm]) (x as is when the architecture has no such norm): (n, n_out)."""
         return L[w](x, L[norm], self.cfg.eps, self.activations == "a8")

@@ -55,11 +55,11 @@ DATA = {
     # rasteriser -> the name bitweb says (bitweb.gpu.software_reason); tuned: the kernels have
     # default tunes for it (bitweb.kernels.rasteriser), the others get the GPU tunes
     "software_adapters": {
-        "swiftshader": {"name": "SwiftShader", "tuned": True},
-        "llvmpipe": {"name": "llvmpipe", "tuned": True},
-        "lavapipe": {"name": "lavapipe", "tuned": True},
-        "softpipe": {"name": "softpipe", "tuned": False},
-        "microsoft basic render": {"name": "Microsoft Basic Render Driver", "tuned": False},
+        "swiftshader": "SwiftShader",
+        "llvmpipe": "llvmpipe",
+        "lavapipe": "lavapipe",
+        "softpipe": "softpipe",
+        "microsoft basic render": "Microsoft Basic Render Driver",
     },
 }
 
@@ -89,5 +89,4 @@ def _bound(d: dict) -> Bound:
 
 SAMPLER = {k: _bound(v) for k, v in DATA["sampler"].items()}
 REQUEST = {k: _bound(v) for k, v in DATA["request"].items()}
-SOFTWARE_ADAPTERS = {k: v["name"] for k, v in DATA["software_adapters"].items()}   # word -> name said
-TUNED_ADAPTERS = tuple(k for k, v in DATA["software_adapters"].items() if v["tuned"])
+SOFTWARE_ADAPTERS = dict(DATA["software_adapters"])   # word in the adapter info -> name said

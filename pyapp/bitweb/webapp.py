@@ -188,17 +188,6 @@ def model_info(gf, cfg, name: str) -> dict:
     return info
 
 
-def estimate_bytes(cfg, gf, n_ctx: int, kv_cache: str | None = None) -> int:
-    """GPU bytes a model needs: its tensors, the KV cache (K and V per layer, of kv_cache values:
-    default generation.KV_CACHE) and, roughly, the activation buffers (a few prefill rows of the
-    widest layer, the logits)."""
-    weights = sum(t.nbytes for t in gf.tensors.values())
-    from bitweb.generation import KV_CACHE, kv_bytes
-    kv = kv_bytes(cfg, n_ctx, kv_cache or KV_CACHE)
-    widest = max(cfg.n_embd, cfg.q_dim + 2 * cfg.kv_dim, cfg.n_ff)
-    return weights + kv + 4 * (64 * 4 * widest + 2 * cfg.n_vocab)
-
-
 def chat_format(eng):
     """The file's chat format (bitweb.chat.ChatFormat: its own template, run with jinja2 from
     the archive, with its thinking switch; or the built-in BitNet format). A template that
@@ -389,7 +378,7 @@ class WebApp:
             self.unload(eid)
 
     async def _load(self, rid, blob, name: str, opts: dict) -> dict:
-        from bitweb import engine, generation, model
+        from bitweb import engine, generation, model, upload
         t0 = time.perf_counter()
         stages = {}                                     # stage -> [start, end], epoch ms (clock())
         self.progress(rid, "header", 0, 1)
@@ -402,8 +391,8 @@ class WebApp:
             raise
         stages["header"] = [d0, clock()]
         header_ms = (time.perf_counter() - t0) * 1000
-        cfg = model.Config.from_gguf(gf)
-        info = model_info(gf, cfg, name)
+        m = model.Model.from_gguf(gf)                   # parsed once: Engine.load takes it in `fit`
+        info = model_info(gf, m.cfg, name)
         info.update(header_ms=round(header_ms, 1), header_read=gf.header_read)
         self.progress(rid, "header", 1, 1)
         gf.source = BlobSource(blob)
@@ -422,15 +411,11 @@ class WebApp:
             raise AppError("settings", f"kvCache = {kv!r}: must be one of {', '.join(generation.KV_TYPES)}",
                            field="kvCache")
         budget = opts.get("gpu_memory")
-        kv_budget = generation.KV_BUDGET                # the default context also fits gpu_memory
-        if budget:
-            kv_budget = max(0, min(kv_budget, budget - estimate_bytes(cfg, gf, 0, kv)))
-        try:
-            n_ctx, note = generation.fit_context(cfg, max_context, min(dev.max_binding, dev.max_buffer), kv_budget,
-                                                 kv=kv)
+        try:                                            # the default context also fits gpu_memory
+            fit = upload.fit_model(dev, m, max_context, kv, budget)
         except generation.ContextError as e:
             raise AppError("out-of-memory" if budget else "limits", f"{name}: {e}") from None
-        need = estimate_bytes(cfg, gf, n_ctx, kv)
+        need = fit.gpu_bytes
         if budget:
             held = sum(s.eng.gpu_bytes for s in self.engines.values())
             if need > budget:
@@ -451,7 +436,7 @@ class WebApp:
         try:
             e0 = clock()
             eng = await engine.Engine.load(
-                dev, gf, blob, activations=opts.get("activations", "a8"), max_context=n_ctx, kv_cache=kv,
+                dev, gf, blob, activations=opts.get("activations", "a8"), fit=fit,
                 progress=lambda stage, done, total: self.progress(rid, stage, done, total),
                 wait_prefill=False)        # ready with the decode kernels; the prefill ones go on compiling
             stages.update({k: [e0 + a, e0 + b] for k, (a, b) in eng.stage_ms.items()})
@@ -477,7 +462,7 @@ class WebApp:
         self.next_id += 1
         load = {"ms": round((time.perf_counter() - t0) * 1000, 1), "header_ms": info["header_ms"],
                 "header_read": info["header_read"], "wasm_before": wasm0, "wasm_after": wasm_bytes(),
-                "activations": opts.get("activations", "a8"), "n_ctx": eng.n_ctx, "context_note": note,
+                "activations": opts.get("activations", "a8"), "n_ctx": eng.n_ctx, "context_note": fit.note,
                 "kv_cache": eng.kv_variant, "kv_cache_bytes": eng.kv_bytes,
                 "estimate_bytes": need, "stages": stages, "pipelines": eng.n_pipelines}
         for k in ("weight_bytes", "gpu_bytes"):

@@ -12,7 +12,10 @@
     data = await dev.read(buf, 0, 4)             # bytes
     secs = await dev.time_plan(plan, repeats=10) # GPU seconds per run (median), for benchmarks
 
-Names follow WebGPU (limits are camelCase as in JS: maxStorageBufferBindingSize).
+Names follow WebGPU (limits are camelCase as in JS: maxStorageBufferBindingSize). The limits the
+engine sizes things by are read in one place each, with WebGPU's defaults: dev.max_binding
+(maxStorageBufferBindingSize), dev.max_buffer (maxBufferSize), dev.max_storage_buffers
+(maxStorageBuffersPerShaderStage).
 Features are WebGPU names; wgpu-native's "subgroup" is reported as "subgroups".
 Pipelines are cached by (shader, entry, constants, defines). Shader sources are
 specialised per device by bitweb.shaders (subgroups, f16, ...). `pipelines(keys)` compiles many
@@ -98,6 +101,7 @@ class Caps:
 
 
 # Adapter names of CPU rasterisers (WebGPU / Vulkan / D3D software implementations) -> the name said.
+# The one list (bitweb.options): the kernels' default tunes ask the same test (bitweb.kernels.rasteriser).
 SOFTWARE_NAMES = SOFTWARE_ADAPTERS
 
 
@@ -200,6 +204,10 @@ class Device:
     @property
     def max_buffer(self) -> int:
         return int(self.limits.get("maxBufferSize", 256 << 20))
+
+    @property
+    def max_storage_buffers(self) -> int:
+        return int(self.limits.get("maxStorageBuffersPerShaderStage", 8))
 
     # ---- buffers ------------------------------------------------------------
     def create_buffer(self, size: int, usage: int = DEFAULT_USAGE, label: str = "") -> Buffer:
