@@ -22,7 +22,8 @@ import tokenizers
 from bitweb.authoring import vocab
 from bitweb.authoring.qwen_vocab import QWEN2_PATTERN, TRAIN_TEXT, qwen_vocab, train_qwen_bpe
 from bitweb.tokenizer import (BYTE, CONTROL, NORMAL, UNDEFINED, UNKNOWN, UNUSED, USER_DEFINED, StreamDecoder, Tokenizer,
-                              TokenizerError, _U16_L, _U16_N, split_llama3, split_qwen2, to_byte_level)
+                              TokenizerError, split_llama3, split_qwen2, to_byte_level)
+from bitweb.tokenizer_pre import _U16
 
 DATA = pathlib.Path(__file__).resolve().parent / "data" / "tokenizer"
 # llama.cpp's tokenizer test vectors (models/ggml-vocab-llama-bpe.gguf.{inp,out}), copied into data/tokenizer/llama-bpe/
@@ -118,7 +119,7 @@ def test_character_classes_match_hf(hf):
     """The pre-tokenizer on every BMP code point, the astral code points Python 3.11 does
     not know (Unicode 15-16 additions) and every 23rd other astral one, each in contexts
     that tell letter / digit / space / other / contraction letter apart."""
-    new = {cp for a, b in (*_U16_L, *_U16_N) for cp in range(a, b + 1)}
+    new = {cp for rs in _U16.values() for a, b in rs for cp in range(a, b + 1)}
     cps = [cp for cp in range(0x110000) if not 0xD800 <= cp < 0xE000 and
            (cp < 0x10000 or cp % 23 == 0 or cp in new)]
     assert len(cps) > 60000
@@ -391,7 +392,7 @@ def test_qwen2_matches_transformers_qwen2tokenizer(qmd, qtok):
 def test_qwen2_character_classes_match_hf():
     """split_qwen2 against HF's Split with the Qwen2 regex: every N* code point, every 5th
     other BMP code point and the Unicode 15-16 additions, in telling contexts."""
-    new = {cp for a, b in (*_U16_L, *_U16_N) for cp in range(a, b + 1)}
+    new = {cp for rs in _U16.values() for a, b in rs for cp in range(a, b + 1)}
     cps = [cp for cp in range(0x110000) if not 0xD800 <= cp < 0xE000 and
            (unicodedata.category(chr(cp))[0] == "N" or (cp < 0x10000 and cp % 5 == 0) or cp in new)]
     assert len(cps) > 14000
@@ -451,7 +452,7 @@ def test_add_bos_default_follows_the_pre_tokenizer(qmd):
     assert Tokenizer.from_metadata({**md, "tokenizer.ggml.add_bos_token": True}).add_bos is True
 
 
-@pytest.mark.parametrize("pre", ["default", "deepseek-llm", "gpt-2", "qwen35", "Qwen2", "llama-bpe "])
+@pytest.mark.parametrize("pre", ["default", "tekken", "gpt-4o", "chameleon", "Qwen2", "llama-bpe "])
 def test_other_pre_tokenizers_are_refused(pre):
     with pytest.raises(TokenizerError, match=f"tokenizer.ggml.pre '{pre}' is not supported .*qwen2"):
         Tokenizer.from_metadata({**vocab.bytes_vocab(), "tokenizer.ggml.pre": pre})
@@ -568,7 +569,7 @@ def test_spm_matches_hf():
 @pytest.mark.parametrize("change, message", [
     ({"tokenizer.ggml.model": "bert"}, "tokenizer.ggml.model 'bert'"),
     ({"tokenizer.ggml.model": None}, "tokenizer.ggml.model must be a string"),
-    ({"tokenizer.ggml.pre": "deepseek-llm"}, "tokenizer.ggml.pre 'deepseek-llm' is not supported"),
+    ({"tokenizer.ggml.pre": "tekken"}, "tokenizer.ggml.pre 'tekken' is not supported"),
     ({"tokenizer.ggml.pre": 7}, "tokenizer.ggml.pre must be a string"),
     ({"tokenizer.ggml.tokens": []}, "tokenizer.ggml.tokens"),
     ({"tokenizer.ggml.tokens": "abc"}, "tokenizer.ggml.tokens"),
@@ -658,7 +659,7 @@ import { loadPyodide } from "%(root)s/node_modules/pyodide/pyodide.mjs";
 import fs from "fs";
 const py = await loadPyodide({ indexURL: "%(root)s/node_modules/pyodide/" });
 py.FS.mkdirTree("/bw/bitweb");
-for (const f of ["__init__.py", "tokenizer.py", "chat.py"])
+for (const f of ["__init__.py", "tokenizer.py", "tokenizer_pre.py", "chat.py"])
     py.FS.writeFile("/bw/bitweb/" + f, fs.readFileSync("%(root)s/pyapp/bitweb/" + f));
 py.FS.writeFile("/case.json", fs.readFileSync("%(case)s"));
 console.log(await py.runPythonAsync(`

@@ -12,4 +12,5 @@ __version__ = "0.1.0"
 
 # module names under bitweb; "kernels.*": the package and every module in it
 BROWSER_MODULES = ("bench", "chat", "engine", "formats", "generation", "gguf", "gpu", "gpu.browser",
-                   "kernel_check", "kernels.*", "model", "sampling", "shaders", "tokenizer", "webapp")
+                   "kernel_check", "kernels.*", "model", "sampling", "shaders", "tokenizer", "tokenizer_pre",
+                   "webapp")
