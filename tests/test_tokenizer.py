@@ -609,9 +609,31 @@ def test_bad_metadata_more():
         t.encode("a\ud800b", add_bos=False)
     with pytest.raises(TokenizerError, match="must be a str"):
         t.encode(b"abc")
-    # a merge result missing from the vocabulary is reported, not silently dropped
-    with pytest.raises(TokenizerError, match="not in the vocabulary"):
-        Tokenizer.from_metadata({**md, "tokenizer.ggml.merges": ["x y"]}).encode("xy", add_bos=False)
+    # a merge result missing from the vocabulary falls back to its one-byte pieces, as llama.cpp does
+    xy = Tokenizer.from_metadata({**md, "tokenizer.ggml.merges": ["x y"]})
+    assert "xy" not in xy.token_to_id and xy.encode("xy", add_bos=False) == [xy.token_to_id["x"], xy.token_to_id["y"]]
+
+
+def test_byte_without_a_token_is_dropped_as_hf_and_llama_cpp():
+    """A byte whose byte-level character is not a token (Falcon's vocabulary lacks some control
+    bytes) yields nothing: HF's BPE drops it (no unk token), and so does llama.cpp."""
+    md = vocab.bytes_vocab()
+    tokens = list(md["tokenizer.ggml.tokens"])
+    tokens[tokens.index(to_byte_level("\x1c"))] = "<gone>"
+    md = {**md, "tokenizer.ggml.tokens": tokens}
+    spec = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
+            "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
+            "post_processor": None, "decoder": None,
+            "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                      "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+                      "vocab": {t: i for i, t in enumerate(tokens)},
+                      "merges": [m.split(" ", 1) for m in md["tokenizer.ggml.merges"]]}}
+    h = tokenizers.Tokenizer.from_str(json.dumps(spec))
+    t = Tokenizer.from_metadata(md)
+    for text in ["a\x1cb", "\x1c", "the cat\x1c\x1c and the dog", "x\x1dy"]:
+        ids = t.encode(text, add_bos=False)
+        assert ids == h.encode(text, add_special_tokens=False).ids, repr(text)
+        assert t.decode(ids) == text.replace("\x1c", "")
 
 
 def test_bench_tokenizer_compares_qwen2(tok, l3md):

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import codecs
 import heapq
+import itertools
 import re
 import unicodedata
 
@@ -177,15 +178,9 @@ class Tokenizer:
         self._bytes = [None] * n                       # token id -> bytes, filled lazily
         self._cache = {}
 
-        # special tokens matched in text: CONTROL and UNKNOWN with parse_special, USER_DEFINED always
-        def alternation(types):
-            texts = sorted({t for t, ty in zip(self.tokens, self.token_types) if ty in types and t},
-                           key=len, reverse=True)
-            return re.compile("|".join(map(re.escape, texts))) if texts else None
-
-        self._special_re = alternation((CONTROL, UNKNOWN, USER_DEFINED))
-        self._user_re = alternation((USER_DEFINED,))
-        self.control_re = alternation((CONTROL, UNKNOWN))     # what parse_special=True adds (bitweb.chat)
+        # the tokens that are not NORMAL (a short list: found in one C-level pass)
+        self._not_normal = list(itertools.compress(range(n), map(NORMAL.__ne__, self.token_types)))
+        self._patterns = {}
 
         add_bos_default = True
         if model == "gpt2":
@@ -205,6 +200,25 @@ class Tokenizer:
             self.add_space_prefix = True if add_space_prefix is None else bool(add_space_prefix)
             self._byte_ids = [self.token_to_id.get(f"<0x{b:02X}>") for b in range(256)]
         self.add_bos = bool(add_bos_default if add_bos is None else add_bos)
+
+    # special tokens matched in text: CONTROL and UNKNOWN with parse_special, USER_DEFINED always
+
+    def _alternation(self, types: tuple):
+        """A regex matching the text of any token of `types`, longest first (None: no such token);
+        compiled on first use (a vocabulary can have a thousand of them)."""
+        if types not in self._patterns:
+            texts = sorted({self.tokens[i] for i in self._not_normal if self.token_types[i] in types} - {""},
+                           key=len, reverse=True)
+            self._patterns[types] = re.compile("|".join(map(re.escape, texts))) if texts else None
+        return self._patterns[types]
+
+    @property
+    def control_re(self):
+        """What parse_special=True matches besides USER_DEFINED tokens: CONTROL and UNKNOWN (bitweb.chat)."""
+        return self._alternation((CONTROL, UNKNOWN))
+
+    def _specials(self, parse_special: bool):
+        return self._alternation((CONTROL, UNKNOWN, USER_DEFINED) if parse_special else (USER_DEFINED,))
 
     # ----------------------------------------------------------- construction
 
@@ -239,7 +253,7 @@ class Tokenizer:
             if self.bos_id is None:
                 raise TokenizerError("add_bos requested but the vocabulary has no tokenizer.ggml.bos_token_id")
             out.append(self.bos_id)
-        pattern = self._special_re if parse_special else self._user_re
+        pattern = self._specials(parse_special)
         pos, prev_special = 0, True
         if pattern is not None:
             for m in pattern.finditer(text):
@@ -254,7 +268,7 @@ class Tokenizer:
     def split_special(self, text: str, parse_special: bool = True) -> list:
         """`text` cut at the special tokens encode() would find: a list of str (text to
         tokenize) and int (a special token's id), in order."""
-        pattern = self._special_re if parse_special else self._user_re
+        pattern = self._specials(parse_special)
         out, pos = [], 0
         if pattern is not None:
             for m in pattern.finditer(text):
@@ -326,9 +340,10 @@ class Tokenizer:
         while i < n:
             s = sym[i]
             t = vocab.get(s)
-            if t is None:
-                raise TokenizerError(f"BPE produced {s!r}, which is not in the vocabulary")
-            out.append(t)
+            if t is not None:
+                out.append(t)
+            else:       # as llama.cpp (and HF, which drops it): its UTF-8 bytes that are tokens as one-byte text
+                out.extend(vocab[c] for c in s.encode("utf-8").decode("latin-1") if c < "\x80" and c in vocab)
             i = nxt[i]
         return tuple(out)
 
