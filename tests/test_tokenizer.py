@@ -687,8 +687,10 @@ py.FS.writeFile("/case.json", fs.readFileSync("%(case)s"));
 console.log(await py.runPythonAsync(`
 import sys, json
 sys.path.insert(0, "/bw")
+import hashlib, unicodedata
 from bitweb.chat import chat_ids
 from bitweb.tokenizer import Tokenizer
+from bitweb.tokenizer_pre import char_class
 case = json.load(open("/case.json", encoding="utf-8"))
 t = Tokenizer.from_metadata(case["md"])
 q = Tokenizer.from_metadata(case["qmd"])
@@ -696,13 +698,16 @@ json.dumps({"python": sys.version_info[:2], "has_numpy": "numpy" in sys.modules,
             "ids": [t.encode(x, parse_special=True) for x in case["texts"]],
             "text": [t.decode(t.encode(x)) for x in case["texts"]],
             "qids": [q.encode(x, parse_special=True) for x in case["qtexts"]],
-            "chat": chat_ids(t, case["chat"])})
+            "chat": chat_ids(t, case["chat"]), "unidata": unicodedata.unidata_version,
+            "classes": hashlib.sha256("".join(char_class(chr(c)) for c in range(0x40000)
+                                              if not 0xD800 <= c < 0xE000).encode()).hexdigest()})
 `));
 """
 
 
 def test_runs_in_pyodide(tmp_path, tok, l3md, qtok, qmd):
-    """The same ids from Pyodide (Python 3.14, stdlib only) as from CPython (llama-bpe and qwen2)."""
+    """The same ids from Pyodide (Python 3.14, stdlib only) as from CPython (llama-bpe and qwen2), and
+    the same Unicode class for every code point, though the two unicodedata versions differ."""
     import shutil
     import subprocess
     from tests.conftest import ROOT, need
@@ -725,3 +730,8 @@ def test_runs_in_pyodide(tmp_path, tok, l3md, qtok, qmd):
     assert got["qids"] == [qtok.encode(x, parse_special=True) for x in qtexts]
     from bitweb.chat import chat_ids
     assert got["chat"] == chat_ids(tok, chat)
+    import hashlib
+    from bitweb.tokenizer_pre import char_class
+    here = hashlib.sha256("".join(char_class(chr(c)) for c in range(0x40000)     # planes 0-3: all that
+                                  if not 0xD800 <= c < 0xE000).encode()).hexdigest()    # 15.0-16.0 added
+    assert got["classes"] == here, (got["unidata"], unicodedata.unidata_version)
