@@ -211,8 +211,13 @@ class PreTokenizer:
     def split(self, text: str) -> list[str]:
         """The pieces of `text` (no NFC here), in order; together they are exactly `text`."""
         codes = text.translate(self._collapse)
+        steps = self.steps
+        if len(steps) == 1 and not steps[0][1]:     # one regex that covers the text (llama3, qwen2, gpt2 ...)
+            pieces = [text[m.start():m.end()] for m in steps[0][0].finditer(codes)]
+            if sum(map(len, pieces)) == len(text):
+                return pieces
         spans = [(0, len(text))]
-        for regex, raw in self.steps:
+        for regex, raw in steps:
             s, out = (text if raw else codes), []
             for a, b in spans:
                 pos = a
