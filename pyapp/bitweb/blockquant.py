@@ -154,7 +154,8 @@ class BlockCodec:
     def units(self, data, n=None):
         """Packed bytes -> (q int8 [n_units, unit], s float32 [n_units], o float32 [n_units])."""
         b = self.blocks(data, n)
-        q, s, o = self._units(b)
+        with _np().errstate(invalid="ignore", over="ignore"):      # inf * 0 of a corrupt scale: NaN, as in ggml
+            q, s, o = self._units(b)
         return q.reshape(-1, self.unit), s.reshape(-1), o.reshape(-1)
 
     def dequantize(self, data, n=None):
@@ -163,18 +164,24 @@ class BlockCodec:
         NaN bits when a corrupt scale is NaN (x + -NaN and x - NaN differ in the NaN's sign)."""
         np = _np()
         q, s, o = self.units(data, n)
-        sq = s[:, None] * q.astype(np.float32)
-        return (sq - (-o[:, None]) if self.subtracts_min else sq + o[:, None]).reshape(-1)
+        with np.errstate(invalid="ignore", over="ignore"):
+            sq = s[:, None] * q.astype(np.float32)
+            return (sq - (-o[:, None]) if self.subtracts_min else sq + o[:, None]).reshape(-1)
 
     def quantize(self, x) -> bytes:
         """Floats (any shape, GGUF order when flattened; finite) -> packed bytes. Raises FormatError for
-        a length that is not whole blocks, for NaN / inf, and for a block whose fp16 scales overflow."""
+        a length that is not whole blocks, for NaN / inf, for |x| > MAX_ABS and for a block whose fp16
+        scales overflow."""
         np = _np()
         x = np.asarray(x, dtype=np.float32).reshape(-1)
         self.check_length(x.size)
         bad = np.flatnonzero(~np.isfinite(x))
         if bad.size:
             raise FormatError(f"{self.name}: cannot quantize non-finite value {x[bad[0]]} at index {bad[0]}")
+        big = np.flatnonzero(np.abs(x) > MAX_ABS)
+        if big.size:
+            raise FormatError(f"{self.name}: value {x[big[0]]:g} at index {big[0]} is beyond what fp16 scales "
+                              f"can represent (|x| <= {MAX_ABS:g} at most, less in most types)")
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             b = self._quantize(x.reshape(-1, self.block_size))
         assert b.dtype == np.uint8 and b.shape[1] == self.type_size
@@ -190,6 +197,9 @@ class BlockCodec:
         return f"<block codec {self.name} id={self.type_id} block={self.block_size} bytes={self.type_size}>"
 
 
+# No type here represents |w| above 65504 * 128 * 32 (Q6_K's largest d * scale * code) < 2^28; larger
+# inputs are refused before the searches (whose x^3 sums would overflow float32 near 4e12).
+MAX_ABS = float(2 ** 30)
 NEG0 = -0.0     # the offset of symmetric types: s*q + -0.0 == s*q bit for bit
 
 
