@@ -1,17 +1,21 @@
 """ggml's standard block-quantized types in numpy (CPython only): decode, encode, unit decomposition.
 
-One codec per type, registered by type id in CODECS. Each has
-  dequantize(data, n=None) -> flat float32     bit for bit gguf-py's gguf.quants.dequantize
-  quantize(x) -> bytes                         legacy types: bit for bit gguf-py's quantizers (which
-                                               are ggml's quantize_row_*_ref); K-quants: a port of
-                                               ggml's quantize_row_q{2..6}_K_ref (gguf-py has none),
-                                               checked against ggml's own by dev/formats/ggml_check.py
+One codec per type, registered by type id in CODECS (get(id or name) finds one). Each has
+  dequantize(data, n=None) -> flat float32   bit for bit gguf-py's gguf.quants.dequantize and ggml's
+                                             dequantize_row_* (NaN scales of corrupt bytes included)
+  quantize(x) -> bytes                       legacy types: bit for bit gguf-py's quantizers, which are
+                                             ggml's quantize_row_*_ref but for a zero scale's sign
+                                             when a block holds -0.0 (numpy's min / argmax pick
+                                             another zero than C's scan; values decode the same);
+                                             K-quants: bitweb.kquant_encode, a port of ggml's
+                                             quantize_row_q{2..6}_K_ref (gguf-py has none)
   units(data) -> (q int8 [n_units, U], s float32 [n_units], o float32 [n_units])
-                                               every weight is w = s*q + o over units of U consecutive
-                                               weights; dequantize is exactly that, rounded after the
-                                               product and after the sum (no fused multiply-add)
-The kernels decode the same units: one small integer code per weight, one scale and one offset per
-unit. Symmetric types have o = -0.0 (x + -0.0 == x for every x, zeros' signs included).
+                                             w = s*q + o over units of U consecutive values: each code
+                                             q a small integer in q_range, one scale and offset per unit
+The kernels decode these units. s*q + o is bit for bit dequantize when s*q is rounded to float32
+before the add (no fused multiply-add) and the value is not NaN. Symmetric types have o = -0.0
+(x + -0.0 == x for every x, zeros' signs included); types with a min have o = -min (x + -min ==
+x - min but for the sign of a NaN). dev/formats/ggml_check.py checks all of it against ggml's C.
 
 Element order is GGUF order (the flat tensor, ne0 contiguous); blocks never span rows. Little endian;
 fp16 is IEEE half; "nib(qs)" is the 32 codes of 16 bytes, low nibbles first (weights 0-15), then
