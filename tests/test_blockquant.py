@@ -6,7 +6,6 @@ families, saved with their inputs in tests/data/blockquant_ggml.npz by dev/forma
 (libggml-base of llama-cpp-python 0.3.36, which the suite cannot build); the real
 SmolLM2-135M-Instruct Q4_1 file that tools/setup.sh --test fetches.
 """
-import pathlib
 
 import numpy as np
 import pytest

@@ -52,6 +52,7 @@ Scales computed as float32 in the order shown (d*sc first, then *q), as ggml's d
 from __future__ import annotations
 
 from bitweb import kquant_encode
+from bitweb.kquant_encode import to_f16
 from bitweb.formats import FormatError
 
 QK_K = 256
@@ -222,7 +223,7 @@ class Q4_0(BlockCodec):
         d = mx / np.float32(-8)
         inv = np.where(d == 0, np.float32(0), np.float32(1) / d)
         q = np.trunc(x * inv + np.float32(8.5)).astype(np.uint8).clip(0, 15)
-        return np.concatenate([kquant_encode.to_f16(d), q[:, :16] | (q[:, 16:] << 4)], axis=1)
+        return np.concatenate([to_f16(d), q[:, :16] | (q[:, 16:] << 4)], axis=1)
 
 
 class Q4_1(BlockCodec):
@@ -239,7 +240,7 @@ class Q4_1(BlockCodec):
         d = (hi - lo) / np.float32(15)
         inv = np.where(d == 0, np.float32(0), np.float32(1) / d)
         q = np.trunc((x - lo) * inv + np.float32(0.5)).astype(np.uint8).clip(0, 15)
-        return np.concatenate([kquant_encode.to_f16(d), kquant_encode.to_f16(lo), q[:, :16] | (q[:, 16:] << 4)], axis=1)
+        return np.concatenate([to_f16(d), to_f16(lo), q[:, :16] | (q[:, 16:] << 4)], axis=1)
 
 
 class Q5_0(BlockCodec):
@@ -259,7 +260,7 @@ class Q5_0(BlockCodec):
         inv = np.where(d == 0, np.float32(0), np.float32(1) / d)
         q = np.trunc(x * inv + np.float32(16.5)).astype(np.uint8).clip(0, 31)
         qh = np.packbits(q >> 4, axis=1, bitorder="little")
-        return np.concatenate([kquant_encode.to_f16(d), qh, (q[:, :16] & 15) | (q[:, 16:] << 4)], axis=1)
+        return np.concatenate([to_f16(d), qh, (q[:, :16] & 15) | (q[:, 16:] << 4)], axis=1)
 
 
 class Q5_1(BlockCodec):
@@ -278,7 +279,7 @@ class Q5_1(BlockCodec):
         inv = np.where(d == 0, np.float32(0), np.float32(1) / d)
         q = np.trunc((x - lo) * inv + np.float32(0.5)).astype(np.uint8).clip(0, 31)
         qh = np.packbits(q >> 4, axis=1, bitorder="little")
-        return np.concatenate([kquant_encode.to_f16(d), kquant_encode.to_f16(lo), qh, (q[:, :16] & 15) | (q[:, 16:] << 4)], axis=1)
+        return np.concatenate([to_f16(d), to_f16(lo), qh, (q[:, :16] & 15) | (q[:, 16:] << 4)], axis=1)
 
 
 class Q8_0(BlockCodec):
@@ -294,7 +295,7 @@ class Q8_0(BlockCodec):
         d = np.abs(x).max(axis=1) / np.float32(127)
         inv = np.where(d == 0, np.float32(0), np.float32(1) / d)
         q = _roundf(x * inv[:, None]).astype(np.int8).view(np.uint8)
-        return np.concatenate([kquant_encode.to_f16(d), q], axis=1)
+        return np.concatenate([to_f16(d), q], axis=1)
 
 
 class Q2_K(BlockCodec):
