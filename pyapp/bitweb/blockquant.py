@@ -203,7 +203,7 @@ class BlockCodec:
 
 
 # No type here represents |w| above 65504 * 128 * 32 (Q6_K's largest d * scale * code) < 2^28; larger
-# inputs are refused before the searches (whose x^3 sums would overflow float32 near 4e12).
+# inputs are refused before the searches (whose sums of x^3 * code overflow float32 from ~2e12).
 MAX_ABS = float(2 ** 30)
 NEG0 = -0.0     # the offset of symmetric types: s*q + -0.0 == s*q bit for bit
 
