@@ -1,0 +1,285 @@
+"""Allowed-token masks for a grammar over a model's vocabulary, cached per state (stdlib only).
+
+Vocabulary: the text tokens (NORMAL and BYTE types: what token_to_bytes gives for them) in a trie,
+flattened in preorder (node i's subtree is i+1 .. end[i]-1), so a walk that finds a prefix dead
+skips every token under it at once. Control, unknown, unused and user-defined tokens never match
+text; a GBNF token element (<[id]>, <text>) can still name one. Stop tokens (EOS, EOT ...) are
+allowed exactly when the grammar accepts what was generated.
+
+A mask is an int bitset over token ids (bit t = token t allowed); `words()` gives the n_vocab bits
+as little-endian u32 words, ready to upload to a GPU buffer.
+
+Caching (why steady-state decoding is cheap): masks are made per *frame*. A state is a set of
+stacks; for a stack (rest..., D) the tokens split into
+  - those consumed inside the frame of D (D's rule and what it calls): they depend on D alone and
+    are cached per D, so a JSON string's inner state is walked once for every string of that rule,
+    whatever object, array or property it sits in;
+  - those that end D's rule part way through (`"` + `,` ...): the trie node where the frame ended
+    (an *exit*) is cached with the frame, and only that subtree is walked against what follows
+    (cached per (node, state)).
+The state's mask is the OR of its stacks' parts, cached per state: a state reached again costs one
+dict lookup, and the state after a token is memoized per (state, token).
+
+Each part is kept as {d: mask}, d being the fewest bytes that complete the grammar after the
+token, so `mask(remaining=n)` can keep only the tokens that still let the output finish within n
+tokens (every byte is at worst one token: true of byte-level BPE and of SentencePiece with byte
+fallback). Generation that honours it ends with complete output instead of running out mid-value.
+"""
+from __future__ import annotations
+
+import sys
+from array import array
+
+from bitweb.grammar.automaton import DEAD, EXIT
+from bitweb.grammar.gbnf import GrammarError
+
+TEXT_TYPES = (1, 6)           # NORMAL, BYTE (bitweb.tokenizer's token types)
+
+
+def bits(ids, n: int) -> int:
+    """The int bitset of token ids."""
+    ba = bytearray((n + 7) >> 3)
+    for i in ids:
+        ba[i >> 3] |= 1 << (i & 7)
+    return int.from_bytes(ba, "little")
+
+
+def ids_of(mask: int) -> list:
+    """Token ids of an int bitset, ascending."""
+    out = []
+    data = mask.to_bytes((mask.bit_length() + 7) >> 3, "little")
+    for k, byte in enumerate(data):
+        while byte:
+            low = byte & -byte
+            out.append((k << 3) + low.bit_length() - 1)
+            byte ^= low
+    return out
+
+
+def words(mask: int, n_vocab: int) -> array:
+    """The n_vocab-bit mask as u32 words (word t >> 5, bit t & 31), little-endian like a GPU buffer."""
+    n_words = (n_vocab + 31) >> 5
+    out = array("I")
+    out.frombytes(mask.to_bytes(4 * n_words, "little"))
+    if sys.byteorder == "big":
+        out.byteswap()
+    return out
+
+
+class Vocabulary:
+    """A model's vocabulary as the grammar engine needs it: token bytes in a trie, stop ids, and the
+    text -> id map for GBNF token elements. Build one per tokenizer and share it."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+        self.n_vocab = n = tokenizer.n_vocab
+        self.stop_ids = frozenset(tokenizer.stop_ids)
+        types = tokenizer.token_types
+        self.token_bytes = [b""] * n
+        entries = []
+        for i in range(n):
+            if types[i] in TEXT_TYPES and i not in self.stop_ids:
+                b = tokenizer.token_to_bytes(i)
+                if b:
+                    self.token_bytes[i] = b
+                    entries.append((b, i))
+        entries.sort()
+        self.text_ids = bits((i for _, i in entries), n)
+        # preorder trie: node 0 is the root (the empty prefix)
+        byte, depth, end, toks = [0], [0], [0], [None]
+        path = [0]                                 # node index at each depth of the current prefix
+        prev = b""
+        for b, i in entries:
+            if b == prev and len(path) > 1:
+                toks[path[-1]] = toks[path[-1]] + (i,)
+                continue
+            k = 0
+            m = min(len(b), len(prev))
+            while k < m and b[k] == prev[k]:
+                k += 1
+            while len(path) > k + 1:               # close the nodes past the common prefix
+                end[path.pop()] = len(byte)
+            for j in range(k, len(b)):
+                path.append(len(byte))
+                byte.append(b[j])
+                depth.append(j + 1)
+                end.append(0)
+                toks.append(None)
+            toks[path[-1]] = (i,)
+            prev = b
+        while path:
+            end[path.pop()] = len(byte)
+        self.byte, self.depth, self.end, self.toks = byte, depth, end, toks
+        self.max_depth = max(depth)
+        self.single_bytes = all(bytes((v,)) in {b for b, _ in entries if len(b) == 1} for v in range(256))
+
+    @property
+    def n_nodes(self) -> int:
+        return len(self.byte)
+
+    def resolve(self, ref) -> frozenset:
+        """The ids a GBNF token element stands for: <[id]> or <text> (the token whose text is
+        exactly that, as llama.cpp's parse_special tokenization finds it)."""
+        if isinstance(ref, int):
+            if not 0 <= ref < self.n_vocab:
+                raise GrammarError(f"token <[{ref}]> is out of range (the vocabulary has {self.n_vocab} tokens)")
+            return frozenset((ref,))
+        tid = self.tokenizer.token_to_id.get(ref)
+        if tid is None:
+            raise GrammarError(f"token {ref} is not a single token of this vocabulary")
+        return frozenset((tid,))
+
+
+class Masks:
+    """The per-frame and per-state mask caches of one automaton over one vocabulary (shared by every
+    Constraint of that grammar and vocabulary)."""
+
+    def __init__(self, automaton, vocab: Vocabulary):
+        self.A, self.V = automaton, vocab
+        self.n_vocab = vocab.n_vocab
+        self._frames, self._subtrees, self._states, self._allowed = {}, {}, {}, {}
+        self._refs, self._advance, self._words, self._stops, self._ids = {}, {}, {}, {}, {}
+        self.frame_walks = self.subtree_walks = self.nodes_walked = 0     # statistics
+
+    def ids(self, ref) -> frozenset:
+        got = self._refs.get(ref)
+        if got is None:
+            got = self._refs[ref] = self.V.resolve(ref)
+        return got
+
+    # ------------------------------------------------------------ trie walks
+    def _walk(self, sid: int, lo: int, hi: int, frame: bool):
+        """Tokens at trie nodes lo..hi-1 (a whole subtree's strict descendants, the parent's state
+        sid) that the automaton accepts: ({d: [ids]}, exits). frame: sid's stacks sit on EXIT; a node
+        where the frame ends is an exit (its token is accepted with d 0; what follows the frame is
+        walked separately) and the walk goes on below it without the ended stack."""
+        A, V = self.A, self.V
+        trans, step, dist, is_exit, noexit = A.S_trans, A.step, A.S_dist, A.S_exit, A.noexit
+        byte, depth, end, toks = V.byte, V.depth, V.end, V.toks
+        states = [0] * (V.max_depth + 1)
+        states[depth[lo] - 1 if lo < hi else 0] = sid
+        hist, exits = {}, []
+        i = lo
+        self.nodes_walked += hi - lo
+        while i < hi:
+            prev = states[depth[i] - 1]
+            s = trans[prev].get(byte[i])
+            if s is None:
+                s = step(prev, byte[i])
+            if s == DEAD:
+                i = end[i]
+                continue
+            t = toks[i]
+            if frame and is_exit[s]:
+                if t is not None:
+                    hist.setdefault(0, []).extend(t)
+                if end[i] > i + 1:
+                    exits.append(i)
+                s = noexit(s)
+                if s == DEAD:
+                    i = end[i]
+                    continue
+            elif t is not None:
+                hist.setdefault(dist[s], []).extend(t)
+            states[depth[i]] = s
+            i += 1
+        n = self.n_vocab
+        return {d: bits(v, n) for d, v in hist.items()}, exits
+
+    def frame(self, d: int):
+        """({d_local: mask}, exits) of the frame whose top local state is d (cached)."""
+        got = self._frames.get(d)
+        if got is None:
+            A = self.A
+            self.frame_walks += 1
+            hist, exits = self._walk(A.state({(EXIT, d)}), 1, self.V.n_nodes, True)
+            for ref, neg, nd in A.D_toks[d]:           # GBNF token elements: whole tokens
+                ids = self.ids(ref)
+                m = (self.V.text_ids & ~bits(ids, self.n_vocab)) if neg else bits(ids - self.V.stop_ids, self.n_vocab)
+                dl = A.S_dist[A.state(A.expand((EXIT, nd)))]
+                hist[dl] = hist.get(dl, 0) | m
+            got = self._frames[d] = (hist, exits)
+        return got
+
+    def subtree(self, node: int, sid: int) -> dict:
+        """{d: mask} of the tokens strictly below trie node `node`, entered in state sid (cached)."""
+        key = (node, sid)
+        got = self._subtrees.get(key)
+        if got is None:
+            self.subtree_walks += 1
+            got = self._subtrees[key] = self._walk(sid, node + 1, self.V.end[node], False)[0]
+        return got
+
+    def hist(self, sid: int) -> dict:
+        """{d: mask} of the tokens allowed in state sid (stop tokens not included)."""
+        got = self._states.get(sid)
+        if got is None:
+            A = self.A
+            got = {}
+            for s in A.S_stacks[sid]:
+                if not s:
+                    continue
+                rest = s[:-1]
+                fh, exits = self.frame(s[-1])
+                dr = sum(A.D_dist[e] for e in rest)
+                for dl, m in fh.items():
+                    got[dl + dr] = got.get(dl + dr, 0) | m
+                if exits:
+                    after = A.popped(rest) if rest else A.state({()})
+                    for node in exits:
+                        for dd, m in self.subtree(node, after).items():
+                            got[dd] = got.get(dd, 0) | m
+            self._states[sid] = got
+        return got
+
+    def stop_mask(self, stop_ids: frozenset) -> int:
+        got = self._stops.get(stop_ids)
+        if got is None:
+            got = self._stops[stop_ids] = bits(stop_ids, self.n_vocab)
+        return got
+
+    def allowed(self, sid: int, remaining: int | None = None, stop_ids: frozenset = frozenset()):
+        """(key, mask) of the tokens allowed in state sid; the same key means the same mask.
+        remaining: tokens left to generate, this one included; when given, tokens after which the
+        grammar cannot be completed in time are left out (unless no token can: then those that leave
+        the least to write). Stop tokens are allowed when the state accepts."""
+        h = self.hist(sid)
+        keep = None
+        if remaining is not None and h and max(h) > remaining - 1:
+            keep = max(remaining - 1, min(h))
+        stops = stop_ids if self.A.S_accept[sid] else frozenset()
+        key = (sid, keep, stops)
+        got = self._allowed.get(key)
+        if got is None:
+            out = self.stop_mask(stops) if stops else 0
+            for d, m in h.items():
+                if keep is None or d <= keep:
+                    out |= m
+            got = self._allowed[key] = out
+        return key, got
+
+    def ids(self, key, mask: int) -> list:
+        got = self._ids.get(key)
+        if got is None:
+            got = self._ids[key] = ids_of(mask)
+        return got
+
+    def words(self, key, mask: int) -> array:
+        got = self._words.get(key)
+        if got is None:
+            got = self._words[key] = words(mask, self.n_vocab)
+        return got
+
+    def advance(self, sid: int, token: int) -> int:
+        """The state after a (non-stop) token; DEAD when the grammar does not allow it."""
+        key = (sid, token)
+        got = self._advance.get(key)
+        if got is None:
+            A = self.A
+            got = A.step_bytes(sid, self.V.token_bytes[token]) if self.V.token_bytes[token] else DEAD
+            if A.has_tokens(sid):
+                alt = A.step_token(sid, token, self.ids)
+                if alt != DEAD:
+                    got = alt if got == DEAD else A.state(A.S_stacks[got] | A.S_stacks[alt])
+            self._advance[key] = got
+        return got
