@@ -59,7 +59,7 @@ ANY_CHAR = ("chars", ((0, MAX_CODE_POINT),))
 
 
 def is_word(c: str) -> bool:
-    return c.isascii() and (c.isalnum() or c in "-_")
+    return len(c) == 1 and c.isascii() and (c.isalnum() or c in "-_")
 
 
 class Parser:
@@ -94,9 +94,9 @@ class Parser:
         while self.pos < n:
             c = s[self.pos]
             if c == "#":
-                while self.pos < n and s[self.pos] not in "\r\n":
+                while self.pos < n and s[self.pos] != "\r" and s[self.pos] != "\n":
                     self.pos += 1
-            elif c in " \t" or (newline_ok and c in "\r\n"):
+            elif c == " " or c == "\t" or (newline_ok and (c == "\r" or c == "\n")):
                 self.pos += 1
             else:
                 break
@@ -181,6 +181,8 @@ class Parser:
         while True:
             c = self.peek()
             start = self.pos
+            if not c:
+                break
             if c == '"':
                 self.pos += 1
                 cps = []

@@ -141,7 +141,7 @@ class Masks:
         self._refs, self._advance, self._words, self._stops, self._ids = {}, {}, {}, {}, {}
         self.frame_walks = self.subtree_walks = self.nodes_walked = 0     # statistics
 
-    def ids(self, ref) -> frozenset:
+    def ref_ids(self, ref) -> frozenset:
         got = self._refs.get(ref)
         if got is None:
             got = self._refs[ref] = self.V.resolve(ref)
@@ -160,8 +160,9 @@ class Masks:
         states[depth[lo] - 1 if lo < hi else 0] = sid
         hist, exits = {}, []
         i = lo
-        self.nodes_walked += hi - lo
+        visited = 0
         while i < hi:
+            visited += 1
             prev = states[depth[i] - 1]
             s = trans[prev].get(byte[i])
             if s is None:
@@ -183,6 +184,7 @@ class Masks:
                 hist.setdefault(dist[s], []).extend(t)
             states[depth[i]] = s
             i += 1
+        self.nodes_walked += visited
         n = self.n_vocab
         return {d: bits(v, n) for d, v in hist.items()}, exits
 
@@ -194,7 +196,7 @@ class Masks:
             self.frame_walks += 1
             hist, exits = self._walk(A.state({(EXIT, d)}), 1, self.V.n_nodes, True)
             for ref, neg, nd in A.D_toks[d]:           # GBNF token elements: whole tokens
-                ids = self.ids(ref)
+                ids = self.ref_ids(ref)
                 m = (self.V.text_ids & ~bits(ids, self.n_vocab)) if neg else bits(ids - self.V.stop_ids, self.n_vocab)
                 dl = A.S_dist[A.state(A.expand((EXIT, nd)))]
                 hist[dl] = hist.get(dl, 0) | m
@@ -278,7 +280,7 @@ class Masks:
             A = self.A
             got = A.step_bytes(sid, self.V.token_bytes[token]) if self.V.token_bytes[token] else DEAD
             if A.has_tokens(sid):
-                alt = A.step_token(sid, token, self.ids)
+                alt = A.step_token(sid, token, self.ref_ids)
                 if alt != DEAD:
                     got = alt if got == DEAD else A.state(A.S_stacks[got] | A.S_stacks[alt])
             self._advance[key] = got
