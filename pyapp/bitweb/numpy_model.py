@@ -238,8 +238,15 @@ class NumpyModel:
     def _sample(self, sampler: Sampler, logits, context, allowed=None):
         p = sampler.params
         lg = apply_penalty(logits.tolist(), p, context)
-        if allowed is not None:
-            return sampler.sample_allowed(lg, allowed)
+        if allowed is not None:                   # Sampler.sample_allowed, sorted by numpy
+            if not allowed:
+                raise ValueError("the grammar allows no token at this step")
+            idx = np.asarray(allowed, dtype=np.int64)
+            v = np.asarray(lg, dtype=np.float64)[idx]
+            if p.greedy:
+                return int(idx[int(np.argmax(v))])            # the first maximum: the lowest id
+            order = np.lexsort((idx, -v))
+            return sampler.sample(list(zip(v[order].tolist(), idx[order].tolist())))
         if p.greedy:
             return int(np.argmax(np.asarray(lg, dtype=F32)))
         return sampler.sample(top_candidates(lg, len(lg)))

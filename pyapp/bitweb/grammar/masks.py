@@ -111,7 +111,10 @@ class Vocabulary:
             end[path.pop()] = len(byte)
         self.byte, self.depth, self.end, self.toks = byte, depth, end, toks
         self.max_depth = max(depth)
-        self.single_bytes = all(bytes((v,)) in {b for b, _ in entries if len(b) == 1} for v in range(256))
+        singles = {b[0] for b, _ in entries if len(b) == 1}
+        # bytes valid UTF-8 can hold (C0, C1, F5-FF never occur): with all of them as tokens, any
+        # text is reachable one byte at a time, which the token budget counts on
+        self.single_bytes = all(v in singles for v in range(256) if v not in (0xC0, 0xC1) and v < 0xF5)
 
     @property
     def n_nodes(self) -> int:

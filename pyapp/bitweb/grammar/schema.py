@@ -440,6 +440,7 @@ class Converter:
                     return self.fail(path + "/format", f"format {fmt!r} is not supported (supported: "
                                                        f"{', '.join(sorted(FORMATS))})")
                 return self.add(name, f'"\\"" {FORMATS[fmt]} "\\"" {sp}')
+            self.prim("char")                 # an unanchored pattern side is char*
             try:
                 body = regex.to_gbnf(s["pattern"])
             except regex.PatternError as e:
