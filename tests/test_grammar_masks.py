@@ -75,6 +75,7 @@ def explore(gr: Grammar, V: Vocabulary, limit: int, out: list):
      "required": ["n"]},
     {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 9}, "minItems": 1, "maxItems": 3},
     {"type": "string", "pattern": "^[a-c]{1,3}-[0-9]$"},
+    {"type": "array", "items": {"type": "string", "minLength": 2, "maxLength": 7}, "minItems": 2, "maxItems": 2},
 ])
 def test_every_reachable_state_offers_a_token(schema):
     """Finite grammars: every state tokens can reach (all of them) has a non-empty mask, offers the
@@ -86,12 +87,42 @@ def test_every_reachable_state_offers_a_token(schema):
     assert explore(gr, V, 5000, states)          # every reachable state
     for state, ids in states:
         assert ids, state
+        assert set(ids) == brute_force(gr, V, state, V.stop_ids)
         stops = set(ids) & V.stop_ids
         assert bool(stops) == A.S_accept[state]
         assert stops in (set(), set(V.stop_ids))
         if A.done(state):
             assert set(ids) == V.stop_ids
     assert len(states) > 20
+
+
+@pytest.mark.parametrize("text", [
+    'root ::= "<" [a-z]{2,9} ">" ("," ("ab" | "c"){3,8})?',
+    'root ::= ("[" [0-9]{1,7} "]"){0,12} "."',                     # a counted repetition inside another
+    'root ::= (x){6,10}\nx ::= "a" | "bc" | "b" x?',              # a counted rule that calls a frame
+])
+def test_counted_repetitions_against_a_token_by_token_check(text):
+    """X{m,n} with n >= 6 is one frame with a count, not n unrolled copies: every state's mask,
+    for every count reached, equals the check of each token through the automaton."""
+    _, V = random_model("bytes")
+    gr = Grammar(text)
+    assert gr.automaton.counted
+    states = []
+    explore(gr, V, 3000, states)
+    for state, ids in states:
+        assert set(ids) == brute_force(gr, V, state, V.stop_ids), state
+    assert len(states) > 20
+    V2 = smollm2_vocab()                                        # long tokens across the count
+    rng = random.Random(3)
+    for _ in range(3):
+        c = gr.constraint(V2)
+        for step in range(30):
+            ids = c.ids()
+            assert set(ids) == brute_force(gr, V2, c.state, c.stop_ids)
+            t = rng.choice(ids)
+            if t in c.stop_ids:
+                break
+            c.advance(t)
 
 
 def test_recursive_grammar_states_offer_a_token():

@@ -18,6 +18,12 @@ Run (lazily, memoized):
     the bottom marks a frame walked on its own (masks.py). A state's stacks all end in a local state
     that consumes bytes (calls and rule ends are expanded when a state is made); () means the root
     rule has ended: the input so far is accepted.
+  - a bounded repetition X{m,n} with n >= COUNTED is not unrolled: X becomes a rule of its own, and
+    a *count element* (an int <= -2, `count_info`) under X's frame holds the iterations done, so
+    `char{1,100}` costs one frame whatever its length. In a frame walked on its own (masks.py:
+    (EXIT, return state, REL 0, X's state)) the count is relative, from 0, so one walk serves every
+    count: ending the repetition leaves an inert EXITED j under the return state, and a frame that
+    ends with it is the stack (EXITED j,); masks.py keeps what needs which count apart.
   - a *state* S (an int) is a set of stacks; `step(S, byte)` is memoized, so a state reached again
     costs one dict lookup per byte. State 0 is dead (no stack).
 """
@@ -29,6 +35,8 @@ from bitweb.grammar.gbnf import GrammarError, MAX_CODE_POINT
 
 EXIT = -1
 DEAD = 0
+COUNTED = 6                    # X{m,n} with n >= this is counted, not unrolled
+ABS, REL, EXITED = 0, 1, 2     # count element kinds: a generation's count, a walk's relative count, an exit marker
 INF = 1 << 60
 MAX_NODES = 400_000            # NFA nodes: a grammar that unrolls past this is refused
 INLINE_MAX = 600               # a finite rule larger than this (estimated nodes) stays a call
@@ -108,13 +116,15 @@ class Automaton:
         self.eps, self.edges, self.calls, self.toks = [], [], [], []
         self.rule_index = {}
         self.rule_start, self.rule_end = [], []
+        self.counted = {}                        # synthetic rule index -> (m, n) of X{m,n}
+        self._counted_rules = {}                 # (id(X), m, n) -> (rule index, X)
         called = [r for r in rules if r in reach and r not in self.inline]
         called.sort(key=lambda r: r != root)
         for r in called:
             self.rule_index[r] = len(self.rule_start)
             self.rule_start.append(self._new())
             self.rule_end.append(self._new())
-        self.rule_names = called
+        self.rule_names = list(called)
         for r in called:
             i = self.rule_index[r]
             self._build(rules[r], self.rule_start[i], self.rule_end[i])
@@ -125,6 +135,7 @@ class Automaton:
         for n in self.rule_end:
             self.is_end[n] = 1
         self._closure = {}
+        self.count_info, self._count_index = [], {}       # element -2 - k: (kind, rule, n)
         # local states
         self.D_sets, self.D_index = [], {}
         self.D_term, self.D_calls, self.D_final, self.D_dist, self.D_trans, self.D_toks = [], [], [], [], [], []
@@ -166,6 +177,8 @@ class Automaton:
             if k == "ref":
                 return size_of(e[1]) if is_finite(e[1]) else 1
             if k == "rep":
+                if e[3] is not None and e[3] >= COUNTED:
+                    return est(e[1]) + 4
                 return est(e[1]) * max(e[2], e[3] or 1) + 2
             return 1
 
@@ -221,6 +234,20 @@ class Automaton:
                 self._build(self.rules[e[1]], a, b, depth + 1)
             else:
                 self.calls[a].append((self.rule_index[e[1]], b))
+        elif k == "rep" and e[3] is not None and e[3] >= COUNTED:
+            x, lo, hi = e[1], e[2], e[3]
+            key = (id(x), lo, hi)
+            if key not in self._counted_rules:
+                r = len(self.rule_start)
+                self._counted_rules[key] = (r, x)
+                self.counted[r] = (lo, hi)
+                self.rule_start.append(self._new())
+                self.rule_end.append(self._new())
+                self.rule_names.append(f"{{{lo},{hi}}}#{r}")
+                self._build(x, self.rule_start[r], self.rule_end[r], depth + 1)
+            self.calls[a].append((self._counted_rules[key][0], b))
+            if lo == 0:
+                self.eps[a].append(b)
         elif k == "rep":
             x, lo, hi = e[1], e[2], e[3]
             cur = a
@@ -264,6 +291,7 @@ class Automaton:
                 rev_call_t[t].append((n, r))
                 rev_call_r[r].append((n, t))
         start_of = {s: r for r, s in enumerate(self.rule_start)}
+        times = [max(self.counted[r][0], 1) if r in self.counted else 1 for r in range(len(self.rule_start))]
         dist = [INF] * n_nodes
         done = bytearray(n_nodes)
         heap = [(0, e) for e in self.rule_end]
@@ -279,13 +307,14 @@ class Automaton:
             for p, r in rev_call_t[n]:
                 s = self.rule_start[r]
                 if done[s]:
-                    heapq.heappush(heap, (dn + dist[s], p))
+                    heapq.heappush(heap, (dn + dist[s] * times[r], p))
             r = start_of.get(n)
             if r is not None:
                 for p, t in rev_call_r[r]:
                     if done[t]:
-                        heapq.heappush(heap, (dist[t] + dn, p))
+                        heapq.heappush(heap, (dist[t] + dn * times[r], p))
         self.dist = dist
+        self.min_len = [dist[s] for s in self.rule_start]
         if dist[self.rule_start[0]] >= INF:
             raise GrammarError(f"the rule {self.rule_names[0]!r} matches no string (every alternative "
                                f"needs a character no class allows, or a rule that never ends)")
@@ -373,7 +402,7 @@ class Automaton:
         for r in sorted(rets):
             ret = self.local(frozenset(rets[r]))      # D_calls[ret] is None while ret is being made
             pure_end = self.D_term[ret] == -1 and self.D_calls[ret] == [] and self.D_final[ret]
-            calls.append((self.start_of(r), -1 if pure_end else ret))
+            calls.append((self.start_of(r), -1 if pure_end else ret, r if r in self.counted else -1))
         self.D_calls[d] = calls
         self.D_toks[d] = [(ref, neg, self.local(self.closure(t))) for n in nodes for ref, neg, t in self.toks[n]]
         return d
@@ -415,13 +444,50 @@ class Automaton:
                 continue
             d = s[-1]
             base = s[:-1]
+            if d < 0:                                # a count element: an iteration of its rule ended
+                kind, r, n = self.count_info[-2 - d]
+                if kind == EXITED:                   # the frame below the repetition ended: exit with n
+                    out.add((d,))
+                    continue
+                lo, hi = self.counted[r]
+                if kind == ABS:
+                    if n + 1 >= lo:
+                        todo.append(base)
+                    if n + 1 < hi:
+                        todo.append(base + (self.count(ABS, r, n + 1), self.start_of(r)))
+                else:                                # relative: any count may follow; masks.py sorts it out
+                    done = self.count(EXITED, r, n + 1)        # stays under the return state, inert
+                    todo.append(base[:-1] + (done, base[-1]) if base[-1] >= 0 else (done,))
+                    if n + 1 < hi:
+                        todo.append(base + (self.count(REL, r, n + 1), self.start_of(r)))
+                continue
             if term[d] >= 0:
                 out.add(base + (term[d],))
-            for start, ret in calls[d]:
-                todo.append(base + (ret, start) if ret >= 0 else base + (start,))
+            for start, ret, counted in calls[d]:
+                head = base + (ret,) if ret >= 0 else base
+                todo.append(head + (self.count(ABS, counted, 0), start) if counted >= 0 else head + (start,))
             if final[d]:
                 todo.append(base)
         return out
+
+    def count(self, kind: int, r: int, n: int) -> int:
+        """The stack element for (kind, counted rule, iterations done)."""
+        key = (kind, r, n)
+        got = self._count_index.get(key)
+        if got is None:
+            got = self._count_index[key] = -2 - len(self.count_info)
+            self.count_info.append(key)
+        return got
+
+    def element_dist(self, e: int) -> int:
+        """Fewest bytes an element of a stack still needs: a local state's to its rule's end, an
+        absolute count's for the iterations still required."""
+        if e >= 0:
+            return self.D_dist[e]
+        if e == EXIT:
+            return 0
+        kind, r, n = self.count_info[-2 - e]
+        return max(0, self.counted[r][0] - n - 1) * self.min_len[r] if kind == ABS else 0
 
     def state(self, stacks) -> int:
         stacks = frozenset(stacks)
@@ -430,10 +496,10 @@ class Automaton:
             got = self.S_index[stacks] = len(self.S_stacks)
             self.S_stacks.append(stacks)
             self.S_trans.append({})
-            dd = self.D_dist
-            self.S_dist.append(min((sum(dd[e] for e in s if e >= 0) for s in stacks), default=INF))
+            ed = self.element_dist
+            self.S_dist.append(min((sum(ed(e) for e in s) for s in stacks), default=INF))
             self.S_accept.append(() in stacks)
-            self.S_exit.append((EXIT,) in stacks)
+            self.S_exit.append(any(len(s) == 1 and s[0] < 0 for s in stacks))
         return got
 
     def step(self, sid: int, b: int) -> int:
@@ -444,7 +510,7 @@ class Automaton:
             out = set()
             delta = self.delta
             for s in self.S_stacks[sid]:
-                if s and s[-1] != EXIT:
+                if s and s[-1] >= 0:
                     nd = delta(s[-1], b)
                     if nd >= 0:
                         self.expand(s[:-1] + (nd,), out)
@@ -463,19 +529,19 @@ class Automaton:
         ids_of(ref) -> the set of ids a token reference stands for."""
         out = set()
         for s in self.S_stacks[sid]:
-            if s and s[-1] != EXIT:
+            if s and s[-1] >= 0:
                 for ref, neg, nd in self.D_toks[s[-1]]:
                     if (token_id in ids_of(ref)) != neg:
                         self.expand(s[:-1] + (nd,), out)
         return self.state(out)
 
     def has_tokens(self, sid: int) -> bool:
-        return any(s and s[-1] != EXIT and self.D_toks[s[-1]] for s in self.S_stacks[sid])
+        return any(s and s[-1] >= 0 and self.D_toks[s[-1]] for s in self.S_stacks[sid])
 
     def noexit(self, sid: int) -> int:
         got = self._noexit.get(sid)
         if got is None:
-            got = self._noexit[sid] = self.state(s for s in self.S_stacks[sid] if s != (EXIT,))
+            got = self._noexit[sid] = self.state(s for s in self.S_stacks[sid] if not (len(s) == 1 and s[0] < 0))
         return got
 
     def popped(self, rest: tuple) -> int:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import sys
 from array import array
 
-from bitweb.grammar.automaton import DEAD, EXIT
+from bitweb.grammar.automaton import DEAD, EXIT, REL
 from bitweb.grammar.gbnf import GrammarError
 
 TEXT_TYPES = (1, 6)           # NORMAL, BYTE (bitweb.tokenizer's token types)
@@ -141,6 +141,7 @@ class Masks:
         self.A, self.V = automaton, vocab
         self.n_vocab = vocab.n_vocab
         self._frames, self._subtrees, self._states, self._allowed = {}, {}, {}, {}
+        self._counted, self._labels = {}, {}
         self._refs, self._advance, self._words, self._stops, self._ids = {}, {}, {}, {}, {}
         self.frame_walks = self.subtree_walks = self.nodes_walked = 0     # statistics
 
@@ -151,17 +152,45 @@ class Masks:
         return got
 
     # ------------------------------------------------------------ trie walks
-    def _walk(self, sid: int, lo: int, hi: int, frame: bool):
+    def _label(self, mode: str, s: int):
+        """What reaching state s at a trie node means in a walk: (keys its token is filed under,
+        exit keys, the state the walk goes on with). mode "sub": keys (d,); "frame": an ended frame
+        is exit None and files the token under d 0; "count": a counted frame (relative count j):
+        ("in", j, d) while an iteration is under way, ("x", j, d) once the repetition ended, exit j
+        when the frame below it ended too."""
+        A = self.A
+        if mode == "sub":
+            return (A.S_dist[s],), (), s
+        cont = A.noexit(s) if A.S_exit[s] else s
+        if mode == "frame":
+            return ((0,), (None,), cont) if A.S_exit[s] else ((A.S_dist[s],), (), s)
+        inside, ended, exited = {}, {}, set()
+        ed, info = A.element_dist, A.count_info
+        for st in A.S_stacks[s]:
+            if len(st) == 1:                                   # the frame ended, the repetition after j
+                exited.add(info[-2 - st[0]][2])
+                continue
+            kind, _, j = info[-2 - st[1]] if st[1] < EXIT else info[-2 - st[2]]
+            dl = sum(ed(e) for e in st)
+            box = inside if kind == REL else ended
+            box[j] = min(dl, box.get(j, dl))
+        keys = tuple(("in", j, dl) for j, dl in sorted(inside.items())) + \
+            tuple(("x", j, dl) for j, dl in sorted(ended.items())) + tuple(("x", j, 0) for j in sorted(exited))
+        return keys, tuple(sorted(exited)), cont
+
+    def _walk(self, sid: int, lo: int, hi: int, mode: str):
         """Tokens at trie nodes lo..hi-1 (a whole subtree's strict descendants, the parent's state
-        sid) that the automaton accepts: ({d: [ids]}, exits). frame: sid's stacks sit on EXIT; a node
-        where the frame ends is an exit (its token is accepted with d 0; what follows the frame is
-        walked separately) and the walk goes on below it without the ended stack."""
+        sid) that the automaton accepts: ({key: mask}, {exit key: [trie nodes]}), keys as _label
+        files them. In a frame (mode "frame" / "count": sid's stacks sit on EXIT) a node where the
+        frame ends is an exit (what follows the frame is walked separately, per context) and the walk
+        goes on below it with the frame's other stacks."""
         A, V = self.A, self.V
-        trans, step, dist, is_exit, noexit = A.S_trans, A.step, A.S_dist, A.S_exit, A.noexit
+        trans, step = A.S_trans, A.step
+        labels = self._labels.setdefault(mode, {})
         byte, depth, end, toks = V.byte, V.depth, V.end, V.toks
         states = [0] * (V.max_depth + 1)
         states[depth[lo] - 1 if lo < hi else 0] = sid
-        hist, exits = {}, []
+        hist, exits = {}, {}
         i = lo
         visited = 0
         while i < hi:
@@ -173,38 +202,55 @@ class Masks:
             if s == DEAD:
                 i = end[i]
                 continue
+            lab = labels.get(s)
+            if lab is None:
+                lab = labels[s] = self._label(mode, s)
+            keys, ended, s = lab
             t = toks[i]
-            if frame and is_exit[s]:
-                if t is not None:
-                    hist.setdefault(0, []).extend(t)
-                if end[i] > i + 1:
-                    exits.append(i)
-                s = noexit(s)
-                if s == DEAD:
-                    i = end[i]
-                    continue
-            elif t is not None:
-                hist.setdefault(dist[s], []).extend(t)
+            if t is not None:
+                for k in keys:
+                    hist.setdefault(k, []).extend(t)
+            if ended and end[i] > i + 1:
+                for k in ended:
+                    exits.setdefault(k, []).append(i)
+            if s == DEAD:
+                i = end[i]
+                continue
             states[depth[i]] = s
             i += 1
         self.nodes_walked += visited
         n = self.n_vocab
-        return {d: bits(v, n) for d, v in hist.items()}, exits
+        return {k: bits(v, n) for k, v in hist.items()}, exits
 
     def frame(self, d: int):
         """({d_local: mask}, exits) of the frame whose top local state is d (cached)."""
         got = self._frames.get(d)
         if got is None:
-            A = self.A
-            self.frame_walks += 1
-            hist, exits = self._walk(A.state({(EXIT, d)}), 1, self.V.n_nodes, True)
-            for ref, neg, nd in A.D_toks[d]:           # GBNF token elements: whole tokens
-                ids = self.ref_ids(ref)
-                m = (self.V.text_ids & ~bits(ids, self.n_vocab)) if neg else bits(ids - self.V.stop_ids, self.n_vocab)
-                dl = A.S_dist[A.state(A.expand((EXIT, nd)))]
-                hist[dl] = hist.get(dl, 0) | m
-            got = self._frames[d] = (hist, exits)
+            hist, exits = self._frame_walk("frame", (EXIT, d))
+            got = self._frames[d] = (hist, exits.get(None, []))
         return got
+
+    def counted_frame(self, ret: int | None, r: int, d: int):
+        """({key: mask}, {j: exit nodes}) of an iteration of counted rule r at local state d, with
+        the return state ret (None: none) after the repetition, for any count (keys as _label's
+        "count"; cached)."""
+        key = (ret, r, d)
+        got = self._counted.get(key)
+        if got is None:
+            base = (EXIT,) if ret is None else (EXIT, ret)
+            got = self._counted[key] = self._frame_walk("count", base + (self.A.count(REL, r, 0), d))
+        return got
+
+    def _frame_walk(self, mode: str, stack: tuple):
+        A = self.A
+        self.frame_walks += 1
+        hist, exits = self._walk(A.state({stack}), 1, self.V.n_nodes, mode)
+        for ref, neg, nd in A.D_toks[stack[-1]]:         # GBNF token elements: whole tokens
+            ids = self.ref_ids(ref)
+            m = (self.V.text_ids & ~bits(ids, self.n_vocab)) if neg else bits(ids - self.V.stop_ids, self.n_vocab)
+            for k in self._label(mode, A.state(A.expand(stack[:-1] + (nd,))))[0]:
+                hist[k] = hist.get(k, 0) | m
+        return hist, exits
 
     def subtree(self, node: int, sid: int) -> dict:
         """{d: mask} of the tokens strictly below trie node `node`, entered in state sid (cached)."""
@@ -212,7 +258,8 @@ class Masks:
         got = self._subtrees.get(key)
         if got is None:
             self.subtree_walks += 1
-            got = self._subtrees[key] = self._walk(sid, node + 1, self.V.end[node], False)[0]
+            hist = self._walk(sid, node + 1, self.V.end[node], "sub")[0]
+            got = self._subtrees[key] = hist
         return got
 
     def hist(self, sid: int) -> dict:
@@ -220,20 +267,45 @@ class Masks:
         got = self._states.get(sid)
         if got is None:
             A = self.A
+            ed = A.element_dist
             got = {}
+
+            def add(d, m):
+                got[d] = got.get(d, 0) | m
+
             for s in A.S_stacks[sid]:
                 if not s:
                     continue
+                if len(s) >= 2 and s[-2] < EXIT:           # an iteration of X{m,n}: count n below it
+                    _, r, n = A.count_info[-2 - s[-2]]
+                    lo, hi = A.counted[r]
+                    ret = s[-3] if len(s) >= 3 and s[-3] >= 0 else None     # walked with the frame
+                    rest = s[:-2] if ret is None else s[:-3]
+                    dr = sum(ed(e) for e in rest)
+                    fh, exits = self.counted_frame(ret, r, s[-1])
+                    for k, m in fh.items():
+                        if k[0] == "in" and n + k[1] + 1 <= hi:
+                            add(k[2] + max(0, lo - n - k[1] - 1) * A.min_len[r] + dr, m)
+                        elif k[0] == "x" and lo <= n + k[1] <= hi:
+                            add(k[2] + dr, m)
+                    after = None
+                    for j, nodes in exits.items():
+                        if lo <= n + j <= hi:
+                            after = after or (A.popped(rest) if rest else A.state({()}))
+                            for node in nodes:
+                                for dd, m in self.subtree(node, after).items():
+                                    add(dd, m)
+                    continue
                 rest = s[:-1]
                 fh, exits = self.frame(s[-1])
-                dr = sum(A.D_dist[e] for e in rest)
+                dr = sum(ed(e) for e in rest)
                 for dl, m in fh.items():
-                    got[dl + dr] = got.get(dl + dr, 0) | m
+                    add(dl + dr, m)
                 if exits:
                     after = A.popped(rest) if rest else A.state({()})
                     for node in exits:
                         for dd, m in self.subtree(node, after).items():
-                            got[dd] = got.get(dd, 0) | m
+                            add(dd, m)
             self._states[sid] = got
         return got
 
