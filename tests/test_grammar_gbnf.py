@@ -158,3 +158,17 @@ def test_llama_cpp_grammar(name):
         assert gr.matches(s), (name, s)
     for s in no:
         assert not gr.matches(s), (name, s)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_llama_cpp_grammar_constrains_generation(name):
+    """A random-weight model under each of llama.cpp's grammars writes text the grammar accepts (the
+    token budget makes it finish within max_tokens; multi-byte characters come a byte at a time)."""
+    from bitweb.sampling import SamplingParams
+    from tests.grammar_assets import random_model
+    model, V = random_model("bytes")
+    gr = Grammar((GRAMMARS / f"{name}.gbnf").read_text(encoding="utf-8"))
+    for seed in (1, 2):
+        c = gr.constraint(V)
+        r = model.generate([1], SamplingParams(temperature=1.0, seed=seed), max_tokens=80, constraint=c)
+        assert c.accepts() and gr.matches(r.text), (name, r.text)

@@ -261,3 +261,24 @@ def test_token_elements():
     assert c.ids() == [121]
     with pytest.raises(GrammarError, match="not a single token"):
         Grammar("root ::= <nope>").constraint(V).ids()
+
+
+def test_bench_grammar_reports_each_schema():
+    from bitweb.grammar.bench import bench_grammar, describe
+    _, V = random_model("bytes")
+    r = bench_grammar(V.tokenizer, {"flag": {"type": "boolean"}, "list": {"type": "array", "maxItems": 3}}, tokens=12)
+    assert r["n_vocab"] == V.n_vocab and set(r["schemas"]) == {"flag", "list"}
+    for s in r["schemas"].values():
+        assert s["cold"]["n"] >= 1 and s["steady"]["n"] >= 1 and s["states"] >= 2
+    assert "flag" in describe(r) and "steady mean" in describe(r)
+
+
+def test_budget_prefers_stopping_to_starting_what_cannot_finish():
+    V = smollm2_vocab()
+    c = Grammar('root ::= "a" ("bbbbbbbbbbbb")*').constraint(V)
+    c.advance(V.tokenizer.token_to_id["a"])
+    assert len(c.ids(remaining=20)) > 1                  # room for another 12 b's
+    assert c.ids(remaining=5) == sorted(V.stop_ids)      # complete now: only the stop token fits
+    c2 = Grammar('root ::= "a" "bbbbbbbbbbbb"').constraint(V)
+    c2.advance(V.tokenizer.token_to_id["a"])
+    assert c2.ids(remaining=3) and set(c2.ids(remaining=3)) <= set(c2.ids())   # can't finish: least to write

@@ -318,13 +318,16 @@ class Masks:
     def allowed(self, sid: int, remaining: int | None = None, stop_ids: frozenset = frozenset()):
         """(key, mask) of the tokens allowed in state sid; the same key means the same mask.
         remaining: tokens left to generate, this one included; when given, tokens after which the
-        grammar cannot be completed in time are left out (unless no token can: then those that leave
-        the least to write). Stop tokens are allowed when the state accepts."""
+        grammar cannot be completed in time are left out (when nothing, not even a stop token, is
+        left: those that leave the least to write). Stop tokens are allowed when the state accepts."""
         h = self.hist(sid)
+        accept = self.A.S_accept[sid]
         keep = None
         if remaining is not None and h and max(h) > remaining - 1:
-            keep = max(remaining - 1, min(h))
-        stops = stop_ids if self.A.S_accept[sid] else frozenset()
+            keep = remaining - 1
+            if min(h) > keep and not (accept and stop_ids):
+                keep = min(h)                   # nothing finishes in time: the least to write
+        stops = stop_ids if accept else frozenset()
         key = (sid, keep, stops)
         got = self._allowed.get(key)
         if got is None:
