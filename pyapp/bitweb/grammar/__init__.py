@@ -92,6 +92,8 @@ class Constraint:
             return 0
         key, m = self._m.allowed(self.state, remaining, self.stop_ids)
         if not m:
+            if self.accepts():
+                raise GrammarError("the grammar is complete and no stop token was given: nothing may follow")
             raise GrammarError("no token of this vocabulary can continue the grammar here (the grammar "
                                "needs bytes no token has)")
         self.key = key
