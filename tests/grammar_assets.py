@@ -1,6 +1,8 @@
 """What the grammar tests share (loaded once per session): the real vocabularies fetched by
 `tools/setup.sh --test` and small random-weight models (numpy forward pass) over them."""
+import atexit
 import functools
+import os
 
 from bitweb.commands.bench_grammar import DEFAULT_VOCABS, gguf_metadata, gguf_tokenizer
 from bitweb.grammar import Vocabulary
@@ -34,7 +36,9 @@ def random_model(vocab: str):
         voc["tokenizer.ggml.pre"] = "llama-bpe"          # only token bytes matter here
     else:
         voc = load_vocab(vocab)
-    path = tempfile.mkstemp(suffix=".gguf", prefix=f"grammar-{vocab}-")[1]
+    fd, path = tempfile.mkstemp(suffix=".gguf", prefix=f"grammar-{vocab}-")
+    os.close(fd)
+    atexit.register(os.unlink, path)
     dims = dict(PRESETS["tiny"], n_embd=128, n_layer=1, n_head=2, n_head_kv=1, n_ff=256)
     write_model(ModelSpec(arch="bitnet-b1.58", fmt="i2_s", preset="tiny", seed=7, scale_tensors=False, **dims), voc, path)
     model = NumpyModel.from_gguf(open_gguf(path))

@@ -87,6 +87,19 @@ def test_grammar_errors(text, message):
     assert message in str(e.value), str(e.value)
 
 
+def test_hostile_grammars_get_errors():
+    with pytest.raises(GrammarError, match="nests too deeply"):
+        g("root ::= " + "(" * 5000 + '"a"' + ")" * 5000)
+    with pytest.raises(GrammarError, match="too large"):
+        g('root ::= ' + "(" * 9 + '"a"' + "){5}" * 9)
+    deep = {"type": "array", "items": {}}
+    for _ in range(3000):
+        deep = {"type": "array", "items": deep}
+    from bitweb.grammar import SchemaError
+    with pytest.raises(SchemaError, match="nests too deeply"):
+        Grammar.from_json_schema(deep)
+
+
 def test_repetition_past_the_limit_has_no_maximum_as_in_llama_cpp():
     assert g('root ::= "a"{0,5000}').matches("a" * 2500)
 

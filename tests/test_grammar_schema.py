@@ -233,6 +233,16 @@ def test_one_of_accepts_provably_disjoint_branches():
         schema_to_gbnf({"oneOf": branches})
 
 
+def test_schemas_without_a_type():
+    for schema in ({"description": "anything"}, {"title": "t", "$defs": {"x": {"type": "integer"}}}, True):
+        gr = Grammar.from_json_schema(schema)
+        assert all(gr.matches(t) for t in ('{"a": [1]}', '"s"', "null", "-2.5"))
+    gr = Grammar.from_json_schema({"properties": {"a": {"type": "integer"}}, "required": ["a"]})   # an object
+    assert gr.matches('{"a": 1}') and not gr.matches('"x"')
+    gr = Grammar.from_json_schema({"maxLength": 2})                                               # a string
+    assert gr.matches('"ab"') and not gr.matches('"abc"')
+
+
 def test_readme_example_compiles_quickly_and_reads_like_llama_cpp():
     gbnf = schema_to_gbnf({"type": "array", "items": PERSON, "minItems": 10, "maxItems": 100})
     assert 'root ::= "[" space root-item ("," space root-item){9,99} "]" space' in gbnf

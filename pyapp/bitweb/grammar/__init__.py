@@ -34,13 +34,20 @@ class Grammar:
     def __init__(self, gbnf: str, root: str = "root"):
         self.gbnf = gbnf
         self.root = root
-        self.automaton = Automaton(parse(gbnf, root), root)
+        try:
+            self.automaton = Automaton(parse(gbnf, root), root)
+        except RecursionError:
+            raise GrammarError("the grammar nests too deeply (groups or rules inside each other)") from None
         self._masks = {}
 
     @classmethod
     def from_json_schema(cls, schema) -> "Grammar":
         """SchemaError names every keyword the grammar cannot express (never silently ignored)."""
-        return cls(schema_to_gbnf(schema))
+        try:
+            gbnf = schema_to_gbnf(schema)
+        except RecursionError:
+            raise SchemaError("the schema nests too deeply") from None
+        return cls(gbnf)
 
     def masks(self, vocab: Vocabulary) -> Masks:
         got = self._masks.get(id(vocab))

@@ -178,6 +178,8 @@ class Converter:
         types = s.get("type")
         if types is None:
             types = self.infer(s, path)
+            if types is None:                  # annotations alone: any value
+                return self.prim("value")
         elif isinstance(types, str):
             types = [types]
         if not isinstance(types, list) or not types or any(t not in TYPES for t in types):
@@ -190,17 +192,16 @@ class Converter:
         alts = [self.typed(t, s, name if len(types) == 1 else f"{name}-{t}", path) for t in types]
         return alts[0] if len(alts) == 1 else "(" + " | ".join(alts) + ")"
 
-    def infer(self, s, path):
+    def infer(self, s, path, report: bool = True):
+        """The type a schema without `type` means by its keywords (None: any value)."""
         kinds = [t for t in TYPES if any(k in BY_TYPE[t] for k in s)]
         if not kinds:
-            return ["object", "array", "string", "number", "boolean", "null"] if set(s) - ANNOTATIONS else None
-        if len(kinds) > 1:
+            return None
+        if len(kinds) > 1 and report:
             self.fail(path, f"keywords of several types ({', '.join(kinds)}) without a type")
         return kinds[:1]
 
     def typed(self, t: str, s: dict, name: str, path: str) -> str:
-        if s.get("type") is None and set(s) <= ANNOTATIONS:
-            return self.prim("value")
         if t == "object":
             return self.object(s, name, path)
         if t == "array":
@@ -272,7 +273,7 @@ class Converter:
             return set().union(*(self.kinds(x) for x in s.get("anyOf", s.get("oneOf")) or [{}]))
         t = s.get("type")
         if t is None:
-            t = self.infer(s, "") or list(TYPES)
+            t = self.infer(s, "", report=False) or list(TYPES)
         t = {t} if isinstance(t, str) else set(t)
         return t | ({"integer"} if "number" in t else set())
 
