@@ -17,8 +17,10 @@ stacks; for a stack (rest..., D) the tokens split into
   - those that end D's rule part way through (`"` + `,` ...): the trie node where the frame ended
     (an *exit*) is cached with the frame, and only that subtree is walked against what follows
     (cached per (node, state)).
-The state's mask is the OR of its stacks' parts, cached per state: a state reached again costs one
-dict lookup, and the state after a token is memoized per (state, token).
+An iteration of a counted repetition X{m,n} (automaton.py) is such a frame too, walked once with a
+relative count for every count a generation reaches. The state's mask is the OR of its stacks'
+parts, cached per state: a state reached again costs one dict lookup, and the state after a token
+is memoized per (state, token).
 
 Each part is kept as {d: mask}, d being the fewest bytes that complete the grammar after the
 token, so `mask(remaining=n)` can keep only the tokens that still let the output finish within n
@@ -32,8 +34,9 @@ from array import array
 
 from bitweb.grammar.automaton import DEAD, EXIT, REL
 from bitweb.grammar.gbnf import GrammarError
+from bitweb.tokenizer import BYTE, NORMAL
 
-TEXT_TYPES = (1, 6)           # NORMAL, BYTE (bitweb.tokenizer's token types)
+TEXT_TYPES = (NORMAL, BYTE)   # the token types that stand for text
 
 
 def bits(ids, n: int) -> int:
