@@ -149,6 +149,8 @@ def test_stop_tokens_only_when_complete():
     assert c.done and c.ids() == []
     with pytest.raises(GrammarError, match="after the stop token"):
         c.advance(eos)
+    with pytest.raises(GrammarError, match="not a token id"):
+        gr.constraint(V).advance(V.n_vocab)
 
 
 def test_special_tokens_never_match_text():

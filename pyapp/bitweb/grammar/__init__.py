@@ -71,7 +71,8 @@ class Constraint:
 
     state / key   the automaton state; key identifies the current mask (the same key, the same mask:
                   re-upload the GPU mask only when it changes)
-    mask(remaining=None) -> array('I')   the allowed tokens as n_vocab bits in u32 words
+    mask(remaining=None) -> array('I')   the allowed tokens as n_vocab bits in u32 words (cached and
+                                         shared: read it, upload it, don't modify it)
     allowed(remaining=None) -> int       the same as an int bitset (host samplers)
     ids(remaining=None) -> list          the same as ascending token ids
     advance(token)   take a generated token; GrammarError if the grammar does not allow it
@@ -122,6 +123,8 @@ class Constraint:
         return self.stopped or self._m.A.done(self.state)
 
     def advance(self, token: int) -> None:
+        if isinstance(token, bool) or not isinstance(token, int) or not 0 <= token < self.n_vocab:
+            raise GrammarError(f"token {token!r} is not a token id (the vocabulary has {self.n_vocab})")
         if self.stopped:
             raise GrammarError(f"token {token} after the stop token: generation under this grammar has ended")
         if token in self.stop_ids:
