@@ -19,6 +19,10 @@ over the vocabulary); `sample()` decides from those whenever the kept set and th
 fall inside the candidates, and otherwise asks for the full logits (`full()`), so the
 result is always exact. The numpy model calls the same function. Same seed, same
 logits -> same tokens, on every platform (Python's Mersenne Twister).
+
+A grammar constraint (bitweb.grammar.Constraint) restricts the step to its allowed ids: after the
+penalty, the tokens outside them are dropped before step 2, so greedy takes the best allowed token
+and a draw is over the allowed tokens only (`sample_logits(..., allowed=ids)`).
 """
 from __future__ import annotations
 
@@ -129,12 +133,23 @@ class Sampler:
             got = choose(p, full(), None, u)
         return got
 
-    def sample_logits(self, logits: list, context: list) -> int:
-        """Host path: full logits (any sequence of floats) and the context ids."""
+    def sample_logits(self, logits: list, context: list, allowed=None) -> int:
+        """Host path: full logits (any sequence of floats) and the context ids. allowed: the token
+        ids a grammar allows (ascending), or None for all."""
         lg = apply_penalty([float(x) for x in logits], self.params, context)
+        if allowed is not None:
+            return self.sample_allowed(lg, allowed)
         if self.params.greedy:
             return argmax(lg)
         return self.sample(top_candidates(lg, len(lg)))
+
+    def sample_allowed(self, lg, allowed) -> int:
+        """Steps 2-3 over the allowed ids only (lg: logits after the penalty, indexable by id)."""
+        if not allowed:
+            raise SamplingError("no token is allowed at this step")
+        if self.params.greedy:
+            return max(allowed, key=lambda i: (lg[i], -i))
+        return self.sample(sorted(((float(lg[i]), i) for i in allowed), key=lambda c: (-c[0], c[1])))
 
 
 def choose(p: SamplingParams, cands: list, stats, u: float):

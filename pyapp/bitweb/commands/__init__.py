@@ -118,11 +118,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write float32 logits (n_ids, n_vocab): row i = the logits after ids[chunk start..i]")
     p.add_argument("--json", action="store_true")
 
-    p = cmd("bench", "bitweb.commands.bench:main", "benchmarks: kernels, decode, load, tokenizer (ratios from one run)")
-    p.add_argument("what", choices=["kernels", "decode", "load", "tokenizer"])
+    p = cmd("bench", "bitweb.commands.bench:main",
+            "benchmarks: kernels, decode, load, tokenizer, grammar (ratios from one run)")
+    p.add_argument("what", choices=["kernels", "decode", "load", "tokenizer", "grammar"])
     p.add_argument("model", nargs="?")
     p.add_argument("--backend", choices=["native"], default="native")
-    p.add_argument("--tokens", type=int, default=32, help="decode: tokens to generate")
+    p.add_argument("--tokens", type=int, default=32, help="decode: tokens to generate (grammar: default 200)")
     p.add_argument("--prompt-tokens", type=int, default=32, help="decode: prompt length")
     p.add_argument("--activations", choices=ACTIVATIONS, default=DEFAULT_ACTIVATIONS)
     p.add_argument("--lm-head", choices=LM_HEADS, default=None,
@@ -133,6 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="kernels: two small shapes, default variants")
     p.add_argument("--shapes", help="kernels: N_INxROWS[,...] instead of the default shapes (n_in: a multiple of 256)")
     p.add_argument("--repeats", type=int, default=None, help="timed runs per kernel (default: by time budget)")
+    p.add_argument("--seed", type=int, default=0, help="grammar: the seed of the random token choices")
     p.add_argument("--json", action="store_true")
     return ap
 
