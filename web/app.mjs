@@ -4,6 +4,7 @@
 import * as bitweb from './bitweb.mjs';
 import * as store from './app/store.mjs';
 import { copyText, render, splitThinking } from './app/markdown.mjs';
+import { mountCatalogue } from './app/catalogue.mjs';
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
@@ -28,7 +29,7 @@ window.bitwebApp = { state, bitweb, store };
 // ------------------------------------------------------------------ the address: ?model= and ?cap=
 function fromAddress() {
   const out = { defaultSource: bitweb.DEFAULT_MODEL, capLimits: null, gpuMemory: null, problem: null };
-  if (params.get('model')) out.defaultSource = new URL(params.get('model'), location.href).href;
+  if (params.get('model')) out.defaultSource = bitweb.resolveUrl(params.get('model'), location.href);   // (hf: and page addresses too)
   const cap = params.get('cap');
   if (cap) {
     const limits = {};
@@ -172,7 +173,7 @@ function progress(p) {
   state.lastHeard = performance.now();
   state.seen[p.stage] = { done: p.done, total: p.total };
   $('progress').hidden = false;
-  const label = p.label || STAGE_LABEL[p.stage];
+  const label = p.note ? `${p.label || STAGE_LABEL[p.stage] || ''}: ${p.note}` : p.label || STAGE_LABEL[p.stage];
   // a download still going names the load (the header and the upload read it as it arrives)
   const dl = state.seen.download;
   const downloading = p.stage !== 'download' && dl && dl.total > 0 && dl.done < dl.total;
@@ -832,6 +833,7 @@ async function refreshCache() {
   else if (est.persisted === false && models.length) line += ' The browser may evict them when space runs low.';
   $('cache-usage').textContent = line;
   $('persist').hidden = est.persisted !== false || !models.length;
+  catalogue.refresh();
 }
 
 // ------------------------------------------------------------------ small helpers
@@ -887,7 +889,7 @@ function wire() {
   $('import-input').addEventListener('change', (e) => { const f = e.target.files[0]; if (f) importConversation(f); e.target.value = ''; });
   $('load-default').addEventListener('click', () => loadModel(ADDRESS.defaultSource));
   $('file-input').addEventListener('change', (e) => { const f = e.target.files[0]; if (f) loadModel(f); e.target.value = ''; });
-  $('url-form').addEventListener('submit', (e) => { e.preventDefault(); loadModel(new URL($('url-input').value, location.href).href); });
+  $('url-form').addEventListener('submit', (e) => { e.preventDefault(); loadModel(bitweb.resolveUrl($('url-input').value, location.href)); });
   $('cancel-load').addEventListener('click', () => { state.loading?.ctl.abort(); });
   $('persist').addEventListener('click', async () => { await bitweb.cache.persist(); refreshCache(); });
   $('activations').addEventListener('change', () => { saveSettings(); reloadCurrent(); });
@@ -915,6 +917,10 @@ function wire() {
     if (f) loadModel(f);
   });
 }
+
+// The Models list (app/catalogue.mjs): the catalogue with fit verdicts, unfinished downloads.
+const catalogue = mountCatalogue($('catalogue-list'), $('download-list'), { bitweb, load: (s) => loadModel(s), address: ADDRESS });
+window.bitwebApp.catalogue = catalogue;
 
 async function boot() {
   wire();

@@ -14,6 +14,30 @@ export const DEFAULT_MODEL = new URL('./models/bitweb-chat-i2_s.gguf', import.me
 /** The model catalogue (web/catalogue.json), its fit check and the addresses people paste (web/catalogue.mjs). */
 export { models, fit, resolveUrl };
 
+let adapterLimits = null;
+/**
+ * The fit verdict of a catalogue entry here, before any byte is downloaded (web/catalogue.mjs fit()):
+ * this browser's WebGPU adapter limits (with capLimits applied), gpuMemory, the storage the site
+ * has left, and what of the model is cached or downloaded already.
+ * @param {object} entry one of bitweb.models
+ * @param {{capLimits?: object|null, gpuMemory?: number|null}} [options]
+ */
+export async function checkFit(entry, { capLimits = null, gpuMemory = null } = {}) {
+  adapterLimits ??= (async () => {
+    const a = await navigator.gpu?.requestAdapter();
+    if (!a) throw error('no-webgpu', 'no WebGPU adapter: requestAdapter() returned null');
+    return { maxBufferSize: a.limits.maxBufferSize, maxStorageBufferBindingSize: a.limits.maxStorageBufferBindingSize,
+      maxStorageBuffersPerShaderStage: a.limits.maxStorageBuffersPerShaderStage };
+  })();
+  const limits = { ...(await adapterLimits) };
+  for (const [k, v] of Object.entries(capLimits || {})) if (k in limits) limits[k] = Math.min(limits[k], v);
+  const c = await call('cache-list');
+  const cached = c.models.some((m) => m.source === entry.url);
+  const part = c.downloads.find((d) => d.source === entry.url);
+  return fit(entry, { limits, gpuMemory, storage: { usage: c.usage, quota: c.quota }, cached, have: part?.have || 0 });
+}
+const FIT_KINDS = { 'browser storage': 'storage', 'GPU memory': 'out-of-memory' };
+
 /** Every error kind this library reports (README, "Errors"). */
 export const ERROR_KINDS = Object.freeze([
   'no-webgpu', 'limits', 'format', 'unsupported', 'download', 'cors', 'storage', 'device-lost',
@@ -225,6 +249,11 @@ export async function load(source, options = {}) {
   if (signal?.aborted) throw error('aborted', 'the load was aborted before it started');
   const opts = { activations: options.activations || 'a8', kvCache: options.kvCache || 'f16', context: options.context ?? null, capLimits: options.capLimits || null,
     gpuMemory: options.gpuMemory ?? null, replace: options.replace || 'ask', cache: options.cache !== false, download: options.download || null };
+  const entry = src.url ? entryForUrl(src.url) : null;
+  if (entry) {                                  // a catalogue model that cannot fit is not downloaded
+    const f = await checkFit(entry, opts);
+    if (f.verdict === 'no') throw error(FIT_KINDS[f.limit] || 'limits', `${entry.name} ${f.text} (checked before downloading it)`);
+  }
   const v = await call('load', { source: src, options: opts }, { signal, onProgress });
   const engine = new Engine(v);
   live.set(v.engine, engine);

@@ -307,3 +307,133 @@ def test_a_tab_closed_mid_download_hands_its_part_over(ctx, server, hub):
         forget(second, "handover.gguf")
     finally:
         second.close()
+
+
+# ---------------------------------------------------------------- whole loads: two tabs, the app's catalogue, hf: addresses
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    from tests.e2e.test_app import make_model
+    return make_model(tmp_path_factory.mktemp("downloads") / "tiny.gguf", seed=1).read_bytes()
+
+
+CHAT_JS = """async (url) => {
+  window.__labels = [];
+  const engine = await window.bitweb.load(url, { onProgress: (p) => window.__labels.push(p.label || '') });
+  const r = await engine.chat.completions.create({ messages: [{ role: 'user', content: 'Hello there' }], max_tokens: 8, temperature: 0 });
+  return { text: r.choices[0].message.content, tokens: r.usage.completion_tokens, name: engine.info.name,
+           waited: window.__labels.some((l) => /another tab/i.test(l)) };
+}"""
+
+
+def test_two_tabs_loading_one_model_share_one_download_and_both_chat(browser, server, hub, tiny):
+    url = hub.put("shared.gguf", tiny)
+    ctx = browser.new_context()
+    try:
+        a, b = blank_page(ctx, server), blank_page(ctx, server)
+        a.evaluate("(url) => { window.__r = null; window.__p = (" + CHAT_JS + ")(url).then((r) => { window.__r = r; return r; }); }", url)
+        got_b = b.evaluate(CHAT_JS, url)                      # at once, in the other tab
+        got_a = a.evaluate("window.__p")
+        assert [g for _, g in ranges(hub, "shared.gguf")] == [200], hub.gets("shared.gguf")   # one download
+        assert sorted([got_a["waited"], got_b["waited"]]) == [False, True], (got_a, got_b)     # the other tab waited
+        assert got_a["name"] == got_b["name"] == "shared.gguf"
+        assert got_a["tokens"] == got_b["tokens"] >= 1 and got_a["text"] == got_b["text"], (got_a, got_b)   # (greedy)
+        assert a.evaluate("window.bitweb.cache.list().then((l) => l.map((m) => m.name))") == ["shared.gguf"]
+        assert a.errors == [] and b.errors == []
+    finally:
+        ctx.close()
+
+
+@pytest.fixture(scope="module")
+def app(browser, server, tiny, tmp_path_factory):
+    from tests.e2e.test_app import new_app_context
+    path = tmp_path_factory.mktemp("downloads-app") / "tiny.gguf"
+    path.write_bytes(tiny)
+    a = new_app_context(browser, server, {"tiny": path})
+    yield a
+    a.context.close()
+
+
+ROWS_JS = """() => [...document.querySelectorAll('#catalogue-list li')].map((li) => ({ id: li.dataset.id,
+  verdict: li.dataset.verdict, text: li.querySelector('.fit').textContent, button: !!li.querySelector('button:not(.danger)') }))"""
+LIMITS_JS = """async () => { const a = await navigator.gpu.requestAdapter(); return { maxBufferSize: a.limits.maxBufferSize,
+  maxStorageBufferBindingSize: a.limits.maxStorageBufferBindingSize, maxStorageBuffersPerShaderStage: a.limits.maxStorageBuffersPerShaderStage }; }"""
+
+
+def catalogue_rows(app, n):
+    app.page.wait_for_function(f"document.querySelectorAll('#catalogue-list li[data-verdict]').length === {n}", timeout=READY_MS)
+    return {r["id"]: r for r in app.page.evaluate(ROWS_JS)}
+
+
+@pytest.mark.parametrize("cap", ["maxStorageBufferBindingSize:4194304", "memory:1610612736",
+                                 "maxBufferSize:33554432,maxStorageBufferBindingSize:134217728"])
+def test_the_catalogue_shows_the_engines_verdict_for_each_cap(app, hub, cap):
+    from tests.test_catalogue import MODELS, engine_verdict
+    app.page.goto(app.server + f"?model={hub.url('absent.gguf')}&cap={cap}", timeout=READY_MS)   # (no model to load)
+    rows = catalogue_rows(app, len(MODELS))
+    limits = app.page.evaluate(LIMITS_JS)
+    memory = None
+    for part in cap.split(","):
+        k, v = part.split(":")
+        if k == "memory":
+            memory = int(v)
+        else:
+            limits[k] = min(limits[k], int(v))
+    verdicts = set()
+    for m in MODELS:
+        want, row = engine_verdict(m, limits, memory), rows[m["id"]]
+        assert row["verdict"] == want["verdict"], (cap, m["id"], want, row)
+        if want["verdict"] == "no":
+            assert row["text"].startswith(f"will not fit: {want['limit']}, ") and "short by" in row["text"], (cap, row)
+            assert not row["button"], row                   # no download of a model that cannot fit
+        elif want["verdict"] == "smaller":
+            assert f"fits with a smaller context ({want['context']} of " in row["text"], (cap, row)
+        else:
+            assert f"fits (context {want['context']}," in row["text"], (cap, row)
+        verdicts.add(want["verdict"])
+    assert len(verdicts) >= 2, (cap, verdicts)                # each case tells models apart
+
+
+def test_too_little_storage_shows_in_the_catalogue_and_load_refuses_before_downloading(app, hub):
+    from tests.test_catalogue import MODELS
+    hf = []
+    app.context.route("https://huggingface.co/**", lambda r: (hf.append(r.request.url), r.abort()))
+    try:
+        app.page.goto(app.server + f"?model={hub.url('absent.gguf')}", timeout=READY_MS)
+        app.page.evaluate("window.bitwebApp.bitweb.cache.downloads()")
+        worker = next(w for w in app.page.workers if w.url.endswith("/worker.mjs"))
+        worker.evaluate("""() => { const sm = Object.getPrototypeOf(navigator.storage);
+          navigator.storage.estimate = async () => ({ ...(await sm.estimate.call(navigator.storage)), quota: 600 * 2 ** 20 }); }""")
+        app.page.evaluate("window.bitwebApp.catalogue.refresh()")
+        rows = catalogue_rows(app, len(MODELS))
+        small = [m for m in MODELS if m["fileSize"] < 600 * MiB - 50 * MiB]
+        big = [m for m in MODELS if m["fileSize"] > 600 * MiB]
+        for m in big:
+            assert rows[m["id"]]["text"].startswith("will not fit: browser storage, "), rows[m["id"]]
+            assert not rows[m["id"]]["button"]
+        assert any(rows[m["id"]]["verdict"] != "no" for m in small)
+        entry = next(m for m in MODELS if m["id"] == "bitnet-b1.58-2b-4t")
+        err = app.page.evaluate("""(url) => window.bitwebApp.bitweb.load(url).then(() => null, (e) => ({ kind: e.kind, message: e.message }))""",
+                                entry["url"])
+        assert err["kind"] == "storage" and "will not fit: browser storage" in err["message"], err
+        assert hf == []                                           # not one request to the hub
+    finally:
+        app.context.unroute("https://huggingface.co/**")
+
+
+def test_an_hf_address_loads_through_its_resolve_url(app, tiny):
+    seen = []
+
+    def serve(route):
+        seen.append(route.request.url)
+        route.fulfill(status=200, body=tiny, headers={"content-type": "application/octet-stream",
+                                                      "access-control-allow-origin": "*"})
+    app.context.route("https://huggingface.co/**", serve)
+    try:
+        app.page.goto(app.server + "?model=hf:someone/tiny-gguf/tiny-hf.gguf", timeout=READY_MS)
+        info = app.wait_ready("tiny-hf.gguf")
+        assert info["name"] == "tiny-hf.gguf"
+        assert seen and set(seen) == {"https://huggingface.co/someone/tiny-gguf/resolve/main/tiny-hf.gguf"}, seen
+        assert app.page.errors == []
+    finally:
+        app.context.unroute("https://huggingface.co/**")
