@@ -4,7 +4,7 @@
 // a model that cannot fit has no download button. Unfinished downloads (any URL) are listed with
 // Resume (the load asks for the rest) and Delete. All text is set as text (no HTML).
 
-const mb = (n) => (n == null ? '?' : n < 2 ** 30 ? `${(n / 2 ** 20).toFixed(0)} MB` : `${(n / 2 ** 30).toFixed(2)} GB`);
+const mb = (n) => (n == null ? '?' : n < 1e9 ? `${(n / 1e6).toFixed(0)} MB` : `${(n / 1e9).toFixed(2)} GB`);   // (as the hub says them)
 const el = (tag, props = {}, ...kids) => {
   const e = document.createElement(tag);
   for (const [k, v] of Object.entries(props)) {
@@ -48,8 +48,8 @@ export function mountCatalogue(root, downloads, { bitweb, load, address }) {
       el('small', { class: 'facts', textContent: facts }),
       el('span', { class: `fit fit-${fit.verdict}`, textContent: isCached ? `cached; ${fit.text}` : fit.text }));
     if (m.runs !== true) li.append(el('small', { class: 'note', textContent: `Not run by this bitweb yet: ${m.runs}.` }));
-    if (m.unconfirmed) li.append(el('small', { class: 'note', textContent: `Not confirmed: ${m.unconfirmed}.` }));
-    if (!m.sha256) li.append(el('small', { class: 'note', textContent: 'No published SHA-256: the download is not verified.' }));
+    if (m.unconfirmed) li.append(el('small', { class: 'note', textContent: `Not confirmed: ${m.unconfirmed.replace(/; no published SHA-256 found$/, '')}.` }));
+    if (!m.sha256) li.append(el('small', { class: 'note', textContent: 'No published SHA-256 found: the download is not verified.' }));
     const row = el('div', { class: 'row' });
     const repo = el('a', { href: `https://huggingface.co/${m.repo}`, textContent: m.repo, target: '_blank', rel: 'noopener noreferrer' });
     if (fit.verdict !== 'no' && m.runs === true) {
