@@ -33,9 +33,16 @@ export interface Progress {
   done: number;
   total: number;
   label?: string;
+  /** download: speed and time left over this session's bytes (a resumed download counts from where it went on) */
   bytesPerSecond?: number;
   etaSeconds?: number;
+  /** download: what happened ("resuming NAME at 12.0 MiB of 1133 MiB", a retry and its wait, a restart and why) */
+  note?: string;
 }
+
+/** How downloads behave: a stall (no byte for stallMs) and a broken connection, HTTP 5xx / 408 / 429 are retried
+ *  `retries` times, waiting retryDelayMs, then twice that, and so on (at most 30 s). Defaults 30000, 3, 1000. */
+export interface DownloadOptions { stallMs?: number; retries?: number; retryDelayMs?: number }
 
 export interface LoadOptions {
   onProgress?: (p: Progress) => void;
@@ -58,9 +65,14 @@ export interface LoadOptions {
     | 'maxComputeWorkgroupsPerDimension', number>> | null;
   /** keep the model in the browser cache once it has loaded (default true) */
   cache?: boolean;
+  download?: DownloadOptions;
 }
 
-export type Source = string | URL | Blob | { cached: string } | CachedModel;
+/** A URL (also `hf:owner/repo/file.gguf` and Hugging Face page addresses, see resolveUrl), with the file's SHA-256
+ *  (verified as it downloads; default: the catalogue's for its URLs) and size (checked against the storage left
+ *  before any byte); a File / Blob; a cached model; a catalogue entry. */
+export type Source = string | URL | { url: string; sha256?: string; size?: number } | Blob | { cached: string } | CachedModel
+  | CatalogueEntry;
 
 export interface Message { role: 'system' | 'user' | 'assistant'; content: string }
 
@@ -134,6 +146,8 @@ export interface EngineInfo {
   load: { ms: number; header_read: number; wasm_before: number; wasm_after: number; n_ctx: number;
     kv_cache: string; kv_cache_bytes: number; gpu_bytes?: number; weight_bytes?: number; estimate_bytes: number;
     pipelines: number; stages: Record<string, [number, number]>; boot: BootInfo;
+    /** a fresh download: the bytes it resumed from, its retries, its notes, the SHA-256 it was verified against */
+    download?: { resumedFrom: number; retries: number; notes: string[]; sha256: string | null };
     prepared: { offered: number; taken: number; askedMs: number; startedMs: number | null } | null };
   cacheError: string | null;
 }
@@ -157,8 +171,15 @@ export declare class Engine {
 export declare function load(source?: Source, options?: LoadOptions): Promise<Engine>;
 
 export interface CachedModel { name: string; size: number; source: string; saved: number }
+/** A download not in the cache list yet: stopped, broken off, or complete but not loaded yet (complete). */
+export interface PartialDownload { name: string; source: string; have: number; size: number | null; complete: boolean }
 export declare const cache: {
   list(): Promise<CachedModel[]>;
+  downloads(): Promise<PartialDownload[]>;
+  /** download into the cache without loading (resuming a part); it enters list() once it has loaded */
+  download(source: string | URL | { url: string; sha256?: string; size?: number },
+    options?: { onProgress?: (p: Progress) => void; signal?: AbortSignal; download?: DownloadOptions }):
+    Promise<{ name: string; size: number; cached: boolean; resumedFrom?: number; retries?: number; notes?: string[]; sha256?: string | null }>;
   estimate(): Promise<{ usage: number | null; quota: number | null; persisted: boolean | null }>;
   delete(name: string): Promise<boolean>;
   persist(): Promise<boolean>;
@@ -199,3 +220,34 @@ export declare function stats(): Promise<{ wasm_bytes: number; engines: number; 
   boot: BootInfo | null }>;
 
 export declare const debug: { loseDevice(): Promise<void> };
+
+/** One model of the catalogue (web/catalogue.json; README "Models to download"). */
+export interface CatalogueEntry {
+  id: string; name: string; family: string; architecture: string;
+  /** GGUF types: block linears, token_embd, an untied output.weight (null: tied) */
+  weights: string; table: string; output: string | null;
+  context: number; fileSize: number; sizeExact: boolean; sha256: string | null; license: string;
+  /** Hugging Face repository and file; url: its resolve/main address */
+  repo: string; file: string; url: string;
+  /** true, or why this bitweb does not run it yet */
+  runs: true | string;
+  shape: { n_layer: number; n_embd: number; n_head: number; n_head_kv: number; head_dim: number; n_ff: number; n_vocab: number;
+    pre_tokenizer: string | null };
+  sources: string; unconfirmed: string | null;
+  gpu: { weightBytes: number; largestBuffer: number; largestBufferName: string; tables: { name: string; rows: number; rowBytes: number }[];
+    kvBytesPerPosition: number; storageBuffersPerStage: number; defaultContext: number; memoryAtDefaultContext: number };
+}
+export declare const models: readonly CatalogueEntry[];
+/** 'fits' (context: its default), 'smaller' (fits with a smaller context), 'no' (limit: the one that does not let it fit,
+ *  short: by how many bytes); text says it in words. */
+export interface FitVerdict { verdict: 'fits' | 'smaller' | 'no'; text: string; context?: number; memory?: number; limit?: string; short?: number }
+export interface FitEnvironment {
+  limits?: Partial<Record<'maxBufferSize' | 'maxStorageBufferBindingSize' | 'maxStorageBuffersPerShaderStage', number>>;
+  gpuMemory?: number | null; storage?: { usage: number | null; quota: number | null }; have?: number; cached?: boolean;
+}
+/** The verdict for given limits (no GPU, no network). */
+export declare function fit(entry: CatalogueEntry, env?: FitEnvironment): FitVerdict;
+/** The verdict here: this browser's adapter limits (capLimits applied), gpuMemory, the storage left, the cache. */
+export declare function checkFit(entry: CatalogueEntry, options?: { capLimits?: LoadOptions['capLimits']; gpuMemory?: number | null }): Promise<FitVerdict>;
+/** `hf:owner/repo[@rev]/file.gguf` and huggingface.co/.../blob/REV/... addresses as the file's resolve URL; others as given. */
+export declare function resolveUrl(text: string, base?: string): string;

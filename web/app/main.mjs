@@ -4,7 +4,8 @@
 //   util, store, markdown  <-  state  <-  settings  <-  status  <-  errors  <-  chatview
 //     <-  conversations  <-  reply  <-  models  <-  main
 // and the few calls that go back up (an error's "Reload model", the chat's example prompts,
-// Regenerate and Edit) are hooks main sets (errors.onReload, chatview.onChatActions).
+// Regenerate and Edit, the cache list's redraw) are hooks main sets (errors.onReload,
+// chatview.onChatActions, models.onCacheChange).
 import * as bitweb from '../bitweb.mjs';
 import * as store from './store.mjs';
 import { $ } from './util.mjs';
@@ -15,12 +16,17 @@ import { onReload, showError, watchSilence } from './errors.mjs';
 import { onChatActions } from './chatview.mjs';
 import { exportConversation, importConversation, newChat, openConversation } from './conversations.mjs';
 import { editMessage, regenerate, send } from './reply.mjs';
-import { loadModel, refreshCache, reloadCurrent } from './models.mjs';
+import { loadModel, onCacheChange, refreshCache, reloadCurrent } from './models.mjs';
+import { mountCatalogue } from './catalogue.mjs';
 
 window.bitwebApp = { state, bitweb, store };
 onReload((source) => loadModel(source));
 onChatActions({ send, regenerate, edit: editMessage });
 watchSilence();
+// The Models list (catalogue.mjs): the catalogue with fit verdicts, unfinished downloads.
+const catalogue = mountCatalogue($('catalogue-list'), $('download-list'), { bitweb, load: (s) => loadModel(s), address: ADDRESS });
+window.bitwebApp.catalogue = catalogue;
+onCacheChange(() => catalogue.refresh());
 
 function setDrawer(open) {
   document.body.classList.toggle('side-open', open);
@@ -43,7 +49,7 @@ function wire() {
   $('import-input').addEventListener('change', (e) => { const f = e.target.files[0]; if (f) importConversation(f); e.target.value = ''; });
   $('load-default').addEventListener('click', () => loadModel(ADDRESS.defaultSource));
   $('file-input').addEventListener('change', (e) => { const f = e.target.files[0]; if (f) loadModel(f); e.target.value = ''; });
-  $('url-form').addEventListener('submit', (e) => { e.preventDefault(); loadModel(new URL($('url-input').value, location.href).href); });
+  $('url-form').addEventListener('submit', (e) => { e.preventDefault(); loadModel(bitweb.resolveUrl($('url-input').value, location.href)); });
   $('cancel-load').addEventListener('click', () => { state.loading?.ctl.abort(); });
   $('persist').addEventListener('click', async () => { await bitweb.cache.persist(); refreshCache(); });
   $('activations').addEventListener('change', () => { saveSettings(); reloadCurrent(); });

@@ -9,6 +9,10 @@ import { updatePhase } from './status.mjs';
 import { hideError, showError } from './errors.mjs';
 import { countContext, renderChat } from './chatview.mjs';
 
+const hooks = { cacheChanged: () => {} };
+/** What runs after the cache list is drawn again (main: the catalogue's verdicts). */
+export function onCacheChange(fn) { hooks.cacheChanged = fn; }
+
 export async function loadModel(source, { fallback = false, ...extra } = {}) {
   if (ADDRESS.problem) {
     state.lastLoadError = { kind: 'settings', message: ADDRESS.problem };
@@ -102,7 +106,7 @@ function progress(p) {
   state.lastHeard = performance.now();
   state.seen[p.stage] = { done: p.done, total: p.total };
   $('progress').hidden = false;
-  const label = p.label || STAGE_LABEL[p.stage];
+  const label = p.note ? `${p.label || STAGE_LABEL[p.stage] || ''}: ${p.note}` : p.label || STAGE_LABEL[p.stage];
   // a download still going names the load (the header and the upload read it as it arrives)
   const dl = state.seen.download;
   const downloading = p.stage !== 'download' && dl && dl.total > 0 && dl.done < dl.total;
@@ -185,4 +189,5 @@ export async function refreshCache() {
   else if (est.persisted === false && models.length) line += ' The browser may evict them when space runs low.';
   $('cache-usage').textContent = line;
   $('persist').hidden = est.persisted !== false || !models.length;
+  hooks.cacheChanged();
 }

@@ -30,7 +30,7 @@ export const params = new URLSearchParams(location.search);
 // limitName:bytes, memory:bytes for the GPU memory budget).
 function fromAddress() {
   const out = { defaultSource: bitweb.DEFAULT_MODEL, capLimits: null, gpuMemory: null, problem: null };
-  if (params.get('model')) out.defaultSource = new URL(params.get('model'), location.href).href;
+  if (params.get('model')) out.defaultSource = bitweb.resolveUrl(params.get('model'), location.href);   // (hf: and page addresses too)
   const cap = params.get('cap');
   if (cap) {
     const limits = {};
