@@ -1,8 +1,8 @@
 """The model catalogue (web/catalogue.json, web/catalogue.mjs; issue 24): its GPU figures are the
 ones tools/catalogue.py computes from the shapes, the shapes and types give the published file
 sizes, each entry says truthfully whether this bitweb runs it, and fit() (JavaScript, run in node)
-gives the verdict the engine's own checks give (generation.fit_context, webapp.estimate_bytes,
-Engine.check_limits, run here on the same limits) for each entry and each set of ?cap= limits."""
+gives the verdict the engine's own checks give (generation.fit_context, upload.estimate_bytes,
+upload.check_limits, run here on the same limits) for each entry and each set of ?cap= limits."""
 from __future__ import annotations
 
 import importlib.util
@@ -98,28 +98,29 @@ def test_runs_says_what_bitweb_runs(m):
 def engine_verdict(m, limits: dict, gpu_memory: int | None) -> dict:
     """What loading the model with these limits does, by the engine's own functions (the steps of
     webapp.WebApp._load up to the buffers): {verdict, context} or {verdict: 'no', limit}."""
-    from bitweb import engine, generation, gpu, webapp
+    from bitweb import generation, gpu, upload
     cfg, tensors = CAT.config(m), CAT.plan(m)
     gf = SimpleNamespace(tensors={t.name: t for t in tensors})
+    model = SimpleNamespace(cfg=cfg, gguf=gf)
     binding, buffer = limits["maxStorageBufferBindingSize"], limits["maxBufferSize"]
     budget = generation.KV_BUDGET
     if gpu_memory:
-        budget = max(0, min(budget, gpu_memory - webapp.estimate_bytes(cfg, gf, 0)))
+        budget = max(0, min(budget, gpu_memory - upload.estimate_bytes(model, 0)))
     try:
         n_ctx, _ = generation.fit_context(cfg, None, min(binding, buffer), budget)
     except generation.ContextError as e:
         return {"verdict": "no", "limit": "maxStorageBufferBindingSize" if "maxStorageBufferBindingSize" in str(e) else "GPU memory"}
-    if gpu_memory and webapp.estimate_bytes(cfg, gf, n_ctx) > gpu_memory:
+    if gpu_memory and upload.estimate_bytes(model, n_ctx) > gpu_memory:
         return {"verdict": "no", "limit": "GPU memory"}
     by = {t.name: t for t in tensors}
-    st = SimpleNamespace(dev=SimpleNamespace(max_binding=binding, max_buffer=buffer, limits=dict(limits)), cfg=cfg,
-                         n_ctx=n_ctx, kv_cache="f16")
     embd = by["token_embd.weight"]
-    st.model = SimpleNamespace(tensors=lambda: tensors, token_embd=embd, lm_head=by.get("output.weight", embd),
-                               gguf=SimpleNamespace(tensors=by))
-    st._table_shards = lambda ti: engine.Engine._table_shards(st, ti)
+    dev = SimpleNamespace(max_binding=binding, max_buffer=buffer, limits=dict(limits),
+                          max_storage_buffers=limits["maxStorageBuffersPerShaderStage"])
+    h = SimpleNamespace(dev=dev, cfg=cfg, n_ctx=n_ctx, kv_cache="f16",
+                        model=SimpleNamespace(tensors=lambda: tensors, token_embd=embd, gguf=gf,
+                                              lm_head=by.get("output.weight", embd)))
     try:
-        engine.Engine.check_limits(st)
+        upload.check_limits(h)
     except gpu.LimitsError as e:
         return {"verdict": "no", "limit": re.search(r"maxStorageBuffersPerShaderStage|maxStorageBufferBindingSize|maxBufferSize",
                                                     str(e)).group(0)}
@@ -162,8 +163,8 @@ def test_fit_gives_the_engines_verdict_for_each_cap():
                 assert js["text"].startswith(f"will not fit: {want['limit']}, ") and "short by" in js["text"], where
             else:
                 assert js["context"] == want["context"], where
-                from bitweb import webapp
-                assert js["memory"] == webapp.estimate_bytes(CAT.config(m), CAT.gguf_of(m), want["context"]), where
+                from bitweb import upload
+                assert js["memory"] == upload.estimate_bytes(SimpleNamespace(cfg=CAT.config(m), gguf=CAT.gguf_of(m)), want["context"]), where
                 if want["verdict"] == "smaller":
                     assert f"fits with a smaller context ({want['context']} of " in js["text"], where
             seen.add(want["verdict"] if want["verdict"] != "no" else want["limit"])

@@ -189,7 +189,8 @@ def library(tmp_path_factory):
     spec.loader.exec_module(bw)
     tmp = tmp_path_factory.mktemp("lib")
     (tmp / "web").mkdir()
-    shutil.copy(ROOT / "web" / "bitweb.mjs", tmp / "web" / "bitweb.mjs")
+    for name in ("bitweb.mjs", "catalogue.mjs", "catalogue.json"):       # the library and what it imports
+        shutil.copy(ROOT / "web" / name, tmp / "web" / name)
     bw.write_options(tmp / "build" / "web" / "options.json")
     p = subprocess.run(["node", "--no-warnings", "--input-type=module", "-e", LIBRARY_JS, str(tmp / "web" / "bitweb.mjs")],
                        capture_output=True, text=True, timeout=60)

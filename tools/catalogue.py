@@ -8,9 +8,9 @@ weight types: checked against public sources, see its "sources" / "unconfirmed" 
 script adds what the fit check needs (web/catalogue.mjs fit()), from bitweb's own code: the tensor
 table that bitweb.authoring.makemodel lays out for those shapes and types (the published files'
 layout), bitweb.generation.fit_context for the default context (the KV cache held to KV_BUDGET),
-bitweb.webapp.estimate_bytes for the memory at that context, and the engine's buffers: every
+bitweb.upload.estimate_bytes for the memory at that context, and the engine's buffers: every
 tensor is its own buffer, bound whole, except token_embd / output.weight, split into shards of
-whole rows (Engine.check_limits). tests/test_catalogue.py checks that these figures are current
+whole rows (upload.check_limits). tests/test_catalogue.py checks that these figures are current
 and that fit() gives the verdict the engine's own checks give.
 """
 from __future__ import annotations
@@ -59,12 +59,12 @@ def config(entry: dict):
 
 
 def gguf_of(entry: dict):
-    """What webapp.estimate_bytes reads of a GGUF file: its tensor table."""
+    """What upload.estimate_bytes reads of a GGUF file: its tensor table."""
     return SimpleNamespace(tensors={t.name: t for t in plan(entry)})
 
 
 def gpu_figures(entry: dict) -> dict:
-    from bitweb import engine, generation, webapp
+    from bitweb import generation, upload
     from bitweb.kernels import dense
     cfg, tensors = config(entry), plan(entry)
     gf = SimpleNamespace(tensors={t.name: t for t in tensors})
@@ -80,9 +80,9 @@ def gpu_figures(entry: dict) -> dict:
               for t in tensors if t.name in TABLES]
     weights = sum(t.nbytes for t in tensors)
     return {"weightBytes": weights, "largestBuffer": big, "largestBufferName": what, "tables": tables,
-            "kvBytesPerPosition": generation.kv_bytes(cfg, 1), "storageBuffersPerStage": engine.NEED_STORAGE_BUFFERS,
+            "kvBytesPerPosition": generation.kv_bytes(cfg, 1), "storageBuffersPerStage": upload.NEED_STORAGE_BUFFERS,
             "defaultContext": ctx,
-            "memoryAtDefaultContext": webapp.estimate_bytes(cfg, gf, ctx)}
+            "memoryAtDefaultContext": upload.estimate_bytes(SimpleNamespace(cfg=cfg, gguf=gf), ctx)}
 
 
 def load() -> dict:
