@@ -4,6 +4,7 @@
 import * as bitweb from './bitweb.mjs';
 import * as store from './app/store.mjs';
 import { copyText, render, splitThinking } from './app/markdown.mjs';
+import { parseCap } from './cap.mjs';
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
@@ -25,25 +26,10 @@ const state = {
 };
 window.bitwebApp = { state, bitweb, store };
 
-// ------------------------------------------------------------------ the address: ?model= and ?cap=
+// ------------------------------------------------------------------ the address: ?model= and ?cap= (cap.mjs)
 function fromAddress() {
-  const out = { defaultSource: bitweb.DEFAULT_MODEL, capLimits: null, gpuMemory: null, problem: null };
+  const out = { defaultSource: bitweb.DEFAULT_MODEL, ...parseCap(params.get('cap')) };
   if (params.get('model')) out.defaultSource = new URL(params.get('model'), location.href).href;
-  const cap = params.get('cap');
-  if (cap) {
-    const limits = {};
-    for (const part of cap.split(',').filter(Boolean)) {
-      const [k, v, ...rest] = part.split(':');
-      const n = Number(v);
-      if (!k || v === undefined || rest.length || v.trim() === '' || !Number.isInteger(n) || n <= 0) {
-        out.problem = `The page address has cap=${part}: each entry must be limitName:positive-integer ` +
-          `(e.g. cap=maxStorageBufferBindingSize:134217728). Fix or remove "cap" in the address.`;
-        break;
-      }
-      if (k === 'memory') out.gpuMemory = n; else limits[k] = n;
-    }
-    if (Object.keys(limits).length) out.capLimits = limits;
-  }
   return out;
 }
 const ADDRESS = fromAddress();
@@ -70,7 +56,7 @@ function updatePhase() {
 function loadOptions(extra = {}) {
   const ctx = $('max-context').value;
   return { activations: $('activations').value, kvCache: $('kv-cache').value, context: ctx === '' ? null : Number(ctx), capLimits: ADDRESS.capLimits,
-    gpuMemory: ADDRESS.gpuMemory, cache: $('cache-files').checked, ...extra };
+    maskFeatures: ADDRESS.maskFeatures, gpuMemory: ADDRESS.gpuMemory, cache: $('cache-files').checked, ...extra };
 }
 
 const nameOf = (source) => {
@@ -207,6 +193,7 @@ function showModel(engine) {
     ['Hardware GPU', a.software ? `no (${a.software})` : 'yes'],
     ['Features used', a.features.length ? a.features.join(', ') : 'none'],
     ['Shader paths', a.caps],
+    ['Acting as a weaker GPU (?cap=)', a.weaker || null],
     ['maxBufferSize', mb(L.maxBufferSize)],
     ['maxStorageBufferBindingSize', mb(L.maxStorageBufferBindingSize)],
     ['maxStorageBuffersPerShaderStage', L.maxStorageBuffersPerShaderStage],
