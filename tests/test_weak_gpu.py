@@ -103,3 +103,72 @@ def test_native_device_without_features_takes_the_fallbacks(devices):
     masked = shaders.specialise(src, weak, a8, "bitlinear")
     code = "\n".join(ln.split("//")[0] for ln in masked.splitlines())
     assert "subgroup" not in code and "dot4I8Packed" not in code and "enable" not in code
+
+
+# ---------------------------------------------------------------- workgroup memory and size
+
+class Fake:
+    """A device as shaders.specialise sees it: caps and backend."""
+    def __init__(self, **caps):
+        self.caps, self.backend = gpu.Caps(**caps), "browser"
+
+
+LMHEAD = {"K": 3776, "N_ROWS": 77, "ROW0": 0, "WG": 64, "RPW": 16, "RB": 2, "LANES": 16}
+
+
+def test_workgroup_use_counts_what_the_entry_point_uses():
+    """WebGPU's count: roundUp(16, SizeOf(T)) of each workgroup variable the entry point (or a
+    function it calls) uses; the sizes from the pipeline's override constants (tests/e2e/test_weak_gpu.py
+    checks the same pipeline against the browser's own limit)."""
+    code = shaders.specialise(shaders.source("lmhead"), Fake(), {"FMT_F16": True}, "lmhead")
+    use = shaders.workgroup_use(code, "gemv", LMHEAD)
+    assert use == {"storage": 16384, "vars": {"xs": 4 * 3776, "part": 256, "red": 1024}, "size": (64, 1, 1)}
+    with_sg = shaders.specialise(shaders.source("lmhead"), Fake(subgroups=True), {"FMT_F16": True}, "lmhead")
+    assert shaders.workgroup_use(with_sg, "gemv", LMHEAD)["vars"] == {"xs": 4 * 3776, "part": 256}   # no tree scratch
+    samp = shaders.specialise(shaders.source("sampling"), Fake(), {}, "sampling")
+    arg, top = (shaders.workgroup_use(samp, e, {"WG": 256}) for e in ("argmax", "topk"))
+    assert set(arg["vars"]) == {"best_key", "best_id"} and arg["storage"] == 32           # not topk's arrays
+    assert top["vars"]["cnt"] == 256 * 2 * 4 and "best_key" not in top["vars"]
+    toy = ("override WG: u32 = 64u;\nconst N: u32 = max(WG, 0x10u) / 2u;\n"
+           "var<workgroup> a: array<vec3<f32>, N>;\nvar<workgroup> b: atomic<u32>;\nvar<workgroup> c: array<u32, 99>;\n"
+           "fn helper() { atomicAdd(&b, 1u); }\n@compute @workgroup_size(WG, 2)\nfn main() { a[0] = vec3<f32>(); helper(); }\n")
+    assert shaders.workgroup_use(toy, "main", {"WG": 100}) == {"storage": 50 * 16 + 16, "vars": {"a": 800, "b": 16},
+                                                              "size": (100, 2, 1)}
+    with pytest.raises(shaders.WGSLValueError, match="no function 'nope'"):
+        shaders.workgroup_use(toy, "nope")
+
+
+def test_every_kernel_case_pipeline_is_counted():
+    """Every pipeline of every kernel case (native scope, with and without features) is evaluable:
+    check_pipelines never skips one of bitweb's own kernels."""
+    from bitweb.ref import build_cases
+    for dev in (Fake(subgroups=True, shader_f16=True, dot4=True), Fake()):
+        for case in build_cases("full").cases:
+            for s in case["steps"]:
+                code = shaders.specialise(shaders.source(s["shader"]), dev, s["defines"], s["shader"])
+                use = shaders.workgroup_use(code, s["entry"], s["constants"])
+                assert use["storage"] >= 0 and use["size"][0] >= 1, (case["name"], use)
+
+
+def test_a_kernel_over_the_limits_is_refused_by_name_before_anything_is_uploaded(devices, tiny_model):
+    """(devices: a native adapter is there.)"""
+    from bitweb.engine import Engine
+    from bitweb.gguf import FileSource, open_gguf
+    over = ("lmhead", "gemv", dict(LMHEAD, K=3784), {"FMT_F16": True})
+    small = run(gpu.request_device("native", mask_features=["subgroups"], cap_limits={"maxComputeWorkgroupStorageSize": 16384}))
+    small.check_pipelines([("lmhead", "gemv", LMHEAD, {"FMT_F16": True})])             # fits exactly
+    with pytest.raises(gpu.LimitsError, match=r"kernel lmhead:gemv .* needs 16416 bytes of workgroup memory; "
+                                              r"this GPU allows maxComputeWorkgroupStorageSize = 16384 \(short by 32 bytes\)"):
+        small.check_pipelines([over])
+    with pytest.raises(gpu.LimitsError, match="maxComputeWorkgroupStorageSize"):
+        run(small.pipeline(*over))                                                   # and never compiled
+    # a model whose kernels need more than a (very) small GPU has: refused at load, before any upload
+    path = tiny_model(fmt="f32")
+    tight = run(gpu.request_device("native", cap_limits={"maxComputeWorkgroupStorageSize": 1024}))
+    before = tight.live()
+    with FileSource(path) as src, pytest.raises(gpu.LimitsError, match="maxComputeWorkgroupStorageSize = 1024"):
+        run(Engine.load(tight, open_gguf(path), src, activations="f32"))
+    assert tight.live() == before and tight.counters["writes"] == 0 and tight.counters["pipelines"] == 0
+    narrow = run(gpu.request_device("native", cap_limits={"maxComputeInvocationsPerWorkgroup": 32}))
+    with FileSource(path) as src, pytest.raises(gpu.LimitsError, match="maxComputeInvocationsPerWorkgroup = 32"):
+        run(Engine.load(narrow, open_gguf(path), src, activations="f32"))

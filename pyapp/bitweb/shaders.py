@@ -182,3 +182,153 @@ def specialise(src: str, dev, defines: dict | None = None, name: str = "?") -> s
         head.append("enable subgroups;")
     # on line 1 (before its text): line n of the module is line n of shaders/<name>.wgsl
     return " ".join(head) + (" " if head else "") + body
+
+
+# ---- what a pipeline asks of the device's compute limits ----------------------------------------
+# WebGPU refuses a pipeline whose entry point's workgroup variables need more than
+# maxComputeWorkgroupStorageSize (the sum, over the variables the entry point statically uses, of
+# roundUp(16, SizeOf(T))) or whose @workgroup_size exceeds maxComputeInvocationsPerWorkgroup /
+# maxComputeWorkgroupSizeX/Y/Z. workgroup_use() computes those from the specialised WGSL, the entry
+# point and the pipeline's override constants, so a kernel that cannot run on a device is refused by
+# name before anything is compiled or uploaded (bitweb.gpu Device.check_pipelines), on every backend
+# (wgpu-native 0.32 does not check workgroup memory itself).
+
+_SCALAR = {"f32": 4, "i32": 4, "u32": 4, "f16": 2, "bool": 4}
+_DECL = __import__("re").compile(r"(override|const)\s+(\w+)\s*(?::\s*[\w<>]+\s*)?(?:=\s*([^;]+))?;")
+_WG_VAR = __import__("re").compile(r"var<workgroup>\s+(\w+)\s*:\s*(.+?);")
+
+
+class WGSLValueError(ValueError):
+    """An array length or workgroup size workgroup_use cannot evaluate (names the expression)."""
+
+
+def _value(expr: str, env: dict) -> int:
+    """An integer WGSL constant expression (literals, names of env, + - * / %, min / max)."""
+    import ast
+    import re
+    py = re.sub(r"\b(0[xX][0-9a-fA-F]+|\d+)[ui]\b", r"\1", expr.strip()).replace("/", "//")
+
+    def ev(n):
+        if isinstance(n, ast.Expression):
+            return ev(n.body)
+        if isinstance(n, ast.Constant) and isinstance(n.value, int):
+            return n.value
+        if isinstance(n, ast.Name) and isinstance(env.get(n.id), int):
+            return env[n.id]
+        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):
+            return -ev(n.operand)
+        if isinstance(n, ast.BinOp) and type(n.op) in _OPS:
+            return _OPS[type(n.op)](ev(n.left), ev(n.right))
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("min", "max") and not n.keywords:
+            return (min if n.func.id == "min" else max)(ev(a) for a in n.args)
+        raise WGSLValueError(f"cannot evaluate {expr!r}")
+    try:
+        return ev(ast.parse(py, mode="eval"))
+    except (SyntaxError, ZeroDivisionError) as e:
+        raise WGSLValueError(f"cannot evaluate {expr!r}: {e}") from None
+
+
+def _ops():
+    import ast
+    import operator
+    return {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
+            ast.Mod: operator.mod}
+
+
+_OPS = _ops()
+
+
+def _split_top(text: str) -> list:
+    """text split at its commas outside <> and ()."""
+    out, depth, cur = [], 0, ""
+    for ch in text:
+        depth += ch in "<(" and 1 or (ch in ">)" and -1 or 0)
+        if ch == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    return out + [cur]
+
+
+def _size_align(t: str, env: dict) -> tuple:
+    """(SizeOf, AlignOf) of a WGSL type: scalars, vecN<T> (and vec4f-style), atomic<T>, array<T, N>."""
+    import re
+    t = t.strip()
+    if t in _SCALAR:
+        return _SCALAR[t], _SCALAR[t]
+    m = re.fullmatch(r"vec([234])([fiuh])", t)
+    if m:
+        t = f"vec{m.group(1)}<{ {'f': 'f32', 'i': 'i32', 'u': 'u32', 'h': 'f16'}[m.group(2)] }>"
+    m = re.fullmatch(r"atomic<\s*(\w+)\s*>", t)
+    if m:
+        return 4, 4
+    m = re.fullmatch(r"vec([234])<\s*(\w+)\s*>", t)
+    if m and m.group(2) in _SCALAR:
+        n, s = int(m.group(1)), _SCALAR[m.group(2)]
+        return n * s, (2 if n == 2 else 4) * s
+    m = re.fullmatch(r"array<(.+)>", t, re.S)
+    if m:
+        parts = _split_top(m.group(1))
+        if len(parts) != 2:
+            raise WGSLValueError(f"array without a length: {t!r}")
+        size, align = _size_align(parts[0], env)
+        stride = -(-size // align) * align
+        return _value(parts[1], env) * stride, align
+    raise WGSLValueError(f"workgroup variable of type {t!r}")
+
+
+def _functions(code: str) -> dict:
+    """{name: body text} of the module's functions (brace matched)."""
+    import re
+    out = {}
+    for m in re.finditer(r"\bfn\s+(\w+)\s*\(", code):
+        i = code.find("{", m.end())
+        depth, j = 0, i
+        while j < len(code):
+            depth += {"{": 1, "}": -1}.get(code[j], 0)
+            if depth == 0:
+                break
+            j += 1
+        out[m.group(1)] = code[m.end():j + 1]
+    return out
+
+
+def workgroup_use(code: str, entry: str, constants: dict | None = None) -> dict:
+    """What the compute entry point `entry` of specialised WGSL `code` asks of the device, with the
+    pipeline's override `constants`: {"storage": bytes of workgroup memory, "vars": {name: bytes},
+    "size": (x, y, z)}. WGSLValueError when a length or size cannot be evaluated."""
+    import re
+    code = re.sub(r"//[^\n]*|/\*.*?\*/", "", code, flags=re.S)
+    env: dict = {}
+    for line in code.splitlines():                      # module-scope declarations, in order
+        m = _DECL.match(line)
+        if not m:
+            continue
+        kind, name, init = m.groups()
+        if kind == "override" and constants and name in constants:
+            v = constants[name]
+            env[name] = int(v) if float(v).is_integer() else v
+        elif init is not None:
+            try:
+                env[name] = _value(init, env)
+            except WGSLValueError:
+                pass                                    # (a float, or not needed)
+    fns = _functions(code)
+    if entry not in fns:
+        raise WGSLValueError(f"no function {entry!r} in the module")
+    used, todo = set(), [entry]
+    while todo:                                         # the entry point and what it calls
+        f = todo.pop()
+        if f in used:
+            continue
+        used.add(f)
+        todo += [g for g in set(re.findall(r"\b(\w+)\s*\(", fns[f])) if g in fns]
+    idents = set(re.findall(r"\b\w+\b", " ".join(fns[f] for f in used)))
+    sizes = {}
+    for m in _WG_VAR.finditer(code):
+        if m.group(1) in idents:
+            sizes[m.group(1)] = -(-_size_align(m.group(2), env)[0] // 16) * 16
+    m = re.search(r"@workgroup_size\(([^)]*)\)\s*(?:@\w+(?:\([^)]*\))?\s*)*fn\s+" + re.escape(entry) + r"\b", code)
+    dims = [_value(d, env) for d in _split_top(m.group(1)) if d.strip()] if m else [1]
+    return {"storage": sum(sizes.values()), "vars": sizes, "size": tuple(dims + [1] * (3 - len(dims)))}

@@ -70,6 +70,22 @@ for case in man["cases"]:
     r["uses"] = sorted(w for w in ("enable subgroups", "subgroupAdd", "subgroupMax", "subgroupBroadcast", "enable f16",
                                    "dot4I8Packed") if any(w in bare(c) for c in weak))
     out["results"].append(r)
+# where WebGPU's workgroup-memory limit falls, against shaders.workgroup_use: one F16 LM-head gemv
+# (no subgroups, no xdirect: x staged in workgroup memory) at the limit exactly, and 32 bytes over
+out["boundary"] = []
+for k in a["boundary_k"]:
+    key = ("lmhead", "gemv", {"K": k, "N_ROWS": 77, "ROW0": 0, "WG": 64, "RPW": 16, "RB": 2, "LANES": 16}, {"FMT_F16": True})
+    src = dev._code(dev.pipeline_key(*key))
+    b = {"K": k, "estimate": shaders.workgroup_use(src, "gemv", key[2])["storage"], "error": "", "refused": ""}
+    try:
+        await dev._pipeline(src, "gemv", key[2], "limit-probe")         # (bypasses the check: the browser decides)
+    except Exception as e:
+        b["error"] = str(e)[:400]
+    try:
+        dev.check_pipelines([key])
+    except gpu.LimitsError as e:
+        b["refused"] = str(e)
+    out["boundary"].append(b)
 json.dumps(out)
 """
 
@@ -77,8 +93,10 @@ json.dumps(out)
 def test_kernel_cases_without_each_feature(py_page):
     """Every browser kernel case whose WGSL changes when subgroups, dot4I8Packed, shader-f16 and
     timestamp queries are masked (on the mobile limits) runs that way and matches its numpy reference;
-    the variants really change: the compiled code has no subgroup builtin, no `enable`, no dot4."""
-    res = json.loads(py_page.run(KERNELS, base=py_page.server, mask=ALL_MASKED, caps=MOBILE))
+    the variants really change: the compiled code has no subgroup builtin, no `enable`, no dot4. And
+    bitweb's count of a kernel's workgroup memory (shaders.workgroup_use: what Device.check_pipelines
+    refuses before a load uploads anything) agrees with the browser's own at the limit."""
+    res = json.loads(py_page.run(KERNELS, base=py_page.server, mask=ALL_MASKED, caps=MOBILE, boundary_k=[3776, 3784]))
     # SwiftShader has subgroups and dot4 (so masking them changes kernels) but not shader-f16 (every
     # browser test runs the f16 fallback already)
     assert "subgroups" in res["full_caps"] and "dot4" in res["full_caps"], res["full"]
@@ -92,6 +110,12 @@ def test_kernel_cases_without_each_feature(py_page):
     bad = [r for r in ran.values() if not r["ok"]]
     assert not bad, json.dumps(bad, indent=1)[:4000]
     assert not [(n, r["uses"]) for n, r in ran.items() if r["uses"]]
+    # bitweb's workgroup-memory count is the browser's: 4 K + 256 + 1024 bytes fits 16384 at K = 3776,
+    # and K = 3784 (32 bytes over) is refused by both, with the limit named
+    fit, over = res["boundary"]
+    assert (fit["estimate"], fit["error"], fit["refused"]) == (16384, "", ""), fit
+    assert over["estimate"] == 16416 and over["error"] and "maxComputeWorkgroupStorageSize = 16384" in over["refused"], over
+    assert "short by 32 bytes" in over["refused"], over
     from bitweb.ref import build_cases
     assert sorted([*ran, *res["unchanged"]]) == sorted(c["name"] for c in build_cases("browser").cases)
     assert not py_page.errors, py_page.errors

@@ -191,6 +191,7 @@ class Device:
 
     def __post_init__(self):
         self._pipelines: dict = {}
+        self._codes: dict = {}          # (shader, defines) -> WGSL specialised for this device
         self._live_n = 0                # buffers made by create_buffer and not destroyed
         self._live_bytes = 0
 
@@ -361,10 +362,48 @@ class Device:
                 raise r
         return [self._pipelines[k] for k in keys]
 
-    async def _compile(self, key) -> Pipeline:
+    def _code(self, key) -> str:
+        """The WGSL of a pipeline key, specialised for this device (cached per shader and defines)."""
         from bitweb import shaders
+        shader, _, _, defs = key
+        if (shader, defs) not in self._codes:
+            self._codes[(shader, defs)] = shaders.specialise(shaders.source(shader), self, dict(defs), shader)
+        return self._codes[(shader, defs)]
+
+    def check_pipelines(self, keys) -> None:
+        """Raise LimitsError naming the kernel and the limit when a pipeline of `keys` ((shader, entry,
+        constants, defines) as for pipelines()) needs more workgroup memory, or more invocations per
+        workgroup, than this device allows (shaders.workgroup_use; WebGPU would refuse to compile
+        it). Called by the engine before it uploads anything, and before every compile."""
+        for key in dict.fromkeys(self.pipeline_key(*k) for k in keys):
+            self._check_key(key)
+
+    def _check_key(self, key) -> None:
+        """check_pipelines for one pipeline_key."""
+        from bitweb import shaders
+        shader, entry, consts, _ = key
+        try:
+            use = shaders.workgroup_use(self._code(key), entry, dict(consts))
+        except shaders.WGSLValueError:
+            return                             # (not evaluable here: the compile says what is wrong)
+        what = f"kernel {shader}:{entry} (constants {dict(consts)})"
+        storage = int(self.limits.get("maxComputeWorkgroupStorageSize", 16384))
+        if use["storage"] > storage:
+            raise LimitsError(f"{what} needs {use['storage']} bytes of workgroup memory; this GPU allows "
+                              f"maxComputeWorkgroupStorageSize = {storage} (short by {use['storage'] - storage} bytes)")
+        x, y, z = use["size"]
+        invocations = int(self.limits.get("maxComputeInvocationsPerWorkgroup", 256))
+        if x * y * z > invocations:
+            raise LimitsError(f"{what} runs {x * y * z} invocations per workgroup; this GPU allows "
+                              f"maxComputeInvocationsPerWorkgroup = {invocations}")
+        size_x = int(self.limits.get("maxComputeWorkgroupSizeX", 256))
+        if x > size_x:
+            raise LimitsError(f"{what} has workgroup size x = {x}; this GPU allows maxComputeWorkgroupSizeX = {size_x}")
+
+    async def _compile(self, key) -> Pipeline:
         shader, entry, consts, defs = key
-        code = shaders.specialise(shaders.source(shader), self, dict(defs), shader)
+        self._check_key(key)
+        code = self._code(key)
         try:
             raw = await self._pipeline(code, entry, dict(consts), f"{shader}:{entry}")
         except GPUError:
