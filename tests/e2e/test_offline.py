@@ -20,7 +20,6 @@ import pathlib
 import shutil
 import threading
 
-
 from tests.conftest import ROOT
 from tests.e2e.conftest import new_page
 
