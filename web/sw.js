@@ -19,11 +19,13 @@
 // if there were no service worker: other models, HEAD requests, other pages). Each page is pinned
 // when it is navigated to:
 //   'network'   the navigation reached the server: the page and its workers get every listed file
-//               from the network, as without a service worker (cache-less, so `npm start` and a
+//               from the network, as without a service worker (revalidated: `npm start` and a
 //               static host serve their current files);
 //   <version>   the server could not be reached: the page came from the complete cache of that
 //               version, and so do all its files (never the network, even when it is back).
-// A worker inherits its page's pin. So a page never mixes versions: an old page keeps its old
+// A worker inherits its page's pin. A client with no pin (a page from before this worker controlled
+// it; a browser without resultingClientId) gets the network, and the newest complete cache when the
+// network fails. So a page never mixes versions: an old page keeps its old
 // cache while a newer service worker serves new pages, and a version's cache is deleted only once
 // no live page or worker is pinned to it. Pins are kept in the cache `bitweb-sw` (a service worker
 // is stopped when idle and started again for the next request).
@@ -190,9 +192,21 @@ async function heal() {
 async function subresource(event, url) {
   const req = event.request;
   const map = await loadPins();
-  const how = pinOf(map, event.clientId) ?? 'network';        // (a page loaded before this worker controlled it)
+  const pinned = pinOf(map, event.clientId);
+  const how = pinned ?? 'network';                            // (a page loaded before this worker controlled it)
   if (req.destination === 'worker' || req.destination === 'sharedworker') await pin(event.resultingClientId, how);
-  if (how === 'network') return fetch(req);
+  if (how === 'network') {
+    const fresh = new Request(req, { cache: req.cache === 'default' ? 'no-cache' : req.cache });
+    if (pinned) return fetch(fresh);
+    // no pin: a page from before this worker, or a browser without resultingClientId (then an offline
+    // page came from servable()'s cache, which this falls back to when the network fails)
+    try { return await fetch(fresh); } catch (e) {
+      const v = await servable();
+      const r = v && await (await caches.open(PREFIX + v)).match(url);
+      if (!r) throw e;
+      return r;
+    }
+  }
   const r = await (await caches.open(PREFIX + how)).match(url);
   if (!r) return Response.error();                          // (its cache is gone: never another version's file)
   return req.headers.has('range') ? ranged(r, req.headers.get('range')) : r;
