@@ -36,7 +36,10 @@ Workgroup and tile sizes are `override` constants, set per pipeline.
 """
 from __future__ import annotations
 
+import ast
+import operator
 import os
+import re
 
 from bitweb import formats
 
@@ -194,8 +197,9 @@ def specialise(src: str, dev, defines: dict | None = None, name: str = "?") -> s
 # (wgpu-native 0.32 does not check workgroup memory itself).
 
 _SCALAR = {"f32": 4, "i32": 4, "u32": 4, "f16": 2, "bool": 4}
-_DECL = __import__("re").compile(r"(override|const)\s+(\w+)\s*(?::\s*[\w<>]+\s*)?(?:=\s*([^;]+))?;")
-_WG_VAR = __import__("re").compile(r"var<workgroup>\s+(\w+)\s*:\s*(.+?);")
+_SHORT = {"f": "f32", "i": "i32", "u": "u32", "h": "f16"}
+_DECL = re.compile(r"(override|const)\s+(\w+)\s*(?::\s*[\w<>]+\s*)?(?:=\s*([^;]+))?;")
+_WG_VAR = re.compile(r"var<workgroup>\s+(\w+)\s*:\s*(.+?);")
 
 
 class WGSLValueError(ValueError):
@@ -204,8 +208,6 @@ class WGSLValueError(ValueError):
 
 def _value(expr: str, env: dict) -> int:
     """An integer WGSL constant expression (literals, names of env, + - * / %, min / max)."""
-    import ast
-    import re
     py = re.sub(r"\b(0[xX][0-9a-fA-F]+|\d+)[ui]\b", r"\1", expr.strip()).replace("/", "//")
 
     def ev(n):
@@ -228,21 +230,18 @@ def _value(expr: str, env: dict) -> int:
         raise WGSLValueError(f"cannot evaluate {expr!r}: {e}") from None
 
 
-def _ops():
-    import ast
-    import operator
-    return {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
-            ast.Mod: operator.mod}
-
-
-_OPS = _ops()
+_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
+        ast.Mod: operator.mod}
 
 
 def _split_top(text: str) -> list:
     """text split at its commas outside <> and ()."""
     out, depth, cur = [], 0, ""
     for ch in text:
-        depth += ch in "<(" and 1 or (ch in ">)" and -1 or 0)
+        if ch in "<(":
+            depth += 1
+        elif ch in ">)":
+            depth -= 1
         if ch == "," and depth == 0:
             out.append(cur)
             cur = ""
@@ -253,13 +252,12 @@ def _split_top(text: str) -> list:
 
 def _size_align(t: str, env: dict) -> tuple:
     """(SizeOf, AlignOf) of a WGSL type: scalars, vecN<T> (and vec4f-style), atomic<T>, array<T, N>."""
-    import re
     t = t.strip()
     if t in _SCALAR:
         return _SCALAR[t], _SCALAR[t]
-    m = re.fullmatch(r"vec([234])([fiuh])", t)
+    m = re.fullmatch(r"vec([234])([fiuh])", t)                    # vec4f: vec4<f32>
     if m:
-        t = f"vec{m.group(1)}<{ {'f': 'f32', 'i': 'i32', 'u': 'u32', 'h': 'f16'}[m.group(2)] }>"
+        t = f"vec{m.group(1)}<{_SHORT[m.group(2)]}>"
     m = re.fullmatch(r"atomic<\s*(\w+)\s*>", t)
     if m:
         return 4, 4
@@ -280,7 +278,6 @@ def _size_align(t: str, env: dict) -> tuple:
 
 def _functions(code: str) -> dict:
     """{name: body text} of the module's functions (brace matched)."""
-    import re
     out = {}
     for m in re.finditer(r"\bfn\s+(\w+)\s*\(", code):
         i = code.find("{", m.end())
@@ -298,7 +295,6 @@ def workgroup_use(code: str, entry: str, constants: dict | None = None) -> dict:
     """What the compute entry point `entry` of specialised WGSL `code` asks of the device, with the
     pipeline's override `constants`: {"storage": bytes of workgroup memory, "vars": {name: bytes},
     "size": (x, y, z)}. WGSLValueError when a length or size cannot be evaluated."""
-    import re
     code = re.sub(r"//[^\n]*|/\*.*?\*/", "", code, flags=re.S)
     env: dict = {}
     for line in code.splitlines():                      # module-scope declarations, in order
