@@ -37,6 +37,7 @@ Workgroup and tile sizes are `override` constants, set per pipeline.
 from __future__ import annotations
 
 import ast
+import functools
 import operator
 import os
 import re
@@ -278,30 +279,44 @@ def _size_align(t: str, env: dict) -> tuple:
 
 def _functions(code: str) -> dict:
     """{name: body text} of the module's functions (brace matched)."""
+    braces = [(m.start(), 1 if m.group() == "{" else -1) for m in re.finditer(r"[{}]", code)]
     out = {}
     for m in re.finditer(r"\bfn\s+(\w+)\s*\(", code):
-        i = code.find("{", m.end())
-        depth, j = 0, i
-        while j < len(code):
-            depth += {"{": 1, "}": -1}.get(code[j], 0)
+        depth, end = 0, len(code)
+        for pos, step in braces:
+            if pos < m.end():
+                continue
+            depth += step
             if depth == 0:
+                end = pos + 1
                 break
-            j += 1
-        out[m.group(1)] = code[m.end():j + 1]
+        out[m.group(1)] = code[m.end():end]
     return out
+
+
+@functools.lru_cache(maxsize=64)
+def _module(code: str) -> tuple:
+    """(declarations [(kind, name, init)], {function: identifiers in its body, functions it calls},
+    [(workgroup var, type)]) of specialised WGSL, comments removed; cached per module text."""
+    code = re.sub(r"//[^\n]*|/\*.*?\*/", "", code, flags=re.S)
+    decls = [m.groups() for m in map(_DECL.match, code.splitlines()) if m]
+    fns = {}
+    bodies = _functions(code)
+    for name, body in bodies.items():
+        fns[name] = (frozenset(re.findall(r"\b\w+\b", body)),
+                     frozenset(g for g in re.findall(r"\b(\w+)\s*\(", body) if g in bodies))
+    sizes = {m.group(1): re.search(r"@workgroup_size\(([^)]*)\)\s*(?:@\w+(?:\([^)]*\))?\s*)*fn\s+" + re.escape(m.group(1)) + r"\b", code)
+             for m in re.finditer(r"\bfn\s+(\w+)\s*\(", code)}
+    return decls, fns, [m.groups() for m in _WG_VAR.finditer(code)], {k: v.group(1) for k, v in sizes.items() if v}
 
 
 def workgroup_use(code: str, entry: str, constants: dict | None = None) -> dict:
     """What the compute entry point `entry` of specialised WGSL `code` asks of the device, with the
     pipeline's override `constants`: {"storage": bytes of workgroup memory, "vars": {name: bytes},
     "size": (x, y, z)}. WGSLValueError when a length or size cannot be evaluated."""
-    code = re.sub(r"//[^\n]*|/\*.*?\*/", "", code, flags=re.S)
+    decls, fns, wg_vars, wg_sizes = _module(code)
     env: dict = {}
-    for line in code.splitlines():                      # module-scope declarations, in order
-        m = _DECL.match(line)
-        if not m:
-            continue
-        kind, name, init = m.groups()
+    for kind, name, init in decls:                      # module-scope declarations, in order
         if kind == "override" and constants and name in constants:
             v = constants[name]
             env[name] = int(v) if float(v).is_integer() else v
@@ -310,21 +325,15 @@ def workgroup_use(code: str, entry: str, constants: dict | None = None) -> dict:
                 env[name] = _value(init, env)
             except WGSLValueError:
                 pass                                    # (a float, or not needed)
-    fns = _functions(code)
     if entry not in fns:
         raise WGSLValueError(f"no function {entry!r} in the module")
     used, todo = set(), [entry]
     while todo:                                         # the entry point and what it calls
         f = todo.pop()
-        if f in used:
-            continue
-        used.add(f)
-        todo += [g for g in set(re.findall(r"\b(\w+)\s*\(", fns[f])) if g in fns]
-    idents = set(re.findall(r"\b\w+\b", " ".join(fns[f] for f in used)))
-    sizes = {}
-    for m in _WG_VAR.finditer(code):
-        if m.group(1) in idents:
-            sizes[m.group(1)] = -(-_size_align(m.group(2), env)[0] // 16) * 16
-    m = re.search(r"@workgroup_size\(([^)]*)\)\s*(?:@\w+(?:\([^)]*\))?\s*)*fn\s+" + re.escape(entry) + r"\b", code)
-    dims = [_value(d, env) for d in _split_top(m.group(1)) if d.strip()] if m else [1]
+        if f not in used:
+            used.add(f)
+            todo += fns[f][1]
+    idents = set().union(*(fns[f][0] for f in used))
+    sizes = {name: -(-_size_align(t, env)[0] // 16) * 16 for name, t in wg_vars if name in idents}
+    dims = [_value(d, env) for d in _split_top(wg_sizes[entry]) if d.strip()] if entry in wg_sizes else [1]
     return {"storage": sum(sizes.values()), "vars": sizes, "size": tuple(dims + [1] * (3 - len(dims)))}
