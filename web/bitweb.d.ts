@@ -63,6 +63,9 @@ export interface LoadOptions {
   capLimits?: Partial<Record<'maxBufferSize' | 'maxStorageBufferBindingSize' | 'maxStorageBuffersPerShaderStage'
     | 'maxComputeWorkgroupStorageSize' | 'maxComputeInvocationsPerWorkgroup' | 'maxComputeWorkgroupSizeX'
     | 'maxComputeWorkgroupsPerDimension', number>> | null;
+  /** behave like a GPU without these features: the kernels take their fallbacks (testing; the
+   *  app's ?cap=-subgroups, ?cap=mobile) */
+  maskFeatures?: Array<'shader-f16' | 'subgroups' | 'timestamp-query' | 'packed_4x8_integer_dot_product'> | null;
   /** keep the model in the browser cache once it has loaded (default true) */
   cache?: boolean;
   download?: DownloadOptions;
@@ -131,9 +134,10 @@ export interface EngineInfo {
   kvCache: 'f16' | 'f16 pack2x16float' | 'f32';
   /** the chat template has a thinking switch (create()'s enable_thinking); thinkingDefault: on when unset */
   thinking: boolean; thinkingDefault: boolean;
-  /** software: why the adapter is a CPU rasteriser ('SwiftShader', 'llvmpipe', 'fallback adapter' ...), null for a GPU */
+  /** software: why the adapter is a CPU rasteriser ('SwiftShader', 'llvmpipe', 'fallback adapter' ...), null for a GPU;
+   *  weaker: what maskFeatures / capLimits took away ('no subgroups, maxBufferSize <= 268435456'), null when nothing */
   adapter: { backend: string; description: string; info: Record<string, string>; features: string[]; caps: string;
-    limits: Record<string, number>; software: string | null };
+    limits: Record<string, number>; software: string | null; weaker: string | null };
   features: string[];
   /** stages: [start, end] in this page's ms (performance.now()) of the load's stages that ran: boot (the wait
    *  for Python), download, cache, header, device, upload, compile (the decode kernels; the prefill kernels

@@ -91,8 +91,11 @@ export function checkSetting(name, value) {
     && (!integer || Number.isInteger(value));
   return ok ? null : `must be ${want} (got ${value === '' ? 'nothing' : JSON.stringify(value) ?? String(value)})`;
 }
-const LIMITS = ['maxBufferSize', 'maxStorageBufferBindingSize', 'maxStorageBuffersPerShaderStage', 'maxComputeWorkgroupStorageSize',
-  'maxComputeInvocationsPerWorkgroup', 'maxComputeWorkgroupSizeX', 'maxComputeWorkgroupsPerDimension'];
+/** The GPU limits bitweb uses (capLimits may lower them; bitweb.gpu WANTED_LIMITS). */
+export const LIMITS = Object.freeze(['maxBufferSize', 'maxStorageBufferBindingSize', 'maxStorageBuffersPerShaderStage', 'maxComputeWorkgroupStorageSize',
+  'maxComputeInvocationsPerWorkgroup', 'maxComputeWorkgroupSizeX', 'maxComputeWorkgroupsPerDimension']);
+/** The GPU features bitweb uses when the adapter has them (maskFeatures may turn them off; bitweb.gpu MASKABLE). */
+export const FEATURES = Object.freeze(['shader-f16', 'subgroups', 'timestamp-query', 'packed_4x8_integer_dot_product']);
 
 function checkLoadOptions(o) {
   if (o.activations != null && !ACTIVATIONS.includes(o.activations)) throw settingsError('activations', `must be ${oneOf(ACTIVATIONS)} (got ${JSON.stringify(o.activations)})`);
@@ -105,6 +108,12 @@ function checkLoadOptions(o) {
     for (const [k, v] of Object.entries(o.capLimits)) {
       if (!LIMITS.includes(k)) throw settingsError(`capLimits.${k}`, `not a limit bitweb uses (one of ${LIMITS.join(', ')})`);
       if (!(Number.isInteger(v) && v > 0)) throw settingsError(`capLimits.${k}`, `must be a positive integer (got ${String(v)})`);
+    }
+  }
+  if (o.maskFeatures != null) {
+    if (!Array.isArray(o.maskFeatures)) throw settingsError('maskFeatures', `must be an array of feature names (${FEATURES.join(', ')})`);
+    for (const f of o.maskFeatures) {
+      if (!FEATURES.includes(f)) throw settingsError('maskFeatures', `${JSON.stringify(f)} is not a feature bitweb uses (one of ${FEATURES.join(', ')})`);
     }
   }
   if (o.gpuMemory != null && !(Number.isFinite(o.gpuMemory) && o.gpuMemory > 0)) throw settingsError('gpuMemory', `must be a positive number of bytes (got ${JSON.stringify(o.gpuMemory)})`);
@@ -256,7 +265,8 @@ export async function load(source, options = {}) {
   const { signal, onProgress } = options;
   if (signal?.aborted) throw error('aborted', 'the load was aborted before it started');
   const opts = { activations: options.activations || OPTIONS.activations.default, kvCache: options.kvCache || OPTIONS.kv_cache.default, context: options.context ?? null, capLimits: options.capLimits || null,
-    gpuMemory: options.gpuMemory ?? null, replace: options.replace || 'ask', cache: options.cache !== false, download: options.download || null };
+    gpuMemory: options.gpuMemory ?? null, replace: options.replace || 'ask', maskFeatures: options.maskFeatures?.length ? [...options.maskFeatures] : null,
+    cache: options.cache !== false, download: options.download || null };
   const entry = src.url ? entryForUrl(src.url) : null;
   if (entry) {                                  // a catalogue model that cannot fit is not downloaded
     const f = await checkFit(entry, opts);

@@ -12,7 +12,8 @@
 //                                       sha256 when given, and is one download across tabs (models.mjs)
 //              | {file: Blob, name?}    a local file, loaded as it is; copied into the cache after
 //              | {cached: name}         a cached model; no network at all
-//        options: {activations: 'a8'|'f32', kvCache: 'f16'|'f32', context: n|null, capLimits: {limit: n}, gpuMemory: n|null,
+//        options: {activations: 'a8'|'f32', kvCache: 'f16'|'f32', context: n|null, capLimits: {limit: n},
+//                  maskFeatures: [feature]|null, gpuMemory: n|null,
 //                  replace: 'ask'|'always', cache: bool, download: {stallMs, retries, retryDelayMs}}
 //                                       (checked by bitweb.mjs)
 //        -> result {engine, info, adapter, load}. A copy enters the cache index only when the model
@@ -173,7 +174,7 @@ const MANIFESTS = 'bitweb-pipelines';
 async function manifestKey(msg) {
   const s = msg.source, o = msg.options || {};
   const what = JSON.stringify([s.url ? new URL(s.url, self.location.href).href : s.cached ?? [s.name || s.file?.name, s.file?.size],
-    o.activations, o.kvCache, o.context, o.capLimits]);
+    o.activations, o.kvCache, o.context, o.capLimits, o.maskFeatures]);
   const h = new Uint8Array(await crypto.subtle.digest('SHA-256', new TextEncoder().encode(what)));
   return new URL('__bitweb-pipelines/' + [...h].map((b) => b.toString(16).padStart(2, '0')).join(''), self.location.href).href;
 }
@@ -225,7 +226,7 @@ async function load(id, msg) {
     if (ctl.signal.aborted) throw new models.ModelsError('aborted', 'the load was aborted');
     const opts = msg.options;
     const pyOpts = { activations: opts.activations, kv_cache: opts.kvCache || null, context: opts.context ?? null, cap_limits: opts.capLimits || null,
-      gpu_memory: opts.gpuMemory ?? null, replace: opts.replace || 'ask' };
+      mask_features: opts.maskFeatures || null, gpu_memory: opts.gpuMemory ?? null, replace: opts.replace || 'ask' };
     post({ id, type: 'progress', stage: 'header', done: 0, total: 1, label: 'Reading the header of ' + name });
     try {
       value = unwrap(await py.load(id, file, name, JSON.stringify(pyOpts)));

@@ -143,6 +143,7 @@ class Engine:
             eng.stage_ms[name] = [round(start - t0, 1), round(now_ms() - t0, 1)]
 
         first, later = eng._compile_keys()
+        dev.check_pipelines(first + later)      # workgroup memory / size: refused here, before any upload
         n_first = len({dev.pipeline_key(*k) for k in first})
         eng.n_pipelines = n_first + len({dev.pipeline_key(*k) for k in later})
         total = eng.n_pipelines if wait_prefill else n_first

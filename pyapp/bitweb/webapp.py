@@ -293,19 +293,28 @@ class WebApp:
         return error_json(e)
 
     # ------------------------------------------------------------------ device
-    async def device(self):
-        """The shared device; a new one when there is none or it was lost."""
+    async def device(self, mask=(), caps=None):
+        """The device for a load: the current one when it is alive and was made with the same
+        mask_features / cap_limits (bitweb.gpu.request_device: a weaker GPU on request), else a new
+        one. The one it replaces stays while engines use it (_drop_if_unused)."""
         from bitweb import gpu
-        if self.dev is not None and self.dev.lost is None:
-            return self.dev
+        old = self.dev
+        if old is not None and old.lost is None and (old.masked, old.capped) == (tuple(mask), dict(caps or {})):
+            return old
         self.dev = None
-        dev = await gpu.request_device("browser")
+        dev = await gpu.request_device("browser", mask_features=mask, cap_limits=caps)
         self.device_ready = clock()
         dev.device.lost.then(create_once_callable(lambda info: self._on_lost(dev, info)))
-        dev.granted = dict(dev.limits)
         self._track(dev)
         self.dev = dev
+        if old is not None:
+            self._drop_if_unused(old)
         return dev
+
+    def _drop_if_unused(self, dev):
+        """Destroy a device that is no longer the current one once no engine uses it."""
+        if dev is not self.dev and dev.lost is None and not any(s.eng.dev is dev for s in self.engines.values()):
+            dev.device.destroy()
 
     def _track(self, dev):
         """Buffers created by a load's task are remembered, so a load that fails frees exactly
@@ -321,12 +330,13 @@ class WebApp:
         dev.create_buffer = create_buffer
 
     def _on_lost(self, dev, info):
-        if dev is not self.dev:
-            return
+        lost = [eid for eid, s in self.engines.items() if s.eng.dev is dev]
+        if dev is not self.dev and not lost:
+            return                              # (a replaced device with no engine left: destroyed here)
         reason = str(getattr(info, "reason", "") or "unknown")
         message = str(getattr(info, "message", "") or "")
-        lost = list(self.engines)
-        self.engines.clear()
+        for eid in lost:
+            del self.engines[eid]
         self.send("device-lost", None, engines=lost,
                   message=f"the GPU device was lost ({reason}{': ' + message if message else ''}). "
                           "Reload the model to continue.")
@@ -335,7 +345,7 @@ class WebApp:
         d = self.dev
         return {"backend": d.backend, "info": dict(d.info), "description": d.describe(), "software": d.software,
                 "features": sorted(d.features), "caps": d.caps.summary(),
-                "limits": dict(d.limits)}
+                "limits": dict(d.limits), "weaker": d.weaker or None}
 
     def slot(self, eid) -> Slot:
         s = self.engines.get(int(eid))
@@ -378,12 +388,16 @@ class WebApp:
             self.unload(eid)
 
     async def _load(self, rid, blob, name: str, opts: dict) -> dict:
-        from bitweb import engine, generation, model, upload
+        from bitweb import engine, generation, gpu, model, upload
         t0 = time.perf_counter()
         stages = {}                                     # stage -> [start, end], epoch ms (clock())
         self.progress(rid, "header", 0, 1)
         d0 = clock()
-        getting = asyncio.ensure_future(self.device())  # the adapter and device while the header is read
+        try:                                            # a weaker GPU on request (the app's ?cap=)
+            mask, caps = gpu.check_weaker(opts.get("mask_features"), opts.get("cap_limits"))
+        except gpu.GPUError as e:
+            raise AppError("settings", str(e), field="maskFeatures" if "mask" in str(e) else "capLimits") from None
+        getting = asyncio.ensure_future(self.device(mask, caps))  # the adapter and device while the header is read
         try:
             gf = await parse_header(blob)
         except BaseException:
@@ -398,9 +412,6 @@ class WebApp:
         gf.source = BlobSource(blob)
         dev = await getting
         stages["device"] = [d0, max(d0, self.device_ready or d0)]
-        dev.limits = dict(dev.granted)
-        for k, v in (opts.get("cap_limits") or {}).items():   # act as a smaller GPU would
-            dev.limits[k] = min(int(v), int(dev.limits.get(k, v)))
         max_context = opts.get("context")
         if max_context is not None and (isinstance(max_context, bool) or not isinstance(max_context, int)
                                         or max_context < MIN_CONTEXT):
@@ -495,6 +506,7 @@ class WebApp:
         s = self.engines.pop(int(eid), None)
         if s is not None:
             s.eng.close()
+            self._drop_if_unused(s.eng.dev)
         return json.dumps({"unloaded": s is not None})
 
     def prompt_ids(self, s: Slot, messages, enable_thinking=None) -> list:

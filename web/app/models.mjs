@@ -141,6 +141,7 @@ function showModel(engine) {
     ['Hardware GPU', a.software ? `no (${a.software})` : 'yes'],
     ['Features used', a.features.length ? a.features.join(', ') : 'none'],
     ['Shader paths', a.caps],
+    ['Acting as a weaker GPU (?cap=)', a.weaker || null],
     ['maxBufferSize', mb(L.maxBufferSize)],
     ['maxStorageBufferBindingSize', mb(L.maxStorageBufferBindingSize)],
     ['maxStorageBuffersPerShaderStage', L.maxStorageBuffersPerShaderStage],

@@ -109,5 +109,6 @@ export function saveThinkingChoice() {
 export function loadOptions(extra = {}) {
   const ctx = $('max-context').value;
   return { activations: $('activations').value, kvCache: $('kv-cache').value, context: ctx === '' ? null : Number(ctx), capLimits: ADDRESS.capLimits,
+    maskFeatures: ADDRESS.maskFeatures,
     gpuMemory: ADDRESS.gpuMemory, cache: $('cache-files').checked, ...extra };
 }

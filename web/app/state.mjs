@@ -1,6 +1,7 @@
 // What the app holds now (one `state` object every module reads and writes) and what its address
 // asks for (ADDRESS: ?model=, ?cap=).
 import * as bitweb from '../bitweb.mjs';
+import { parseCap } from '../cap.mjs';
 
 export const state = {
   engine: null,                  // the bitweb Engine answering now
@@ -26,26 +27,11 @@ export async function stopReply() {
 
 export const params = new URLSearchParams(location.search);
 
-// The page address: ?model= (the default model's source) and ?cap= (act as a smaller GPU:
-// limitName:bytes, memory:bytes for the GPU memory budget).
+// The page address: ?model= (the default model's source; hf: and page addresses too) and ?cap=
+// (act as a smaller GPU: limits, memory, masked features; ../cap.mjs).
 function fromAddress() {
-  const out = { defaultSource: bitweb.DEFAULT_MODEL, capLimits: null, gpuMemory: null, problem: null };
-  if (params.get('model')) out.defaultSource = bitweb.resolveUrl(params.get('model'), location.href);   // (hf: and page addresses too)
-  const cap = params.get('cap');
-  if (cap) {
-    const limits = {};
-    for (const part of cap.split(',').filter(Boolean)) {
-      const [k, v, ...rest] = part.split(':');
-      const n = Number(v);
-      if (!k || v === undefined || rest.length || v.trim() === '' || !Number.isInteger(n) || n <= 0) {
-        out.problem = `The page address has cap=${part}: each entry must be limitName:positive-integer ` +
-          `(e.g. cap=maxStorageBufferBindingSize:134217728). Fix or remove "cap" in the address.`;
-        break;
-      }
-      if (k === 'memory') out.gpuMemory = n; else limits[k] = n;
-    }
-    if (Object.keys(limits).length) out.capLimits = limits;
-  }
+  const out = { defaultSource: bitweb.DEFAULT_MODEL, ...parseCap(params.get('cap')) };
+  if (params.get('model')) out.defaultSource = bitweb.resolveUrl(params.get('model'), location.href);
   return out;
 }
 export const ADDRESS = fromAddress();
