@@ -67,5 +67,5 @@ def test_relative_imports_name_files_that_exist():
 def test_the_page_loads_the_apps_entry_module():
     html = (WEB / "index.html").read_text(encoding="utf-8")
     srcs = re.findall(r'<script type="module" src="([^"]+)"', html)
-    assert srcs == ["app/main.mjs"], srcs
-    assert (WEB / srcs[0]).is_file()
+    assert srcs == ["app/main.mjs", "offline.mjs"], srcs          # the app, then the service worker's registration
+    assert all((WEB / s).is_file() for s in srcs)
