@@ -3,7 +3,7 @@ dev scripts (dev/*/): one place for the server, the browser and the flags the te
 
     sys.path.insert(0, <this directory>); from chromium import ROOT, page
     with page(build=True) as (pg, url):      # url: the server's root, e.g. http://127.0.0.1:40613/
-        pg.goto(url + "kernels.html")
+        pg.goto(url + "dev/kernels.html")
 
 build: run tools/build_web.py first (the pages load build/web/bitweb.zip). The browser is
 $BITWEB_CHROMIUM or /usr/bin/chromium; pg.context is a fresh browser context (routes, storage).

@@ -35,7 +35,8 @@ def write_tiny(path, arch="bitnet-b1.58", fmt="i2_s", seed=0, scale_tensors=None
     dims override the preset's (n_layer=3 ...); scale_tensors None: as `make-model
     --scale-tensors auto` (.scale tensors for arch bitnet with tq1_0 / tq2_0)."""
     from bitweb.authoring.makemodel import PRESETS, ModelSpec, load_vocab, write_model
-    scale = scale_tensors if scale_tensors is not None else (arch == "bitnet" and fmt in ("tq1_0", "tq2_0"))
+    from bitweb.model import ARCHS
+    scale = scale_tensors if scale_tensors is not None else (ARCHS[arch].scales and fmt in ("tq1_0", "tq2_0"))
     write_model(ModelSpec(arch=arch, fmt=fmt, preset=preset, seed=seed, scale_tensors=scale,
                           **dict(PRESETS[preset], **dims)), load_vocab(vocab), path)
     return str(path)

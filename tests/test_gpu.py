@@ -118,7 +118,7 @@ def test_a_failed_compile_among_many_settles_the_others_first():
 
 
 def test_engine_compiles_every_kernel_at_load(gpu, tiny_model):
-    """Engine.load compiles the decode, prefill and top-k kernels in one batch (Engine._compile):
+    """Engine.load compiles the decode, prefill and top-k kernels in one batch (upload.compile_pipelines):
     a prompt through the prefill plan and sampled tokens after it compile nothing more."""
     path = tiny_model(arch="bitnet", fmt="tq2_0", seed=3)
     seen = []

@@ -6,6 +6,7 @@ The expected layout below is written out from the published file's llama.cpp loa
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from types import SimpleNamespace
 
@@ -17,6 +18,7 @@ from bitweb import commands as cli, formats
 from bitweb.authoring import makemodel, vocab
 from bitweb.authoring.gguf_writer import ARRAY, BOOL, FLOAT32, INT32, STRING, UINT32
 from bitweb.gguf import open_gguf
+from bitweb.model import Model
 
 A = "bitnet-b1.58"
 PUBLISHED_KEYS = [  # (key, value type, array element type), in the file's order
@@ -293,6 +295,20 @@ def test_bitnet_arch_keys_and_scale_tensors(tmp_path):
             np.testing.assert_allclose(w_eff, dequant(plain, f"blk.{i}.{lin}.weight"), rtol=2e-3, atol=0)
     # i2_s / f16 files of arch bitnet have no .scale tensors under auto
     assert not any(n.endswith(".scale") for n in open_gguf(make(tmp_path, "i2.gguf", arch="bitnet")).tensors)
+
+
+@pytest.mark.parametrize("arch", makemodel.ARCHS)
+def test_every_arch_reads_back_as_the_config_it_was_written_from(tmp_path, arch):
+    """make-model writes an architecture from its row of bitweb.model.ARCHS: the reader binds every
+    tensor (Config.tensor_shapes) and gets back the Config the file was written from."""
+    args = SimpleNamespace(preset="tiny", layers=1, seed=0, arch=arch, format=None, embd_format=None,
+                           output_format=None, vocab=None, scale_tensors="auto")
+    spec = makemodel.spec_from_args(args)
+    p = make(tmp_path, arch=arch, layers=1)
+    m = Model.from_gguf(open_gguf(p))
+    want = spec.config(m.cfg.n_vocab)
+    assert m.cfg == dataclasses.replace(want, eps=float(np.float32(want.eps)))     # eps is stored as FLOAT32
+    assert {n for n in want.tensor_shapes() if getattr(m.blk[0], n) is not None} == set(want.tensor_shapes())
 
 
 def test_small_preset(tmp_path):

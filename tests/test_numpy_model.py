@@ -69,6 +69,7 @@ def test_config_and_binding(tiny, tmp_path):
 def test_architecture_table_flags_and_optional_tensors(tiny, tmp_path, monkeypatch):
     from bitweb import model as M
     from bitweb.engine import Engine, EngineError
+    from bitweb.upload import check_support
     c = Model.from_gguf(tiny).cfg
     assert (c.ffn, c.sub_norms, c.qk_norm, c.rope, c.scales) == ("relu2", True, False, "neox", False)
     assert M.ARCHS["bitnet-25"] == M.ARCHS["bitnet-b1.58"]
@@ -84,7 +85,7 @@ def test_architecture_table_flags_and_optional_tensors(tiny, tmp_path, monkeypat
     m = Model.from_gguf(rewrite(tiny, tmp_path / "nosub.gguf", drop=subs))
     assert not m.cfg.sub_norms and m.blk[1].attn_sub_norm is None and m.blk[1].ffn_sub_norm is None
     assert m.blk[0].attn_q_norm is None and len(m.tensors()) == len(tiny.tensors) - len(subs)
-    Engine(None, m, "a8", 16)._check_support()          # the GPU engine runs blocks without sub-norms
+    check_support(Engine(None, m, "a8", 16).gpu_model)  # the GPU engine runs blocks without sub-norms
     # QK-norm: each block needs attn_q_norm / attn_k_norm [head_dim]
     monkeypatch.setitem(M.ARCHS, "bitnet-b1.58", replace(row, qk_norm=True))
     with pytest.raises(ModelError, match="missing tensor 'blk.0.attn_q_norm.weight'"):

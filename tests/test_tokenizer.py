@@ -22,7 +22,8 @@ import tokenizers
 from bitweb.authoring import vocab
 from bitweb.authoring.qwen_vocab import QWEN2_PATTERN, TRAIN_TEXT, qwen_vocab, train_qwen_bpe
 from bitweb.tokenizer import (BYTE, CONTROL, NORMAL, UNDEFINED, UNKNOWN, UNUSED, USER_DEFINED, StreamDecoder, Tokenizer,
-                              TokenizerError, _U16_L, _U16_N, split_llama3, split_qwen2, to_byte_level)
+                              TokenizerError, split_llama3, split_qwen2, to_byte_level)
+from bitweb.tokenizer_pre import _U16
 
 DATA = pathlib.Path(__file__).resolve().parent / "data" / "tokenizer"
 # llama.cpp's tokenizer test vectors (models/ggml-vocab-llama-bpe.gguf.{inp,out}), copied into data/tokenizer/llama-bpe/
@@ -118,7 +119,7 @@ def test_character_classes_match_hf(hf):
     """The pre-tokenizer on every BMP code point, the astral code points Python 3.11 does
     not know (Unicode 15-16 additions) and every 23rd other astral one, each in contexts
     that tell letter / digit / space / other / contraction letter apart."""
-    new = {cp for a, b in (*_U16_L, *_U16_N) for cp in range(a, b + 1)}
+    new = {cp for rs in _U16.values() for a, b in rs for cp in range(a, b + 1)}
     cps = [cp for cp in range(0x110000) if not 0xD800 <= cp < 0xE000 and
            (cp < 0x10000 or cp % 23 == 0 or cp in new)]
     assert len(cps) > 60000
@@ -391,7 +392,7 @@ def test_qwen2_matches_transformers_qwen2tokenizer(qmd, qtok):
 def test_qwen2_character_classes_match_hf():
     """split_qwen2 against HF's Split with the Qwen2 regex: every N* code point, every 5th
     other BMP code point and the Unicode 15-16 additions, in telling contexts."""
-    new = {cp for a, b in (*_U16_L, *_U16_N) for cp in range(a, b + 1)}
+    new = {cp for rs in _U16.values() for a, b in rs for cp in range(a, b + 1)}
     cps = [cp for cp in range(0x110000) if not 0xD800 <= cp < 0xE000 and
            (unicodedata.category(chr(cp))[0] == "N" or (cp < 0x10000 and cp % 5 == 0) or cp in new)]
     assert len(cps) > 14000
@@ -451,7 +452,7 @@ def test_add_bos_default_follows_the_pre_tokenizer(qmd):
     assert Tokenizer.from_metadata({**md, "tokenizer.ggml.add_bos_token": True}).add_bos is True
 
 
-@pytest.mark.parametrize("pre", ["default", "deepseek-llm", "gpt-2", "qwen35", "Qwen2", "llama-bpe "])
+@pytest.mark.parametrize("pre", ["default", "tekken", "gpt-4o", "chameleon", "Qwen2", "llama-bpe "])
 def test_other_pre_tokenizers_are_refused(pre):
     with pytest.raises(TokenizerError, match=f"tokenizer.ggml.pre '{pre}' is not supported .*qwen2"):
         Tokenizer.from_metadata({**vocab.bytes_vocab(), "tokenizer.ggml.pre": pre})
@@ -568,7 +569,7 @@ def test_spm_matches_hf():
 @pytest.mark.parametrize("change, message", [
     ({"tokenizer.ggml.model": "bert"}, "tokenizer.ggml.model 'bert'"),
     ({"tokenizer.ggml.model": None}, "tokenizer.ggml.model must be a string"),
-    ({"tokenizer.ggml.pre": "deepseek-llm"}, "tokenizer.ggml.pre 'deepseek-llm' is not supported"),
+    ({"tokenizer.ggml.pre": "tekken"}, "tokenizer.ggml.pre 'tekken' is not supported"),
     ({"tokenizer.ggml.pre": 7}, "tokenizer.ggml.pre must be a string"),
     ({"tokenizer.ggml.tokens": []}, "tokenizer.ggml.tokens"),
     ({"tokenizer.ggml.tokens": "abc"}, "tokenizer.ggml.tokens"),
@@ -608,9 +609,31 @@ def test_bad_metadata_more():
         t.encode("a\ud800b", add_bos=False)
     with pytest.raises(TokenizerError, match="must be a str"):
         t.encode(b"abc")
-    # a merge result missing from the vocabulary is reported, not silently dropped
-    with pytest.raises(TokenizerError, match="not in the vocabulary"):
-        Tokenizer.from_metadata({**md, "tokenizer.ggml.merges": ["x y"]}).encode("xy", add_bos=False)
+    # a merge result missing from the vocabulary falls back to its one-byte pieces, as llama.cpp does
+    xy = Tokenizer.from_metadata({**md, "tokenizer.ggml.merges": ["x y"]})
+    assert "xy" not in xy.token_to_id and xy.encode("xy", add_bos=False) == [xy.token_to_id["x"], xy.token_to_id["y"]]
+
+
+def test_byte_without_a_token_is_dropped_as_hf_and_llama_cpp():
+    """A byte whose byte-level character is not a token (Falcon's vocabulary lacks some control
+    bytes) yields nothing: HF's BPE drops it (no unk token), and so does llama.cpp."""
+    md = vocab.bytes_vocab()
+    tokens = list(md["tokenizer.ggml.tokens"])
+    tokens[tokens.index(to_byte_level("\x1c"))] = "<gone>"
+    md = {**md, "tokenizer.ggml.tokens": tokens}
+    spec = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
+            "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
+            "post_processor": None, "decoder": None,
+            "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                      "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+                      "vocab": {t: i for i, t in enumerate(tokens)},
+                      "merges": [m.split(" ", 1) for m in md["tokenizer.ggml.merges"]]}}
+    h = tokenizers.Tokenizer.from_str(json.dumps(spec))
+    t = Tokenizer.from_metadata(md)
+    for text in ["a\x1cb", "\x1c", "the cat\x1c\x1c and the dog", "x\x1dy"]:
+        ids = t.encode(text, add_bos=False)
+        assert ids == h.encode(text, add_special_tokens=False).ids, repr(text)
+        assert t.decode(ids) == text.replace("\x1c", "")
 
 
 def test_bench_tokenizer_compares_qwen2(tok, l3md):
@@ -658,14 +681,16 @@ import { loadPyodide } from "%(root)s/node_modules/pyodide/pyodide.mjs";
 import fs from "fs";
 const py = await loadPyodide({ indexURL: "%(root)s/node_modules/pyodide/" });
 py.FS.mkdirTree("/bw/bitweb");
-for (const f of ["__init__.py", "tokenizer.py", "chat.py"])
+for (const f of ["__init__.py", "tokenizer.py", "tokenizer_pre.py", "chat.py"])
     py.FS.writeFile("/bw/bitweb/" + f, fs.readFileSync("%(root)s/pyapp/bitweb/" + f));
 py.FS.writeFile("/case.json", fs.readFileSync("%(case)s"));
 console.log(await py.runPythonAsync(`
 import sys, json
 sys.path.insert(0, "/bw")
+import hashlib, unicodedata
 from bitweb.chat import chat_ids
 from bitweb.tokenizer import Tokenizer
+from bitweb.tokenizer_pre import char_class
 case = json.load(open("/case.json", encoding="utf-8"))
 t = Tokenizer.from_metadata(case["md"])
 q = Tokenizer.from_metadata(case["qmd"])
@@ -673,13 +698,16 @@ json.dumps({"python": sys.version_info[:2], "has_numpy": "numpy" in sys.modules,
             "ids": [t.encode(x, parse_special=True) for x in case["texts"]],
             "text": [t.decode(t.encode(x)) for x in case["texts"]],
             "qids": [q.encode(x, parse_special=True) for x in case["qtexts"]],
-            "chat": chat_ids(t, case["chat"])})
+            "chat": chat_ids(t, case["chat"]), "unidata": unicodedata.unidata_version,
+            "classes": hashlib.sha256("".join(char_class(chr(c)) for c in range(0x40000)
+                                              if not 0xD800 <= c < 0xE000).encode()).hexdigest()})
 `));
 """
 
 
 def test_runs_in_pyodide(tmp_path, tok, l3md, qtok, qmd):
-    """The same ids from Pyodide (Python 3.14, stdlib only) as from CPython (llama-bpe and qwen2)."""
+    """The same ids from Pyodide (Python 3.14, stdlib only) as from CPython (llama-bpe and qwen2), and
+    the same Unicode class for every code point, though the two unicodedata versions differ."""
     import shutil
     import subprocess
     from tests.conftest import ROOT, need
@@ -702,3 +730,8 @@ def test_runs_in_pyodide(tmp_path, tok, l3md, qtok, qmd):
     assert got["qids"] == [qtok.encode(x, parse_special=True) for x in qtexts]
     from bitweb.chat import chat_ids
     assert got["chat"] == chat_ids(tok, chat)
+    import hashlib
+    from bitweb.tokenizer_pre import char_class
+    here = hashlib.sha256("".join(char_class(chr(c)) for c in range(0x40000)     # planes 0-3: all that
+                                  if not 0xD800 <= c < 0xE000).encode()).hexdigest()    # 15.0-16.0 added
+    assert got["classes"] == here, (got["unidata"], unicodedata.unidata_version)

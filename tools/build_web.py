@@ -1,4 +1,5 @@
-"""Build the archive the browser's Pyodide loads: build/web/bitweb.zip.
+"""Build the archive the browser's Pyodide loads: build/web/bitweb.zip, and build/web/options.json
+(bitweb.options.DATA, the option lists and bounds web/bitweb.mjs reads).
 
 It holds exactly the browser-safe modules (bitweb.BROWSER_MODULES, stdlib only), the WGSL
 sources (shaders/ -> bitweb/shaders/) and the pure-Python jinja2 and markupsafe packages (for
@@ -9,10 +10,17 @@ download` of the pinned, hash-checked files in tools/web-requirements.txt into b
 kernel vectors (needs numpy), then the boot snapshot shipped beside the archive
 (tools/boot_snapshot.py: needs Playwright and Chromium; made again only when the archive or
 Pyodide changes).
+
+It also writes build/web/precache.js, the list of files the service worker (web/sw.js) keeps for
+offline use, each with its size and SHA-256, and a version (a hash of the list): the page
+(web/index.html and every module it imports, found by following the relative `import`s and
+`new URL('./…', import.meta.url)` references: the worker, the default model), Pyodide's runtime
+and bitweb.zip (write_precache).
 """
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import pathlib
 import re
@@ -142,9 +150,92 @@ def atomic_write(path: pathlib.Path, data: bytes) -> None:
     tmp.replace(path)
 
 
+def write_options(out: pathlib.Path | None = None) -> pathlib.Path:
+    """build/web/options.json (or `out`): bitweb.options.DATA, what the browser library reads of the
+    option lists and bounds (the Python side imports the module itself)."""
+    from bitweb.options import DATA
+    out = out or OUT.parent / "options.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(out, (json.dumps(DATA, indent=1) + "\n").encode())
+    return out
+
+
+# ---- the service worker's file list (web/sw.js) ------------------------------------------------
+# Files the page needs that no `import` names: what py.mjs fetches and Pyodide's runtime (loadPyodide
+# fetches these by name from its indexURL).
+PRECACHE_DATA = ("build/web/bitweb.zip", "node_modules/pyodide/pyodide.asm.mjs", "node_modules/pyodide/pyodide.asm.wasm",
+                 "node_modules/pyodide/python_stdlib.zip", "node_modules/pyodide/pyodide-lock.json")
+PRECACHE_EXCLUDE = {"web/sw.js"}           # the service worker's own script: the browser keeps it
+_HTML_REF = re.compile(r"""<(?:script|link)\b[^>]*?\b(?:src|href)\s*=\s*["']([^"':]+)["']""", re.I)
+_JS_REFS = (re.compile(r"""\b(?:from|import)\s*(["'])(\.{1,2}/[^"']+)\1"""),                     # import / export ... from
+            re.compile(r"""\bimport\(\s*(["'])(\.{1,2}/[^"']+)\1\s*\)"""),                      # import('./x.mjs')
+            re.compile(r"""\bnew URL\(\s*(["'])(\.{1,2}/[^"']+)\1\s*,\s*import\.meta\.url\s*\)"""))
+
+
+def app_files(root: pathlib.Path = ROOT) -> list[str]:
+    """The page's files, repo-relative: web/index.html, what it links (stylesheets, module scripts)
+    and, transitively, every relative module specifier and `new URL('./...', import.meta.url)` of
+    those modules (the worker, the default model). Specifiers resolve as URLs in the repository
+    laid out as served (`../node_modules/...` from web/py.mjs is node_modules/...; tools/serve.mjs
+    serves web/ at / and the rest under their own paths, so the same URLs hold there). A reference
+    to a file that is not there stops the build. Comment lines (`//`, `/*`, `*`) are skipped."""
+    from urllib.parse import urljoin, urlparse
+    todo, seen = ["web/index.html"], []
+    while todo:
+        path = todo.pop(0)
+        if path in seen or path in PRECACHE_EXCLUDE:
+            continue
+        f = root / path
+        if not f.is_file():
+            raise SystemExit(f"[setup] precache: {path} is referenced but not in {root}")
+        seen.append(path)
+        if f.suffix == ".html":
+            refs = _HTML_REF.findall(f.read_text(encoding="utf-8"))
+        elif f.suffix in (".mjs", ".js"):
+            text = "\n".join(ln for ln in f.read_text(encoding="utf-8").splitlines() if not ln.lstrip().startswith(("//", "/*", "*")))
+            refs = [m.group(2) for rx in _JS_REFS for m in rx.finditer(text)]
+        else:
+            continue
+        for ref in refs:
+            target = urlparse(urljoin("http://x/" + path, ref)).path.lstrip("/")
+            if target and not target.endswith("/"):
+                todo.append(target)
+    return seen
+
+
+def precache(root: pathlib.Path = ROOT) -> dict:
+    """{"version", "files": [{"path", "bytes", "sha256"}]}: app_files + PRECACHE_DATA of `root`."""
+    files = []
+    page = app_files(root)
+    for path in page + [p for p in PRECACHE_DATA if p not in page]:
+        f = root / path
+        if not f.is_file():
+            raise SystemExit(f"[setup] precache: {path} is missing (npm install; then python tools/build_web.py)")
+        data = f.read_bytes()
+        files.append({"path": path, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()})
+    version = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:16]
+    return {"version": version, "files": files}
+
+
+def write_precache(root: pathlib.Path = ROOT) -> dict:
+    """build/web/precache.js of `root` (web/sw.js imports it); written only when it changes."""
+    man = precache(root)
+    text = ("// Written by tools/build_web.py (write_precache): the files web/sw.js keeps for offline use.\n"
+            f"self.BITWEB_PRECACHE = {json.dumps(man, separators=(',', ':'))};\n")
+    out = root / "build" / "web" / "precache.js"
+    if not out.exists() or out.read_text(encoding="utf-8") != text:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(out, text.encode())
+    return man
+
+
 def main() -> None:
     write_archive()
     print(f"[setup] wrote {OUT.relative_to(ROOT)} ({OUT.stat().st_size} bytes)")
+    write_options()
+    man = write_precache()
+    print(f"[setup] wrote build/web/precache.js ({len(man['files'])} files, "
+          f"{sum(f['bytes'] for f in man['files'])} bytes, version {man['version']})")
     write_kernel_vectors()
     sys.stdout.flush()
     sys.path.insert(0, str(ROOT / "tools"))
@@ -153,7 +244,7 @@ def main() -> None:
 
 
 def write_kernel_vectors() -> None:
-    """Expected outputs of the browser kernel cases, from the numpy references (web/kernels.html)."""
+    """Expected outputs of the browser kernel cases, from the numpy references (web/dev/kernels.html)."""
     try:
         from bitweb.ref import build_cases
     except ImportError as e:     # numpy missing: `npm start` without the venv extras

@@ -9,7 +9,7 @@ and reported as one failure line; the steps after it still run):
   native-kernels   the kernel cases (bitweb.ref.build_cases: every case on a hardware adapter, the
                    browser scope on a CPU one) on bitweb's native device, each compared with its
                    numpy mirror's expected bytes
-  browser-kernels  web/kernels.html (the browser-scope cases through Pyodide) under the best flag set
+  browser-kernels  web/dev/kernels.html (the browser-scope cases through Pyodide) under the best flag set
   make-models      generated models (make-model --preset P --format F; the Llama 3 vocabulary for 2b4t)
   bench-kernels    `bitweb bench kernels --quick --json`
   bench-decode     `bitweb bench decode MODEL --json` on each generated model
@@ -54,7 +54,7 @@ STEPS = {
     "native-adapters": (90, "wgpu-py: every adapter, and bitweb's device"),
     "browser-adapters": (150, "headless Chromium: the adapter under each flag set"),
     "native-kernels": (300, "kernel cases on the native device vs the numpy mirrors"),
-    "browser-kernels": (300, "web/kernels.html in headless Chromium"),
+    "browser-kernels": (300, "web/dev/kernels.html in headless Chromium"),
     "make-models": (300, "generated models for bench decode"),
     "bench-kernels": (240, "bitweb bench kernels --quick"),
     "bench-decode": (240, "bitweb bench decode, per model"),
@@ -495,7 +495,7 @@ def w_browser_kernels(arg) -> dict:
             try:
                 pg = b.new_page()
                 pg.on("pageerror", lambda e: errors.append(str(e)))
-                pg.goto(url + "kernels.html")
+                pg.goto(url + "dev/kernels.html")
                 pg.wait_for_function("window.kernelResults !== undefined", timeout=0)
                 res = pg.evaluate("window.kernelResults")
             finally:

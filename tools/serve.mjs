@@ -1,5 +1,5 @@
 // Static server for the app: http://127.0.0.1:PORT (default 8080; PORT or --port to change).
-// Serves only files from the repo (web/, node_modules/pyodide/, markdown-it's browser build, wllama's
+// Serves only files from the repo (web/, node_modules/pyodide/, markdown-it's browser build, hash-wasm, wllama's
 // esm/ build for the ready-time benchmark when installed, build/web/, shaders/), no network.
 // The boot snapshot (build/web/boot-snapshot.bin, 31 MB) goes gzip-compressed (6 MB) where it can.
 import http from 'node:http';
@@ -16,6 +16,7 @@ const HOST = process.env.HOST || '127.0.0.1';
 const MOUNTS = [
   ['/node_modules/pyodide/', 'node_modules/pyodide/'],
   ['/node_modules/markdown-it/dist/browser/', 'node_modules/markdown-it/dist/browser/'],
+  ['/node_modules/hash-wasm/dist/', 'node_modules/hash-wasm/dist/'],
   ['/node_modules/@wllama/wllama/esm/', 'node_modules/@wllama/wllama/esm/'],
   ['/build/web/', 'build/web/'],
   ['/shaders/', 'shaders/'],

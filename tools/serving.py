@@ -2,9 +2,10 @@
 snapshot (tools/boot_snapshot.py), the GPU check (tools/gpu_check.py) and the dev scripts.
 
     with served() as url:        # e.g. "http://127.0.0.1:40613/", the repository's web root
-        page.goto(url + "kernels.html")
+        page.goto(url + "dev/kernels.html")
 
 root: the checkout to serve (default this one). ServerError when the server does not start.
+dev_page(root, name): where a checkout serves a dev page (web/dev/, or web/ in an older one).
 """
 from __future__ import annotations
 
@@ -19,6 +20,13 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 class ServerError(RuntimeError):
     """tools/serve.mjs did not start (its first line names no URL)."""
+
+
+def dev_page(root: pathlib.Path | str, name: str) -> str:
+    """The path, under the server's root, of dev page `name` ("bench.html", "bench-ready.html",
+    "kernels.html") in checkout `root`: "dev/" + name, or name itself in a checkout from before
+    the dev pages moved to web/dev/ (an A/B script's --before tree)."""
+    return name if (pathlib.Path(root) / "web" / name).exists() else "dev/" + name
 
 
 @contextlib.contextmanager

@@ -29,10 +29,11 @@ if [ "$want_test" = 1 ]; then
   fi
 fi
 
-# 2. npm dependencies (pyodide, markdown-it; axe-core and wllama for the tests and the bench; pinned exactly in package.json /
+# 2. npm dependencies (pyodide, markdown-it, hash-wasm; axe-core and wllama for the tests and the bench; pinned exactly in package.json /
 #    package-lock.json).
 if [ ! -f node_modules/pyodide/pyodide.mjs ] || [ ! -f node_modules/markdown-it/dist/browser/markdown-it.esm.min.mjs ] \
-   || [ ! -f node_modules/axe-core/axe.min.js ] || [ ! -f node_modules/@wllama/wllama/esm/index.js ]; then
+   || [ ! -f node_modules/axe-core/axe.min.js ] || [ ! -f node_modules/@wllama/wllama/esm/index.js ] \
+   || [ ! -f node_modules/hash-wasm/dist/index.esm.min.js ]; then
   say "npm ci"
   if [ -f package-lock.json ]; then npm ci --no-audit --no-fund >&2; else npm install --no-audit --no-fund >&2; fi
 fi

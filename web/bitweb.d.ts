@@ -2,6 +2,13 @@
 
 export declare const DEFAULT_MODEL: string;
 
+// The option values and setting names (tests/test_options.py checks them against OPTIONS).
+export type Activations = 'a8' | 'f32';
+export type KVCacheType = 'f16' | 'f32';
+export type LMHead = 'q8_0';
+export type SettingName = 'temperature' | 'top_k' | 'top_p' | 'min_p' | 'repetition_penalty' | 'seed' | 'max_tokens';
+export type SamplerParameter = 'temperature' | 'top_k' | 'top_p' | 'min_p' | 'repeat_penalty' | 'repeat_last_n' | 'seed';
+
 export type ErrorKind =
   | 'no-webgpu' | 'limits' | 'format' | 'unsupported' | 'download' | 'cors' | 'storage' | 'device-lost'
   | 'out-of-memory' | 'no-room' | 'context' | 'settings' | 'aborted' | 'unloaded' | 'busy' | 'gpu' | 'internal';
@@ -26,17 +33,24 @@ export interface Progress {
   done: number;
   total: number;
   label?: string;
+  /** download: speed and time left over this session's bytes (a resumed download counts from where it went on) */
   bytesPerSecond?: number;
   etaSeconds?: number;
+  /** download: what happened ("resuming NAME at 12.0 MiB of 1133 MiB", a retry and its wait, a restart and why) */
+  note?: string;
 }
+
+/** How downloads behave: a stall (no byte for stallMs) and a broken connection, HTTP 5xx / 408 / 429 are retried
+ *  `retries` times, waiting retryDelayMs, then twice that, and so on (at most 30 s). Defaults 30000, 3, 1000. */
+export interface DownloadOptions { stallMs?: number; retries?: number; retryDelayMs?: number }
 
 export interface LoadOptions {
   onProgress?: (p: Progress) => void;
   /** 'a8': W1.58A8 as trained (default); 'f32': float activations */
-  activations?: 'a8' | 'f32';
+  activations?: Activations;
   /** the KV cache's values: 'f16' (default: half the memory of 'f32'; attention computes in f32) or 'f32' */
-  kvCache?: 'f16' | 'f32';
-  /** positions of the KV cache (at least 2; default: the model's, or the largest that fits the
+  kvCache?: KVCacheType;
+  /** positions of the KV cache (at least OPTIONS.context.min, 2; default: the model's, or the largest that fits the
    *  GPU's limits and a 1 GiB KV cache; info.contextNote says which) */
   context?: number | null;
   signal?: AbortSignal;
@@ -49,11 +63,19 @@ export interface LoadOptions {
   capLimits?: Partial<Record<'maxBufferSize' | 'maxStorageBufferBindingSize' | 'maxStorageBuffersPerShaderStage'
     | 'maxComputeWorkgroupStorageSize' | 'maxComputeInvocationsPerWorkgroup' | 'maxComputeWorkgroupSizeX'
     | 'maxComputeWorkgroupsPerDimension', number>> | null;
+  /** behave like a GPU without these features: the kernels take their fallbacks (testing; the
+   *  app's ?cap=-subgroups, ?cap=mobile) */
+  maskFeatures?: Array<'shader-f16' | 'subgroups' | 'timestamp-query' | 'packed_4x8_integer_dot_product'> | null;
   /** keep the model in the browser cache once it has loaded (default true) */
   cache?: boolean;
+  download?: DownloadOptions;
 }
 
-export type Source = string | URL | Blob | { cached: string } | CachedModel;
+/** A URL (also `hf:owner/repo/file.gguf` and Hugging Face page addresses, see resolveUrl), with the file's SHA-256
+ *  (verified as it downloads; default: the catalogue's for its URLs) and size (checked against the storage left
+ *  before any byte); a File / Blob; a cached model; a catalogue entry. */
+export type Source = string | URL | { url: string; sha256?: string; size?: number } | Blob | { cached: string } | CachedModel
+  | CatalogueEntry;
 
 export interface Message { role: 'system' | 'user' | 'assistant'; content: string }
 
@@ -107,14 +129,15 @@ export interface EngineInfo {
   weights: string; vocabulary: number; context: number; contextMax: number; layers: number; width: number;
   /** why the default context is below contextMax (the KV cache budget or a GPU limit); '' otherwise */
   contextNote: string;
-  heads: number; kvHeads: number; ffn: number; tied: boolean; activations: 'a8' | 'f32';
+  heads: number; kvHeads: number; ffn: number; tied: boolean; activations: Activations;
   /** how the KV cache is stored: 'f16' (array<f16>, shader-f16), 'f16 pack2x16float' (f16 pairs in u32), 'f32' */
   kvCache: 'f16' | 'f16 pack2x16float' | 'f32';
   /** the chat template has a thinking switch (create()'s enable_thinking); thinkingDefault: on when unset */
   thinking: boolean; thinkingDefault: boolean;
-  /** software: why the adapter is a CPU rasteriser ('SwiftShader', 'llvmpipe', 'fallback adapter' ...), null for a GPU */
+  /** software: why the adapter is a CPU rasteriser ('SwiftShader', 'llvmpipe', 'fallback adapter' ...), null for a GPU;
+   *  weaker: what maskFeatures / capLimits took away ('no subgroups, maxBufferSize <= 268435456'), null when nothing */
   adapter: { backend: string; description: string; info: Record<string, string>; features: string[]; caps: string;
-    limits: Record<string, number>; software: string | null };
+    limits: Record<string, number>; software: string | null; weaker: string | null };
   features: string[];
   /** stages: [start, end] in this page's ms (performance.now()) of the load's stages that ran: boot (the wait
    *  for Python), download, cache, header, device, upload, compile (the decode kernels; the prefill kernels
@@ -127,6 +150,8 @@ export interface EngineInfo {
   load: { ms: number; header_read: number; wasm_before: number; wasm_after: number; n_ctx: number;
     kv_cache: string; kv_cache_bytes: number; gpu_bytes?: number; weight_bytes?: number; estimate_bytes: number;
     pipelines: number; stages: Record<string, [number, number]>; boot: BootInfo;
+    /** a fresh download: the bytes it resumed from, its retries, its notes, the SHA-256 it was verified against */
+    download?: { resumedFrom: number; retries: number; notes: string[]; sha256: string | null };
     prepared: { offered: number; taken: number; askedMs: number; startedMs: number | null } | null };
   cacheError: string | null;
 }
@@ -150,16 +175,42 @@ export declare class Engine {
 export declare function load(source?: Source, options?: LoadOptions): Promise<Engine>;
 
 export interface CachedModel { name: string; size: number; source: string; saved: number }
+/** A download not in the cache list yet: stopped, broken off, or complete but not loaded yet (complete). */
+export interface PartialDownload { name: string; source: string; have: number; size: number | null; complete: boolean }
 export declare const cache: {
   list(): Promise<CachedModel[]>;
+  downloads(): Promise<PartialDownload[]>;
+  /** download into the cache without loading (resuming a part); it enters list() once it has loaded */
+  download(source: string | URL | { url: string; sha256?: string; size?: number },
+    options?: { onProgress?: (p: Progress) => void; signal?: AbortSignal; download?: DownloadOptions }):
+    Promise<{ name: string; size: number; cached: boolean; resumedFrom?: number; retries?: number; notes?: string[]; sha256?: string | null }>;
   estimate(): Promise<{ usage: number | null; quota: number | null; persisted: boolean | null }>;
   delete(name: string): Promise<boolean>;
   persist(): Promise<boolean>;
 };
 
-/** [integer?, lowest, highest, lowest excluded?] per sampling setting */
-export declare const SETTINGS: Readonly<Record<'temperature' | 'top_k' | 'top_p' | 'min_p' | 'repetition_penalty' | 'seed' | 'max_tokens',
-  readonly [boolean, number, number, boolean]>>;
+/** [integer?, lowest, highest, lowest excluded?] per sampling setting (from OPTIONS.request) */
+export declare const SETTINGS: Readonly<Record<SettingName, readonly [boolean, number, number, boolean]>>;
+
+/** a parameter's type and range: min <= value <= max (min < value when min_excluded); absent: no bound */
+export interface OptionRange { readonly integer: boolean; readonly min?: number; readonly max?: number; readonly min_excluded?: boolean }
+/** a choice's values (value -> label, as the app shows it) and its default */
+export interface OptionChoices<T extends string, D = T> { readonly default: D; readonly choices: Readonly<Record<T, string>> }
+/** the option lists and bounds bitweb shares with its Python side (pyapp/bitweb/options.py) */
+export declare const OPTIONS: {
+  readonly activations: OptionChoices<Activations>;
+  readonly kv_cache: OptionChoices<KVCacheType>;
+  /** the native engine's LM-head re-quantization (the CLI's --lm-head) */
+  readonly lm_head: OptionChoices<LMHead, null>;
+  readonly context: { readonly min: number };
+  /** the sampler's defaults and the values its maths takes */
+  readonly sampler: Readonly<Record<SamplerParameter, OptionRange & { readonly default: number }>>;
+  /** what a create() request may ask, and the sampler parameter each sets (null: max_tokens) */
+  readonly request: Readonly<Record<SettingName, OptionRange & { readonly min: number; readonly max: number;
+    readonly sampler: SamplerParameter | null }>>;
+  /** words in an adapter's names that mark a CPU rasteriser -> the name said (info.adapter.software) */
+  readonly software_adapters: Readonly<Record<string, string>>;
+};
 /** why `value` is not a valid value of setting `name`, or null */
 export declare function checkSetting(name: keyof typeof SETTINGS, value: unknown): string | null;
 
@@ -173,3 +224,34 @@ export declare function stats(): Promise<{ wasm_bytes: number; engines: number; 
   boot: BootInfo | null }>;
 
 export declare const debug: { loseDevice(): Promise<void> };
+
+/** One model of the catalogue (web/catalogue.json; README "Models to download"). */
+export interface CatalogueEntry {
+  id: string; name: string; family: string; architecture: string;
+  /** GGUF types: block linears, token_embd, an untied output.weight (null: tied) */
+  weights: string; table: string; output: string | null;
+  context: number; fileSize: number; sizeExact: boolean; sha256: string | null; license: string;
+  /** Hugging Face repository and file; url: its resolve/main address */
+  repo: string; file: string; url: string;
+  /** true, or why this bitweb does not run it yet */
+  runs: true | string;
+  shape: { n_layer: number; n_embd: number; n_head: number; n_head_kv: number; head_dim: number; n_ff: number; n_vocab: number;
+    pre_tokenizer: string | null };
+  sources: string; unconfirmed: string | null;
+  gpu: { weightBytes: number; largestBuffer: number; largestBufferName: string; tables: { name: string; rows: number; rowBytes: number }[];
+    kvBytesPerPosition: number; storageBuffersPerStage: number; defaultContext: number; memoryAtDefaultContext: number };
+}
+export declare const models: readonly CatalogueEntry[];
+/** 'fits' (context: its default), 'smaller' (fits with a smaller context), 'no' (limit: the one that does not let it fit,
+ *  short: by how many bytes); text says it in words. */
+export interface FitVerdict { verdict: 'fits' | 'smaller' | 'no'; text: string; context?: number; memory?: number; limit?: string; short?: number }
+export interface FitEnvironment {
+  limits?: Partial<Record<'maxBufferSize' | 'maxStorageBufferBindingSize' | 'maxStorageBuffersPerShaderStage', number>>;
+  gpuMemory?: number | null; storage?: { usage: number | null; quota: number | null }; have?: number; cached?: boolean;
+}
+/** The verdict for given limits (no GPU, no network). */
+export declare function fit(entry: CatalogueEntry, env?: FitEnvironment): FitVerdict;
+/** The verdict here: this browser's adapter limits (capLimits applied), gpuMemory, the storage left, the cache. */
+export declare function checkFit(entry: CatalogueEntry, options?: { capLimits?: LoadOptions['capLimits']; gpuMemory?: number | null }): Promise<FitVerdict>;
+/** `hf:owner/repo[@rev]/file.gguf` and huggingface.co/.../blob/REV/... addresses as the file's resolve URL; others as given. */
+export declare function resolveUrl(text: string, base?: string): string;

@@ -6,9 +6,40 @@
 //   for await (const chunk of stream) out.textContent += chunk.choices[0].delta.content ?? '';
 //
 // The engine runs in a Web Worker (worker.mjs: Pyodide + WebGPU); this module only talks to it.
-// Types: bitweb.d.ts. Errors: BitwebError with a `kind` (README, "Errors").
+// Types: bitweb.d.ts. Errors: BitwebError with a `kind` (README, "Errors"). The options and their
+// bounds come from bitweb's one table of them (pyapp/bitweb/options.py), as tools/build_web.py
+// writes it beside the Python archive.
+import OPTIONS_DATA from '../build/web/options.json' with { type: 'json' };
+
+import { models, fit, resolveUrl, entryForUrl } from './catalogue.mjs';
 
 export const DEFAULT_MODEL = new URL('./models/bitweb-chat-i2_s.gguf', import.meta.url).href;
+/** The model catalogue (web/catalogue.json), its fit check and the addresses people paste (web/catalogue.mjs). */
+export { models, fit, resolveUrl };
+
+let adapterLimits = null;
+/**
+ * The fit verdict of a catalogue entry here, before any byte is downloaded (web/catalogue.mjs fit()):
+ * this browser's WebGPU adapter limits (with capLimits applied), gpuMemory, the storage the site
+ * has left, and what of the model is cached or downloaded already.
+ * @param {object} entry one of bitweb.models
+ * @param {{capLimits?: object|null, gpuMemory?: number|null}} [options]
+ */
+export async function checkFit(entry, { capLimits = null, gpuMemory = null } = {}) {
+  adapterLimits ??= (async () => {
+    const a = await navigator.gpu?.requestAdapter();
+    if (!a) throw error('no-webgpu', 'no WebGPU adapter: requestAdapter() returned null');
+    return { maxBufferSize: a.limits.maxBufferSize, maxStorageBufferBindingSize: a.limits.maxStorageBufferBindingSize,
+      maxStorageBuffersPerShaderStage: a.limits.maxStorageBuffersPerShaderStage };
+  })();
+  const limits = { ...(await adapterLimits) };
+  for (const [k, v] of Object.entries(capLimits || {})) if (k in limits) limits[k] = Math.min(limits[k], v);
+  const c = await call('cache-list');
+  const cached = c.models.some((m) => m.source === entry.url);
+  const part = c.downloads.find((d) => d.source === entry.url);
+  return fit(entry, { limits, gpuMemory, storage: { usage: c.usage, quota: c.quota }, cached, have: part?.have || 0 });
+}
+const FIT_KINDS = { 'browser storage': 'storage', 'GPU memory': 'out-of-memory' };
 
 /** Every error kind this library reports (README, "Errors"). */
 export const ERROR_KINDS = Object.freeze([
@@ -41,12 +72,17 @@ const error = (kind, message, extra) => new (errors[kind] || errors.internal)(me
 const settingsError = (field, message) => error('settings', `${field}: ${message}`, { field });
 
 // ------------------------------------------------------------------ checks (also done in Python)
-// name -> [integer?, lowest, highest, lowest excluded?]; webapp.SETTINGS has the same table.
-export const SETTINGS = Object.freeze({
-  temperature: [false, 0, 100, false], top_k: [true, 0, 2 ** 30, false], top_p: [false, 0, 1, true],
-  min_p: [false, 0, 1, false], repetition_penalty: [false, 0, 100, true], seed: [true, 0, 2 ** 53 - 1, false],
-  max_tokens: [true, 1, 2 ** 30, false],
-});
+const deepFreeze = (o) => { if (o && typeof o === 'object') { Object.values(o).forEach(deepFreeze); Object.freeze(o); } return o; };
+/** The options and bounds bitweb shares with its Python side (pyapp/bitweb/options.py): activations,
+ *  kv_cache (each {default, choices: {value: label}}), lm_head, context ({min}), sampler, request
+ *  (the create() settings' ranges), software_adapters. */
+export const OPTIONS = deepFreeze(OPTIONS_DATA);
+// name -> [integer?, lowest, highest, lowest excluded?], from OPTIONS.request (as webapp.SETTINGS).
+export const SETTINGS = Object.freeze(Object.fromEntries(Object.entries(OPTIONS.request)
+  .map(([name, r]) => [name, Object.freeze([r.integer, r.min, r.max, !!r.min_excluded])])));
+const ACTIVATIONS = Object.keys(OPTIONS.activations.choices), KV_CACHES = Object.keys(OPTIONS.kv_cache.choices);
+const MIN_CONTEXT = OPTIONS.context.min;
+const oneOf = (values) => values.map((v) => JSON.stringify(v)).join(' or ');
 /** The error message for one sampling setting, or null when `value` is fine. */
 export function checkSetting(name, value) {
   const [integer, lo, hi, open] = SETTINGS[name];
@@ -55,14 +91,17 @@ export function checkSetting(name, value) {
     && (!integer || Number.isInteger(value));
   return ok ? null : `must be ${want} (got ${value === '' ? 'nothing' : JSON.stringify(value) ?? String(value)})`;
 }
-const LIMITS = ['maxBufferSize', 'maxStorageBufferBindingSize', 'maxStorageBuffersPerShaderStage', 'maxComputeWorkgroupStorageSize',
-  'maxComputeInvocationsPerWorkgroup', 'maxComputeWorkgroupSizeX', 'maxComputeWorkgroupsPerDimension'];
+/** The GPU limits bitweb uses (capLimits may lower them; bitweb.gpu WANTED_LIMITS). */
+export const LIMITS = Object.freeze(['maxBufferSize', 'maxStorageBufferBindingSize', 'maxStorageBuffersPerShaderStage', 'maxComputeWorkgroupStorageSize',
+  'maxComputeInvocationsPerWorkgroup', 'maxComputeWorkgroupSizeX', 'maxComputeWorkgroupsPerDimension']);
+/** The GPU features bitweb uses when the adapter has them (maskFeatures may turn them off; bitweb.gpu MASKABLE). */
+export const FEATURES = Object.freeze(['shader-f16', 'subgroups', 'timestamp-query', 'packed_4x8_integer_dot_product']);
 
 function checkLoadOptions(o) {
-  if (o.activations != null && !['a8', 'f32'].includes(o.activations)) throw settingsError('activations', `must be "a8" or "f32" (got ${JSON.stringify(o.activations)})`);
-  if (o.kvCache != null && !['f16', 'f32'].includes(o.kvCache)) throw settingsError('kvCache', `must be "f16" or "f32" (got ${JSON.stringify(o.kvCache)})`);
-  if (o.context != null && !(Number.isInteger(o.context) && o.context >= 2)) {
-    throw settingsError('context', `must be an integer of at least 2, the positions the KV cache holds (got ${JSON.stringify(o.context)})`);
+  if (o.activations != null && !ACTIVATIONS.includes(o.activations)) throw settingsError('activations', `must be ${oneOf(ACTIVATIONS)} (got ${JSON.stringify(o.activations)})`);
+  if (o.kvCache != null && !KV_CACHES.includes(o.kvCache)) throw settingsError('kvCache', `must be ${oneOf(KV_CACHES)} (got ${JSON.stringify(o.kvCache)})`);
+  if (o.context != null && !(Number.isInteger(o.context) && o.context >= MIN_CONTEXT)) {
+    throw settingsError('context', `must be an integer of at least ${MIN_CONTEXT}, the positions the KV cache holds (got ${JSON.stringify(o.context)})`);
   }
   if (o.capLimits != null) {
     if (typeof o.capLimits !== 'object') throw settingsError('capLimits', 'must be an object {limitName: bytes or count}');
@@ -71,9 +110,27 @@ function checkLoadOptions(o) {
       if (!(Number.isInteger(v) && v > 0)) throw settingsError(`capLimits.${k}`, `must be a positive integer (got ${String(v)})`);
     }
   }
+  if (o.maskFeatures != null) {
+    if (!Array.isArray(o.maskFeatures)) throw settingsError('maskFeatures', `must be an array of feature names (${FEATURES.join(', ')})`);
+    for (const f of o.maskFeatures) {
+      if (!FEATURES.includes(f)) throw settingsError('maskFeatures', `${JSON.stringify(f)} is not a feature bitweb uses (one of ${FEATURES.join(', ')})`);
+    }
+  }
   if (o.gpuMemory != null && !(Number.isFinite(o.gpuMemory) && o.gpuMemory > 0)) throw settingsError('gpuMemory', `must be a positive number of bytes (got ${JSON.stringify(o.gpuMemory)})`);
   if (o.replace != null && !['ask', 'always'].includes(o.replace)) throw settingsError('replace', `must be "ask" or "always" (got ${JSON.stringify(o.replace)})`);
   if (o.onProgress != null && typeof o.onProgress !== 'function') throw settingsError('onProgress', 'must be a function');
+  checkDownload(o.download);
+}
+
+const DOWNLOAD = { stallMs: [1, 3_600_000], retries: [0, 100], retryDelayMs: [0, 600_000] };
+function checkDownload(d) {
+  if (d == null) return;
+  if (typeof d !== 'object') throw settingsError('download', 'must be an object {stallMs, retries, retryDelayMs}');
+  for (const [k, v] of Object.entries(d)) {
+    if (!DOWNLOAD[k]) throw settingsError(`download.${k}`, `not a download option (one of ${Object.keys(DOWNLOAD).join(', ')})`);
+    const [lo, hi] = DOWNLOAD[k];
+    if (!(Number.isInteger(v) && v >= lo && v <= hi)) throw settingsError(`download.${k}`, `must be an integer from ${lo} to ${hi} (got ${String(v)})`);
+  }
 }
 
 function checkRequest(r) {
@@ -143,7 +200,7 @@ function theWorker() {
 const extraOf = (err) => Object.fromEntries(Object.entries(err).filter(([k]) => k !== 'kind' && k !== 'message'));
 function progressOf(m) {
   const p = { stage: m.stage, done: m.done, total: m.total };
-  for (const k of ['label', 'bytesPerSecond', 'etaSeconds']) if (m[k] != null) p[k] = m[k];
+  for (const k of ['label', 'bytesPerSecond', 'etaSeconds', 'note']) if (m[k] != null) p[k] = m[k];
   return p;
 }
 
@@ -170,14 +227,29 @@ function deviceLost(m) {
 }
 
 // ------------------------------------------------------------------ loading
+// A URL source: the address resolved (hf: and Hugging Face page addresses, web/catalogue.mjs), and
+// the SHA-256 and size the catalogue knows of it unless given.
+function urlSource(url, sha256, size) {
+  const href = resolveUrl(url, typeof location !== 'undefined' ? location.href : undefined);
+  const e = entryForUrl(href);
+  if (sha256 != null && !/^[0-9a-fA-F]{64}$/.test(sha256)) throw settingsError('sha256', `must be 64 hexadecimal digits (got ${JSON.stringify(sha256)})`);
+  if (size != null && !(Number.isInteger(size) && size > 0)) throw settingsError('size', `must be a positive integer of bytes (got ${JSON.stringify(size)})`);
+  const out = { url: href };
+  const sha = sha256 ?? e?.sha256;
+  if (sha) out.sha256 = sha.toLowerCase();
+  if (size ?? (e?.sizeExact ? e.fileSize : null)) out.size = size ?? e.fileSize;
+  return out;
+}
+
 function sourceOf(source) {
   if (source == null) return { url: DEFAULT_MODEL };
-  if (typeof source === 'string' || source instanceof URL) return { url: String(source) };
+  if (typeof source === 'string' || source instanceof URL) return urlSource(String(source));
   if (typeof Blob !== 'undefined' && source instanceof Blob) return { file: source, name: source.name || 'model.gguf' };
   if (typeof source === 'object' && typeof source.cached === 'string') return { cached: source.cached };
-  if (typeof source === 'object' && typeof source.url === 'string') return { url: source.url };
+  if (typeof source === 'object' && typeof source.url === 'string') return urlSource(source.url, source.sha256, source.size);
   if (typeof source === 'object' && typeof source.name === 'string' && 'saved' in source) return { cached: source.name };
-  throw settingsError('source', 'must be a URL, a File or Blob, or {cached: name} (a name from bitweb.cache.list())');
+  throw settingsError('source', 'must be a URL (or hf:owner/repo/file.gguf), {url, sha256?, size?}, a File or Blob, or {cached: name} ' +
+    '(a name from bitweb.cache.list()), or a catalogue entry (bitweb.models)');
 }
 
 /**
@@ -192,8 +264,14 @@ export async function load(source, options = {}) {
   const src = sourceOf(source);
   const { signal, onProgress } = options;
   if (signal?.aborted) throw error('aborted', 'the load was aborted before it started');
-  const opts = { activations: options.activations || 'a8', kvCache: options.kvCache || 'f16', context: options.context ?? null, capLimits: options.capLimits || null,
-    gpuMemory: options.gpuMemory ?? null, replace: options.replace || 'ask', cache: options.cache !== false };
+  const opts = { activations: options.activations || OPTIONS.activations.default, kvCache: options.kvCache || OPTIONS.kv_cache.default, context: options.context ?? null, capLimits: options.capLimits || null,
+    gpuMemory: options.gpuMemory ?? null, replace: options.replace || 'ask', maskFeatures: options.maskFeatures?.length ? [...options.maskFeatures] : null,
+    cache: options.cache !== false, download: options.download || null };
+  const entry = src.url ? entryForUrl(src.url) : null;
+  if (entry) {                                  // a catalogue model that cannot fit is not downloaded
+    const f = await checkFit(entry, opts);
+    if (f.verdict === 'no') throw error(FIT_KINDS[f.limit] || 'limits', `${entry.name} ${f.text} (checked before downloading it)`);
+  }
   const v = await call('load', { source: src, options: opts }, { signal, onProgress });
   const engine = new Engine(v);
   live.set(v.engine, engine);
@@ -327,6 +405,24 @@ function stream(engine, req, signal, head) {
 export const cache = {
   /** Models in the browser cache (OPFS): [{name, size, source, saved}], newest first. */
   async list() { return (await call('cache-list')).models; },
+  /** Downloads not in the cache yet (stopped, broken off, or not loaded yet): [{name, source, have, size, complete}];
+   *  loading (or cache.download()) the same URL again resumes one. */
+  async downloads() { return (await call('cache-list')).downloads; },
+  /**
+   * Download a model into the cache without loading it (resuming a download of it that broke off);
+   * it enters the cache list once it has loaded. Resolves {name, size, cached, resumedFrom, retries, notes}.
+   * @param {string|URL|{url: string, sha256?: string, size?: number}} source
+   * @param {{onProgress?: Function, signal?: AbortSignal, download?: {stallMs?: number, retries?: number, retryDelayMs?: number}}} [options]
+   */
+  async download(source, { onProgress, signal, download } = {}) {
+    if (onProgress != null && typeof onProgress !== 'function') throw settingsError('onProgress', 'must be a function');
+    checkDownload(download);
+    const src = typeof source === 'string' || source instanceof URL ? urlSource(String(source))
+      : source && typeof source.url === 'string' ? urlSource(source.url, source.sha256, source.size) : null;
+    if (!src) throw settingsError('source', 'must be a URL or {url, sha256?, size?}');
+    if (signal?.aborted) throw error('aborted', 'the download was aborted before it started');
+    return call('download', { source: src, options: { download: download || null } }, { signal, onProgress });
+  },
   /** Storage figures: {usage, quota, persisted} (bytes; null when the browser does not say). */
   async estimate() { const v = await call('cache-list'); return { usage: v.usage, quota: v.quota, persisted: v.persisted }; },
   /** Delete a cached model; true when it was there. */

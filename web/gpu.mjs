@@ -162,8 +162,11 @@ let early = null;         // prepare()'s device (a promise) and pipelines, until
 let current = null;       // the last device made: its request, adapter, prepared and compiled pipelines
 
 // The adapter and a device with `features` (those the adapter has) and the adapter's values of
-// `limitNames`: {adapter, device, want, limits} or {kind, message?, want?, limits?} when there is none.
-async function makeDevice(features, limitNames) {
+// `limitNames`, each at most caps[name] when given (bitweb's capLimits: the browser enforces a
+// cap at or above WebGPU's default; a lower one is raised to that default, so Python applies the
+// caps to what it reads back): {adapter, device, want, limits} or {kind, message?, want?, limits?}
+// when there is none.
+async function makeDevice(features, limitNames, caps = null) {
   const gpu = navigator.gpu;
   if (!gpu) return { kind: 'no-webgpu' };
   let adapter;
@@ -177,7 +180,7 @@ async function makeDevice(features, limitNames) {
   const limits = {};
   for (const n of limitNames) {
     const v = adapter.limits?.[n];
-    if (v != null) limits[n] = Number(v);
+    if (v != null) limits[n] = caps?.[n] != null ? Math.min(Number(v), Number(caps[n])) : Number(v);
   }
   let device;
   try {
@@ -193,9 +196,9 @@ async function makeDevice(features, limitNames) {
 // on another adapter starts the device only.
 export function prepare(manifest) {
   if (early || current) return false;
-  const e = early = { features: manifest.features, limitNames: manifest.limits, pipelines: new Map(), lost: false, n: 0,
-    asked: performance.timeOrigin + performance.now(), started: null };
-  e.made = makeDevice(e.features, e.limitNames).then((r) => {
+  const e = early = { features: manifest.features, limitNames: manifest.limits, caps: manifest.caps ?? null, pipelines: new Map(),
+    lost: false, n: 0, asked: performance.timeOrigin + performance.now(), started: null };
+  e.made = makeDevice(e.features, e.limitNames, e.caps).then((r) => {
     if (!r.device) return r;
     r.device.lost.then(() => { e.lost = true; });
     if (JSON.stringify(adapterInfo(r.adapter)) !== JSON.stringify(manifest.adapter)) return r;
@@ -218,23 +221,25 @@ export function prepare(manifest) {
 }
 
 // The device Python asked for (bitweb.gpu.browser.request_device): prepare()'s when it was made
-// with the same request and is not lost, else a new one.
-export async function requestDevice(features, limitNames) {
+// with the same request and is not lost, else a new one. caps: {limitName: at most} or null.
+const sameCaps = (a, b) => JSON.stringify(Object.entries(a || {}).sort()) === JSON.stringify(Object.entries(b || {}).sort());
+export async function requestDevice(features, limitNames, caps = null) {
   features = [...features]; limitNames = [...limitNames];
+  caps = caps ? Object.fromEntries(Object.entries(caps).map(([k, v]) => [k, Number(v)])) : null;
   const e = early;
   early = null;
   let r = null, prepared = null;
   if (e) {
     const got = await e.made.catch(() => ({}));   // (a manifest that could not start a device: ask anew)
-    if (got.device && !e.lost && sameList(e.features, features) && sameList(e.limitNames, limitNames)) {
+    if (got.device && !e.lost && sameList(e.features, features) && sameList(e.limitNames, limitNames) && sameCaps(e.caps, caps)) {
       r = got; prepared = e;
     } else {
       got.device?.destroy();
     }
   }
-  r ??= await makeDevice(features, limitNames);
+  r ??= await makeDevice(features, limitNames, caps);
   if (r.device) {
-    current = { device: r.device, features, limitNames, adapter: adapterInfo(r.adapter), compiled: [],
+    current = { device: r.device, features, limitNames, caps, adapter: adapterInfo(r.adapter), compiled: [],
       prepared: prepared ? prepared.pipelines : new Map(), offered: prepared ? prepared.n : 0, taken: 0,
       times: prepared ? [prepared.asked, prepared.started] : null };
   }
@@ -278,7 +283,7 @@ export async function compile(device, code, entry, constants, label) {
 export function compiledCount() { return current ? current.compiled.length : 0; }
 export function manifestSince(mark) {
   if (!current) return null;
-  return { features: current.features, limits: current.limitNames, adapter: current.adapter,
+  return { features: current.features, limits: current.limitNames, caps: current.caps, adapter: current.adapter,
     pipelines: current.compiled.slice(mark) };
 }
 // The prepared pipelines offered and taken so far, and (when a manifest prepared the device) when

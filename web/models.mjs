@@ -10,14 +10,21 @@
 // Every copy streams: a fetch body or a File is read into one reused buffer and written with a
 // FileSystemSyncAccessHandle, so one chunk is held in memory at a time. Loading then reads the
 // cached File in chunks (web/gpu.mjs uploadBlob) straight into queue.writeBuffer.
+//
+// Downloads are resumable and verified (web/download.mjs: "NAME.<stamp>.part" with its record
+// "NAME.<stamp>.part.json"; a part is kept when its download fails or its page closes, listed as a
+// download, and resumed by the next attempt). One download of a name at a time across tabs: the
+// Web Lock "bitweb-model:NAME" is held from the check of the cache to the commit (or discard), so a
+// second tab waits (and hears the first one's progress on the BroadcastChannel "bitweb-downloads"),
+// then finds the model in the cache, or resumes the part a closed tab left.
 
+import * as downloads from './download.mjs';
+import { ModelsError } from './download.mjs';
+
+export { ModelsError };
 export const DEFAULT_URL = new URL('./models/bitweb-chat-i2_s.gguf', import.meta.url).href;
 export const CHUNK = 8 << 20;
 
-// Errors with the kind the library reports (web/bitweb.mjs).
-export class ModelsError extends Error {
-  constructor(kind, message) { super(message); this.kind = kind; }
-}
 const fail = (kind, message) => new ModelsError(kind, message);
 
 const pending = new Set();         // file names being written or loaded (not in the index yet)
@@ -59,8 +66,10 @@ async function writeIndex(d, idx) {
 
 const fileOf = (name, e) => e.file || name;
 
-// {models: [{name, size, source, saved}], usage, quota}. Drops entries whose file is gone or has
-// the wrong size, and files that are neither in the index nor pending (interrupted copies).
+// {models: [{name, size, source, saved}], downloads: [{name, source, have, size, complete}], usage, quota}.
+// Drops entries whose file is gone or has the wrong size, and files that are neither in the index,
+// nor pending, nor a download's part or record (interrupted copies); a download whose name's lock
+// is held (being written, here or in another tab) is left alone.
 export async function list() {
   const d = await dir();
   const idx = await readIndex(d);
@@ -73,13 +82,29 @@ export async function list() {
     models.push({ name, size: e.size, source: e.source, saved: e.saved });
   }
   const used = new Set(Object.entries(idx).map(([n, e]) => fileOf(n, e)));
-  for await (const f of d.keys()) {
-    if (f !== 'index.json' && !used.has(f) && !pending.has(f)) await d.removeEntry(f).catch(() => {});
+  const files = [];
+  for await (const f of d.keys()) files.push(f);
+  const busy = await lockedNames();
+  const records = new Map();
+  for (const f of files.filter((f) => f.endsWith('.part.json'))) {
+    const rec = await downloads.readRecord(d, f.slice(0, -5));
+    if (rec && files.includes(rec.file)) records.set(rec.file, rec);
+  }
+  const downloadList = [];
+  for (const f of files) {
+    if (f === 'index.json' || used.has(f) || pending.has(f)) continue;
+    const rec = records.get(f) || records.get(f.replace(/\.json$/, ''));
+    if (rec) {
+      if (f === rec.file) downloadList.push({ name: rec.name, source: rec.url, have: rec.offset, size: rec.size, complete: !!rec.complete });
+      continue;
+    }
+    if (busy.has(f.replace(/\.[a-z0-9]+\.part(\.json)?$/, ''))) continue;
+    await d.removeEntry(f).catch(() => {});
   }
   if (changed) await writeIndex(d, idx);
   models.sort((a, b) => b.saved - a.saved);
   const est = navigator.storage.estimate ? await navigator.storage.estimate() : {};
-  return { models, usage: est.usage ?? null, quota: est.quota ?? null };
+  return { models, downloads: downloadList, usage: est.usage ?? null, quota: est.quota ?? null };
 }
 
 export async function entry(name) {
@@ -102,15 +127,25 @@ export async function open(name) {
   return f;
 }
 
+// Delete a cached model and any download of that name (a part being written is left alone).
 export async function remove(name) {
   const d = await dir();
   const idx = await readIndex(d);
   const e = idx[name];
-  if (!e) return false;
-  delete idx[name];
-  await writeIndex(d, idx);
-  await d.removeEntry(fileOf(name, e)).catch(() => {});
-  return true;
+  let removed = false;
+  if (e) {
+    delete idx[name];
+    await writeIndex(d, idx);
+    await d.removeEntry(fileOf(name, e)).catch(() => {});
+    removed = true;
+  }
+  if (!(await lockedNames()).has(name)) {
+    for (let rec = await downloads.findPart(d, name); rec; rec = await downloads.findPart(d, name)) {
+      await downloads.dropPart(d, rec.file);
+      removed = true;
+    }
+  }
+  return removed;
 }
 
 // Write chunks from `next()` (async, returns Uint8Array or null at the end) into a pending copy.
@@ -296,7 +331,7 @@ async function whyNoResponse(url, e, signal) {
   if (target.origin !== origin && /^https?:$/.test(target.protocol)) {
     try {
       await fetch(url, { mode: 'no-cors', cache: 'no-store', signal });
-      return fail('cors', `${target.origin} answered but does not allow this page (${origin}) to read ${url}: ` +
+      return fail('cors', `${target.origin} (or the server it redirects to) answered but does not allow this page (${origin}) to read ${url}: ` +
         `its server sends no Access-Control-Allow-Origin header for ${origin} (CORS). Download the file and open it ` +
         `here, or serve it with "Access-Control-Allow-Origin: ${origin}".`);
     } catch {
@@ -356,53 +391,157 @@ async function head(url, signal) {
   }
 }
 
-// The bytes of `url`: {file, cached: true} when the cached copy is still current (or the network
-// cannot be reached), else {file, pending} with pending = a fresh download streamed into the cache
-// that the caller commits once the model has loaded (or discards).
-// With `streaming`, a fresh download whose size is known (content-length, no content-encoding)
-// returns at once: `file` is a GrowingFile the load reads while the download goes on, and
-// `pending.written` settles when it is all in the cache (its failure is the download's error).
-export async function fromUrl(url, name, progress, signal, streaming = false) {
-  const e = await entry(name);
-  const h = await head(url, signal);
-  if (e && e.source === url) {
-    const same = h.offline || (h.status === 200 && h.size === e.size && (h.lastModified || null) === (e.lastModified || null));
-    if (same) return { file: await open(name), cached: true };
+// ------------------------------------------------------------------ one download per name, across tabs
+
+const LOCK = 'bitweb-model:';
+const channel = typeof BroadcastChannel === 'function' ? new BroadcastChannel('bitweb-downloads') : null;
+
+// Names whose lock is held now (a download or a commit in some tab of this origin).
+async function lockedNames() {
+  if (!navigator.locks?.query) return new Set();
+  const q = await navigator.locks.query();
+  return new Set([...(q.held || []), ...(q.pending || [])].map((l) => l.name).filter((n) => n?.startsWith(LOCK))
+    .map((n) => n.slice(LOCK.length)));
+}
+
+// Take the lock of `name` (waiting while another tab holds it: onWait() is told, and hears that
+// tab's progress); resolves with release().
+async function acquire(name, signal, onWait) {
+  if (!navigator.locks?.request) return () => {};
+  let release = null;
+  const take = (options) => new Promise((resolve, reject) => {
+    navigator.locks.request(LOCK + name, options, (lock) => {
+      if (!lock) { resolve(false); return undefined; }
+      return new Promise((r) => { release = r; resolve(true); });
+    }).catch((e) => reject(signal?.aborted ? fail('aborted', 'the load was aborted while it waited for another tab') : e));
+  });
+  if (await take({ ifAvailable: true })) return release;
+  const stop = onWait?.();
+  try {
+    await take(signal ? { signal } : {});
+  } finally {
+    stop?.();
   }
-  const r = await download(url, signal);
-  const total = Number(r.headers.get('content-length') || 0);
-  progress(0, total);                      // the download has started (its label shows at once)
-  let last = 0, got = 0;
-  const next = guarded(chunksOf(r.body, 1 << 20), url, total, signal, () => got);
-  const onBytes = (n) => {
-    got = n;
-    const now = performance.now();
-    if (now - last > 50 || n === total) { last = now; progress(n, total); }
+  return release;
+}
+
+// While another tab downloads `name`: its progress, as ours.
+function hearOthers(name, progress) {
+  progress(0, 0, { label: `Waiting for another tab that is downloading ${name}` });
+  if (!channel) return () => {};
+  const on = ({ data }) => {
+    if (data?.name === name) progress(data.done, data.total, { label: `Another tab is downloading ${name}`, ...data.info });
   };
-  const meta = { source: url, lastModified: r.headers.get('last-modified') };
-  if (streaming && total > 0 && !r.headers.get('content-encoding')) {
-    const copy = await startWrite(name, next, onBytes, meta, total);
-    const written = copy.written.then((n) => {
-      if (n !== total) {
-        throw fail('download', `the download of ${url} broke off after ${n} of ${total} bytes: the connection dropped; try again`);
+  channel.addEventListener('message', on);
+  return () => channel.removeEventListener('message', on);
+}
+const shared = (name, progress) => (done, total, info) => {
+  progress(done, total, info);
+  channel?.postMessage({ name, done, total, info: { bytesPerSecond: info?.bytesPerSecond, etaSeconds: info?.etaSeconds } });
+};
+
+async function freeBytes() {
+  if (!navigator.storage?.estimate) return null;
+  const { usage, quota } = await navigator.storage.estimate();
+  return quota == null ? null : Math.max(0, quota - (usage || 0));
+}
+
+// A download job of `url` into the part of `name` (web/download.mjs start).
+async function startDownload(url, name, progress, signal, opts) {
+  return downloads.start(await dir(), name, url, {
+    ...opts, signal, progress: shared(name, progress), Growing: GrowingFile, free: freeBytes, whyNoResponse,
+  });
+}
+
+// Put a finished download in the index as `name` (replacing an older copy) and drop its record.
+async function index(job, name, url) {
+  const d = await dir();
+  const rec = job.record;
+  const idx = await readIndex(d);
+  const old = idx[name];
+  idx[name] = { size: rec.size, saved: Date.now(), file: job.fname, source: url, lastModified: rec.lastModified,
+    etag: rec.etag, sha256: rec.sha256 };
+  await writeIndex(d, idx);
+  await d.removeEntry(job.fname + '.json').catch(() => {});
+  if (old && fileOf(name, old) !== job.fname) await d.removeEntry(fileOf(name, old)).catch(() => {});
+}
+
+// The bytes of `url`: {file, cached: true} when the cached copy is still current (or the network
+// cannot be reached), else {file, pending}: a download (resumed when a part of it is there) that the
+// caller commits once the model has loaded (it enters the index) or discards (error: why the load
+// failed; a download that failed or was stopped keeps its part for the next attempt, a file that
+// does not load is deleted). `file` is a GrowingFile the load reads while the download goes on
+// (with `streaming` and a known size; else it is complete); `pending.written` settles when it is
+// all in the cache and verified (opts.sha256), its failure is the download's error.
+// opts: {sha256, size, stallMs, retries, retryDelayMs} (web/download.mjs).
+export async function fromUrl(url, name, progress, signal, streaming = false, opts = {}) {
+  const release = await acquire(name, signal, () => hearOthers(name, progress));
+  let job = null;
+  try {
+    const e = await entry(name);
+    if (e && e.source === url) {
+      const h = await head(url, signal);
+      const same = h.offline || (h.status === 200 && h.size === e.size && (h.lastModified || null) === (e.lastModified || null));
+      if (same) {
+        const file = await open(name);
+        release();
+        return { file, cached: true };
       }
-      progress(n, n);
-      return n;
-    });
-    written.catch(() => copy.discard());
-    copy.written = written;
-    copy.file.until = ((until) => (end) => until.call(copy.file, end).then(() => {
-      if (copy.file.done && copy.file.have < Math.min(end, total)) {
-        throw fail('download', `the download of ${url} broke off after ${copy.file.have} of ${total} bytes: the connection dropped; try again`);
-      }
-    }))(copy.file.until);
-    return { file: copy.file, cached: false, pending: copy };
+    }
+    job = await startDownload(url, name, progress, signal, opts);
+    if (!streaming || job.file.size < 0) {
+      const r = await job.written;
+      job.file.size = r.size;
+    }
+  } catch (err) {
+    job?.file.close();
+    release();
+    throw err;
   }
-  const copy = await write(name, next, onBytes, meta);
-  if (total && copy.file.size !== total) {
-    await copy.discard();
-    throw fail('download', `the download of ${url} broke off after ${copy.file.size} of ${total} bytes: the connection dropped; try again`);
+  let settled = false;
+  const pending = {
+    file: job.file, written: job.written.then((r) => { job.file.size = r.size; return r; }),
+    async commit() {
+      const r = await job.written;
+      job.file.close();
+      await index(job, name, url);
+      settled = true;
+      release();
+      return r;
+    },
+    async discard(why) {
+      if (settled) return;
+      settled = true;
+      job.stop(why);
+      const failure = await job.written.then(() => null, (err) => err);
+      job.file.close();
+      // a download that failed or was stopped keeps its part; a file that did not load goes
+      const reason = failure && failure.kind !== 'aborted' ? failure : why;     // (our own stop says aborted)
+      const keep = ['download', 'aborted', 'cors', 'storage'].includes(reason?.kind) && !failure?.drop;
+      if (!keep) await downloads.dropPart(await dir(), job.fname);
+      release();
+    },
+  };
+  pending.written.catch(() => {});
+  return { file: job.file, cached: false, pending };
+}
+
+// Download `url` into the cache as `name` without loading it: resolves when it is all there and
+// verified (a complete download: the next load of `url` uses it, and indexes it once it loads);
+// {name, size, cached: true} when the cached copy of `url` is there already.
+export async function fetchToCache(url, name, progress, signal, opts = {}) {
+  const release = await acquire(name, signal, () => hearOthers(name, progress));
+  try {
+    const e = await entry(name);
+    if (e && e.source === url) return { name, size: e.size, cached: true };
+    const job = await startDownload(url, name, progress, signal, opts);
+    try {
+      const r = await job.written;
+      return { name, size: r.size, cached: false, resumedFrom: r.resumedFrom, retries: r.attempts, notes: r.notes, sha256: r.sha256 };
+    } finally {
+      job.file.close();
+    }
+  } finally {
+    release();
   }
-  progress(copy.file.size, copy.file.size);
-  return { file: copy.file, cached: false, pending: copy };
 }

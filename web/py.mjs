@@ -1,5 +1,5 @@
 // Boot Pyodide in a worker with the bitweb package and the GPU helpers.
-// Shared by the app worker (worker.mjs) and the kernel check page (kernels.mjs).
+// Shared by the app worker (worker.mjs) and the kernel check page (dev/kernels.mjs).
 //
 // Boot snapshot: the first boot in a browser keeps a Pyodide memory snapshot taken right after
 // bitweb's modules are imported (the wasm heap: the interpreter with them imported) in the

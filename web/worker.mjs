@@ -6,14 +6,20 @@
 //
 // page -> worker
 //   {id, op: 'load', source, options}   a new engine; the engines already loaded stay (see webapp.py)
-//        source: {url}                  downloaded into a pending cache copy (or the cached copy
-//                                       when current / offline), loaded from there
+//        source: {url, sha256?, size?}  downloaded into a pending cache copy (or the cached copy
+//                                       when current / offline), loaded from there; a download
+//                                       resumes the part an earlier one left, is verified against
+//                                       sha256 when given, and is one download across tabs (models.mjs)
 //              | {file: Blob, name?}    a local file, loaded as it is; copied into the cache after
 //              | {cached: name}         a cached model; no network at all
-//        options: {activations: 'a8'|'f32', kvCache: 'f16'|'f32', context: n|null, capLimits: {limit: n}, gpuMemory: n|null,
-//                  replace: 'ask'|'always', cache: bool}   (checked by bitweb.mjs)
+//        options: {activations: 'a8'|'f32', kvCache: 'f16'|'f32', context: n|null, capLimits: {limit: n},
+//                  maskFeatures: [feature]|null, gpuMemory: n|null,
+//                  replace: 'ask'|'always', cache: bool, download: {stallMs, retries, retryDelayMs}}
+//                                       (checked by bitweb.mjs)
 //        -> result {engine, info, adapter, load}. A copy enters the cache index only when the model
-//           has loaded; a fresh copy whose load fails is deleted.
+//           has loaded; a fresh copy whose load fails is deleted (a download that failed keeps its part).
+//   {id, op: 'download', source: {url, sha256?, size?, name?}, options: {download}}   into the cache
+//        without loading -> result {name, size, cached, resumedFrom, retries, notes, sha256}
 //   {id, op: 'generate', engine, request}   request: the create() body (messages, settings, stop)
 //        -> {id, type: 'text', text} as text is decoded, then result {text, finish_reason, usage, timing}
 //   {id, op: 'tokenize', engine, request}   request: {text} | {messages} -> result {ids, context}
@@ -21,12 +27,13 @@
 //                                           answered at once (result null)
 //   {id, op: 'unload', engine}              free an engine's GPU buffers -> result {unloaded}
 //   {id, op: 'cache-list'} | {id, op: 'cache-delete', name}
-//        -> result {models: [{name, size, source, saved}], usage, quota, persisted}
+//        -> result {models: [{name, size, source, saved}], downloads: [{name, source, have, size, complete}],
+//                   usage, quota, persisted}
 //   {id, op: 'stats'}                       -> result {wasm_bytes, live_buffers, live_bytes, engines}
 //   {id, op: 'debug-lose-device'}           test hook: destroy the GPU device
 //
 // worker -> page (besides results)
-//   {id, type: 'progress', stage, done, total, label, bytesPerSecond?, etaSeconds?}
+//   {id, type: 'progress', stage, done, total, label, bytesPerSecond?, etaSeconds?, note?}
 //        stage: boot | download | cache | header | upload | compile
 //   {type: 'device-lost', engines: [ids], message}      every engine on the device is gone
 //   error: {kind, message, field?, advice?, ...}   kinds: see README "Errors" (webapp.classify + models.mjs);
@@ -104,13 +111,17 @@ function errorOf(e) {
   return { kind: 'internal', message: `${e?.name || 'Error'}: ${e?.message || e}` };
 }
 
-// Progress of one stage, with speed and time left for byte stages.
+// Progress of one stage, with speed and time left for byte stages (a download says its own, across
+// resumes: info {bytesPerSecond, etaSeconds, label, note}).
 function stage(id, name, label) {
   const t0 = performance.now();
-  return (done, total) => {
-    const m = { id, type: 'progress', stage: name, done, total, label };
+  return (done, total, info) => {
+    const m = { id, type: 'progress', stage: name, done, total, label: info?.label || label };
+    if (info?.note) m.note = info.note;
     const s = (performance.now() - t0) / 1000;
-    if (total > 4096 && s > 0.2 && done > 0) {
+    if (info) {
+      if (info.bytesPerSecond) { m.bytesPerSecond = info.bytesPerSecond; m.etaSeconds = info.etaSeconds; }
+    } else if (total > 4096 && s > 0.2 && done > 0) {
       m.bytesPerSecond = Math.round(done / s);
       m.etaSeconds = Math.max(0, (total - done) / m.bytesPerSecond);
     }
@@ -125,10 +136,10 @@ function stage(id, name, label) {
 async function bytesOf(id, src, opts, signal, times) {
   const timed = (name, label) => {
     const f = stage(id, name, label);
-    return (done, total) => {
+    return (done, total, info) => {
       times[name] ??= [clock(), clock()];
       times[name][1] = clock();
-      f(done, total);
+      f(done, total, info);
     };
   };
   if (src.url) {
@@ -138,7 +149,7 @@ async function bytesOf(id, src, opts, signal, times) {
       const why = models.hasCache() ? 'not cached' : 'this browser has no OPFS: not cached';
       return { file: await models.fetchBlob(url, timed('download', `Downloading ${name} (${why})`), signal), name };
     }
-    const r = await models.fromUrl(url, name, timed('download', 'Downloading ' + name), signal, true);
+    const r = await models.fromUrl(url, name, timed('download', 'Downloading ' + name), signal, true, downloadOptions(src, opts));
     return { file: r.file, name, pending: r.pending };
   }
   if (src.cached) return { file: await models.open(src.cached), name: src.cached };
@@ -163,7 +174,7 @@ const MANIFESTS = 'bitweb-pipelines';
 async function manifestKey(msg) {
   const s = msg.source, o = msg.options || {};
   const what = JSON.stringify([s.url ? new URL(s.url, self.location.href).href : s.cached ?? [s.name || s.file?.name, s.file?.size],
-    o.activations, o.kvCache, o.context, o.capLimits]);
+    o.activations, o.kvCache, o.context, o.capLimits, o.maskFeatures]);
   const h = new Uint8Array(await crypto.subtle.digest('SHA-256', new TextEncoder().encode(what)));
   return new URL('__bitweb-pipelines/' + [...h].map((b) => b.toString(16).padStart(2, '0')).join(''), self.location.href).href;
 }
@@ -184,6 +195,19 @@ async function saveManifest(key, manifest) {
   }
 }
 
+// What a download is told: the source's sha256 / size and the load's download options.
+const downloadOptions = (src, opts) => ({ sha256: src.sha256, size: src.size, ...(opts?.download || {}) });
+
+// A download into the cache, without loading it (models.fetchToCache).
+async function downloadOnly(id, msg) {
+  const src = msg.source || {};
+  if (!src.url) throw new models.ModelsError('settings', 'download: source must be {url}');
+  const url = new URL(src.url, self.location.href).href;
+  const name = src.name || models.nameFrom(url);
+  return models.fetchToCache(url, name, stage(id, 'download', 'Downloading ' + name), controllers.get(id).signal,
+    downloadOptions(src, msg.options));
+}
+
 async function load(id, msg) {
   const ctl = controllers.get(id);
   const t0 = clock();
@@ -202,7 +226,7 @@ async function load(id, msg) {
     if (ctl.signal.aborted) throw new models.ModelsError('aborted', 'the load was aborted');
     const opts = msg.options;
     const pyOpts = { activations: opts.activations, kv_cache: opts.kvCache || null, context: opts.context ?? null, cap_limits: opts.capLimits || null,
-      gpu_memory: opts.gpuMemory ?? null, replace: opts.replace || 'ask' };
+      mask_features: opts.maskFeatures || null, gpu_memory: opts.gpuMemory ?? null, replace: opts.replace || 'ask' };
     post({ id, type: 'progress', stage: 'header', done: 0, total: 1, label: 'Reading the header of ' + name });
     try {
       value = unwrap(await py.load(id, file, name, JSON.stringify(pyOpts)));
@@ -211,12 +235,15 @@ async function load(id, msg) {
       const dl = ended ? await pending.written.then(() => null, (err) => err) : null;
       throw dl || e;                           // (a download still going is stopped below, not waited for)
     }
-    if (pending) await pending.commit();       // (after the download has ended)
+    if (pending) {                             // (after the download has ended)
+      const d = await pending.commit();
+      value.load.download = { resumedFrom: d.resumedFrom, retries: d.attempts, notes: d.notes, sha256: d.sha256 };
+    }
     else file.close?.();                       // a cached model's read handle
   } catch (e) {
     if (!pending) file.close?.();
     ctl.abort();                               // a download still going is stopped
-    if (pending) await pending.discard();      // a fresh copy that does not load is not kept
+    if (pending) await pending.discard(e);     // a copy that does not load is not kept (a broken-off download is)
     if (copy) await copy.then((c) => c.discard(), () => {});
     throw e;
   }
@@ -270,6 +297,7 @@ async function handle(msg) {
   const { id } = msg;
   switch (msg.op) {
     case 'load': return load(id, msg);
+    case 'download': return downloadOnly(id, msg);
     case 'generate': return perEngine(msg.engine, async () => {
       const py = await python(id);
       return unwrap(await py.generate(id, msg.engine, JSON.stringify(msg.request)));

@@ -1,11 +1,11 @@
-"""prefill_over_decode in the browser (SwiftShader through Pyodide): web/bench.html's decode bench of
+"""prefill_over_decode in the browser (SwiftShader through Pyodide): web/dev/bench.html's decode bench of
 one model, no kernel table (one 256x256 kernel shape), in headless Chromium.
 
     python dev/bitlinear/prefill_browser.py [--preset small | --model FILE.gguf] [--prompt 64] [--tokens 32]
 
 Builds the web tree (tools/build_web.py), serves it (tools/serve.mjs), writes the `make-model
 --preset` file under build/web/bench/ when missing (or copies --model there), opens
-bench.html?model=...&quick=1&shapes=256x256&prompt=P&tokens=T&repeats=1 and prints the decode JSON's
+dev/bench.html?model=...&quick=1&shapes=256x256&prompt=P&tokens=T&repeats=1 and prints the decode JSON's
 prefill tok/s, decode tok/s and prefill_over_decode (the same fields as `bench decode --json`).
 """
 import argparse, json, os, shutil, subprocess, sys, time
@@ -35,7 +35,7 @@ def main():
                            check=True)
     with page(build=True) as (pg, base):
         t0 = time.time()
-        pg.goto(base + f"bench.html?model=/build/web/bench/{path.name}&quick=1&shapes=256x256"
+        pg.goto(base + f"dev/bench.html?model=/build/web/bench/{path.name}&quick=1&shapes=256x256"
                 f"&prompt={a.prompt}&tokens={a.tokens}&repeats=1")
         pg.wait_for_function("window.benchResults !== undefined", timeout=3_600_000)
         res = pg.evaluate("window.benchResults")

@@ -1,4 +1,4 @@
-"""Run kernel cases in headless Chromium (SwiftShader) through web/kernels.html (dev check, not a test).
+"""Run kernel cases in headless Chromium (SwiftShader) through web/dev/kernels.html (dev check, not a test).
 
 usage: .venv/bin/python dev/ops/browser.py [only-substring] [--full FAMILY ...] [--skip-big]
 
@@ -30,7 +30,7 @@ try:
     with page() as (pg, url):
         pg.on("console", lambda m: print("console:", m.text[:500]) if m.type == "error" else None)
         t = time.time()
-        pg.goto(url + "kernels.html?only=" + only)
+        pg.goto(url + "dev/kernels.html?only=" + only)
         pg.wait_for_function("window.kernelResults !== undefined", timeout=1200_000)
         res = pg.evaluate("window.kernelResults")
         print(res.get("adapter"), res.get("text"), f"{time.time() - t:.0f}s", res.get("error", ""))

@@ -41,7 +41,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     a = ap.parse_args()
     with page(build=True) as (pg, base):
-        pg.goto(base + "bench-ready.html?engine=none")
+        pg.goto(base + "dev/bench-ready.html?engine=none")
         rows = []
         load0 = os.getloadavg()[0]
         for r in range(a.rounds + 1):                 # round 0: the snapshot is made (and stored)

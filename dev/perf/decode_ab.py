@@ -1,5 +1,5 @@
 """Browser decode speed of this tree against another checkout (`--before DIR`), taking turns in one
-headless Chromium (SwiftShader): web/bench.html's decode bench (no kernel table, one 256x256 shape)
+headless Chromium (SwiftShader): web/dev/bench.html's decode bench (no kernel table, one 256x256 shape)
 of the same file, the trees alternating in every round, a fresh page each time.
 
     git archive main | tar -x -C /tmp/before && ln -s $PWD/node_modules /tmp/before/
@@ -25,6 +25,8 @@ sys.path.insert(0, str(ROOT))
 from dev.perf.ready_ab import serve  # noqa: E402
 from tests.e2e.conftest import CHROME_ARGS  # noqa: E402
 from tests.e2e.test_bench_browser import tq2_0_twin  # noqa: E402
+sys.path.insert(0, str(ROOT / "tools"))
+from serving import dev_page  # noqa: E402  (tools/serving.py)
 
 
 def main():
@@ -52,11 +54,11 @@ def main():
         with sync_playwright() as p:
             b = p.chromium.launch(executable_path=os.environ.get("BITWEB_CHROMIUM", "/usr/bin/chromium"), args=CHROME_ARGS)
             load0 = os.getloadavg()
-            order = [("before", before), ("after", after)]
+            order = [("before", before, a.before), ("after", after, ROOT)]
             for r in range(a.rounds):
-                for name, base in (order if r % 2 == 0 else order[::-1]):
+                for name, base, tree in (order if r % 2 == 0 else order[::-1]):
                     pg = b.new_page()
-                    pg.goto(base + f"bench.html?model=/{model}&quick=1&shapes=256x256&prompt={a.prompt}"
+                    pg.goto(base + dev_page(tree, "bench.html") + f"?model=/{model}&quick=1&shapes=256x256&prompt={a.prompt}"
                             f"&tokens={a.tokens}&repeats=1")
                     pg.wait_for_function("window.benchResults !== undefined", timeout=1_800_000)
                     res = pg.evaluate("window.benchResults")

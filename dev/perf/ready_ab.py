@@ -1,6 +1,6 @@
 """Ready time of this tree against another checkout (`--before DIR`, built: build/web/bitweb.zip)
 and wllama, in one headless Chromium (SwiftShader), taking turns: each round opens
-web/bench-ready.html twice in a fresh browser context per engine
+web/dev/bench-ready.html twice in a fresh browser context per engine
 (first visit: nothing cached; second: the engine's own caches), the engines in alternating order.
 Each visit ends with bench-ready's replies (4 tokens): bitweb's last one waits for its prefill
 kernels, so no compile of one visit is still running in the GPU process during the next.
@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 from tests.e2e.conftest import CHROME_ARGS  # noqa: E402
 from tests.e2e.test_bench_browser import tq2_0_twin  # noqa: E402
 sys.path.insert(0, str(ROOT / "tools"))
-from serving import served  # noqa: E402  (tools/serving.py)
+from serving import dev_page, served  # noqa: E402  (tools/serving.py)
 
 def _tree() -> dict:
     """{pid: (process type, CPU ms so far)} of every process this script started (Chromium's:
@@ -80,14 +80,14 @@ def cpu_since(t0: dict) -> dict:
     return {k: round(v) for k, v in sorted(out.items()) if v >= 20 or "/" not in k}
 
 
-def visits(browser, base, engine, model, n=2):
+def visits(browser, base, engine, model, n=2, page_path="dev/bench-ready.html"):
     ctx = browser.new_context()
     out = []
     try:
         page = ctx.new_page()
         for v in range(n):
             t0 = _tree()
-            page.goto(base + f"bench-ready.html?engine={engine}&model=/{model}&max_tokens=4")
+            page.goto(base + page_path + f"?engine={engine}&model=/{model}&max_tokens=4")
             page.wait_for_function("window.readyHead !== undefined || window.readyResult !== undefined",
                                    timeout=600_000, polling=20)
             cpu = cpu_since(t0)                  # (page start -> ready, within 20 ms)
@@ -120,10 +120,11 @@ def main():
         b = p.chromium.launch(executable_path=os.environ.get("BITWEB_CHROMIUM", "/usr/bin/chromium"), args=CHROME_ARGS)
         load0 = os.getloadavg()
         runs = [("before", before, "bitweb"), ("after", after, "bitweb"), ("wllama", after, "wllama")]
+        pages = {before: dev_page(a.before, "bench-ready.html"), after: dev_page(ROOT, "bench-ready.html")}
         runs = [r for r in runs if r[0] in a.variants.split(",")]
         for r in range(a.rounds):
             for name, base, engine in (runs if r % 2 == 0 else runs[::-1]):
-                for res in visits(b, base, engine, model):
+                for res in visits(b, base, engine, model, page_path=pages[base]):
                     res["variant"] = name
                     rows.append(res)
                     st = {k: round(v[1] - v[0]) for k, v in (res.get("stages") or {}).items()}

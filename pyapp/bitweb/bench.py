@@ -1,5 +1,5 @@
 """Benchmarks: `python -m bitweb bench kernels|decode|load|tokenizer [MODEL] [--json]` (stdlib only,
-so the same code runs in the browser through Pyodide: web/bench.html).
+so the same code runs in the browser through Pyodide: web/dev/bench.html).
 
 Every ratio comes from one run on one adapter: a kernel is compared with a plain streaming read
 (shaders/stream.wgsl) of the same number of bytes measured in the same run, never with a figure
@@ -56,7 +56,8 @@ import sys
 import time
 
 from bitweb import formats
-from bitweb.kernels import bitlinear, dense, lmhead, ops
+from bitweb.generation import kv_bytes
+from bitweb.kernels import bitlinear, dense, lmhead
 from bitweb.tokenizer import Tokenizer
 
 SHAPES = ((2560, 2560), (2560, 640), (2560, 6912), (6912, 2560), (2560, 16384))
@@ -331,7 +332,7 @@ def bytes_per_token(eng, pos: float) -> dict:
     head = sum(b.size for *_, b in eng.shards[m.lm_head.name])
     table_type = getattr(eng, "table_types", {}).get(m.token_embd.name, m.token_embd.format)
     embd = dense.row_bytes(table_type, cfg.n_embd)
-    kv = 2 * cfg.n_layer * cfg.n_head_kv * cfg.head_dim * ops.KV_BYTES[eng.kv_cache] * (pos + 1)
+    kv = kv_bytes(cfg, pos + 1, eng.kv_cache)
     total = blocks + m.output_norm.nbytes + head + embd + kv
     return {"total": int(total), "blocks": blocks, "lm_head": head, "embedding_row": embd, "kv_cache": int(kv),
             "lm_head_share": round(head / total, 4)}

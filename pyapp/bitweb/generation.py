@@ -17,7 +17,8 @@ import time
 from dataclasses import dataclass, field
 
 from bitweb.chat import ChatFormat
-from bitweb.kernels.ops import KV_BYTES, KV_TYPES
+from bitweb.kernels.ops import KV_TYPES, kv_cache_bytes
+from bitweb.options import DEFAULT_KV_CACHE
 from bitweb.sampling import SamplingParams
 
 
@@ -27,7 +28,7 @@ class ContextError(ValueError):
 
 KV_BUDGET = 1 << 30        # bytes the default context lets the KV cache take (max_context may ask for more)
 CONTEXT_STEP = 256         # a default context below the file's is a multiple of this
-KV_CACHE = "f16"           # the KV cache's value type unless asked otherwise (KV_TYPES: "f16", "f32")
+KV_CACHE = DEFAULT_KV_CACHE   # the KV cache's value type unless asked otherwise (KV_TYPES: "f16", "f32")
 
 
 def check_kv(kv: str) -> str:
@@ -36,16 +37,18 @@ def check_kv(kv: str) -> str:
     return kv
 
 
-def kv_bytes(cfg, n_ctx: int, kv: str = KV_CACHE) -> int:
+def kv_bytes(cfg, n_ctx: int, kv: str = KV_CACHE, per_buffer: bool = False) -> int:
     """Bytes of the KV cache at n_ctx positions: K and V rows of n_head_kv * head_dim values of
-    type kv (KV_BYTES: f16 2, f32 4) per layer."""
-    return 2 * cfg.n_layer * KV_BYTES[check_kv(kv)] * cfg.kv_dim * n_ctx
+    type kv (kernels.ops.KV_BYTES: f16 2, f32 4) per layer; per_buffer: one layer's K (or V)
+    buffer, which one binding must hold. The one KV-size function of the engine, the numpy model,
+    the library's memory estimate and the benchmarks."""
+    return (1 if per_buffer else 2 * cfg.n_layer) * kv_cache_bytes(cfg.n_head_kv, cfg.head_dim, n_ctx, check_kv(kv))
 
 
 def fit_context(cfg, max_context: int | None = None, max_binding: int | None = None,
                 budget: int | None = None, kv: str = KV_CACHE) -> tuple[int, str]:
     """(n_ctx, note). max_context given: min(max_context, the file's context length), note "" (the
-    caller checks it fits: Engine.check_limits). Else the file's context length, or, when the KV
+    caller checks it fits: upload.check_limits). Else the file's context length, or, when the KV
     cache (values of type kv) would pass `budget` bytes (default KV_BUDGET) or one layer's K buffer
     `max_binding` bytes, the largest multiple of CONTEXT_STEP that fits (any smaller size that fits
     below that), with a note that says why. ContextError when not even 2 positions fit."""
@@ -56,8 +59,8 @@ def fit_context(cfg, max_context: int | None = None, max_binding: int | None = N
     caps = [(budget // per_pos, f"the KV cache ({kv} K and V, {per_pos} bytes per position) is held "
                                 f"to {budget / 2**20:.0f} MiB by default")]
     if max_binding:
-        caps.append((max_binding // (KV_BYTES[kv] * cfg.kv_dim), f"one layer's K buffer must fit this GPU's "
-                                                                 f"maxStorageBufferBindingSize ({max_binding} bytes)"))
+        caps.append((max_binding // kv_bytes(cfg, 1, kv, per_buffer=True),
+                     f"one layer's K buffer must fit this GPU's maxStorageBufferBindingSize ({max_binding} bytes)"))
     n, why = min(caps)
     if n >= cfg.n_ctx:
         return cfg.n_ctx, ""

@@ -362,8 +362,10 @@ class _Parser:
         return out
 
 
-def read_gguf(source) -> GGUFFile:
-    """Parse the header of a GGUF file from a byte-range source (BytesSource, FileSource, PrefixSource)."""
+def read_gguf(source, tensors: bool = True) -> GGUFFile:
+    """Parse the header of a GGUF file from a byte-range source (BytesSource, FileSource, PrefixSource).
+    tensors=False: the metadata only (no tensor table, data_offset None), so a file whose tensor
+    types bitweb does not know still gives its tokenizer (`bitweb tokenize`)."""
     p = _Parser(source)
     o = p.take(4, "header.magic")
     magic = p.buf[o:o + 4]
@@ -415,6 +417,8 @@ def read_gguf(source) -> GGUFFile:
         if alignment == 0 or alignment & (alignment - 1):
             p.fail(f"general.alignment {alignment} is not a nonzero power of two", "general.alignment", at)
 
+    if not tensors:
+        return GGUFFile(source, version, alignment, None, metadata, types, {})
     infos = []
     for _ in range(n_tensors):
         rec_at = p.pos
@@ -504,11 +508,11 @@ def _q2_0_layouts(p, infos, alignment, data_offset) -> dict:
     return out
 
 
-def open_gguf(path) -> GGUFFile:
-    """Parse a local GGUF file (header only; tensor data is read on demand)."""
+def open_gguf(path, tensors: bool = True) -> GGUFFile:
+    """Parse a local GGUF file (header only; tensor data is read on demand; tensors as read_gguf)."""
     src = FileSource(path)
     try:
-        return read_gguf(src)
+        return read_gguf(src, tensors)
     except BaseException:
         src.close()
         raise

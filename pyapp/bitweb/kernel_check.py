@@ -1,6 +1,6 @@
 """Run a kernel test case on any Device and compare with expected bytes (stdlib only).
 
-The same cases run natively (pytest, wgpu-py) and in the browser (web/kernels.html,
+The same cases run natively (pytest, wgpu-py) and in the browser (web/dev/kernels.html,
 Pyodide), so both backends are proven on the same WGSL. Cases are built in
 CPython from the numpy mirrors (bitweb.ref, build_cases) and serialised as a
 JSON manifest plus one binary blob.

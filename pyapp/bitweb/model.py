@@ -157,11 +157,20 @@ class Config:
             raise ModelError(f"{arch}.vocab_size {md[f'{arch}.vocab_size']} differs from token_embd.weight "
                              f"shape {list(embd.shape)}")
         lin = t.get("blk.0.attn_q.weight")
-        return cls(arch=arch, **asdict(ARCHS[arch]), n_vocab=n_vocab, n_ctx=key("context_length"),
-                   n_embd=n_embd, n_layer=key("block_count"), n_ff=key("feed_forward_length"),
-                   n_head=n_head, n_head_kv=n_head_kv, head_dim=head_dim,
-                   eps=key("attention.layer_norm_rms_epsilon", float), rope_base=key("rope.freq_base", float, 10000.0),
-                   tied="output.weight" not in t, linear_type=lin.format if lin else None)
+        return cls.from_arch(arch, n_vocab=n_vocab, n_ctx=key("context_length"),
+                             n_embd=n_embd, n_layer=key("block_count"), n_ff=key("feed_forward_length"),
+                             n_head=n_head, n_head_kv=n_head_kv, head_dim=head_dim,
+                             eps=key("attention.layer_norm_rms_epsilon", float),
+                             rope_base=key("rope.freq_base", float, 10000.0),
+                             tied="output.weight" not in t, linear_type=lin.format if lin else None)
+
+    @classmethod
+    def from_arch(cls, arch: str, **hyper) -> "Config":
+        """The Config of architecture `arch` (its ARCHS row's flags) with these hyperparameters
+        (every other field): what from_gguf reads, and what bitweb.authoring.makemodel writes."""
+        if arch not in ARCHS:
+            raise ModelError(f"unsupported architecture {arch!r}; supported: {', '.join(ARCHS)}")
+        return cls(arch=arch, **asdict(ARCHS[arch]), **hyper)
 
     def tensor_shapes(self) -> dict:
         """GGUF shape (ne0 first) of every per-block tensor this architecture has, by name."""

@@ -38,11 +38,11 @@ import numpy as np
 
 from bitweb.generation import KV_CACHE, GenerationRun, check_kv, check_prompt, common_prefix, fit_context
 from bitweb.model import LINEARS, NORMS, Model, ModelError
+from bitweb.options import ACTIVATIONS
 from bitweb.ref.bitlinear import activations
 from bitweb.ref.ops import kv_round
 from bitweb.sampling import Sampler, SamplingParams, apply_penalty, top_candidates
 
-ACTIVATIONS = ("a8", "f32")
 F32 = np.float32
 
 
@@ -208,7 +208,7 @@ class NumpyModel:
             return self.head(x, self.output_norm, c.eps, self.activations == "a8")
         return rmsnorm(x, self.output_norm, c.eps) @ self.lm_head.T
 
-    # the block's vocabulary (as bitweb.engine.block's): each honours the Config flags it meets
+    # the block's vocabulary (as bitweb.blocks.block's): each honours the Config flags it meets
     def linear(self, L, w, x, norm):
         """L[w] . rmsnorm(x, L[norm]) (x as is when the architecture has no such norm): (n, n_out)."""
         return L[w](x, L[norm], self.cfg.eps, self.activations == "a8")
@@ -240,34 +240,59 @@ class NumpyModel:
         self.cached_ids = list(ids)
         return out
 
-    def _sample(self, sampler: Sampler, logits, context):
+    def _sample(self, sampler: Sampler, logits, context, allowed=None):
         p = sampler.params
         lg = apply_penalty(logits.tolist(), p, context)
+        if allowed is not None:                   # Sampler.sample_allowed, sorted by numpy
+            if not allowed:
+                raise ValueError("the grammar allows no token at this step")
+            idx = np.asarray(allowed, dtype=np.int64)
+            v = np.asarray(lg, dtype=np.float64)[idx]
+            if p.greedy:
+                return int(idx[int(np.argmax(v))])            # the first maximum: the lowest id
+            order = np.lexsort((idx, -v))
+            return sampler.sample(list(zip(v[order].tolist(), idx[order].tolist())))
         if p.greedy:
             return int(np.argmax(np.asarray(lg, dtype=F32)))
         return sampler.sample(top_candidates(lg, len(lg)))
 
     def generate(self, prompt_ids, params: SamplingParams | None = None, max_tokens: int = 128,
-                 on_token=None, should_stop=None, ignore_eos: bool = False, stop_ids=None):
+                 on_token=None, should_stop=None, ignore_eos: bool = False, stop_ids=None, constraint=None):
         """Same contract as engine.Engine.generate (synchronous). Reuses the KV cache for the
-        longest common prefix with the tokens already in it."""
+        longest common prefix with the tokens already in it. constraint: a bitweb.grammar.Constraint
+        (fresh, built with the same stop ids): each step samples among the tokens it allows, told
+        how many tokens are left so the output is complete by max_tokens / the context's end."""
         params = params or SamplingParams()
         prompt = check_prompt(prompt_ids, self.n_ctx, self.cfg.n_vocab)
+        if constraint is not None and ignore_eos:
+            raise ValueError("ignore_eos cannot be used with a grammar constraint: it ends on a stop token")
         run = GenerationRun(self.tokenizer, self.n_ctx, prompt, max_tokens, on_token, should_stop, ignore_eos,
                             stop_ids)
+        if constraint is not None and constraint.stop_ids != run.stop_ids:
+            raise ValueError(f"the constraint's stop ids {sorted(constraint.stop_ids)} differ from generation's "
+                             f"{sorted(run.stop_ids)}: build it with stop_ids={sorted(run.stop_ids)}")
         if max_tokens <= 0:
             return run.result()
         sampler = Sampler(params)
+        budget = min(int(max_tokens), self.n_ctx - len(prompt))
+
+        def allowed():
+            return None if constraint is None else constraint.ids(budget - len(run.ids))
+
         keep = min(common_prefix(self.cached_ids, prompt), len(prompt) - 1)
         logits = self.forward(prompt[keep:], keep)[-1]
         self.cached_ids = list(prompt)
         context = list(prompt)
-        t = self._sample(sampler, logits, context)
+        t = self._sample(sampler, logits, context, allowed())
         run.prefill_done()
-        while run.accept(t):
+        while True:
+            if constraint is not None:
+                constraint.advance(t)             # the last token too: the constraint ends where the text does
+            if not run.accept(t):
+                break
             context.append(t)
             logits = self.forward([t], len(self.cached_ids))[-1]
             self.cached_ids.append(t)
-            t = self._sample(sampler, logits, context)
+            t = self._sample(sampler, logits, context, allowed())
             run.n_decode += 1
         return run.result()

@@ -19,6 +19,10 @@ over the vocabulary); `sample()` decides from those whenever the kept set and th
 fall inside the candidates, and otherwise asks for the full logits (`full()`), so the
 result is always exact. The numpy model calls the same function. Same seed, same
 logits -> same tokens, on every platform (Python's Mersenne Twister).
+
+A grammar constraint (bitweb.grammar.Constraint) restricts the step to its allowed ids: after the
+penalty, the tokens outside them are dropped before step 2, so greedy takes the best allowed token
+and a draw is over the allowed tokens only (`sample_logits(..., allowed=ids)`).
 """
 from __future__ import annotations
 
@@ -26,32 +30,43 @@ import math
 import random
 from dataclasses import dataclass
 
+from bitweb.options import SAMPLER
+
 
 class SamplingError(ValueError):
     """An invalid sampling parameter (names it)."""
 
 
+def _want(b) -> str:
+    """The range of a bounded parameter (bitweb.options.Bound) as the errors say it: ">= 0", "in (0, 1]"."""
+    if b.hi is None:
+        return f"{'>' if b.lo_open else '>='} {b.lo:g}"
+    return f"in {'(' if b.lo_open else '['}{b.lo:g}, {b.hi:g}]"
+
+
 @dataclass(frozen=True)
 class SamplingParams:
-    temperature: float = 0.0
-    top_k: int = 0
-    top_p: float = 1.0
-    min_p: float = 0.0
-    repeat_penalty: float = 1.0
-    repeat_last_n: int = 64
-    seed: int = 0
+    """Defaults and ranges: bitweb.options SAMPLER (a parameter without a lower bound, the seed,
+    takes any value)."""
+    temperature: float = SAMPLER["temperature"].default
+    top_k: int = SAMPLER["top_k"].default
+    top_p: float = SAMPLER["top_p"].default
+    min_p: float = SAMPLER["min_p"].default
+    repeat_penalty: float = SAMPLER["repeat_penalty"].default
+    repeat_last_n: int = SAMPLER["repeat_last_n"].default
+    seed: int = SAMPLER["seed"].default
 
     def __post_init__(self):
-        checks = [("temperature", self.temperature >= 0, ">= 0"), ("top_k", self.top_k >= 0, ">= 0"),
-                  ("top_p", 0 < self.top_p <= 1, "in (0, 1]"), ("min_p", 0 <= self.min_p <= 1, "in [0, 1]"),
-                  ("repeat_penalty", self.repeat_penalty > 0, "> 0"),
-                  ("repeat_last_n", self.repeat_last_n >= 0, ">= 0")]
-        for name, ok, want in checks:
+        for name, b in SAMPLER.items():
+            if b.lo is None:
+                continue
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or not ok:
-                raise SamplingError(f"sampling parameter {name} = {v!r} must be {want}")
-        if isinstance(self.top_k, float) and self.top_k != int(self.top_k):
-            raise SamplingError(f"sampling parameter top_k = {self.top_k!r} must be an integer")
+            ok = (not isinstance(v, bool) and isinstance(v, (int, float)) and v == v
+                  and (v > b.lo if b.lo_open else v >= b.lo) and (b.hi is None or v <= b.hi))
+            if not ok:
+                raise SamplingError(f"sampling parameter {name} = {v!r} must be {_want(b)}")
+            if b.integer and isinstance(v, float) and not v.is_integer():
+                raise SamplingError(f"sampling parameter {name} = {v!r} must be an integer")
 
     @property
     def greedy(self) -> bool:
@@ -118,12 +133,23 @@ class Sampler:
             got = choose(p, full(), None, u)
         return got
 
-    def sample_logits(self, logits: list, context: list) -> int:
-        """Host path: full logits (any sequence of floats) and the context ids."""
+    def sample_logits(self, logits: list, context: list, allowed=None) -> int:
+        """Host path: full logits (any sequence of floats) and the context ids. allowed: the token
+        ids a grammar allows (ascending), or None for all."""
         lg = apply_penalty([float(x) for x in logits], self.params, context)
+        if allowed is not None:
+            return self.sample_allowed(lg, allowed)
         if self.params.greedy:
             return argmax(lg)
         return self.sample(top_candidates(lg, len(lg)))
+
+    def sample_allowed(self, lg, allowed) -> int:
+        """Steps 2-3 over the allowed ids only (lg: logits after the penalty, indexable by id)."""
+        if not allowed:
+            raise SamplingError("no token is allowed at this step")
+        if self.params.greedy:
+            return max(allowed, key=lambda i: (lg[i], -i))
+        return self.sample(sorted(((float(lg[i]), i) for i in allowed), key=lambda c: (-c[0], c[1])))
 
 
 def choose(p: SamplingParams, cands: list, stats, u: float):

@@ -42,7 +42,11 @@ Workgroup and tile sizes are `override` constants, set per pipeline.
 """
 from __future__ import annotations
 
+import ast
+import functools
+import operator
 import os
+import re
 
 from bitweb import formats
 
@@ -202,3 +206,154 @@ def specialise(src: str, dev, defines: dict | None = None, name: str = "?") -> s
         head.append("enable subgroups;")
     # on line 1 (before its text): line n of the module is line n of shaders/<name>.wgsl
     return " ".join(head) + (" " if head else "") + body
+
+
+# ---- what a pipeline asks of the device's compute limits ----------------------------------------
+# WebGPU refuses a pipeline whose entry point's workgroup variables need more than
+# maxComputeWorkgroupStorageSize (the sum, over the variables the entry point statically uses, of
+# roundUp(16, SizeOf(T))) or whose @workgroup_size exceeds maxComputeInvocationsPerWorkgroup /
+# maxComputeWorkgroupSizeX/Y/Z. workgroup_use() computes those from the specialised WGSL, the entry
+# point and the pipeline's override constants, so a kernel that cannot run on a device is refused by
+# name before anything is compiled or uploaded (bitweb.gpu Device.check_pipelines), on every backend
+# (wgpu-native 0.32 does not check workgroup memory itself).
+
+_SCALAR = {"f32": 4, "i32": 4, "u32": 4, "f16": 2, "bool": 4}
+_SHORT = {"f": "f32", "i": "i32", "u": "u32", "h": "f16"}
+_DECL = re.compile(r"(override|const)\s+(\w+)\s*(?::\s*[\w<>]+\s*)?(?:=\s*([^;]+))?;")
+_WG_VAR = re.compile(r"var<workgroup>\s+(\w+)\s*:\s*(.+?);")
+
+
+class WGSLValueError(ValueError):
+    """An array length or workgroup size workgroup_use cannot evaluate (names the expression)."""
+
+
+def _value(expr: str, env: dict) -> int:
+    """An integer WGSL constant expression (literals, names of env, + - * / %, min / max)."""
+    py = re.sub(r"\b(0[xX][0-9a-fA-F]+|\d+)[ui]\b", r"\1", expr.strip()).replace("/", "//")
+
+    def ev(n):
+        if isinstance(n, ast.Expression):
+            return ev(n.body)
+        if isinstance(n, ast.Constant) and isinstance(n.value, int):
+            return n.value
+        if isinstance(n, ast.Name) and isinstance(env.get(n.id), int):
+            return env[n.id]
+        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):
+            return -ev(n.operand)
+        if isinstance(n, ast.BinOp) and type(n.op) in _OPS:
+            return _OPS[type(n.op)](ev(n.left), ev(n.right))
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("min", "max") and not n.keywords:
+            return (min if n.func.id == "min" else max)(ev(a) for a in n.args)
+        raise WGSLValueError(f"cannot evaluate {expr!r}")
+    try:
+        return ev(ast.parse(py, mode="eval"))
+    except (SyntaxError, ZeroDivisionError) as e:
+        raise WGSLValueError(f"cannot evaluate {expr!r}: {e}") from None
+
+
+_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
+        ast.Mod: operator.mod}
+
+
+def _split_top(text: str) -> list:
+    """text split at its commas outside <> and ()."""
+    out, depth, cur = [], 0, ""
+    for ch in text:
+        if ch in "<(":
+            depth += 1
+        elif ch in ">)":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    return out + [cur]
+
+
+def _size_align(t: str, env: dict) -> tuple:
+    """(SizeOf, AlignOf) of a WGSL type: scalars, vecN<T> (and vec4f-style), atomic<T>, array<T, N>."""
+    t = t.strip()
+    if t in _SCALAR:
+        return _SCALAR[t], _SCALAR[t]
+    m = re.fullmatch(r"vec([234])([fiuh])", t)                    # vec4f: vec4<f32>
+    if m:
+        t = f"vec{m.group(1)}<{_SHORT[m.group(2)]}>"
+    m = re.fullmatch(r"atomic<\s*(\w+)\s*>", t)
+    if m:
+        return 4, 4
+    m = re.fullmatch(r"vec([234])<\s*(\w+)\s*>", t)
+    if m and m.group(2) in _SCALAR:
+        n, s = int(m.group(1)), _SCALAR[m.group(2)]
+        return n * s, (2 if n == 2 else 4) * s
+    m = re.fullmatch(r"array<(.+)>", t, re.S)
+    if m:
+        parts = _split_top(m.group(1))
+        if len(parts) != 2:
+            raise WGSLValueError(f"array without a length: {t!r}")
+        size, align = _size_align(parts[0], env)
+        stride = -(-size // align) * align
+        return _value(parts[1], env) * stride, align
+    raise WGSLValueError(f"workgroup variable of type {t!r}")
+
+
+def _functions(code: str) -> dict:
+    """{name: body text} of the module's functions (brace matched)."""
+    braces = [(m.start(), 1 if m.group() == "{" else -1) for m in re.finditer(r"[{}]", code)]
+    out = {}
+    for m in re.finditer(r"\bfn\s+(\w+)\s*\(", code):
+        depth, end = 0, len(code)
+        for pos, step in braces:
+            if pos < m.end():
+                continue
+            depth += step
+            if depth == 0:
+                end = pos + 1
+                break
+        out[m.group(1)] = code[m.end():end]
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _module(code: str) -> tuple:
+    """(declarations [(kind, name, init)], {function: identifiers in its body, functions it calls},
+    [(workgroup var, type)]) of specialised WGSL, comments removed; cached per module text."""
+    code = re.sub(r"//[^\n]*|/\*.*?\*/", "", code, flags=re.S)
+    decls = [m.groups() for m in map(_DECL.match, code.splitlines()) if m]
+    fns = {}
+    bodies = _functions(code)
+    for name, body in bodies.items():
+        fns[name] = (frozenset(re.findall(r"\b\w+\b", body)),
+                     frozenset(g for g in re.findall(r"\b(\w+)\s*\(", body) if g in bodies))
+    sizes = {m.group(1): re.search(r"@workgroup_size\(([^)]*)\)\s*(?:@\w+(?:\([^)]*\))?\s*)*fn\s+" + re.escape(m.group(1)) + r"\b", code)
+             for m in re.finditer(r"\bfn\s+(\w+)\s*\(", code)}
+    return decls, fns, [m.groups() for m in _WG_VAR.finditer(code)], {k: v.group(1) for k, v in sizes.items() if v}
+
+
+def workgroup_use(code: str, entry: str, constants: dict | None = None) -> dict:
+    """What the compute entry point `entry` of specialised WGSL `code` asks of the device, with the
+    pipeline's override `constants`: {"storage": bytes of workgroup memory, "vars": {name: bytes},
+    "size": (x, y, z)}. WGSLValueError when a length or size cannot be evaluated."""
+    decls, fns, wg_vars, wg_sizes = _module(code)
+    env: dict = {}
+    for kind, name, init in decls:                      # module-scope declarations, in order
+        if kind == "override" and constants and name in constants:
+            v = constants[name]
+            env[name] = int(v) if float(v).is_integer() else v
+        elif init is not None:
+            try:
+                env[name] = _value(init, env)
+            except WGSLValueError:
+                pass                                    # (a float, or not needed)
+    if entry not in fns:
+        raise WGSLValueError(f"no function {entry!r} in the module")
+    used, todo = set(), [entry]
+    while todo:                                         # the entry point and what it calls
+        f = todo.pop()
+        if f not in used:
+            used.add(f)
+            todo += fns[f][1]
+    idents = set().union(*(fns[f][0] for f in used))
+    sizes = {name: -(-_size_align(t, env)[0] // 16) * 16 for name, t in wg_vars if name in idents}
+    dims = [_value(d, env) for d in _split_top(wg_sizes[entry]) if d.strip()] if entry in wg_sizes else [1]
+    return {"storage": sum(sizes.values()), "vars": sizes, "size": tuple(dims + [1] * (3 - len(dims)))}

@@ -1,43 +1,19 @@
 """Tokenizers from GGUF metadata, pure Python + stdlib (runs unchanged in Pyodide).
 
-Two vocabulary kinds, chosen by `tokenizer.ggml.model`:
+Two vocabulary kinds, chosen by `tokenizer.ggml.model`, each as llama.cpp runs it
+(src/llama-vocab.cpp), whose test vectors (`models/ggml-vocab-*.gguf.inp / .out`, HF
+`tokenizers`' output) it passes:
 
-* `gpt2`: byte-level BPE. Text -> pieces by the pre-tokenizer that
-  `tokenizer.ggml.pre` names -> each piece's UTF-8 bytes mapped to printable
-  characters (GPT-2's bytes_to_unicode table) -> BPE: start from single bytes
-  and repeatedly merge the adjacent pair with the lowest merge rank (leftmost
-  on ties) until no pair is in `tokenizer.ggml.merges`. Pre-tokenizers (the
-  names llama.cpp's llama-vocab.cpp gives them):
-
-  - `llama-bpe` (also `llama3`, `llama-v3`, `falcon3`; a missing key means
-    this one, as in the published BitNet 2B4T file): the Llama 3 split regex
-
-        (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}
-        | ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+
-
-    with `ignore_merges` (a piece that is itself a token is that token, as HF
-    and llama.cpp do for Llama 3); add_bos_token defaults to true.
-    Falcon3's files say `falcon3`, which llama.cpp runs as this same split.
-  - `qwen2` (Qwen2 / Qwen3 files, so Bonsai and Ternary Bonsai): the same
-    regex except digits one at a time (`\\p{N}` for `\\p{N}{1,3}`), text
-    NFC-normalized first (HF's Qwen2Tokenizer has an NFC normalizer; llama.cpp
-    skips it, so the two differ on text that is not NFC), no ignore_merges;
-    add_bos_token defaults to false.
-
-  Any other `tokenizer.ggml.pre` is refused with an error naming it (llama.cpp
-  knows dozens, each its own regex; `default` too is a different split).
-
-  Python's `re` has no \\p{L} / \\p{N}, so the split runs in two steps: every
-  character is first mapped to a one-character class code (a letter, digit,
-  whitespace, other; the letters of the contractions keep their lowercase
-  identity), computed once per distinct character with `unicodedata.category`
-  and cached; the regex above, rewritten over that ASCII alphabet, then runs
-  on the class string and its match spans cut the original text. Class
-  meanings follow Oniguruma (what HF `tokenizers` uses): \\p{L} = categories
-  L*, \\p{N} = N*, \\s = U+0009..U+000D, U+0085 and categories Zs/Zl/Zp, and
-  (?i) case-folds U+017F (long s) to "s". Unicode 16.0, as HF's tables and
-  Pyodide's Python 3.14: letters and digits added since an older Python's
-  database (3.11 has 14.0) come from a small built-in range list.
+* `gpt2`: byte-level BPE. Text -> pieces by the pre-tokenizer that `tokenizer.ggml.pre` names
+  (bitweb.tokenizer_pre: llama-bpe, qwen2, qwen35, gpt-2, starcoder / smollm / command-r,
+  falcon, deepseek-llm, deepseek-coder and the other names llama.cpp maps onto those splits;
+  a missing key means llama-bpe, as in the published BitNet 2B4T file) -> NFC first where the
+  pre-tokenizer says so (Qwen's, as HF's Qwen2Tokenizer; llama.cpp skips it) -> each piece's
+  UTF-8 bytes mapped to printable characters (GPT-2's bytes_to_unicode table) -> a piece that
+  is itself a token is that token where the pre-tokenizer has `ignore_merges` (Llama 3) ->
+  BPE: start from single bytes and repeatedly merge the adjacent pair with the lowest merge
+  rank (leftmost on ties) until no pair is in `tokenizer.ggml.merges`. add_bos_token defaults
+  to the pre-tokenizer's (true for llama-bpe, false for the others, as llama.cpp).
 
 * `llama`: SentencePiece-style BPE by scores (llama.cpp `llm_tokenizer_spm`):
   spaces become U+2581 "▁", a "▁" is prefixed when `add_space_prefix`
@@ -46,11 +22,14 @@ Two vocabulary kinds, chosen by `tokenizer.ggml.model`:
   (leftmost on ties) until none is left; a character that is not a token is
   emitted as its UTF-8 bytes via the `<0xXX>` byte tokens.
 
-Special tokens: tokens of type CONTROL (3) are matched in the text only with
-`parse_special=True`; USER_DEFINED (4) tokens always (as llama.cpp does).
-Longest match wins. Decoding maps tokens back to bytes by their type, as llama.cpp's
-token_to_piece does (`Tokenizer.token_to_bytes`: CONTROL / UNKNOWN text only when specials are
-rendered, UNUSED padding rows never), and decodes UTF-8 (invalid bytes -> U+FFFD);
+Other vocabulary types are refused with a TokenizerError that names them (`REFUSED`: bert =
+WPM, t5 = UGM, gemma4, rwkv, plamo2 ...), as is an unknown `tokenizer.ggml.pre`.
+
+Special tokens: tokens of type CONTROL (3) and UNKNOWN (2) are matched in the text only with
+`parse_special=True`; USER_DEFINED (4) tokens always (as llama.cpp does). Longest match wins
+(leftmost first, as HF's added tokens). Decoding maps tokens back to bytes by their type, as
+llama.cpp's token_to_piece does (`Tokenizer.token_to_bytes`: CONTROL / UNKNOWN text only when
+specials are rendered, UNUSED padding rows never), and decodes UTF-8 (invalid bytes -> U+FFFD);
 `StreamDecoder` emits only complete characters. Generated text renders no specials.
 Generation stops on `stop_ids`: the file's EOS, EOT and EOM ids (EOT / EOM
 found by name when the keys are absent, as llama.cpp does).
@@ -59,8 +38,11 @@ from __future__ import annotations
 
 import codecs
 import heapq
+import itertools
 import re
 import unicodedata
+
+from bitweb.tokenizer_pre import PRE_TOKENIZERS, split_llama3, split_qwen2  # noqa: F401 (re-exported)
 
 # GGUF tokenizer.ggml.token_type values (llama.cpp llama_token_type)
 UNDEFINED, NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 0, 1, 2, 3, 4, 5, 6
@@ -69,6 +51,13 @@ SPM_SPACE = "\u2581"          # "▁"
 _CACHE_LIMIT = 200_000        # BPE results memoized per piece, cleared when full
 _EOT_NAMES = ("<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<EOT>")
 _EOM_NAMES = ("<|eom_id|>",)
+
+
+# tokenizer.ggml.model values bitweb does not run -> what they are (llama.cpp's vocabulary types)
+REFUSED = {"bert": "WPM: WordPiece, BERT-style embedding models", "t5": "UGM: SentencePiece unigram",
+           "gemma4": "Gemma 4's SentencePiece-style BPE over raw UTF-8", "rwkv": "RWKV's greedy byte trie",
+           "plamo2": "PLaMo-2's Aho-Corasick vocabulary", "no_vocab": "no vocabulary", "none": "no vocabulary",
+           "hybriddna": "BPE with DNA k-mers", "whitespace": "whitespace-split BPE"}
 
 
 class TokenizerError(ValueError):
@@ -104,118 +93,6 @@ def to_byte_level(text: str) -> str:
         raise TokenizerError(f"text is not valid Unicode: {e.reason} at character {e.start}") from None
 
 
-# ------------------------------------------------------- Llama 3 pre-tokenizer
-
-# Letters (L*) and digits (N*) of Unicode 16.0 that older Unicode databases (Python 3.11
-# has 14.0) leave unassigned; HF tokenizers' tables and Pyodide's Python 3.14 are at 16.0.
-# Taken from Python 3.14's unicodedata (category of every code point that 3.11 calls Cn).
-_U16_L = ((0x1C89, 0x1C8A), (0xA7CB, 0xA7CD), (0xA7DA, 0xA7DC), (0x105C0, 0x105F3), (0x10D4A, 0x10D65),
-          (0x10D6F, 0x10D85), (0x10EC2, 0x10EC4), (0x1123F, 0x11240), (0x11380, 0x11389), (0x1138B, 0x1138B),
-          (0x1138E, 0x1138E), (0x11390, 0x113B5), (0x113B7, 0x113B7), (0x113D1, 0x113D1), (0x113D3, 0x113D3),
-          (0x11BC0, 0x11BE0), (0x11F02, 0x11F02), (0x11F04, 0x11F10), (0x11F12, 0x11F33), (0x1342F, 0x1342F),
-          (0x13441, 0x13446), (0x13460, 0x143FA), (0x16100, 0x1611D), (0x16D40, 0x16D6C), (0x18CFF, 0x18CFF),
-          (0x1B132, 0x1B132), (0x1B155, 0x1B155), (0x1DF25, 0x1DF2A), (0x1E030, 0x1E06D), (0x1E4D0, 0x1E4EB),
-          (0x1E5D0, 0x1E5ED), (0x1E5F0, 0x1E5F0), (0x2B739, 0x2B739), (0x2EBF0, 0x2EE5D), (0x31350, 0x323AF))
-_U16_N = ((0x10D40, 0x10D49), (0x116D0, 0x116E3), (0x11BF0, 0x11BF9), (0x11F50, 0x11F59), (0x16130, 0x16139),
-          (0x16D70, 0x16D79), (0x1CCF0, 0x1CCF9), (0x1D2C0, 0x1D2D3), (0x1E4F0, 0x1E4F9), (0x1E5F1, 0x1E5FA))
-
-
-def _category(c: str) -> str:
-    cat = unicodedata.category(c)
-    if cat == "Cn":
-        cp = ord(c)
-        if any(a <= cp <= b for a, b in _U16_L):
-            return "Lo"
-        if any(a <= cp <= b for a, b in _U16_N):
-            return "Nd"
-    return cat
-
-
-class _Classes(dict):
-    """code point -> one-character class code; filled lazily from unicodedata."""
-
-    def __missing__(self, cp: int) -> str:
-        c = chr(cp)
-        if c in "\r\n '":
-            code = c
-        elif 0x09 <= cp <= 0x0D or cp == 0x85:
-            code = "\t"                          # \s other than \r \n and space
-        else:
-            cat = _category(c)
-            if cat in ("Zs", "Zl", "Zp"):
-                code = "\t"
-            elif cat[0] == "L":
-                low = c.lower() if c.isascii() else ("s" if cp == 0x17F else "")
-                code = low if low in ("s", "t", "r", "e", "v", "m", "l", "d") else "a"
-            elif cat[0] == "N":
-                code = "0"
-            else:
-                code = "!"
-        if len(self) < 65536:                    # bounded: hostile text cannot grow it without end
-            self[cp] = code
-        return code
-
-
-_CLASSES = _Classes()
-for _cp in range(128):
-    _CLASSES[_cp]   # precompute ASCII
-
-# The Llama 3 regex over class codes: letters [a-z] (incl. the kept contraction
-# letters), digits 0, whitespace [ \t\r\n], other [!'].
-_LLAMA3_SPLIT = re.compile(
-    r"'(?:s|t|re|ve|m|ll|d)"
-    r"|[^\r\na-z0]?[a-z]+"
-    r"|0{1,3}"
-    r"| ?[!']+[\r\n]*"
-    r"|[ \t\r\n]*[\r\n]+"
-    r"|[ \t\r\n]+(?![^ \t\r\n])"
-    r"|[ \t\r\n]+")
-
-
-# The Qwen2 regex: the Llama 3 one with single digits (\\p{N} for \\p{N}{1,3}).
-_QWEN2_SPLIT = re.compile(
-    r"'(?:s|t|re|ve|m|ll|d)"
-    r"|[^\r\na-z0]?[a-z]+"
-    r"|0"
-    r"| ?[!']+[\r\n]*"
-    r"|[ \t\r\n]*[\r\n]+"
-    r"|[ \t\r\n]+(?![^ \t\r\n])"
-    r"|[ \t\r\n]+")
-
-
-def _split(text: str, regex) -> list[str]:
-    codes = text.translate(_CLASSES)
-    pieces = [text[m.start():m.end()] for m in regex.finditer(codes)]
-    if sum(map(len, pieces)) != len(text):     # every character is in some class
-        raise TokenizerError("internal: pre-tokenizer did not cover the text")
-    return pieces
-
-
-def split_llama3(text: str) -> list[str]:
-    """Pieces of `text` exactly as the Llama 3 pre-tokenizer regex splits it."""
-    return _split(text, _LLAMA3_SPLIT)
-
-
-def split_qwen2(text: str) -> list[str]:
-    """Pieces of `text` exactly as the Qwen2 pre-tokenizer regex splits it (no NFC here)."""
-    return _split(text, _QWEN2_SPLIT)
-
-
-class PreTokenizer:
-    """One `tokenizer.ggml.pre` behaviour: split regex (over class codes), whether a piece
-    that is a token skips the merges, the add_bos_token default, NFC before the split."""
-
-    def __init__(self, name, split, ignore_merges, add_bos, nfc):
-        self.name, self.split, self.ignore_merges, self.add_bos, self.nfc = name, split, ignore_merges, add_bos, nfc
-
-
-_LLAMA3 = PreTokenizer("llama-bpe", _LLAMA3_SPLIT, ignore_merges=True, add_bos=True, nfc=False)
-_QWEN2 = PreTokenizer("qwen2", _QWEN2_SPLIT, ignore_merges=False, add_bos=False, nfc=True)
-# tokenizer.ggml.pre value -> behaviour (names as llama.cpp's llama-vocab.cpp maps them)
-PRE_TOKENIZERS = {"llama-bpe": _LLAMA3, "llama3": _LLAMA3, "llama-v3": _LLAMA3, "falcon3": _LLAMA3,
-                  "qwen2": _QWEN2}
-
-
 # ------------------------------------------------------------------ the model
 
 def _as_str(v, what: str) -> str:
@@ -249,7 +126,16 @@ class Tokenizer:
                  pre=None, bos_id=None, eos_id=None, eot_id=None, eom_id=None, pad_id=None, unk_id=None,
                  add_bos=None, add_space_prefix=None, chat_template=None):
         if model not in ("gpt2", "llama"):
-            raise TokenizerError(f"tokenizer.ggml.model {model!r} is not supported (supported: gpt2, llama)")
+            what = f" ({REFUSED[model]})" if model in REFUSED else ""
+            raise TokenizerError(f"tokenizer.ggml.model {model!r}{what} is not supported "
+                                 "(supported: gpt2 = byte-level BPE, llama = SentencePiece BPE)")
+        if model == "gpt2":
+            if pre is not None:
+                pre = _as_str(pre, "tokenizer.ggml.pre")
+            self._pre = PRE_TOKENIZERS.get("llama-bpe" if pre is None else pre)
+            if self._pre is None:
+                raise TokenizerError(f"tokenizer.ggml.pre {pre!r} is not supported for gpt2 vocabularies "
+                                     f"(supported: {', '.join(PRE_TOKENIZERS)}; a missing key means llama-bpe)")
         if not isinstance(tokens, (list, tuple)) or not tokens:
             raise TokenizerError("tokenizer.ggml.tokens must be a non-empty array of strings")
         n = len(tokens)
@@ -292,24 +178,12 @@ class Tokenizer:
         self._bytes = [None] * n                       # token id -> bytes, filled lazily
         self._cache = {}
 
-        # special tokens matched in text: CONTROL with parse_special, USER_DEFINED always
-        def alternation(types):
-            texts = sorted({t for t, ty in zip(self.tokens, self.token_types) if ty in types and t},
-                           key=len, reverse=True)
-            return re.compile("|".join(map(re.escape, texts))) if texts else None
-
-        self._special_re = alternation((CONTROL, USER_DEFINED))
-        self._user_re = alternation((USER_DEFINED,))
-        self.control_re = alternation((CONTROL,))     # what parse_special=True adds (bitweb.chat)
+        # the tokens that are not NORMAL (a short list: found in one C-level pass)
+        self._not_normal = list(itertools.compress(range(n), map(NORMAL.__ne__, self.token_types)))
+        self._patterns = {}
 
         add_bos_default = True
         if model == "gpt2":
-            if pre is not None:
-                pre = _as_str(pre, "tokenizer.ggml.pre")
-            self._pre = PRE_TOKENIZERS.get("llama-bpe" if pre is None else pre)
-            if self._pre is None:
-                raise TokenizerError(f"tokenizer.ggml.pre {pre!r} is not supported for gpt2 vocabularies "
-                                     f"(supported: {', '.join(PRE_TOKENIZERS)}; a missing key means llama-bpe)")
             add_bos_default = self._pre.add_bos
             if merges is None:
                 raise TokenizerError("gpt2 vocabulary needs tokenizer.ggml.merges")
@@ -326,6 +200,25 @@ class Tokenizer:
             self.add_space_prefix = True if add_space_prefix is None else bool(add_space_prefix)
             self._byte_ids = [self.token_to_id.get(f"<0x{b:02X}>") for b in range(256)]
         self.add_bos = bool(add_bos_default if add_bos is None else add_bos)
+
+    # special tokens matched in text: CONTROL and UNKNOWN with parse_special, USER_DEFINED always
+
+    def _alternation(self, types: tuple):
+        """A regex matching the text of any token of `types`, longest first (None: no such token);
+        compiled on first use (a vocabulary can have a thousand of them)."""
+        if types not in self._patterns:
+            texts = sorted({self.tokens[i] for i in self._not_normal if self.token_types[i] in types} - {""},
+                           key=len, reverse=True)
+            self._patterns[types] = re.compile("|".join(map(re.escape, texts))) if texts else None
+        return self._patterns[types]
+
+    @property
+    def control_re(self):
+        """What parse_special=True matches besides USER_DEFINED tokens: CONTROL and UNKNOWN (bitweb.chat)."""
+        return self._alternation((CONTROL, UNKNOWN))
+
+    def _specials(self, parse_special: bool):
+        return self._alternation((CONTROL, UNKNOWN, USER_DEFINED) if parse_special else (USER_DEFINED,))
 
     # ----------------------------------------------------------- construction
 
@@ -360,7 +253,7 @@ class Tokenizer:
             if self.bos_id is None:
                 raise TokenizerError("add_bos requested but the vocabulary has no tokenizer.ggml.bos_token_id")
             out.append(self.bos_id)
-        pattern = self._special_re if parse_special else self._user_re
+        pattern = self._specials(parse_special)
         pos, prev_special = 0, True
         if pattern is not None:
             for m in pattern.finditer(text):
@@ -375,7 +268,7 @@ class Tokenizer:
     def split_special(self, text: str, parse_special: bool = True) -> list:
         """`text` cut at the special tokens encode() would find: a list of str (text to
         tokenize) and int (a special token's id), in order."""
-        pattern = self._special_re if parse_special else self._user_re
+        pattern = self._specials(parse_special)
         out, pos = [], 0
         if pattern is not None:
             for m in pattern.finditer(text):
@@ -392,7 +285,7 @@ class Tokenizer:
             pre = self._pre
             if pre.nfc and not unicodedata.is_normalized("NFC", text):
                 text = unicodedata.normalize("NFC", text)
-            for piece in _split(text, pre.split):
+            for piece in pre.split(text):
                 out.extend(self._bpe_piece(piece))
         else:
             if self.add_space_prefix and after_special:   # llama.cpp: prefix at start / after a special
@@ -447,9 +340,10 @@ class Tokenizer:
         while i < n:
             s = sym[i]
             t = vocab.get(s)
-            if t is None:
-                raise TokenizerError(f"BPE produced {s!r}, which is not in the vocabulary")
-            out.append(t)
+            if t is not None:
+                out.append(t)
+            else:       # as llama.cpp (and HF, which drops it): its UTF-8 bytes that are tokens as one-byte text
+                out.extend(vocab[c] for c in s.encode("utf-8").decode("latin-1") if c < "\x80" and c in vocab)
             i = nxt[i]
         return tuple(out)
 

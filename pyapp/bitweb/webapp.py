@@ -35,6 +35,7 @@ import time
 
 from bitweb import formats, gguf
 from bitweb.gpu import DeviceLostError, GPUError, LimitsError, NoAdapterError
+from bitweb.options import MIN_CONTEXT, REQUEST, SAMPLER
 
 try:                                    # Pyodide; the module still imports in CPython (tests)
     import js
@@ -45,15 +46,9 @@ except ImportError:                     # CPython (tests of the plain parts)
 HEADER_FIRST = 256 << 10                # first header read; doubled until the header parses
 
 # Sampling settings a request may carry: name -> (integer?, lowest, highest, lowest excluded?, default)
-SETTINGS = {
-    "temperature": (False, 0.0, 100.0, False, 0.0),
-    "top_k": (True, 0, 1 << 30, False, 0),
-    "top_p": (False, 0.0, 1.0, True, 1.0),
-    "min_p": (False, 0.0, 1.0, False, 0.0),
-    "repetition_penalty": (False, 0.0, 100.0, True, 1.0),
-    "seed": (True, 0, (1 << 53) - 1, False, 0),
-    "max_tokens": (True, 1, 1 << 30, False, None),
-}
+# (bitweb.options REQUEST; the default is the sampler's, max_tokens none: what the context holds)
+SETTINGS = {name: (b.integer, b.lo, b.hi, b.lo_open, SAMPLER[b.sampler].default if b.sampler else None)
+            for name, b in REQUEST.items()}
 MAX_STOPS = 4                           # stop strings per request (as OpenAI's API)
 THINK_OPEN = "<think>\n"
 
@@ -160,9 +155,7 @@ def params_from(req: dict):
         raise AppError("settings", f"stop = {stop!r}: must be a string or a list of strings", field="stop")
     if len(stops) > MAX_STOPS or any(not s for s in stops):
         raise AppError("settings", f"stop: at most {MAX_STOPS} non-empty strings", field="stop")
-    kw = {k: vals[k] for k in ("temperature", "top_k", "top_p", "min_p", "seed") if k in vals}
-    if "repetition_penalty" in vals:
-        kw["repeat_penalty"] = vals["repetition_penalty"]
+    kw = {REQUEST[k].sampler: v for k, v in vals.items() if REQUEST[k].sampler}
     return SamplingParams(**kw), vals.get("max_tokens"), stops
 
 
@@ -195,17 +188,6 @@ def model_info(gf, cfg, name: str) -> dict:
         if info["linear_type"] is not None:
             info["linear_type"] = info["linear_type"].name
     return info
-
-
-def estimate_bytes(cfg, gf, n_ctx: int, kv_cache: str | None = None) -> int:
-    """GPU bytes a model needs: its tensors, the KV cache (K and V per layer, of kv_cache values:
-    default generation.KV_CACHE) and, roughly, the activation buffers (a few prefill rows of the
-    widest layer, the logits)."""
-    weights = sum(t.nbytes for t in gf.tensors.values())
-    from bitweb.generation import KV_CACHE, kv_bytes
-    kv = kv_bytes(cfg, n_ctx, kv_cache or KV_CACHE)
-    widest = max(cfg.n_embd, cfg.q_dim + 2 * cfg.kv_dim, cfg.n_ff)
-    return weights + kv + 4 * (64 * 4 * widest + 2 * cfg.n_vocab)
 
 
 def chat_format(eng):
@@ -313,19 +295,28 @@ class WebApp:
         return error_json(e)
 
     # ------------------------------------------------------------------ device
-    async def device(self):
-        """The shared device; a new one when there is none or it was lost."""
+    async def device(self, mask=(), caps=None):
+        """The device for a load: the current one when it is alive and was made with the same
+        mask_features / cap_limits (bitweb.gpu.request_device: a weaker GPU on request), else a new
+        one. The one it replaces stays while engines use it (_drop_if_unused)."""
         from bitweb import gpu
-        if self.dev is not None and self.dev.lost is None:
-            return self.dev
+        old = self.dev
+        if old is not None and old.lost is None and (old.masked, old.capped) == (tuple(mask), dict(caps or {})):
+            return old
         self.dev = None
-        dev = await gpu.request_device("browser")
+        dev = await gpu.request_device("browser", mask_features=mask, cap_limits=caps)
         self.device_ready = clock()
         dev.device.lost.then(create_once_callable(lambda info: self._on_lost(dev, info)))
-        dev.granted = dict(dev.limits)
         self._track(dev)
         self.dev = dev
+        if old is not None:
+            self._drop_if_unused(old)
         return dev
+
+    def _drop_if_unused(self, dev):
+        """Destroy a device that is no longer the current one once no engine uses it."""
+        if dev is not self.dev and dev.lost is None and not any(s.eng.dev is dev for s in self.engines.values()):
+            dev.device.destroy()
 
     def _track(self, dev):
         """Buffers created by a load's task are remembered, so a load that fails frees exactly
@@ -341,12 +332,13 @@ class WebApp:
         dev.create_buffer = create_buffer
 
     def _on_lost(self, dev, info):
-        if dev is not self.dev:
-            return
+        lost = [eid for eid, s in self.engines.items() if s.eng.dev is dev]
+        if dev is not self.dev and not lost:
+            return                              # (a replaced device with no engine left: destroyed here)
         reason = str(getattr(info, "reason", "") or "unknown")
         message = str(getattr(info, "message", "") or "")
-        lost = list(self.engines)
-        self.engines.clear()
+        for eid in lost:
+            del self.engines[eid]
         self.send("device-lost", None, engines=lost,
                   message=f"the GPU device was lost ({reason}{': ' + message if message else ''}). "
                           "Reload the model to continue.")
@@ -355,7 +347,7 @@ class WebApp:
         d = self.dev
         return {"backend": d.backend, "info": dict(d.info), "description": d.describe(), "software": d.software,
                 "features": sorted(d.features), "caps": d.caps.summary(),
-                "limits": dict(d.limits)}
+                "limits": dict(d.limits), "weaker": d.weaker or None}
 
     def slot(self, eid) -> Slot:
         s = self.engines.get(int(eid))
@@ -398,12 +390,16 @@ class WebApp:
             self.unload(eid)
 
     async def _load(self, rid, blob, name: str, opts: dict) -> dict:
-        from bitweb import engine, generation, model
+        from bitweb import engine, generation, gpu, model, upload
         t0 = time.perf_counter()
         stages = {}                                     # stage -> [start, end], epoch ms (clock())
         self.progress(rid, "header", 0, 1)
         d0 = clock()
-        getting = asyncio.ensure_future(self.device())  # the adapter and device while the header is read
+        try:                                            # a weaker GPU on request (the app's ?cap=)
+            mask, caps = gpu.check_weaker(opts.get("mask_features"), opts.get("cap_limits"))
+        except gpu.GPUError as e:
+            raise AppError("settings", str(e), field="maskFeatures" if "mask" in str(e) else "capLimits") from None
+        getting = asyncio.ensure_future(self.device(mask, caps))  # the adapter and device while the header is read
         try:
             gf = await parse_header(blob)
         except BaseException:
@@ -411,35 +407,28 @@ class WebApp:
             raise
         stages["header"] = [d0, clock()]
         header_ms = (time.perf_counter() - t0) * 1000
-        cfg = model.Config.from_gguf(gf)
-        info = model_info(gf, cfg, name)
+        m = model.Model.from_gguf(gf)                   # parsed once: Engine.load takes it in `fit`
+        info = model_info(gf, m.cfg, name)
         info.update(header_ms=round(header_ms, 1), header_read=gf.header_read)
         self.progress(rid, "header", 1, 1)
         gf.source = BlobSource(blob)
         dev = await getting
         stages["device"] = [d0, max(d0, self.device_ready or d0)]
-        dev.limits = dict(dev.granted)
-        for k, v in (opts.get("cap_limits") or {}).items():   # act as a smaller GPU would
-            dev.limits[k] = min(int(v), int(dev.limits.get(k, v)))
         max_context = opts.get("context")
         if max_context is not None and (isinstance(max_context, bool) or not isinstance(max_context, int)
-                                        or max_context < 2):
-            raise AppError("settings", f"context = {max_context!r}: must be an integer of at least 2 "
+                                        or max_context < MIN_CONTEXT):
+            raise AppError("settings", f"context = {max_context!r}: must be an integer of at least {MIN_CONTEXT} "
                                        "(positions in the KV cache)", field="context")
         kv = opts.get("kv_cache") or generation.KV_CACHE
         if kv not in generation.KV_TYPES:
             raise AppError("settings", f"kvCache = {kv!r}: must be one of {', '.join(generation.KV_TYPES)}",
                            field="kvCache")
         budget = opts.get("gpu_memory")
-        kv_budget = generation.KV_BUDGET                # the default context also fits gpu_memory
-        if budget:
-            kv_budget = max(0, min(kv_budget, budget - estimate_bytes(cfg, gf, 0, kv)))
-        try:
-            n_ctx, note = generation.fit_context(cfg, max_context, min(dev.max_binding, dev.max_buffer), kv_budget,
-                                                 kv=kv)
+        try:                                            # the default context also fits gpu_memory
+            fit = upload.fit_model(dev, m, max_context, kv, budget)
         except generation.ContextError as e:
             raise AppError("out-of-memory" if budget else "limits", f"{name}: {e}") from None
-        need = estimate_bytes(cfg, gf, n_ctx, kv)
+        need = fit.gpu_bytes
         if budget:
             held = sum(s.eng.gpu_bytes for s in self.engines.values())
             if need > budget:
@@ -460,7 +449,7 @@ class WebApp:
         try:
             e0 = clock()
             eng = await engine.Engine.load(
-                dev, gf, blob, activations=opts.get("activations", "a8"), max_context=n_ctx, kv_cache=kv,
+                dev, gf, blob, activations=opts.get("activations", "a8"), fit=fit,
                 progress=lambda stage, done, total: self.progress(rid, stage, done, total),
                 wait_prefill=False)        # ready with the decode kernels; the prefill ones go on compiling
             stages.update({k: [e0 + a, e0 + b] for k, (a, b) in eng.stage_ms.items()})
@@ -486,7 +475,7 @@ class WebApp:
         self.next_id += 1
         load = {"ms": round((time.perf_counter() - t0) * 1000, 1), "header_ms": info["header_ms"],
                 "header_read": info["header_read"], "wasm_before": wasm0, "wasm_after": wasm_bytes(),
-                "activations": opts.get("activations", "a8"), "n_ctx": eng.n_ctx, "context_note": note,
+                "activations": opts.get("activations", "a8"), "n_ctx": eng.n_ctx, "context_note": fit.note,
                 "kv_cache": eng.kv_variant, "kv_cache_bytes": eng.kv_bytes,
                 "estimate_bytes": need, "stages": stages, "pipelines": eng.n_pipelines}
         for k in ("weight_bytes", "gpu_bytes"):
@@ -519,6 +508,7 @@ class WebApp:
         s = self.engines.pop(int(eid), None)
         if s is not None:
             s.eng.close()
+            self._drop_if_unused(s.eng.dev)
         return json.dumps({"unloaded": s is not None})
 
     def prompt_ids(self, s: Slot, messages, enable_thinking=None) -> list:

@@ -1,4 +1,4 @@
-"""The chat app end to end: web/index.html + app.mjs (page) on the public library web/bitweb.mjs
+"""The chat app end to end: web/index.html + web/app/ (page) on the public library web/bitweb.mjs
 (worker.mjs + bitweb.webapp in Pyodide) in headless Chromium on SwiftShader, checked against the
 CLI (`python -m bitweb generate`, native).
 
@@ -8,119 +8,29 @@ web/models/bitweb-chat-i2_s.gguf. One browser context (one OPFS, one IndexedDB) 
 tests of this module, in order: load -> chat -> stop -> new chat -> file input -> malformed ->
 Markdown and raw HTML in a reply -> regenerate / edit -> export / import -> reload keeps the
 chat -> offline reload from the cache -> device lost -> context -> screenshots -> axe scans.
+The page driver (App) and the CLI oracle are in tests/e2e/app_driver.py.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import pathlib
-import subprocess
-import sys
 from urllib.parse import urlparse
 
 import pytest
 
 from bitweb import gguf, webapp
-from tests.conftest import ROOT, make_last_token_first
-from tests.e2e.conftest import new_page
+from tests.conftest import ROOT
+from tests.e2e.app_driver import (PROMPT, READY_MS, REPLY_MS, app, axe, boot_snapshot_saved,  # noqa: F401 (app: the page fixture)
+                                  check_stages, cli, clis, make_first_token_models, make_model, native_chat,
+                                  new_app_context, no_errors)
 
-PROMPT = "Hello there, who are you?"
 XSS = '<img src=x onerror="window.__xss=1">'
 MARKDOWN = "- one\n- two\n\n```js\nlet x = 1;\n```\n\n"     # a list and a code block
 THINK = "<think>\nI add the ones.\n</think>\n\n"             # a reasoning block before the answer
-READY_MS = 240_000          # Pyodide boot + model load on SwiftShader (2 shared cores)
-REPLY_MS = 240_000
 FINISH = {"eos": "stop", "eot": "stop", "max_tokens": "length", "context": "length"}   # CLI -> API
 
 
 # ---------------------------------------------------------------- models and the CLI oracle
-
-def make_model(out: pathlib.Path, seed: int, vocab_extra: list[str] | None = None, **meta) -> pathlib.Path:
-    """A tiny random bitnet-b1.58 I2_S model with the bytes vocabulary (+ extra NORMAL tokens)."""
-    from bitweb.authoring import makemodel, vocab
-    args = argparse.Namespace(arch="bitnet-b1.58", format="i2_s", preset="tiny", layers=None,
-                              vocab="bytes", seed=seed, scale_tensors="auto")
-    voc = vocab.bytes_vocab()
-    if vocab_extra:
-        voc["tokenizer.ggml.tokens"] = list(voc["tokenizer.ggml.tokens"]) + vocab_extra
-        voc["tokenizer.ggml.token_type"] = list(voc["tokenizer.ggml.token_type"]) + [1] * len(vocab_extra)
-    voc.update(meta)
-    makemodel.write_model(makemodel.spec_from_args(args), voc, out)
-    return out
-
-
-def cli_args(model, prompt=PROMPT, max_tokens=12, system=None, activations="a8", thinking=None) -> list[str]:
-    """The arguments of `python -m bitweb generate MODEL --chat --temperature 0 --json` (native
-    backend; thinking: "on" / "off", the template's thinking switch)."""
-    argv = ["generate", str(model), "--chat", "--prompt", prompt, "--temperature", "0", "--max-tokens", str(max_tokens),
-            "--json", "--backend", "native", "--activations", activations]
-    if system:
-        argv += ["--system", system]
-    if thinking:
-        argv += ["--thinking", thinking]
-    return argv
-
-
-# Runs each argv through the CLI's entry point (bitweb.commands.main, what `python -m bitweb` calls)
-# in one Python process, one generate after another, each with its own engine as a separate run
-# has; the native device (lavapipe) is made once and handed to every run, so its kernels compile
-# once (a new device per run costs ~2 s of CPU each on lavapipe). Prints each run's JSON line, prefixed.
-CLI_MANY = """
-import contextlib, io, json, sys
-from bitweb import commands, gpu
-made = gpu.request_device
-dev = []
-async def one_device(*a, **k):
-    if not dev:
-        dev.append(await made(*a, **k))
-    return dev[0]
-gpu.request_device = one_device
-for argv in json.loads(sys.argv[1]):
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        rc = commands.main(argv)
-    if rc != 0:
-        sys.exit(f"{argv}: exit {rc}")
-    print("CLI_JSON " + [ln for ln in out.getvalue().splitlines() if ln.startswith("{")][-1], flush=True)
-"""
-
-
-def clis(*calls: dict) -> list[dict]:
-    """cli(**call) for each call (same results), in one process (CLI_MANY): Python, the wgpu
-    bindings and the device start once, not once per call (~5 s of CPU each on 2 cores)."""
-    p = subprocess.run([sys.executable, "-c", CLI_MANY, json.dumps([cli_args(**c) for c in calls])],
-                       capture_output=True, text=True, timeout=600, cwd=ROOT)
-    assert p.returncode == 0, p.stderr
-    got = [json.loads(ln.removeprefix("CLI_JSON ")) for ln in p.stdout.splitlines() if ln.startswith("CLI_JSON ")]
-    assert len(got) == len(calls), p.stdout
-    return got
-
-
-def cli(model, **kw) -> dict:
-    """`python -m bitweb generate MODEL --chat --temperature 0 --json --backend native` (cli_args)."""
-    p = subprocess.run([sys.executable, "-m", "bitweb", *cli_args(model, **kw)], capture_output=True, text=True,
-                       timeout=600, cwd=ROOT)
-    assert p.returncode == 0, p.stderr
-    return json.loads([ln for ln in p.stdout.splitlines() if ln.startswith("{")][-1])
-
-
-def byte_level(text: str) -> str:
-    """GPT-2 byte-level token text for `text` (what tokenizer.ggml.tokens holds)."""
-    from bitweb.authoring.vocab import BYTE_TO_CHAR
-    return "".join(BYTE_TO_CHAR[b] for b in text.encode())
-
-
-def make_first_token_models(paths: dict, seed: int = 3) -> dict:
-    """{path: text}: models whose greedy reply to PROMPT starts with `text`: the vocabulary gets one
-    more NORMAL token whose text is `text`, made the first token (tests.conftest.make_last_token_first)
-    of the reply the CLI gives. The CLI confirms the result (the oracle below)."""
-    for path, text in paths.items():
-        make_model(path, seed=seed, vocab_extra=[byte_level(text)])
-    firsts = clis(*[dict(model=path, max_tokens=1) for path in paths])
-    for path, res in zip(paths, firsts):
-        make_last_token_first(path, res["ids"][0])
-    return paths
-
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
@@ -144,165 +54,7 @@ def oracle(models):
     return dict(zip(calls, clis(*calls.values())))
 
 
-# ---------------------------------------------------------------- the page
-
-class App:
-    """The app page and what the tests do with it."""
-
-    def __init__(self, page, server, models):
-        self.page, self.server, self.models = page, server, models
-        self.served = []
-
-    def serve_models(self, context):
-        def fulfil(route):
-            name = route.request.url.split("/test-models/")[1].split("?")[0]
-            self.served.append((route.request.method, name))
-            route.fulfill(path=str(self.models[name.removesuffix(".gguf")]),
-                          headers={"content-type": "application/octet-stream",
-                                   "last-modified": "Wed, 01 Jan 2025 00:00:00 GMT"})
-        self.matcher = lambda url: urlparse(url).path.startswith("/test-models/")
-        context.route(self.matcher, fulfil)
-
-    def unserve_models(self, context):
-        context.unroute(self.matcher)
-
-    def open(self, query="?model=test-models/tiny.gguf"):
-        self.page.goto(self.server + query)
-        return self.wait_ready()
-
-    def wait_ready(self, name=None):
-        """Wait until a model is loaded (`name`: that model) or an error shows; the engine's info."""
-        self.page.wait_for_function(
-            "([name]) => { const s = window.bitwebApp?.state; const e = s?.engine;"
-            "  return !document.getElementById('error').hidden || document.body.dataset.state === 'failed'"
-            "    || (document.body.dataset.state === 'ready' && e && (!name || e.info.name === name)); }",
-            arg=[name], timeout=READY_MS)
-        state = self.page.evaluate("document.body.dataset.state")
-        assert state == "ready", (f"state {state}: {self.error_text()}; progress seen: "
-                                  f"{self.page.evaluate('window.bitwebApp?.state?.seen')}; console errors: {self.page.errors[-5:]}")
-        info = self.info()
-        assert name is None or info["name"] == name, (name, info)
-        return info
-
-    def info(self):
-        return self.page.evaluate("(() => { const e = window.bitwebApp?.state?.engine; return e ? {...e.info} : null; })()")
-
-    def error_text(self):
-        return self.page.evaluate("document.getElementById('error').hidden ? '' : document.getElementById('error').innerText")
-
-    def set(self, **settings):
-        for k, v in settings.items():
-            k = {"repeat_penalty": "repetition_penalty"}.get(k, k)
-            self.page.fill(f"#settings input[name={k}]", str(v))
-
-    def record(self):
-        """Record the last assistant message's text at every DOM change (window.__snaps)."""
-        self.page.evaluate("""() => {
-          window.__snaps = [];
-          const chat = document.getElementById('chat');
-          window.__obs?.disconnect();
-          window.__obs = new MutationObserver(() => {
-            const all = chat.querySelectorAll('.msg.assistant');
-            const last = all[all.length - 1];
-            if (!last) return;
-            const t = last.raw, s = window.__snaps;
-            if (!s.length || s[s.length - 1].t !== t || s[s.length - 1].done !== !!last.dataset.done)
-              s.push({ t, done: !!last.dataset.done });
-          });
-          window.__obs.observe(chat, { subtree: true, childList: true, characterData: true, attributes: true });
-        }""")
-
-    def say(self, text):
-        self.page.wait_for_function("document.body.dataset.state === 'ready'", timeout=READY_MS)
-        n = self.page.locator(".msg.assistant").count()
-        self.page.fill("#input", text)
-        self.page.press("#input", "Enter")
-        return n + 1
-
-    def mark(self):
-        """Mark the messages shown now as stale: reply() then waits for a message rendered after."""
-        self.page.evaluate("document.querySelectorAll('.msg').forEach(e => { e.dataset.stale = '1'; })")
-
-    def reply(self, n):
-        """Wait for the n-th assistant message to finish (not one marked stale); its raw text,
-        finish reason and the stats."""
-        self.page.wait_for_function(
-            f"(document.querySelectorAll('.msg.assistant[data-done]:not([data-stale])').length >= {n}"
-            "  && document.body.dataset.state !== 'generating')"
-            " || !document.getElementById('error').hidden || !!document.querySelector('.context-full')", timeout=REPLY_MS)
-        assert not self.error_text(), self.error_text()
-        el = self.page.locator(".msg.assistant").nth(n - 1)
-        return {"text": el.evaluate("e => e.raw"), "finish": el.get_attribute("data-finish"),
-                "stats": self.page.evaluate("Object.fromEntries([...document.querySelectorAll('#stats dd')].map(d => [d.dataset.stat, d.textContent]))")}
-
-    def last_reply(self):
-        return self.page.evaluate("window.bitwebApp.state.lastReply")
-
-    def messages(self):
-        """The open conversation in the OpenAI shape (what Export writes)."""
-        return self.page.evaluate("window.bitwebApp.store.exported(window.bitwebApp.state.conv).messages")
-
-    def cached(self):
-        return self.page.evaluate("window.bitwebApp.bitweb.cache.list().then(l => l.map(m => m.name))")
-
-
-def new_app_context(browser, server, models, **kw):
-    ctx = browser.new_context(viewport={"width": 1280, "height": 800}, **kw)
-    a = App(new_page(ctx), server, models)
-    a.context = ctx
-    a.serve_models(ctx)
-    return a
-
-
-@pytest.fixture(scope="module")
-def app(browser, server, models):
-    a = new_app_context(browser, server, models)
-    yield a
-    a.context.close()
-
-
-def no_errors(app):
-    """No console error and no uncaught exception, in the page or its worker, so far."""
-    assert app.page.errors == [], app.page.errors
-
-
-def axe(page, what):
-    """axe-core (node_modules/axe-core, injected here) finds no violation on the page as it is."""
-    page.add_script_tag(path=str(ROOT / "node_modules" / "axe-core" / "axe.min.js"))
-    res = page.evaluate("axe.run(document, {resultTypes: ['violations']})")
-    found = [(v["id"], v["impact"], [n["target"] for n in v["nodes"]][:3]) for v in res["violations"]]
-    assert found == [], f"{what}: {found}"
-
-
-def boot_snapshot_saved(page) -> int:
-    """Bytes of the boot snapshot this page's worker stored (waits for it) or 0 when the worker
-    booted from one (web/py.mjs)."""
-    page.wait_for_function("window.bitwebApp.bitweb.stats().then((s) => { window.__boot = s.boot; })"
-                           " && window.__boot && (window.__boot.from === 'snapshot' || window.__boot.snapshotSaved !== undefined)",
-                           timeout=30_000, polling=200)
-    boot = page.evaluate("window.__boot")
-    assert boot["from"] == "snapshot" or boot["snapshotSaved"] > 0, boot
-    return boot.get("snapshotSaved", 0)
-
-
 # ---------------------------------------------------------------- tests (in order)
-
-def check_stages(st: dict, download: bool):
-    """A load's stage times (engine.info.load.stages: [start, end] in page ms): each stage that must
-    run is there, inside the whole load ("ready"), in the order the data needs: Python is up before
-    the header is read, the header before the upload, the kernels and the upload before the plans.
-    (Not timed: speed is for the benchmarks.)"""
-    want = {"boot", "header", "device", "upload", "compile", "plans", "ready"} | ({"download"} if download else set())
-    assert want <= set(st), st
-    r0, r1 = st["ready"]
-    assert all(r0 - 1 <= a <= b <= r1 + 1 for a, b in st.values()), st        # (times rounded to 0.1 ms)
-    assert st["boot"][1] <= st["header"][0] + 1 and st["header"][1] <= st["upload"][0] + 1, st
-    assert max(st["upload"][1], st["compile"][1]) <= st["plans"][0] + 1, st
-    assert st["compile"][0] < st["upload"][1], st                              # compiling while uploading
-    if download:
-        assert st["download"][0] <= st["header"][0], st
-    return st
-
 
 def test_boot_and_load(app):
     snapshots = []                                # the shipped boot snapshot's responses (the worker's fetches)
@@ -837,26 +589,6 @@ def test_no_webgpu_says_how_to_enable(browser, server):
     axe(page, "the no-WebGPU page")
     assert errors == []
     ctx.close()
-
-
-def native_chat(model, turns, max_tokens):
-    """Replies of one multi-turn greedy chat with the engine on the native backend."""
-    code = f"""
-import asyncio, json
-from bitweb import engine, generation, gguf, gpu, sampling
-async def main():
-    dev = await gpu.request_device("native")
-    gf = gguf.open_gguf({str(model)!r})
-    chat = generation.ChatSession(await engine.Engine.load(dev, gf, gf.source, activations="a8"))
-    out = []
-    for text in {list(turns)!r}:
-        out.append((await chat.send(text, sampling.SamplingParams(), {max_tokens})).text)
-    print(json.dumps(out))
-asyncio.run(main())
-"""
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=ROOT)
-    assert p.returncode == 0, p.stderr
-    return json.loads(p.stdout.splitlines()[-1])
 
 
 def test_default_model_loads_and_matches_cli(browser, server):

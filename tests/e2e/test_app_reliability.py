@@ -25,8 +25,8 @@ import threading
 import pytest
 
 from tests.conftest import ROOT
-from tests.e2e.test_app import PROMPT, READY_MS, REPLY_MS, clis, make_model, no_errors
-from tests.e2e.test_app import app  # noqa: F401  (the app page fixture, over this module's models)
+from tests.e2e.app_driver import PROMPT, READY_MS, REPLY_MS, clis, make_model, no_errors
+from tests.e2e.app_driver import app  # noqa: F401  (the app page fixture, over this module's models)
 
 MiB = 1 << 20
 
@@ -75,9 +75,9 @@ def chat_once(app, text=PROMPT, max_tokens=12):
 # ---------------------------------------------------------------- memory for two models
 
 def test_no_room_for_two_models_asks_before_dropping_the_old(app, models, oracle):
-    from bitweb import gguf, model, webapp
+    from bitweb import gguf, model, upload
     gf = gguf.open_gguf(models["tiny"])
-    need = webapp.estimate_bytes(model.Config.from_gguf(gf), gf, 1024)
+    need = upload.estimate_bytes(model.Model.from_gguf(gf), 1024)
     gf.close()
     app.open(f"?model=test-models/tiny.gguf&cap=memory:{need * 3 // 2}")       # room for one model
     app.page.set_input_files("#file-input", str(models["other"]))

@@ -1,5 +1,5 @@
-"""The benchmarks in headless Chromium (SwiftShader) through Pyodide: web/bench.html, and ready time
-against wllama: web/bench-ready.html.
+"""The benchmarks in headless Chromium (SwiftShader) through Pyodide: web/dev/bench.html, and ready time
+against wllama: web/dev/bench-ready.html.
 
 By default (the test suite) one small kernel shape (default variants) and a short decode of a tiny generated
 model, checked for well-formed JSON like the native ones (tests/test_bench.py); no timed
@@ -30,7 +30,7 @@ from bitweb import bench
 from bitweb.authoring.makemodel import PRESETS, ModelSpec, load_vocab, write_model
 from tests.conftest import IN_CI, ROOT
 from tests.e2e.conftest import new_page
-from tests.e2e.test_app import check_stages
+from tests.e2e.app_driver import check_stages
 from tests.test_bench import KERNEL_FIELDS, check_kernel_results
 
 FULL = os.environ.get("BITWEB_BENCH", "") == "full"
@@ -57,7 +57,7 @@ def bench_model() -> str:
 def test_bench_in_browser(server, page):
     model = bench_model()
     query = f"model=/{model}" + ("" if FULL else "&quick=1&shapes=256x256&tokens=5&prompt=8&repeats=1")
-    page.goto(server + "bench.html?" + query)
+    page.goto(server + "dev/bench.html?" + query)
     long = FULL or os.environ.get("BITWEB_BENCH_MODEL")
     page.wait_for_function("window.benchResults !== undefined", timeout=(3_600_000 if long else 600_000))
     res = page.evaluate("window.benchResults")
@@ -107,14 +107,14 @@ def tq2_0_twin() -> str:
 
 
 def ready_visits(browser, server, engine: str, model: str, visits: int, replies: bool) -> list:
-    """`visits` loads of web/bench-ready.html in one fresh browser context (the first: nothing
+    """`visits` loads of web/dev/bench-ready.html in one fresh browser context (the first: nothing
     cached): window.readyResult of each."""
     ctx = browser.new_context()
     out = []
     try:
         page = new_page(ctx)
         for _ in range(visits):
-            page.goto(server + f"bench-ready.html?engine={engine}&model=/{model}&max_tokens=32"
+            page.goto(server + f"dev/bench-ready.html?engine={engine}&model=/{model}&max_tokens=32"
                       + ("" if replies else "&replies=0"))
             page.wait_for_function("window.readyResult !== undefined", timeout=600_000)
             r = page.evaluate("window.readyResult")

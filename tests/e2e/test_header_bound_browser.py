@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import struct
 
-from tests.e2e.test_app import READY_MS, App, make_model
+from tests.e2e.app_driver import READY_MS, App, make_model
 
 MiB = 1 << 20
 

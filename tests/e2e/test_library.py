@@ -8,7 +8,7 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.e2e.conftest import new_page
-from tests.e2e.test_app import cli
+from tests.e2e.app_driver import cli
 
 MODEL = ROOT / "web" / "models" / "bitweb-chat-i2_s.gguf"
 QUESTION = "What is 37 + 45?"

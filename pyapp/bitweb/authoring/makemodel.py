@@ -30,7 +30,10 @@ bitnet-b1.58 files carry the published file's placeholder template (PUBLISHED_CH
 and, like it, no tokenizer.ggml.pre / eot_token_id.
 
 Architectures `qwen3` (Bonsai) and `llama` (Falcon3 1.58-bit) have no sub-norms; qwen3 has
-`blk.N.attn_q_norm` / `attn_k_norm` F32 [head_dim] after attn_v. Their keys are what llama.cpp's
+`blk.N.attn_q_norm` / `attn_k_norm` F32 [head_dim] after attn_v. Which block tensors a file has
+comes from the architecture's row of bitweb.model.ARCHS (the file's Config: ModelSpec.config,
+Config.tensor_shapes); how it is written (keys, RoPE base, RMS epsilon) from its ARCH_FILES row,
+keyed by the same name. Their keys are what llama.cpp's
 convert_hf_to_gguf.py writes (QWEN3_KEYS / LLAMA_KEYS: head_dim as attention.key_length /
 value_length, so Qwen3-4B's 128 != n_embd / n_head works), then every tokenizer key of the
 vocabulary. The bonsai-* presets are Qwen3-1.7B / 4B / 8B's shapes (PRESETS) and by default
@@ -70,7 +73,7 @@ import math
 import zlib
 from dataclasses import dataclass
 
-from bitweb import formats
+from bitweb import formats, model
 from bitweb.authoring.gguf_writer import ARRAY, BOOL, FLOAT32, INT32, STRING, UINT32, GGUFWriter, Value
 
 PRESETS = {
@@ -93,10 +96,6 @@ PRESET_DEFAULTS = {"bonsai-1.7b": dict(arch="qwen3", format="q1_0", embd_format=
                    "bonsai-8b": dict(arch="qwen3", format="q1_0", embd_format="q1_0", output_format="q1_0",
                                      vocab="qwen")}
 DEFAULTS = dict(arch="bitnet-b1.58", format="i2_s", embd_format="f16", output_format=None, vocab="bytes")
-ARCHS = ("bitnet-b1.58", "bitnet", "qwen3", "llama")
-# RoPE base and RMS epsilon per architecture: the 2B4T file's; Qwen3's config; Falcon3-1B's
-ROPE_FREQ_BASE = {"bitnet-b1.58": 500000.0, "bitnet": 500000.0, "qwen3": 1000000.0, "llama": 1000042.0}
-RMS_EPS = {"bitnet-b1.58": 1e-5, "bitnet": 1e-5, "qwen3": 1e-6, "llama": 1e-6}
 
 LINEAR_TYPE = {f.name.lower(): f for f in formats.select("linear")}     # --format -> its Format
 EMBD_TYPE = {f.name.lower(): f for f in formats.select("table")}        # --embd-format / --output-format
@@ -104,9 +103,9 @@ EMBD_TYPE = {f.name.lower(): f for f in formats.select("table")}        # --embd
 # --scale-tensors auto: llama.cpp's `bitnet` files come in its TQ types
 SCALE_TENSOR_TYPES = (formats.TQ1_0, formats.TQ2_0)
 
+# a block's tensors in file order (those its architecture has: Config.tensor_shapes)
 BLOCK_TENSORS = ["attn_norm", "attn_q", "attn_k", "attn_v", "attn_q_norm", "attn_k_norm", "attn_sub_norm",
                  "attn_output", "ffn_norm", "ffn_gate", "ffn_up", "ffn_sub_norm", "ffn_down"]
-LINEARS = ["attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"]
 
 # The chat template of the published file: hard-coded by bitnet.cpp's
 # utils/convert-ms-to-gguf-bitnet.py (a placeholder that does not match training).
@@ -176,6 +175,28 @@ VOCAB_ORDER = [
     ("tokenizer.ggml.eot_token_id", UINT32), ("tokenizer.ggml.padding_token_id", UINT32),
     ("tokenizer.ggml.add_bos_token", BOOL), ("tokenizer.chat_template", STRING),
 ]
+
+
+@dataclass(frozen=True)
+class ArchFile:
+    """How make-model writes one architecture (what its blocks have is its row of model.ARCHS)."""
+    keys: list                  # (key, GGUF value type) in file order; "{a}" = the architecture
+    rope_base: float            # {a}.rope.freq_base
+    eps: float                  # {a}.attention.layer_norm_rms_epsilon
+    vocab_keys: bool = False    # the keys are followed by every tokenizer key the vocabulary has (VOCAB_ORDER)
+    chat_template: str | None = None    # written instead of the vocabulary's template
+    pre: str | None = None      # tokenizer.ggml.pre when the vocabulary has none
+
+
+# general.architecture -> how make-model writes it: one line per architecture it makes, each a key
+# of model.ARCHS. RoPE base and RMS epsilon: the 2B4T file's; Qwen3's config; Falcon3-1B's.
+ARCH_FILES = {
+    "bitnet-b1.58": ArchFile(PUBLISHED_KEYS, 500000.0, 1e-5, chat_template=PUBLISHED_CHAT_TEMPLATE),
+    "bitnet": ArchFile(BITNET_KEYS, 500000.0, 1e-5, pre="llama-bpe"),
+    "qwen3": ArchFile(QWEN3_KEYS, 1000000.0, 1e-6, vocab_keys=True),
+    "llama": ArchFile(LLAMA_KEYS, 1000042.0, 1e-6, vocab_keys=True),
+}
+ARCHS = tuple(ARCH_FILES)
 TOKEN_TYPE_CONTROL = 3
 TOKEN_TYPE_UNUSED = 5
 
@@ -211,9 +232,13 @@ class ModelSpec:
     def linear_type(self) -> formats.Format:
         return LINEAR_TYPE[self.fmt]
 
-    @property
-    def sub_norms(self) -> bool:
-        return self.arch in ("bitnet-b1.58", "bitnet")
+    def config(self, n_vocab: int) -> model.Config:
+        """The Config a reader makes of this file (bitweb.model.Config.from_gguf), n_vocab rows."""
+        af = ARCH_FILES[self.arch]
+        return model.Config.from_arch(
+            self.arch, n_vocab=n_vocab, n_ctx=self.n_ctx, n_embd=self.n_embd, n_layer=self.n_layer, n_ff=self.n_ff,
+            n_head=self.n_head, n_head_kv=self.n_head_kv, head_dim=self.head_dim, eps=af.eps,
+            rope_base=af.rope_base, tied=self.tied, linear_type=self.linear_type)
 
 
 def spec_from_args(args) -> ModelSpec:
@@ -243,11 +268,12 @@ def spec_from_args(args) -> ModelSpec:
         raise MakeModelError(f"--seed must be >= 0, got {args.seed}")
     mode = getattr(args, "scale_tensors", "auto") or "auto"
     if mode == "auto":
-        scale = arch == "bitnet" and LINEAR_TYPE[fmt] in SCALE_TENSOR_TYPES
+        scale = model.ARCHS[arch].scales and LINEAR_TYPE[fmt] in SCALE_TENSOR_TYPES
     elif mode in ("on", "off"):
         scale = mode == "on"
-        if scale and arch != "bitnet":
-            raise MakeModelError("--scale-tensors on: .scale tensors exist only in --arch bitnet")
+        if scale and not model.ARCHS[arch].scales:
+            raise MakeModelError(f"--scale-tensors on: .scale tensors exist only in --arch "
+                                 f"{' / '.join(a for a in ARCHS if model.ARCHS[a].scales)}")
     else:
         raise MakeModelError(f"--scale-tensors {mode!r}: must be auto, on or off")
     if opt["output_format"] is not None:
@@ -343,29 +369,26 @@ def complete_vocab(voc: dict) -> dict:
 
 def build_metadata(spec: ModelSpec, voc: dict) -> list[tuple[str, Value]]:
     """The metadata pairs, in file order, for a completed vocabulary."""
-    a = spec.arch
-    n_vocab = len(voc["tokenizer.ggml.tokens"].value if isinstance(voc["tokenizer.ggml.tokens"], Value)
-                  else voc["tokenizer.ggml.tokens"])
+    a, af = spec.arch, ARCH_FILES[spec.arch]
+    cfg = spec.config(len(voc["tokenizer.ggml.tokens"].value if isinstance(voc["tokenizer.ggml.tokens"], Value)
+                          else voc["tokenizer.ggml.tokens"]))
     values = {
         "general.architecture": a,
         "general.name": f"bitweb-random-{spec.preset}-{spec.fmt}-seed{spec.seed}",
-        "{a}.vocab_size": n_vocab, "{a}.context_length": spec.n_ctx,
-        "{a}.embedding_length": spec.n_embd, "{a}.block_count": spec.n_layer,
-        "{a}.feed_forward_length": spec.n_ff, "{a}.rope.dimension_count": spec.head_dim,
-        "{a}.attention.head_count": spec.n_head, "{a}.attention.head_count_kv": spec.n_head_kv,
-        "{a}.attention.layer_norm_rms_epsilon": RMS_EPS[a], "{a}.rope.freq_base": ROPE_FREQ_BASE[a],
+        "{a}.vocab_size": cfg.n_vocab, "{a}.context_length": cfg.n_ctx,
+        "{a}.embedding_length": cfg.n_embd, "{a}.block_count": cfg.n_layer,
+        "{a}.feed_forward_length": cfg.n_ff, "{a}.rope.dimension_count": cfg.head_dim,
+        "{a}.attention.head_count": cfg.n_head, "{a}.attention.head_count_kv": cfg.n_head_kv,
+        "{a}.attention.layer_norm_rms_epsilon": cfg.eps, "{a}.rope.freq_base": cfg.rope_base,
         "{a}.rope.scaling.type": "linear", "{a}.rope.scaling.factor": 1.0,
-        "{a}.attention.key_length": spec.head_dim, "{a}.attention.value_length": spec.head_dim,
-        "general.file_type": spec.linear_type.file_type, "general.quantization_version": 2,
+        "{a}.attention.key_length": cfg.head_dim, "{a}.attention.value_length": cfg.head_dim,
+        "general.file_type": cfg.linear_type.file_type, "general.quantization_version": 2,
     }
-    if a == "bitnet-b1.58":
-        values["tokenizer.chat_template"] = PUBLISHED_CHAT_TEMPLATE
-    if a == "bitnet":
-        values["tokenizer.ggml.pre"] = voc.get("tokenizer.ggml.pre", "llama-bpe")
-    if a in ("qwen3", "llama"):
-        keys = (QWEN3_KEYS if a == "qwen3" else LLAMA_KEYS) + [(k, t) for k, t in VOCAB_ORDER if k in voc]
-    else:
-        keys = PUBLISHED_KEYS if a == "bitnet-b1.58" else BITNET_KEYS
+    if af.chat_template is not None:
+        values["tokenizer.chat_template"] = af.chat_template
+    if af.pre is not None:
+        values["tokenizer.ggml.pre"] = voc.get("tokenizer.ggml.pre", af.pre)
+    keys = af.keys + ([(k, t) for k, t in VOCAB_ORDER if k in voc] if af.vocab_keys else [])
     out = []
     for key, vtype in keys:
         if key in values:
@@ -394,19 +417,13 @@ class TensorPlan:
 
 
 def plan_tensors(spec: ModelSpec, n_vocab: int) -> list[TensorPlan]:
-    e, qd, kvd, ff = spec.n_embd, spec.n_head * spec.head_dim, spec.n_head_kv * spec.head_dim, spec.n_ff
-    shapes = {"attn_norm": (e,), "attn_q": (e, qd), "attn_k": (e, kvd), "attn_v": (e, kvd),
-              "attn_sub_norm": (qd,), "attn_output": (qd, e), "ffn_norm": (e,), "ffn_gate": (e, ff),
-              "ffn_up": (e, ff), "ffn_sub_norm": (ff,), "ffn_down": (ff, e)}
-    if spec.arch == "qwen3":                      # QK-norm weights over head_dim
-        shapes.update(attn_q_norm=(spec.head_dim,), attn_k_norm=(spec.head_dim,))
-    if not spec.sub_norms:
-        del shapes["attn_sub_norm"], shapes["ffn_sub_norm"]
+    e = spec.n_embd
+    shapes = spec.config(n_vocab).tensor_shapes()     # the block tensors its architecture has
     out = [TensorPlan("token_embd.weight", (e, n_vocab), EMBD_TYPE[spec.embd_fmt], "embd")]
     for i in range(spec.n_layer):
         for t in (t for t in BLOCK_TENSORS if t in shapes):
             name = f"blk.{i}.{t}.weight"
-            if t in LINEARS:
+            if t in model.LINEARS:
                 out.append(TensorPlan(name, shapes[t], spec.linear_type, "linear"))
                 if spec.scale_tensors:
                     out.append(TensorPlan(f"blk.{i}.{t}.scale", (1,), formats.F32, "scale", linear=name))

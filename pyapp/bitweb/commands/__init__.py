@@ -10,6 +10,8 @@ import importlib
 import sys
 
 from bitweb import formats
+from bitweb.options import (ACTIVATIONS, DEFAULT_ACTIVATIONS, DEFAULT_KV_CACHE, KV_CACHES, LM_HEADS,
+                            SAMPLER)
 
 FORMATS = [f.name.lower() for f in formats.select("linear")]      # make-model --format: the block linear types
 EMBD_FORMATS = [f.name.lower() for f in formats.select("table")]  # make-model --embd-format: token_embd's type
@@ -18,13 +20,13 @@ EMBD_FORMATS = [f.name.lower() for f in formats.select("table")]  # make-model -
 def _gen_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="GGUF file")
     p.add_argument("--backend", choices=["native", "numpy"], default="native")
-    p.add_argument("--activations", choices=["a8", "f32"], default="a8",
+    p.add_argument("--activations", choices=ACTIVATIONS, default=DEFAULT_ACTIVATIONS,
                    help="a8: W1.58A8 per-token int8 activations (as trained); f32: float activations")
     _kv_arg(p)
 
 
 def _kv_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--kv-cache", choices=["f16", "f32"], default="f16",
+    p.add_argument("--kv-cache", choices=KV_CACHES, default=DEFAULT_KV_CACHE,
                    help="KV cache values: f16 (default, half the memory; attention still computes in f32) or f32")
 
 
@@ -82,19 +84,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help="chat templates with a thinking switch (Qwen3): think first or not (implies --chat)")
     p.add_argument("--system", default=None)
     p.add_argument("--max-tokens", type=int, default=128)
-    p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--top-k", type=int, default=0)
-    p.add_argument("--top-p", type=float, default=1.0)
-    p.add_argument("--min-p", type=float, default=0.0)
-    p.add_argument("--repeat-penalty", type=float, default=1.0)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--temperature", type=float, default=SAMPLER["temperature"].default)
+    p.add_argument("--top-k", type=int, default=SAMPLER["top_k"].default)
+    p.add_argument("--top-p", type=float, default=SAMPLER["top_p"].default)
+    p.add_argument("--min-p", type=float, default=SAMPLER["min_p"].default)
+    p.add_argument("--repeat-penalty", type=float, default=SAMPLER["repeat_penalty"].default)
+    p.add_argument("--seed", type=int, default=SAMPLER["seed"].default)
     p.add_argument("--ignore-eos", action="store_true", help="do not stop on EOS / <|eot_id|>")
     p.add_argument("--max-context", "--ctx", type=int, default=None,
                    help="KV cache positions (default: the model's context length, or the largest that fits "
                         "the GPU's limits and a 1 GiB KV cache of --kv-cache values; a note on stderr says so)")
     p.add_argument("--stats", action="store_true")
     p.add_argument("--json", action="store_true")
-    p.add_argument("--lm-head", choices=["q8_0"], default=None,
+    p.add_argument("--lm-head", choices=LM_HEADS, default=None,
                    help="re-quantize the LM head on load (GPU engine; default: as in the file)")
 
     p = cmd("eval", "bitweb.commands.eval:main", "held-out exact-match accuracy per task")
@@ -116,14 +118,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write float32 logits (n_ids, n_vocab): row i = the logits after ids[chunk start..i]")
     p.add_argument("--json", action="store_true")
 
-    p = cmd("bench", "bitweb.commands.bench:main", "benchmarks: kernels, decode, load, tokenizer (ratios from one run)")
-    p.add_argument("what", choices=["kernels", "decode", "load", "tokenizer"])
+    p = cmd("bench", "bitweb.commands.bench:main",
+            "benchmarks: kernels, decode, load, tokenizer, grammar (ratios from one run)")
+    p.add_argument("what", choices=["kernels", "decode", "load", "tokenizer", "grammar"])
     p.add_argument("model", nargs="?")
     p.add_argument("--backend", choices=["native"], default="native")
-    p.add_argument("--tokens", type=int, default=32, help="decode: tokens to generate")
+    p.add_argument("--tokens", type=int, default=32, help="decode: tokens to generate (grammar: default 200)")
     p.add_argument("--prompt-tokens", type=int, default=32, help="decode: prompt length")
-    p.add_argument("--activations", choices=["a8", "f32"], default="a8")
-    p.add_argument("--lm-head", choices=["q8_0"], default=None,
+    p.add_argument("--activations", choices=ACTIVATIONS, default=DEFAULT_ACTIVATIONS)
+    p.add_argument("--lm-head", choices=LM_HEADS, default=None,
                    help="decode/load: re-quantize the LM head on load (default: as in the file)")
     _kv_arg(p)
     p.add_argument("--no-overlap", action="store_true",
@@ -131,6 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="kernels: two small shapes, default variants")
     p.add_argument("--shapes", help="kernels: N_INxROWS[,...] instead of the default shapes (n_in: a multiple of 256)")
     p.add_argument("--repeats", type=int, default=None, help="timed runs per kernel (default: by time budget)")
+    p.add_argument("--seed", type=int, default=0, help="grammar: the seed of the random token choices")
     p.add_argument("--json", action="store_true")
     return ap
 

@@ -1,4 +1,5 @@
-"""`bitweb bench kernels|decode|load|tokenizer [MODEL] [--json]`: the benchmarks of bitweb.bench."""
+"""`bitweb bench kernels|decode|load|tokenizer|grammar [MODEL] [--json]`: the benchmarks of bitweb.bench
+(grammar: bitweb.commands.bench_grammar)."""
 from __future__ import annotations
 
 import asyncio
@@ -9,6 +10,9 @@ from bitweb.bench import (HEADER, QUICK_SHAPES, SHAPES, BenchError, bench_decode
 
 
 def main(args) -> int:
+    if args.what == "grammar":
+        from bitweb.commands.bench_grammar import main as grammar
+        return grammar(args)
     if args.what == "tokenizer":
         from bitweb.authoring.vocab import llama3_vocab
         r = bench_tokenizer(llama3_vocab())

@@ -9,7 +9,8 @@ from bitweb.tokenizer import Tokenizer, TokenizerError
 def main(args) -> int:
     """`python -m bitweb tokenize MODEL.gguf --text TEXT [--json]` / `--decode IDS`.
     Text is encoded with the file's add_bos setting and special tokens parsed."""
-    tok = Tokenizer.from_metadata(open_gguf(args.model).metadata)
+    with open_gguf(args.model, tensors=False) as gf:      # the metadata is all it needs
+        tok = Tokenizer.from_metadata(gf.metadata)
     if args.decode is not None:
         try:
             ids = [int(x) for x in args.decode.replace(",", " ").split()]

@@ -12,7 +12,10 @@
     data = await dev.read(buf, 0, 4)             # bytes
     secs = await dev.time_plan(plan, repeats=10) # GPU seconds per run (median), for benchmarks
 
-Names follow WebGPU (limits are camelCase as in JS: maxStorageBufferBindingSize).
+Names follow WebGPU (limits are camelCase as in JS: maxStorageBufferBindingSize). The limits the
+engine sizes things by are read in one place each, with WebGPU's defaults: dev.max_binding
+(maxStorageBufferBindingSize), dev.max_buffer (maxBufferSize), dev.max_storage_buffers
+(maxStorageBuffersPerShaderStage).
 Features are WebGPU names; wgpu-native's "subgroup" is reported as "subgroups".
 Pipelines are cached by (shader, entry, constants, defines). Shader sources are
 specialised per device by bitweb.shaders (subgroups, f16, ...). `pipelines(keys)` compiles many
@@ -40,6 +43,8 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
+from bitweb.options import SOFTWARE_ADAPTERS
+
 # GPUBufferUsage flags
 MAP_READ = 0x0001
 MAP_WRITE = 0x0002
@@ -57,6 +62,16 @@ WANTED_FEATURES = ("shader-f16", "subgroups", "timestamp-query")
 WANTED_LIMITS = ("maxBufferSize", "maxStorageBufferBindingSize", "maxStorageBuffersPerShaderStage",
                  "maxComputeWorkgroupStorageSize", "maxComputeInvocationsPerWorkgroup",
                  "maxComputeWorkgroupSizeX", "maxComputeWorkgroupsPerDimension")
+# WebGPU's guaranteed minimum of each of them: what every adapter has, and about what a phone's GPU
+# offers (the app's ?cap=mobile asks for these; web/cap.mjs has the same table).
+WEBGPU_MINIMUM = {"maxBufferSize": 268435456, "maxStorageBufferBindingSize": 134217728,
+                  "maxStorageBuffersPerShaderStage": 8, "maxComputeWorkgroupStorageSize": 16384,
+                  "maxComputeInvocationsPerWorkgroup": 256, "maxComputeWorkgroupSizeX": 256,
+                  "maxComputeWorkgroupsPerDimension": 65535}
+# What request_device(mask_features=...) may turn off, to act as a GPU without it: the features above
+# and WGSL's language feature for dot4I8Packed (Caps.dot4).
+DOT4_FEATURE = "packed_4x8_integer_dot_product"
+MASKABLE = WANTED_FEATURES + (DOT4_FEATURE,)
 
 
 class GPUError(RuntimeError):
@@ -96,8 +111,8 @@ class Caps:
 
 
 # Adapter names of CPU rasterisers (WebGPU / Vulkan / D3D software implementations) -> the name said.
-SOFTWARE_NAMES = {"swiftshader": "SwiftShader", "llvmpipe": "llvmpipe", "lavapipe": "lavapipe",
-                  "softpipe": "softpipe", "microsoft basic render": "Microsoft Basic Render Driver"}
+# The one list (bitweb.options): the kernels' default tunes ask the same test (bitweb.kernels.rasteriser).
+SOFTWARE_NAMES = SOFTWARE_ADAPTERS
 
 
 def software_reason(info: dict, fallback: bool = False) -> str | None:
@@ -176,9 +191,12 @@ class Device:
     lost: str | None = None
     log: object = None
     fallback: bool = False                            # the adapter says it is a fallback (software) one
+    masked: tuple = ()                                # features turned off on request (request_device)
+    capped: dict = field(default_factory=dict)        # limits lowered on request: {name: at most}
 
     def __post_init__(self):
         self._pipelines: dict = {}
+        self._codes: dict = {}          # (shader, defines) -> WGSL specialised for this device
         self._live_n = 0                # buffers made by create_buffer and not destroyed
         self._live_bytes = 0
 
@@ -199,6 +217,10 @@ class Device:
     @property
     def max_buffer(self) -> int:
         return int(self.limits.get("maxBufferSize", 256 << 20))
+
+    @property
+    def max_storage_buffers(self) -> int:
+        return int(self.limits.get("maxStorageBuffersPerShaderStage", 8))
 
     # ---- buffers ------------------------------------------------------------
     def create_buffer(self, size: int, usage: int = DEFAULT_USAGE, label: str = "") -> Buffer:
@@ -349,10 +371,48 @@ class Device:
                 raise r
         return [self._pipelines[k] for k in keys]
 
-    async def _compile(self, key) -> Pipeline:
+    def _code(self, key) -> str:
+        """The WGSL of a pipeline key, specialised for this device (cached per shader and defines)."""
         from bitweb import shaders
+        shader, _, _, defs = key
+        if (shader, defs) not in self._codes:
+            self._codes[(shader, defs)] = shaders.specialise(shaders.source(shader), self, dict(defs), shader)
+        return self._codes[(shader, defs)]
+
+    def check_pipelines(self, keys) -> None:
+        """Raise LimitsError naming the kernel and the limit when a pipeline of `keys` ((shader, entry,
+        constants, defines) as for pipelines()) needs more workgroup memory, or more invocations per
+        workgroup, than this device allows (shaders.workgroup_use; WebGPU would refuse to compile
+        it). Called by the engine before it uploads anything, and before every compile."""
+        for key in dict.fromkeys(self.pipeline_key(*k) for k in keys):
+            self._check_key(key)
+
+    def _check_key(self, key) -> None:
+        """check_pipelines for one pipeline_key."""
+        from bitweb import shaders
+        shader, entry, consts, _ = key
+        try:
+            use = shaders.workgroup_use(self._code(key), entry, dict(consts))
+        except shaders.WGSLValueError:
+            return                             # (not evaluable here: the compile says what is wrong)
+        what = f"kernel {shader}:{entry} (constants {dict(consts)})"
+        storage = int(self.limits.get("maxComputeWorkgroupStorageSize", 16384))
+        if use["storage"] > storage:
+            raise LimitsError(f"{what} needs {use['storage']} bytes of workgroup memory; this GPU allows "
+                              f"maxComputeWorkgroupStorageSize = {storage} (short by {use['storage'] - storage} bytes)")
+        x, y, z = use["size"]
+        invocations = int(self.limits.get("maxComputeInvocationsPerWorkgroup", 256))
+        if x * y * z > invocations:
+            raise LimitsError(f"{what} runs {x * y * z} invocations per workgroup; this GPU allows "
+                              f"maxComputeInvocationsPerWorkgroup = {invocations}")
+        size_x = int(self.limits.get("maxComputeWorkgroupSizeX", 256))
+        if x > size_x:
+            raise LimitsError(f"{what} has workgroup size x = {x}; this GPU allows maxComputeWorkgroupSizeX = {size_x}")
+
+    async def _compile(self, key) -> Pipeline:
         shader, entry, consts, defs = key
-        code = shaders.specialise(shaders.source(shader), self, dict(defs), shader)
+        self._check_key(key)
+        code = self._code(key)
         try:
             raw = await self._pipeline(code, entry, dict(consts), f"{shader}:{entry}")
         except GPUError:
@@ -465,8 +525,14 @@ class Device:
         i = self.info
         name = i.get("description") or i.get("device") or i.get("architecture") or "?"
         soft = f" (software: {self.software})" if self.software else ""
+        weaker = f"; acting as a weaker GPU: {self.weaker}" if self.weaker else ""
         return (f"{self.backend}: {i.get('vendor', '?')} {name}{soft}; features: {self.caps.summary()}; "
-                f"maxStorageBufferBindingSize {self.max_binding >> 20} MiB, maxBufferSize {self.max_buffer >> 20} MiB")
+                f"maxStorageBufferBindingSize {self.max_binding >> 20} MiB, maxBufferSize {self.max_buffer >> 20} MiB{weaker}")
+
+    @property
+    def weaker(self) -> str:
+        """What request_device was asked to take away ("no subgroups, maxBufferSize <= 268435456"), or ""."""
+        return ", ".join([f"no {f}" for f in self.masked] + [f"{k} <= {v}" for k, v in self.capped.items()])
 
     # ---- backend primitives (implemented by native.py / browser.py) ----------
     def _helper_live(self) -> tuple: return 0, 0   # (buffers, bytes) the backend holds itself
@@ -489,18 +555,49 @@ def in_browser() -> bool:
     return sys.platform == "emscripten"
 
 
-async def request_device(backend: str = "auto", log=None) -> Device:
-    """The best adapter's device with the adapter's limits and the wanted features."""
+def check_weaker(mask_features=(), cap_limits=None) -> tuple[tuple, dict]:
+    """(mask, caps) checked: mask a tuple of MASKABLE names, caps {WANTED_LIMITS name: positive int}.
+    GPUError naming the bad entry."""
+    mask = tuple(sorted(set(mask_features or ())))
+    for f in mask:
+        if f not in MASKABLE:
+            raise GPUError(f"mask_features: {f!r} is not a feature bitweb uses (one of {', '.join(MASKABLE)})")
+    caps = dict(cap_limits or {})
+    for k, v in caps.items():
+        if k not in WANTED_LIMITS:
+            raise GPUError(f"cap_limits: {k!r} is not a limit bitweb uses (one of {', '.join(WANTED_LIMITS)})")
+        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+            raise GPUError(f"cap_limits: {k} must be a positive integer (got {v!r})")
+    return mask, caps
+
+
+def capped(limits: dict, caps: dict) -> dict:
+    """limits with each capped one at most its cap (a limit the device does not report is the cap)."""
+    out = dict(limits)
+    for k, v in caps.items():
+        out[k] = min(int(v), int(out.get(k, v)))
+    return out
+
+
+async def request_device(backend: str = "auto", log=None, mask_features=(), cap_limits=None) -> Device:
+    """The best adapter's device with the adapter's limits and the wanted features.
+
+    A weaker GPU on request (tests, `?cap=` in the app): `mask_features` (MASKABLE names) are not
+    asked for, so the device has them not and the kernels take their fallbacks, and each limit of
+    `cap_limits` ({name: n}) is asked for at most at n and reported at most n (a browser enforces
+    the lowered limits down to WebGPU's defaults; below those, bitweb's own checks do)."""
+    mask, caps = check_weaker(mask_features, cap_limits)
     if backend == "auto":
         backend = "browser" if in_browser() else "native"
     if backend == "native":
         from bitweb.gpu import native
-        dev = await native.request_device()
+        dev = await native.request_device(mask, caps)
     elif backend == "browser":
         from bitweb.gpu import browser
-        dev = await browser.request_device()
+        dev = await browser.request_device(mask, caps)
     else:
         raise GPUError(f"unknown GPU backend '{backend}' (native or browser)")
+    dev.masked, dev.capped = mask, caps
     dev.log = log
     if log:
         log(f"gpu: {dev.describe()}")

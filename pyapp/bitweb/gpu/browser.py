@@ -11,8 +11,8 @@ None), and a missing property raises AttributeError: every optional JS value is 
 """
 from __future__ import annotations
 
-from bitweb.gpu import (WANTED_FEATURES, WANTED_LIMITS, Caps, Device, DeviceLostError, GPUError,
-                        NoAdapterError)
+from bitweb.gpu import (DOT4_FEATURE, WANTED_FEATURES, WANTED_LIMITS, Caps, Device, DeviceLostError, GPUError,
+                        NoAdapterError, capped)
 
 import js  # noqa: E402  (pyodide)
 from pyodide.ffi import JsProxy, jsnull, to_js  # noqa: E402
@@ -179,8 +179,11 @@ class BrowserDevice(Device):
         await self.queue.onSubmittedWorkDone()
 
 
-async def request_device() -> BrowserDevice:
-    r = await js.bitwebGPU.requestDevice(to_js(list(WANTED_FEATURES)), to_js(list(WANTED_LIMITS)))
+async def request_device(mask=(), caps=None) -> BrowserDevice:
+    """mask / caps: bitweb.gpu.request_device's (checked there)."""
+    caps = dict(caps or {})
+    features = [f for f in WANTED_FEATURES if f not in mask]
+    r = await js.bitwebGPU.requestDevice(to_js(features), to_js(list(WANTED_LIMITS)), _obj(caps) if caps else None)
     kind = _js_value(r, "kind")                  # (web/gpu.mjs makes it, or hands over the one it prepared)
     if kind == "adapter-failed":                 # some browsers reject instead of resolving null
         raise NoAdapterError(f"navigator.gpu exists but requesting a WebGPU adapter failed ({r.message}). "
@@ -204,8 +207,9 @@ async def request_device() -> BrowserDevice:
         v = _js_value(dlim, name)
         if v is not None:
             granted[name] = int(v)
+    granted = capped(granted, caps)              # (a cap under WebGPU's default: the device has the default)
     wgsl = _js_value(_js_value(js.navigator, "gpu"), "wgslLanguageFeatures")
-    dot4 = bool(wgsl is not None and wgsl.has("packed_4x8_integer_dot_product"))
+    dot4 = bool(wgsl is not None and wgsl.has(DOT4_FEATURE)) and DOT4_FEATURE not in mask
     ai = _js_value(adapter, "info")
     info = {k: str(_js_value(ai, k, "")) for k in ("vendor", "architecture", "device", "description")}
     caps = Caps(subgroups="subgroups" in want, shader_f16="shader-f16" in want, dot4=dot4,

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import os
 
-from bitweb.gpu import (WANTED_FEATURES, WANTED_LIMITS, Caps, Device, GPUError, NoAdapterError)
+from bitweb.gpu import (DOT4_FEATURE, WANTED_FEATURES, WANTED_LIMITS, Caps, Device, GPUError, NoAdapterError,
+                        capped)
 
 # wgpu-native's feature names where they differ from WebGPU's.
 _NATIVE_FEATURE = {"subgroups": "subgroup"}
@@ -124,7 +125,10 @@ def _probe_caps(device, features) -> Caps:
     return caps
 
 
-async def request_device() -> NativeDevice:
+async def request_device(mask=(), caps=None) -> NativeDevice:
+    """mask / caps: bitweb.gpu.request_device's (checked there): a capped limit is requested at
+    most at its cap (wgpu-native 0.32 on lavapipe grants it but does not check workgroup memory
+    against it; bitweb's own checks read dev.limits)."""
     try:
         import wgpu
     except ImportError as e:  # pragma: no cover - the venv always has it
@@ -138,20 +142,23 @@ async def request_device() -> NativeDevice:
     if adapter is None:
         raise NoAdapterError("no WebGPU adapter found by wgpu-py. On Debian install mesa-vulkan-drivers.")
     have = set(adapter.features)
-    want = [f for f in WANTED_FEATURES if _NATIVE_FEATURE.get(f, f) in have]
+    want = [f for f in WANTED_FEATURES if _NATIVE_FEATURE.get(f, f) in have and f not in mask]
     alim = adapter.limits
     limits = {}
     for name in WANTED_LIMITS:
         k = _hyphen(name)
         if k in alim:
-            limits[k] = alim[k]
+            limits[k] = min(alim[k], caps[name]) if caps and name in caps else alim[k]
     try:
         device = adapter.request_device_sync(required_features=[_NATIVE_FEATURE.get(f, f) for f in want],
                                              required_limits=limits, label="bitweb")
     except Exception as e:
         raise GPUError(f"the adapter refused a device with features {want} and limits {limits}: {e}") from e
-    caps = _probe_caps(device, set(want))
+    caps_ = _probe_caps(device, set(want))
+    caps_.dot4 = caps_.dot4 and DOT4_FEATURE not in mask
     info = adapter.info
-    caps.subgroup_min = int(info.get("subgroup_min_size", 0) or 0)
-    caps.subgroup_max = int(info.get("subgroup_max_size", 0) or 0)
-    return NativeDevice(adapter, device, want, caps)
+    caps_.subgroup_min = int(info.get("subgroup_min_size", 0) or 0)
+    caps_.subgroup_max = int(info.get("subgroup_max_size", 0) or 0)
+    dev = NativeDevice(adapter, device, want, caps_)
+    dev.limits = capped(dev.limits, dict(caps or {}))
+    return dev

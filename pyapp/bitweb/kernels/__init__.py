@@ -32,6 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from bitweb import formats
+from bitweb.gpu import software_reason
 
 
 @dataclass(frozen=True)
@@ -107,14 +108,9 @@ def data_buffer(dev, data: bytes, store: dict | None = None):
     return store[key]
 
 
-# Words in an adapter's info that mark a CPU rasteriser, for the kernels' default tunes.
-CPU_ADAPTER_WORDS = ("swiftshader", "llvmpipe", "lavapipe", "cpu")
-
-
 def rasteriser(dev) -> str | None:
-    """The CPU rasteriser this device runs on, as the kernels' default tunes tell it: the first of
-    CPU_ADAPTER_WORDS in any of its info values ("swiftshader", "llvmpipe", ...), None for a GPU
-    (or no device). (bitweb.gpu.software_reason is what the app says to the user.)"""
-    info = getattr(dev, "info", None) or {}
-    kind = " ".join(str(v) for v in info.values()).lower()
-    return next((w for w in CPU_ADAPTER_WORDS if w in kind), None)
+    """The CPU rasteriser this device runs on, for the kernels' default tunes: the one test of a
+    software adapter, bitweb.gpu.software_reason (what dev.software and the app say), in lower
+    case ("swiftshader", "llvmpipe", ... "cpu adapter"); None for a GPU (or no device)."""
+    why = software_reason(getattr(dev, "info", None) or {}, bool(getattr(dev, "fallback", False)))
+    return why.lower() if why else None

@@ -4,7 +4,7 @@ and the kernel test cases built from them.
 Each module has the mirror functions (same maths, same rounding points as the
 kernel: f32 accumulation, int32 for A8 dots) and `cases(builder, scope)` that adds
 kernel_check cases (scope "full" for the native suite, "browser" for the
-smaller set run in headless Chromium / web/kernels.html). FAMILIES names every module
+smaller set run in headless Chromium / web/dev/kernels.html). FAMILIES names every module
 here and every launch-spec module of bitweb.kernels (tests/test_kernels.py checks both).
 """
 from __future__ import annotations

@@ -1,8 +1,8 @@
-// Worker for bench.html: boot Python (Pyodide), run bitweb.bench in this browser's WebGPU.
+// Worker for dev/bench.html: boot Python (Pyodide), run bitweb.bench in this browser's WebGPU.
 // Message in: {quick: bool, shapes: 'NxM,...' or '', model: URL or '', tokens, promptTokens, repeats}.
 // Messages out: {type: 'adapter' | 'status' | 'row', text}, then {type: 'done', kernels, decode}
 // or {type: 'done', error}.
-import { bootPython } from './py.mjs';
+import { bootPython } from '../py.mjs';
 
 self.onmessage = async ({ data }) => {
   try {

@@ -1,10 +1,10 @@
-// Worker for kernels.html: boot Python, run every kernel case, post each result.
-import { bootPython } from './py.mjs';
+// Worker for dev/kernels.html: boot Python, run every kernel case, post each result.
+import { bootPython } from '../py.mjs';
 
 self.onmessage = async ({ data }) => {
   try {
     const py = await bootPython();
-    const base = new URL('../', import.meta.url);
+    const base = new URL('../../', import.meta.url);     // above web/ (tools/serve.mjs serves web/ at /)
     const [man, blob] = await Promise.all([
       fetch(new URL('build/web/kernel_vectors.json', base)).then((r) => { if (!r.ok) throw new Error('kernel_vectors.json: ' + r.status); return r.text(); }),
       fetch(new URL('build/web/kernel_vectors.bin', base)).then((r) => { if (!r.ok) throw new Error('kernel_vectors.bin: ' + r.status); return r.arrayBuffer(); }),

@@ -1,0 +1,114 @@
+// The settings in the side panel: the sampling fields (checked as typed, with bitweb.checkSetting),
+// the load options (activations, KV cache, context, caching), the system prompt and the Thinking
+// switch; kept in localStorage. Their choices and bounds are the library's (bitweb.OPTIONS,
+// bitweb.SETTINGS): the page keeps no copy of them.
+import * as bitweb from '../bitweb.mjs';
+import { $ } from './util.mjs';
+import { ADDRESS, state } from './state.mjs';
+
+const FIELDS = () => [...$('settings').querySelectorAll('input')];
+
+// The load options' choices (with their labels) and every field's bounds, into the form.
+export function showOptions() {
+  for (const [id, opt] of [['activations', bitweb.OPTIONS.activations], ['kv-cache', bitweb.OPTIONS.kv_cache]]) {
+    $(id).replaceChildren(...Object.entries(opt.choices).map(([value, label]) => new Option(label, value)));
+    $(id).value = opt.default;
+  }
+  for (const input of FIELDS()) {
+    const [, lo, hi, open] = bitweb.SETTINGS[input.name];
+    input.min = String(open ? lo + Number(input.step) : lo);      // (a bound it excludes: the first step above)
+    input.max = String(hi);
+  }
+  $('max-context').min = String(bitweb.OPTIONS.context.min);
+}
+
+function fieldProblem(input) {
+  if (input.value.trim() === '') return 'enter a value';
+  const why = bitweb.checkSetting(input.name, Number(input.value));
+  return why ? why.replace(/ \(got .*\)$/, '') : null;
+}
+
+export function contextProblem() {
+  const v = $('max-context').value.trim();
+  if (v === '') return null;
+  const n = Number(v), min = bitweb.OPTIONS.context.min;
+  return Number.isInteger(n) && n >= min ? null : `must be a whole number of at least ${min} (or empty: the model's)`;
+}
+
+function showFieldError(input, errEl, problem) {
+  input.setAttribute('aria-invalid', problem ? 'true' : 'false');
+  errEl.hidden = !problem;
+  errEl.textContent = problem || '';
+}
+
+export function checkFields() {
+  for (const input of FIELDS()) {
+    let err = $(`${input.id}-error`);
+    if (!err) {
+      err = document.createElement('span');
+      err.id = `${input.id}-error`;
+      err.className = 'field-error';
+      input.setAttribute('aria-describedby', err.id);
+      input.after(err);
+    }
+    showFieldError(input, err, fieldProblem(input));
+  }
+  showFieldError($('max-context'), $('max-context-error'), contextProblem());
+}
+
+export function settingsProblem() {
+  for (const input of FIELDS()) {
+    const p = fieldProblem(input);
+    if (p) return `${input.labels[0]?.textContent || input.name} ${p}`;
+  }
+  return null;
+}
+
+export function samplingSettings() {
+  const s = {};
+  for (const input of FIELDS()) s[input.name] = Number(input.value);
+  return s;
+}
+
+export function restoreSettings() {
+  try {
+    const saved = JSON.parse(localStorage.getItem('bitweb.settings') || '{}');
+    for (const input of FIELDS()) if (saved[input.name] != null) input.value = saved[input.name];
+    if (saved.system != null) $('system').value = saved.system;
+    if (saved.activations) $('activations').value = saved.activations;
+    if (typeof saved.kvCache === 'string' && Object.hasOwn(bitweb.OPTIONS.kv_cache.choices, saved.kvCache)) $('kv-cache').value = saved.kvCache;
+    if (saved.maxContext != null) $('max-context').value = saved.maxContext;
+    if (saved.cacheFiles != null) $('cache-files').checked = saved.cacheFiles;
+  } catch { /* a bad saved value: the defaults */ }
+}
+
+export function saveSettings() {
+  const s = {};
+  for (const input of FIELDS()) s[input.name] = input.value;
+  Object.assign(s, { system: $('system').value, activations: $('activations').value, kvCache: $('kv-cache').value, maxContext: $('max-context').value,
+    cacheFiles: $('cache-files').checked });
+  localStorage.setItem('bitweb.settings', JSON.stringify(s));
+}
+
+// The Thinking switch starts from the model's own default (what its template does without
+// enable_thinking); a change the user makes is kept for that model (by file name), not for others.
+export function thinkingChoices() {
+  try { return JSON.parse(localStorage.getItem('bitweb.thinking') || '{}'); } catch { return {}; }
+}
+
+export function saveThinkingChoice() {
+  const name = state.engine?.info.name;
+  if (!name) return;
+  const c = thinkingChoices();
+  delete c[name];                       // most recent last; keep the last 32 models
+  c[name] = $('thinking').checked;
+  localStorage.setItem('bitweb.thinking', JSON.stringify(Object.fromEntries(Object.entries(c).slice(-32))));
+}
+
+// The options of a load (bitweb.load) from the form and the address.
+export function loadOptions(extra = {}) {
+  const ctx = $('max-context').value;
+  return { activations: $('activations').value, kvCache: $('kv-cache').value, context: ctx === '' ? null : Number(ctx), capLimits: ADDRESS.capLimits,
+    maskFeatures: ADDRESS.maskFeatures,
+    gpuMemory: ADDRESS.gpuMemory, cache: $('cache-files').checked, ...extra };
+}
