@@ -25,8 +25,7 @@ class EngineError(ValueError):
 
 
 # ============================================================================ the block, once
-# Linear groups: one GPU dispatch each where the weights are ternary / binary (outputs side by side
-# in y).
+# Linear groups: one GPU dispatch each where the weights are packed (outputs side by side in y).
 GROUPS = {"qkv": ("attn_q", "attn_k", "attn_v"), "o": ("attn_output",), "gu": ("ffn_gate", "ffn_up"),
           "down": ("ffn_down",)}
 # Output multipliers (.scale tensors, 1.0 where a linear has none): one f32 per linear, side by side
@@ -44,15 +43,15 @@ class GPUModel:
     ones). compile_keys lists the kernels on a copy whose buffers are stand-in names."""
     dev: object
     model: Model
-    a8: bool                  # A8 activations in the ternary / binary linears
-    ternary: bool             # block linears in the bitlinear kernels (ternary / binary), else dense (float)
+    a8: bool                  # A8 activations in the packed linears
+    packed: bool              # block linears of a packed format (bitlinear kernels), else dense (float)
     n_ctx: int                # KV cache positions
     kv_cache: str             # the KV cache's value type: "f16" | "f32"
     kv_f16: bool | None       # an f16 cache as array<f16> (True) or u32 pairs (False); None: f32
-    lm_head: str | None = None                          # "q8_0": the LM head is re-quantized on load
+    lm_head: formats.Format | None = None               # the format the LM head is re-quantized to on load
     w: dict = field(default_factory=dict)               # GGUF tensor name -> Buffer
     shards: dict = field(default_factory=dict)          # table tensor name -> [(r0, r1, Buffer)]
-    table_types: dict = field(default_factory=dict)     # table tensor name -> GGML type on the GPU when not the file's
+    table_types: dict = field(default_factory=dict)     # table tensor name -> its Format on the GPU when not the file's
     buf: dict = field(default_factory=dict)             # state / activation buffers by name
 
     @property
@@ -68,9 +67,9 @@ class GPUModel:
         """The output multipliers of block i's linears `names` (a MULTIPLIERS entry): f32 each."""
         return self.buf.get(f"mult.{i}.{'|'.join(names)}", self.buf["ones"])
 
-    def table_type(self, ti) -> str:
+    def table_type(self, ti) -> formats.Format:
         """The GGML type of a table (token_embd / output) as it is on the GPU."""
-        return self.table_types.get(ti.name, ti.type_name)
+        return self.table_types.get(ti.name, ti.format)
 
 
 def block(do, i: int) -> list:
@@ -110,7 +109,7 @@ class _Ops:
 
 
 class DecodeOps(_Ops):
-    """The block at decode (one row). Ternary / binary linears: one bitlinear gemv per group, its
+    """The block at decode (one row). Packed linears: one bitlinear gemv per group, its
     norm, output multipliers and residual add fused (5 dispatches per block). Float linears
     (F16 / BF16 / F32 / Q8_0): a dense gemv per weight (norm fused), residual add and gate
     activation as glue steps (11 per block). Where bitlinear.split_parts (SwiftShader) q, k and v
@@ -125,7 +124,7 @@ class DecodeOps(_Ops):
         B, names, nw = self.B, GROUPS[group], self.w(i, norm)
         n_in = self.shapes[names[0]][0]
         outs = [self.shapes[n][1] for n in names]
-        if self.h.ternary and len(names) > 1 and bitlinear.split_parts(self.h.dev):
+        if self.h.packed and len(names) > 1 and bitlinear.split_parts(self.h.dev):
             steps, col = [], 0                    # one gemv per part, into its columns of y
             for n, n_out in zip(names, outs):
                 st = bitlinear.gemv(self.fmt, n_in, n_out, a8=self.h.a8, norm=nw is not None, eps=self.eps,
@@ -134,7 +133,7 @@ class DecodeOps(_Ops):
                 steps.append((st, bufs if nw is None else dict(bufs, norm=nw)))
                 col += n_out
             return steps
-        if self.h.ternary:
+        if self.h.packed:
             st = bitlinear.gemv(self.fmt, n_in, tuple(outs) if len(outs) > 1 else outs[0], a8=self.h.a8,
                                 norm=nw is not None, residual=residual, eps=self.eps, dev=self.h.dev,
                                 n_cap=self.n_cap)
@@ -166,7 +165,7 @@ class DecodeOps(_Ops):
 
     def ffn(self, i, x, g, norm):
         cfg, B, nw = self.cfg, self.B, self.w(i, norm)
-        if self.h.ternary:
+        if self.h.packed:
             st = bitlinear.gate_up(self.fmt, cfg.n_embd, cfg.n_ff, a8=self.h.a8, act=cfg.ffn, norm=nw is not None,
                                    eps=self.eps, dev=self.h.dev, n_cap=self.n_cap)
             bufs = {"x": self.buf(x), "mult": self.h.mult(i, GROUPS["gu"]), "y": self.buf(g),
@@ -186,13 +185,13 @@ class PrefillOps(_Ops):
     """The block over M prompt rows. Before each multi-row matmul an rmsnorm step (A8: it also
     quantizes the rows, with the decode kernel's workgroup size so the int8 rows equal decode's;
     a linear without a norm before it: A8 rows of its input (rmsnorm NO_NORM), or, f32, no step:
-    the matmul reads the rows as they are); ternary / binary weights: bitlinear_tiled, float
+    the matmul reads the rows as they are); packed weights: bitlinear_tiled, float
     weights: dense matmul (+ glue steps). mm() is the one place that picks the matmul kernel."""
     prefix = "p."
 
     def __init__(self, h, M: int):
         super().__init__(h)
-        self.M, self.a8 = M, h.a8 and h.ternary
+        self.M, self.a8 = M, h.a8 and h.packed
         B = self.B
         self.normed = {"q": B["p.q"], "scale": B["p.s"]} if self.a8 else {"x": B["p.n"]}
 
@@ -213,7 +212,7 @@ class PrefillOps(_Ops):
         (columns y_col0.. of rows y_stride wide when y_stride)."""
         B, M, P = self.B, self.M, self.B["params"]
         inp = self.normed if inp is None else inp
-        if self.h.ternary:
+        if self.h.packed:
             st = bitlinear_tiled.matmul(self.fmt, n_in, n_out, M, a8=self.a8, residual=residual,
                                         y_stride=y_stride, y_col0=y_col0, dev=self.h.dev)
             return [(st, dict(inp, params=P, mult=mult, y=y, w=w))]
@@ -253,7 +252,7 @@ class PrefillOps(_Ops):
         cfg, B, M = self.cfg, self.B, self.M
         e, ff = cfg.n_embd, cfg.n_ff
         steps, inp = self.norm(e, self.buf(x), self.w(i, norm))
-        if self.h.ternary:
+        if self.h.packed:
             return steps + [(bitlinear_tiled.gate_up(self.fmt, e, ff, M, a8=self.a8, act=cfg.ffn, dev=self.h.dev),
                              dict(inp, params=B["params"], mult=self.h.mult(i, GROUPS["gu"]), y=self.buf(g),
                                   gate=self.w(i, "ffn_gate"), up=self.w(i, "ffn_up")))]
@@ -315,7 +314,7 @@ def head_gemv(h: GPUModel, wtype, rows, last_row=False):
     engine's activation mode as the block linears), else dense.gemv (float rows over 4096)."""
     cfg = h.cfg
     if lmhead.supported(wtype, cfg.n_embd):
-        a8 = h.a8 and formats.by_name(wtype).kind != "float"
+        a8 = h.a8 and wtype.packed
         return lmhead.gemv(wtype, cfg.n_embd, cfg.n_vocab, a8=a8, shards=rows, eps=cfg.eps, last_row=last_row,
                            dev=h.dev)
     return dense.gemv(wtype, cfg.n_embd, cfg.n_vocab, shards=rows, norm=True, eps=cfg.eps, last_row=last_row)

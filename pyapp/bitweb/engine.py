@@ -30,11 +30,12 @@ from __future__ import annotations
 import asyncio
 import struct
 
+from bitweb import formats
 from bitweb.blocks import EngineError, GPUModel, decode_steps, prefill_steps
 from bitweb.generation import (KV_CACHE, ContextError, GenerateResult, GenerationRun, check_prompt,
                                common_prefix, kv_bytes, now_ms)
 from bitweb.kernels import ops
-from bitweb.model import TERNARY_TYPES, Model
+from bitweb.model import Model
 from bitweb.options import ACTIVATIONS, LM_HEADS    # lm_head= options: re-quantize the LM head on load (None: as in the file)
 from bitweb.sampling import Sampler, SamplingError, SamplingParams, choose, penalty_ids
 from bitweb.upload import (MAX_PENALTY_IDS, PREFILL_ROWS, Fit, check_kv_cache, check_limits, check_support,
@@ -78,12 +79,12 @@ class Engine:
         self.n_ctx = n_ctx
         self.log = log
         self.overlap = True           # greedy decode one step ahead of the host (module docstring)
-        self.ternary = self.cfg.linear_type in TERNARY_TYPES
+        self.packed = self.cfg.linear_type.packed
         # what the steps see (the block recipe's narrow handle); w, shards, table_types and buf are its dicts
-        self.gpu_model = h = GPUModel(dev, model, self.a8, self.ternary, n_ctx, kv_cache, self.kv_f16)
+        self.gpu_model = h = GPUModel(dev, model, self.a8, self.packed, n_ctx, kv_cache, self.kv_f16)
         self.w = h.w                  # GGUF tensor name -> Buffer
         self.shards = h.shards        # table tensor name -> [(r0, r1, Buffer)]
-        self.table_types = h.table_types    # table tensor name -> GGML type on the GPU when not the file's
+        self.table_types = h.table_types    # table tensor name -> its Format on the GPU when not the file's
         self.buf = h.buf              # activation / state buffers
         self.cached_ids = []          # tokens whose K/V rows are in the cache
         self._topk = {}               # k -> (top-k plan item, top buffer, value offset)
@@ -133,7 +134,7 @@ class Engine:
         eng.context_note = note
         if lm_head is not None and lm_head not in LM_HEADS:
             raise EngineError(f"lm_head {lm_head!r}: must be one of {LM_HEADS} (or None: as in the file)")
-        eng.gpu_model.lm_head = lm_head
+        eng.gpu_model.lm_head = None if lm_head is None else formats.by_name(lm_head)   # "q8_0": formats.Q8_0
         row = 4 * widest_row(cfg)                                           # widest prefill row
         eng.prefill_rows = max(1, min(int(prefill_rows), n_ctx, dev.max_binding // row))
         check_support(eng.gpu_model)
@@ -205,7 +206,7 @@ class Engine:
         load(wait_prefill=True); with wait_prefill=False once `prefill_compiled` is done)."""
         return self.prefill_compiled is None or self.prefill_compiled.done()
 
-    def table_type(self, ti) -> str:
+    def table_type(self, ti) -> formats.Format:
         """The GGML type of a table (token_embd / output) as it is on the GPU."""
         return self.gpu_model.table_type(ti)
 

@@ -10,7 +10,8 @@ records the plans, on a blocks.GPUModel.
     upload_tensors                   every tensor of the file in its own buffer, bytes unchanged:
                                      tables in shards of whole rows under the binding limit, QK-norm
                                      weights paired per block, output multipliers per MULTIPLIERS;
-                                     lm_head "q8_0": the head re-quantized on the GPU (requant_q8_0)
+                                     GPUModel.lm_head (formats.Q8_0 for lm_head="q8_0"): the head
+                                     re-quantized on the GPU (requant_q8_0)
     state_buffers                    activations, params, token, RoPE freqs, the KV cache, prefill rows
     compile_keys, compile_pipelines  every kernel the plans use, listed before any buffer exists and
                                      compiled while the weights upload
@@ -20,7 +21,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, replace
 
-from bitweb import gpu
+from bitweb import formats, gpu
 from bitweb.blocks import MULTIPLIERS, EngineError, GPUModel, decode_steps, prefill_steps
 from bitweb.generation import KV_BUDGET, KV_CACHE, fit_context, kv_bytes
 from bitweb.kernels import dense, lmhead, ops, requant
@@ -92,24 +93,24 @@ def check_support(h: GPUModel):
     """EngineError naming what the GPU engine does not run in this model (a table or head type,
     .scale tensors on float linears); Model.from_gguf has checked everything else."""
     m, cfg = h.model, h.cfg
-    if not h.ternary:
+    if not h.packed:
         scaled = [getattr(b, n + "_scale").name for b in m.blk for n in LINEARS if getattr(b, n + "_scale")]
         if scaled:
-            raise EngineError(f"tensor {scaled[0]!r}: .scale tensors with float ({cfg.linear_type}) "
+            raise EngineError(f"tensor {scaled[0]!r}: .scale tensors with float ({cfg.linear_type.name}) "
                               f"linears are not supported by the GPU engine")
     for ti in (m.token_embd, m.lm_head):
-        if ti.type_name not in ops.TABLE_TYPES:
-            raise EngineError(f"tensor {ti.name!r} type {ti.type_name}: the GPU engine runs tables of "
-                              f"{', '.join(ops.TABLE_TYPES)}")
-    head = m.lm_head.type_name
+        if ti.format not in ops.TABLE_TYPES:
+            raise EngineError(f"tensor {ti.name!r} type {ti.format.name}: the GPU engine runs tables of "
+                              f"{', '.join(f.name for f in ops.TABLE_TYPES)}")
+    head = m.lm_head.format
     if not lmhead.supported(head, cfg.n_embd) and head not in dense.WTYPES:
-        raise EngineError(f"LM head {m.lm_head.name!r} ({head}, rows of {cfg.n_embd}): a packed head runs in "
+        raise EngineError(f"LM head {m.lm_head.name!r} ({head.name}, rows of {cfg.n_embd}): a packed head runs in "
                           f"kernels/lmhead.py, rows of at most {lmhead.MAX_K} values")
 
 
 def table_shards(h: GPUModel, ti):
     """([(r0, r1)] row ranges of table ti, each within one binding, bytes per row)."""
-    rb = dense.row_bytes(ti.type_name, ti.shape[0])
+    rb = dense.row_bytes(ti.format, ti.shape[0])
     try:
         return [(r0, r1) for r0, r1 in dense.shard_rows(ti.shape[1], rb, h.dev.max_binding)], rb
     except dense.DenseSpecError as e:
@@ -160,7 +161,7 @@ async def upload_tensors(h: GPUModel, src, progress):
     for ti in tables:
         shards, rb = table_shards(h, ti)
         h.shards[ti.name] = []
-        requant = ti is m.lm_head and h.lm_head == "q8_0" and ti.type_name != "Q8_0"
+        requant = ti is m.lm_head and h.lm_head is not None and ti.format is not h.lm_head
         for i, (r0, r1) in enumerate(shards):
             b = dev.create_buffer((r1 - r0) * rb, label=f"{ti.name}[{r0}:{r1}]")
             if requant:                      # (one shard at a time: its float rows are freed at once)
@@ -198,15 +199,15 @@ async def upload_tensors(h: GPUModel, src, progress):
 
 async def requant_q8_0(h: GPUModel, ti, r0: int, r1: int, b):
     """Rows [r0, r1) of table ti (in buffer b) as Q8_0 blocks in a new buffer; b is freed."""
-    if ti.type_name not in requant.SRC_TYPES:
-        raise EngineError(f"lm_head q8_0: {ti.name} is {ti.type_name}; re-quantization reads "
-                          f"{', '.join(requant.SRC_TYPES)}")
+    if ti.format not in requant.SRC_TYPES:
+        raise EngineError(f"lm_head q8_0: {ti.name} is {ti.format.name}; re-quantization reads "
+                          f"{', '.join(f.name for f in requant.SRC_TYPES)}")
     dev = h.dev
     q = dev.create_buffer(requant.q8_0_bytes(ti.shape[0], r1 - r0), label=f"{ti.name}[{r0}:{r1}] q8_0")
-    dev.run([await requant.q8_0(ti.type_name, ti.shape[0], r1 - r0).instantiate(dev, {"src": b, "dst": q})])
+    dev.run([await requant.q8_0(ti.format, ti.shape[0], r1 - r0).instantiate(dev, {"src": b, "dst": q})])
     await dev.sync()
     b.destroy()
-    h.table_types[ti.name] = "Q8_0"
+    h.table_types[ti.name] = formats.Q8_0
     return q
 
 
@@ -226,7 +227,7 @@ def state_buffers(h: GPUModel, prefill_rows: int):
     B["pids"] = dev.create_buffer(4 * MAX_PENALTY_IDS, label="penalty_ids")
     B["freqs"] = dev.create_buffer(cfg.head_dim // 2 * f4, label="freqs")
     dev.write_buffer(B["freqs"], 0, ops.rope_freqs(cfg.head_dim, cfg.rope_base))
-    if not h.ternary:
+    if not h.packed:
         B["tmp"] = dev.create_buffer(cfg.n_embd * f4, label="tmp")
         B["gate"] = dev.create_buffer(cfg.n_ff * f4, label="gate")
         B["up"] = dev.create_buffer(cfg.n_ff * f4, label="up")
@@ -248,12 +249,12 @@ def prefill_buffers(h: GPUModel, C: int):
     B["p.qkv"] = dev.create_buffer(C * (cfg.q_dim + 2 * cfg.kv_dim) * f4, label="prefill qkv")
     B["p.o"] = dev.create_buffer(C * cfg.q_dim * f4, label="prefill o")
     B["p.g"] = dev.create_buffer(C * cfg.n_ff * f4, label="prefill g")
-    if h.a8 and h.ternary:
+    if h.a8 and h.packed:
         B["p.q"] = dev.create_buffer(C * nmax, label="prefill a8 rows")
         B["p.s"] = dev.create_buffer(C * f4, label="prefill a8 scales")
     else:
         B["p.n"] = dev.create_buffer(C * nmax * f4, label="prefill normed rows")
-    if not h.ternary:
+    if not h.packed:
         B["p.tmp"] = dev.create_buffer(C * cfg.n_embd * f4, label="prefill tmp")
         B["p.gate"] = dev.create_buffer(C * cfg.n_ff * f4, label="prefill gate")
         B["p.up"] = dev.create_buffer(C * cfg.n_ff * f4, label="prefill up")
@@ -269,13 +270,13 @@ def compile_keys(h: GPUModel, prefill_rows: int, topk: int) -> tuple:
     dry = replace(h, w=_Names(), buf=_Names(),
                   shards={ti.name: [(r0, r1, ti.name) for r0, r1 in table_shards(h, ti)[0]]
                           for ti in (m.token_embd, m.lm_head)})
-    requant_head = h.lm_head == "q8_0" and m.lm_head.type_name != "Q8_0"
+    requant_head = h.lm_head is not None and m.lm_head.format is not h.lm_head
     if requant_head:
-        dry.table_types = dict(h.table_types, **{m.lm_head.name: "Q8_0"})
+        dry.table_types = dict(h.table_types, **{m.lm_head.name: h.lm_head})
     steps = [st for part in decode_steps(dry).values() for st, _ in part]
-    if requant_head and m.lm_head.type_name in requant.SRC_TYPES:
+    if requant_head and m.lm_head.format in requant.SRC_TYPES:
         rows = {r1 - r0 for r0, r1, _ in dry.shards[m.lm_head.name]}
-        steps += [requant.q8_0(m.lm_head.type_name, m.lm_head.shape[0], n) for n in sorted(rows)]
+        steps += [requant.q8_0(m.lm_head.format, m.lm_head.shape[0], n) for n in sorted(rows)]
     prefill = [ops.topk(cfg.n_vocab, topk)]
     if prefill_rows > 1:
         prefill += [st for st, _ in prefill_steps(dry, prefill_rows, True)]
