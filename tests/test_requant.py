@@ -8,6 +8,7 @@ division (WGSL allows 2.5 ULP) may round the other way: there |q - q_ref| <= 1.
 import numpy as np
 from gguf import GGMLQuantizationType, quants
 
+from bitweb import formats
 from bitweb.kernels import requant
 from tests.conftest import run
 
@@ -22,7 +23,7 @@ def test_random_f16_rows_match_gguf_py(gpu):
     src = gpu.create_buffer(x.nbytes)
     gpu.write_buffer(src, 0, x.tobytes())
     dst = gpu.create_buffer(requant.q8_0_bytes(n_in, rows))
-    step = requant.q8_0("F16", n_in, rows)
+    step = requant.q8_0(formats.F16, n_in, rows)
     gpu.run([run(step.instantiate(gpu, {"src": src, "dst": dst}))])
     got = np.frombuffer(run(gpu.read(dst, 0, ref.size)), np.uint8).reshape(-1, 34)
 
@@ -41,7 +42,6 @@ def test_random_f16_rows_match_gguf_py(gpu):
 # ---------------------------------------------------------------- the engine's lm_head="q8_0" option
 import pytest  # noqa: E402
 
-from bitweb import formats  # noqa: E402
 from bitweb.authoring import gguf_writer as gw  # noqa: E402
 from bitweb.engine import Engine, EngineError  # noqa: E402
 from bitweb.gguf import FileSource, open_gguf  # noqa: E402
@@ -54,13 +54,13 @@ def rewrite(src, dst, tensors):
     for k, v in gf.metadata.items():
         t, sub = gf.metadata_types[k]
         md.append((k, gw.array(sub, v) if t == gw.ARRAY else gw.Value(t, v)))
-    out = [(n, ti.shape, ti.format.name, gf.tensor_data(n)) for n, ti in gf.tensors.items() if n not in tensors]
+    out = [(n, ti.shape, ti.format, gf.tensor_data(n)) for n, ti in gf.tensors.items() if n not in tensors]
     out += [(n, shape, t, data) for n, (t, shape, data) in tensors.items()]
     gw.write_gguf(dst, md, out)
 
 
-def q8(ti_bytes, type_name, n):
-    return formats.quantize("Q8_0", formats.dequantize(type_name, ti_bytes, n))
+def q8(ti_bytes, fmt, n):
+    return formats.Q8_0.quantize(fmt.dequantize(ti_bytes, n))
 
 
 def load(dev, path, **kw):
@@ -83,13 +83,13 @@ def test_engine_q8_0_head_equals_a_file_with_a_q8_0_head(gpu, tiny, tied):
     n_embd, n_vocab = emb.shape
     if tied:
         name, src_path = "token_embd.weight", path
-        ref_tensors = {name: ("Q8_0", emb.shape, q8(gf.tensor_data(name), "F16", n_embd * n_vocab))}
+        ref_tensors = {name: (formats.Q8_0, emb.shape, q8(gf.tensor_data(name), emb.format, n_embd * n_vocab))}
     else:   # add an untied F16 output.weight (a different table)
         rng = np.random.default_rng(2)
         out = (rng.standard_normal((n_vocab, n_embd)) * 0.2).astype(np.float16).tobytes()
         name, src_path = "output.weight", str(d / "untied.gguf")
-        rewrite(path, src_path, {name: ("F16", emb.shape, out)})
-        ref_tensors = {name: ("Q8_0", emb.shape, q8(out, "F16", n_embd * n_vocab))}
+        rewrite(path, src_path, {name: (formats.F16, emb.shape, out)})
+        ref_tensors = {name: (formats.Q8_0, emb.shape, q8(out, formats.F16, n_embd * n_vocab))}
     ref_path = str(d / f"q8-{tied}.gguf")
     rewrite(src_path, ref_path, ref_tensors)
 

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from bitweb import gpu, shaders
+from bitweb import formats, gpu, shaders
 from tests.conftest import ROOT, need, run
 
 PARSE_JS = """
@@ -98,7 +98,7 @@ def test_native_device_without_features_takes_the_fallbacks(devices):
     assert "maxComputeWorkgroupStorageSize <= 16384" in weak.weaker and full.weaker == ""
     # the variants follow the device: bitlinear's subgroup reduction and dot4, lmhead's f16 reads
     src = shaders.source("bitlinear")
-    a8 = {"FMT_I2S": True, "A8": True, "PACKED": True}
+    a8 = {"FORMAT": formats.I2_S, "A8": True, "PACKED": True}
     assert "subgroupAdd" in shaders.specialise(src, full, a8, "bitlinear")
     masked = shaders.specialise(src, weak, a8, "bitlinear")
     code = "\n".join(ln.split("//")[0] for ln in masked.splitlines())
@@ -120,10 +120,10 @@ def test_workgroup_use_counts_what_the_entry_point_uses():
     """WebGPU's count: roundUp(16, SizeOf(T)) of each workgroup variable the entry point (or a
     function it calls) uses; the sizes from the pipeline's override constants (tests/e2e/test_weak_gpu.py
     checks the same pipeline against the browser's own limit)."""
-    code = shaders.specialise(shaders.source("lmhead"), Fake(), {"FMT_F16": True}, "lmhead")
+    code = shaders.specialise(shaders.source("lmhead"), Fake(), {"FORMAT": formats.F16}, "lmhead")
     use = shaders.workgroup_use(code, "gemv", LMHEAD)
     assert use == {"storage": 16384, "vars": {"xs": 4 * 3776, "part": 256, "red": 1024}, "size": (64, 1, 1)}
-    with_sg = shaders.specialise(shaders.source("lmhead"), Fake(subgroups=True), {"FMT_F16": True}, "lmhead")
+    with_sg = shaders.specialise(shaders.source("lmhead"), Fake(subgroups=True), {"FORMAT": formats.F16}, "lmhead")
     assert shaders.workgroup_use(with_sg, "gemv", LMHEAD)["vars"] == {"xs": 4 * 3776, "part": 256}   # no tree scratch
     samp = shaders.specialise(shaders.source("sampling"), Fake(), {}, "sampling")
     arg, top = (shaders.workgroup_use(samp, e, {"WG": 256}) for e in ("argmax", "topk"))
@@ -154,9 +154,9 @@ def test_a_kernel_over_the_limits_is_refused_by_name_before_anything_is_uploaded
     """(devices: a native adapter is there.)"""
     from bitweb.engine import Engine
     from bitweb.gguf import FileSource, open_gguf
-    over = ("lmhead", "gemv", dict(LMHEAD, K=3784), {"FMT_F16": True})
+    over = ("lmhead", "gemv", dict(LMHEAD, K=3784), {"FORMAT": formats.F16})
     small = run(gpu.request_device("native", mask_features=["subgroups"], cap_limits={"maxComputeWorkgroupStorageSize": 16384}))
-    small.check_pipelines([("lmhead", "gemv", LMHEAD, {"FMT_F16": True})])             # fits exactly
+    small.check_pipelines([("lmhead", "gemv", LMHEAD, {"FORMAT": formats.F16})])             # fits exactly
     with pytest.raises(gpu.LimitsError, match=r"kernel lmhead:gemv .* needs 16416 bytes of workgroup memory; "
                                               r"this GPU allows maxComputeWorkgroupStorageSize = 16384 \(short by 32 bytes\)"):
         small.check_pipelines([over])

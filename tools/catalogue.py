@@ -40,13 +40,14 @@ def spec_of(entry: dict):
 
 def plan(entry: dict) -> list:
     """[TensorPlan]: the file's tensor table (names, shapes, types, bytes)."""
+    from bitweb import formats
     from bitweb.authoring import makemodel as mm
     spec = spec_of(entry)
     out = mm.plan_tensors(spec, entry["shape"]["n_vocab"])
     if entry["architecture"] == "qwen2":            # Qwen2's Q / K / V projections have biases (F32)
         q, kv = spec.n_head * spec.head_dim, spec.n_head_kv * spec.head_dim
         for i in range(spec.n_layer):
-            out += [mm.TensorPlan(f"blk.{i}.attn_{t}.bias", (n,), "F32", "norm") for t, n in (("q", q), ("k", kv), ("v", kv))]
+            out += [mm.TensorPlan(f"blk.{i}.attn_{t}.bias", (n,), formats.F32, "norm") for t, n in (("q", q), ("k", kv), ("v", kv))]
     return out
 
 
@@ -76,7 +77,7 @@ def gpu_figures(entry: dict) -> dict:
                f"blk.{i}.attn_q_norm|attn_k_norm") for i in range(cfg.n_layer) if entry["architecture"] == "qwen3"]
     items += [(4 * cfg.n_vocab, "logits"), (4 * cfg.n_ff, "FFN activations")]
     big, what = max(items, key=lambda item: item[0])     # (the first of the largest)
-    tables = [{"name": t.name, "rows": t.shape[1], "rowBytes": dense.row_bytes(t.type_name, t.shape[0])}
+    tables = [{"name": t.name, "rows": t.shape[1], "rowBytes": dense.row_bytes(t.format, t.shape[0])}
               for t in tensors if t.name in TABLES]
     weights = sum(t.nbytes for t in tensors)
     return {"weightBytes": weights, "largestBuffer": big, "largestBufferName": what, "tables": tables,

@@ -45,7 +45,7 @@ async def weak_device(mask, caps):
 
 KERNELS = DEVICE + r"""
 import js, json, re, time
-from bitweb import gpu, kernel_check, shaders
+from bitweb import formats, gpu, kernel_check, shaders
 a = json.loads(args_json)
 dev = await weak_device(a["mask"], a["caps"])
 full = await weak_device([], {})
@@ -74,7 +74,7 @@ for case in man["cases"]:
 # (no subgroups, no xdirect: x staged in workgroup memory) at the limit exactly, and 32 bytes over
 out["boundary"] = []
 for k in a["boundary_k"]:
-    key = ("lmhead", "gemv", {"K": k, "N_ROWS": 77, "ROW0": 0, "WG": 64, "RPW": 16, "RB": 2, "LANES": 16}, {"FMT_F16": True})
+    key = ("lmhead", "gemv", {"K": k, "N_ROWS": 77, "ROW0": 0, "WG": 64, "RPW": 16, "RB": 2, "LANES": 16}, {"FORMAT": formats.F16})
     src = dev._code(dev.pipeline_key(*key))
     b = {"K": k, "estimate": shaders.workgroup_use(src, "gemv", key[2])["storage"], "error": "", "refused": ""}
     try:
