@@ -70,13 +70,19 @@ def test_published_size_is_the_shapes_tensors_plus_a_header(m):
 
 def runnable(m) -> str | None:
     """Why this bitweb does not run the entry (None: it does), from bitweb's own registries."""
-    from bitweb import model, tokenizer
+    from bitweb import formats, model, tokenizer
+
+    def fmt(name):                      # the entry's type name -> its Format (None: bitweb has none)
+        try:
+            return formats.by_name(name)
+        except formats.FormatError:
+            return None
     if m["architecture"] not in model.ARCHS:
         return f"architecture ({m['architecture']})"
-    if m["weights"] not in model.LINEAR_TYPES:
+    if fmt(m["weights"]) not in model.LINEAR_TYPES:
         return f"weights ({m['weights']})"
     for t in (m["table"], m["output"]):
-        if t is not None and t not in model.EMBD_TYPES:
+        if t is not None and fmt(t) not in model.EMBD_TYPES:
             return f"table ({t})"
     pre = m["shape"]["pre_tokenizer"]
     if pre is not None and pre not in tokenizer.PRE_TOKENIZERS:
