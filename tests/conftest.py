@@ -49,12 +49,12 @@ def make_last_token_first(path, first: int) -> int:
     and wins whenever that logit is > 0; the prompt never has it, so the prefill is unchanged.
     Returns the new first token's id."""
     import numpy as np
-    from bitweb import gguf
+    from bitweb import formats, gguf
     gf = gguf.open_gguf(path)
     new_id = len(gf.metadata["tokenizer.ggml.tokens"]) - 1
     emb = gf.tensors["token_embd.weight"]
     gf.close()
-    assert emb.format.name == "F16" and emb.shape[1] == new_id + 1, emb
+    assert emb.format is formats.F16 and emb.shape[1] == new_id + 1, emb
     assert first != new_id
     n = emb.shape[0]
     with open(path, "r+b") as f:

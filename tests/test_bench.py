@@ -41,7 +41,8 @@ def check_kernel_results(res, shapes):
         assert f16["p2_vs_f16"] == 1.0
         for r in mine:
             fmt = r["kernel"].split()[-1] if r["kernel"].startswith("lmhead") else r["kernel"].split()[0]
-            n_bytes = n_out * dense.row_bytes(fmt, n_in) if fmt in dense.WTYPES else formats.by_name(fmt).nbytes(n_in * n_out)
+            f = formats.by_name(fmt)
+            n_bytes = n_out * dense.row_bytes(f, n_in) if f in dense.WTYPES else f.nbytes(n_in * n_out)
             assert r["bytes"] == n_bytes, r
             assert r["median_ms"] > 0 and math.isfinite(r["median_ms"])
             assert close(r["gbps"], r["bytes"] / r["median_ms"] / 1e6), r

@@ -202,7 +202,7 @@ def test_weights_are_ternary_and_scaled_to_keep_activations_order_one(tmp_path, 
             y_rms = np.sqrt(np.mean((w @ x) ** 2))
             assert 0.5 < y_rms < 4.5, (name, y_rms)
     for name, t in g.tensors.items():
-        if t.format.name == "F32" and name.endswith("norm.weight"):
+        if t.format is formats.F32 and name.endswith("norm.weight"):
             x = dequant(g, name)
             assert abs(x.mean() - 1) < 0.02 and 0.02 < x.std() < 0.08, name
     e = dequant(g, "token_embd.weight")

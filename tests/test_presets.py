@@ -46,11 +46,11 @@ def test_bonsai_preset_shapes_and_defaults(preset):
     for i in (0, L - 1):
         for n, shape in want.items():
             t = plan[f"blk.{i}.{n}.weight"]
-            assert t.shape == shape and t.format.name == ("F32" if len(shape) == 1 else "Q1_0"), (n, t)
+            assert t.shape == shape and t.format is (formats.F32 if len(shape) == 1 else formats.Q1_0), (n, t)
     assert f"blk.{L}.attn_q.weight" not in plan
     assert not any("sub_norm" in n or n.endswith(".scale") for n in plan)          # qwen3: no sub-norms
     tables = [plan["token_embd.weight"]] + ([] if tied else [plan["output.weight"]])
-    assert all(t.shape == (e, V) and t.format.name == "Q1_0" for t in tables), tables
+    assert all(t.shape == (e, V) and t.format is formats.Q1_0 for t in tables), tables
     assert ("output.weight" in plan) == (not tied)
     assert len(plan) == 2 + 11 * L + (not tied)
     # tensor bytes: the published file less its header (the Qwen tokenizer's 151k tokens and

@@ -304,8 +304,8 @@ def test_shipped_model_file():
     assert SHIPPED.stat().st_size < 8 * 2**20
     with open_gguf(str(SHIPPED)) as gf:
         assert gf.metadata["general.architecture"] == "bitnet-b1.58"
-        assert {ti.format.name for n, ti in gf.tensors.items() if n.startswith("blk.") and ti.shape[1:]} == {"I2_S"}
-        assert gf.tensors["token_embd.weight"].format.name == "F16"
+        assert {ti.format for n, ti in gf.tensors.items() if n.startswith("blk.") and ti.shape[1:]} == {formats.I2_S}
+        assert gf.tensors["token_embd.weight"].format is formats.F16
         from bitweb.tokenizer import Tokenizer as PyTok
         pytok = PyTok.from_metadata(gf.metadata)
         hf = Tokenizer.from_file(str(TRAIN / "tokenizer.json"))

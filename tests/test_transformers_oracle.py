@@ -104,7 +104,7 @@ def hf_to_gguf(model, tern: dict, path, arch: str, fmt: str = "I2_S") -> None:
             tensors.append((f"blk.{i}.{gg}.weight", "F32", sd[f"model.layers.{i}.{hf}.weight"].astype("<f4")))
         for hf, gg in HF_LINEARS.items():
             t, s = tern[f"model.layers.{i}.{hf}"]
-            data = (f.pack(t, s) if fmt in ("I2_S", "TQ2_0", "TQ1_0")
+            data = (f.pack(t, s) if f.packed
                     else f.quantize(t.astype(np.float32) * s))
             tensors.append((f"blk.{i}.{gg}.weight", fmt, np.frombuffer(data, np.uint8), t.shape[::-1]))
     tensors.append(("output_norm.weight", "F32", sd["model.norm.weight"].astype("<f4")))
@@ -180,8 +180,8 @@ def test_file_is_like_a_real_one(pair):
     _, _, gf = pair
     ref = NumpyModel.from_gguf(gf, "f32")
     assert ref.cfg.ffn == ("relu2" if gf.arch == "bitnet-b1.58" else "silu")
-    assert gf.tensors["blk.0.attn_q.weight"].format.name in ("I2_S", "TQ2_0", "TQ1_0")
-    assert gf.tensors["token_embd.weight"].format.name == "F16"
+    assert gf.tensors["blk.0.attn_q.weight"].format in (formats.I2_S, formats.TQ2_0, formats.TQ1_0)
+    assert gf.tensors["token_embd.weight"].format is formats.F16
 
 
 def test_f32_logits_and_greedy(pair):

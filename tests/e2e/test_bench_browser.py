@@ -94,12 +94,12 @@ def tq2_0_twin() -> str:
     tensors = []
     for ti in gf.tensors.values():
         data = gf.tensor_data(ti.name)
-        if ti.format.name == "I2_S":
+        if ti.format is formats.I2_S:
             t, scale, _ = formats.I2_S.unpack(data, ti.n_elements)
             d = np.full(ti.n_elements // 256, float(scale[0]), np.float32)
-            tensors.append((ti.name, ti.shape, "TQ2_0", formats.by_name("TQ2_0").pack(t, d)))
+            tensors.append((ti.name, ti.shape, formats.TQ2_0, formats.TQ2_0.pack(t, d)))
         else:
-            tensors.append((ti.name, ti.shape, ti.format.name, data))
+            tensors.append((ti.name, ti.shape, ti.format, data))
     tmp = path.with_suffix(".tmp")
     write_gguf(tmp, md, tensors, alignment=gf.alignment)
     os.replace(tmp, path)
