@@ -20,7 +20,7 @@ import json
 
 import pytest
 
-from bitweb import gpu
+from bitweb import formats, gpu
 from bitweb.gguf import open_gguf
 from bitweb.numpy_model import NumpyModel
 from bitweb.sampling import SamplingParams
@@ -143,7 +143,7 @@ try:
     res = await eng.generate(ids, sampling.SamplingParams(), a["n"], ignore_eos=True)
     logits = await eng.forward_logits(ids + a["want"]) if res.ids != a["want"] else None
     out = {"device": dev.describe(), "caps": dev.caps.summary(), "limits": dev.limits, "prompt_ids": ids, "ids": res.ids,
-           "text": res.text, "arch": eng.cfg.arch, "linear": eng.cfg.linear_type, "logits": logits}
+           "text": res.text, "arch": eng.cfg.arch, "linear": eng.cfg.linear_type.name, "logits": logits}
 finally:
     eng.close()
 json.dumps(out)
@@ -164,7 +164,7 @@ def weak_models(py_page, tiny_model):
 @pytest.mark.parametrize("arch,fmt", CASES)
 def test_mobile_set_gives_the_numpy_greedy_tokens(py_page, weak_models, arch, fmt):
     path = weak_models[f"{arch}-{fmt}.gguf"]
-    act = "a8" if fmt not in ("f32", "f16", "bf16", "q8_0") else "f32"       # (float linears: the same kernels in both)
+    act = "a8" if formats.by_name(fmt).packed else "f32"       # (float linears: the same kernels in both)
     ref = NumpyModel.from_gguf(open_gguf(path), act)
     ids = ref.tokenizer.encode(PROMPT)
     want = ref.generate(ids, SamplingParams(), N, ignore_eos=True)
