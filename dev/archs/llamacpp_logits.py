@@ -21,7 +21,7 @@ import argparse, json, os, subprocess, sys, tempfile
 
 import numpy as np
 
-from bitweb import gguf
+from bitweb import formats, gguf
 from bitweb.numpy_model import Linear, NumpyModel
 
 CASES = ("qwen3:q1_0:q1_0", "qwen3:q2_0:q2_0", "qwen3:tq2_0:f16", "qwen3:tq1_0:q8_0", "qwen3:bf16:f32",
@@ -56,8 +56,8 @@ def bf16(x):
     return u.astype(np.uint32).view(F32)
 
 
-ACT = {"Q1_0": q8_0, "Q2_0": q8_0, "Q8_0": q8_0, "TQ1_0": q8_k, "TQ2_0": q8_k,
-       "F16": lambda x: x.astype(np.float16).astype(F32), "BF16": bf16, "F32": lambda x: x}
+ACT = {formats.Q1_0: q8_0, formats.Q2_0: q8_0, formats.Q8_0: q8_0, formats.TQ1_0: q8_k, formats.TQ2_0: q8_k,
+       formats.F16: lambda x: x.astype(np.float16).astype(F32), formats.BF16: bf16, formats.F32: lambda x: x}
 
 
 class GgmlLinear(Linear):
@@ -66,13 +66,13 @@ class GgmlLinear(Linear):
 
     def __init__(self, gf, ti, scale_ti=None):
         super().__init__(gf, ti, scale_ti)
-        self.type_name = ti.format.name
+        self.format = ti.format
 
     def __call__(self, x, nw, eps, a8):
         x = x.astype(F32)
         if nw is not None:
             x = x / np.sqrt((x * x).mean(axis=1, keepdims=True) + F32(eps)) * nw
-        y = ACT[self.type_name](x).astype(np.float64) @ self.w.T.astype(np.float64)
+        y = ACT[self.format](x).astype(np.float64) @ self.w.T.astype(np.float64)
         return (y if self.scale is None else y * self.scale).astype(F32)
 
 

@@ -53,7 +53,7 @@
 // reduction). A lane group computes RB rows at once (the activation loads are shared by those
 // rows); its lanes stride over the weight words of the rows (consecutive lanes, consecutive words).
 // Activations sit in workgroup memory: packed int8 (A8), f32 m (XSHARED), or are read from x.
-// Defines: FMT_I2S | FMT_TQ2 | FMT_TQ1 | FMT_Q1, A8, NORM, RESIDUAL, PARTS2, PARTS3, GATE_UP,
+// Defines: V0_I2S | V0_TQ2 | V0_TQ1 | V0_Q1 (its own format switch, set by bench.py --src), A8, NORM, RESIDUAL, PARTS2, PARTS3, GATE_UP,
 // ACT_SILU, XSHARED, SUBGROUPS, DOT4 (see bitweb/kernels/bitlinear.py).
 
 override WG: u32 = 64u;        // threads per workgroup (power of two)
@@ -71,19 +71,19 @@ override RED_N: u32 = WG * max(2u, 2u * RB);        // derived: reduction scratc
 const MAXRB: u32 = 4u;
 const M3: u32 = 0x03030303u;
 
-#if FMT_I2S
+#if V0_I2S
 const BLK: u32 = 128u;     // values per block
 const BBYTES: u32 = 32u;   // bytes per block
 const UPB: u32 = 8u;       // units (u32 words) per block
-#elif FMT_TQ2
+#elif V0_TQ2
 const BLK: u32 = 256u;
 const BBYTES: u32 = 66u;
 const UPB: u32 = 16u;
-#elif FMT_TQ1
+#elif V0_TQ1
 const BLK: u32 = 256u;
 const BBYTES: u32 = 54u;
 const UPB: u32 = 13u;
-#elif FMT_Q1
+#elif V0_Q1
 const BLK: u32 = 128u;
 const BBYTES: u32 = 18u;
 const UPB: u32 = 4u;
@@ -153,7 +153,7 @@ fn part_rows(t: u32) -> u32 {
 
 // Scale factor of part t: ws_t * (rinv or inv_s) * mult[t].
 fn part_scale(t: u32) -> f32 {
-#if FMT_I2S
+#if V0_I2S
     let ws = bitcast<f32>(wl(t, part_rows(t) * (N_IN / 16u)));
 #else
     let ws = 1.0;
@@ -334,7 +334,7 @@ fn body(li: u32, wid: u32, lane: u32, ln: u32) {
         for (var u = lane; u < units; u += ln) {
             let blk = u / UPB;
             let k = u % UPB;
-#if FMT_I2S
+#if V0_I2S
             // word k of block blk: values blk*128 + 32i + 4k .. +3 at shift 6 - 2i
             let e = blk * 32u + k;
 #if A8
@@ -355,7 +355,7 @@ fn body(li: u32, wid: u32, lane: u32, ln: u32) {
 #endif
                 }
             }
-#elif FMT_TQ2
+#elif V0_TQ2
             // qs word k: values 128 (k / 8) + 32 l + 4 (k % 8) .. +3 at shift 2l
             let e = blk * 64u + (k / 8u) * 32u + (k % 8u);
 #if A8
@@ -380,7 +380,7 @@ fn body(li: u32, wid: u32, lane: u32, ln: u32) {
 #endif
                 }
             }
-#elif FMT_TQ1
+#elif V0_TQ1
             // word k < 8: values 4k + 32j; k < 12: 4k + 128 + 16j; k = 12: 240 + 4j (j < 4), trit j
             var base = 4u * k;
             var stride = 32u;
@@ -414,7 +414,7 @@ fn body(li: u32, wid: u32, lane: u32, ln: u32) {
 #endif
                 }
             }
-#elif FMT_Q1
+#elif V0_Q1
             // sign word k: values 32k .. 32k + 31, bit n
             let e = blk * 32u + k * 8u;
 #if A8
@@ -457,7 +457,7 @@ fn body(li: u32, wid: u32, lane: u32, ln: u32) {
             }
 #endif
         }
-#if FMT_I2S
+#if V0_I2S
 #if A8
         for (var i = 0u; i < NACC * RB; i++) { acc[i] = f32(iacc[i]); }   // exact below 2^24
 #endif
@@ -488,7 +488,7 @@ fn body(li: u32, wid: u32, lane: u32, ln: u32) {
                 if (!rows[i].ok) { continue; }
                 let gr = g0 + i;
                 var sub = 0.0;      // I2_S A8: sum (c - 1) q = sum c q - sum q
-#if FMT_I2S
+#if V0_I2S
 #if A8
                 sub = f32(qsm);
 #endif
@@ -519,7 +519,7 @@ fn body(li: u32, wid: u32, lane: u32, ln: u32) {
 
 // gate_up: gate is w0 with mult[0], up is w1 with mult[1], both ROWS0 rows.
 fn part_scale_gu(a: u32) -> f32 {
-#if FMT_I2S
+#if V0_I2S
     let ws = bitcast<f32>(wl(a, ROWS0 * (N_IN / 16u)));
 #else
     let ws = 1.0;

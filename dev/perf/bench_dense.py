@@ -21,7 +21,7 @@ HERE = pathlib.Path(__file__).parent
 
 
 async def custom(dev, path, fmt, k, rows, tune, bufs):
-    defines = {"FMT_" + fmt: True}
+    defines = {"W_F16": formats.by_name(fmt) is formats.F16}      # the experiment's own switch (else Q8_0)
     code = shaders.specialise(open(path).read(), dev, defines, str(path))
     mod = dev.device.create_shader_module(code=code)
     consts = {"K": k, "N_ROWS": rows, "ROW0": 0, "WG": tune.get("wg", 64), "RPW": tune.get("rpw", 32),

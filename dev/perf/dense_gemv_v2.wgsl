@@ -13,6 +13,7 @@
 //     one vec4<u32>; Q8_0: one 68-byte block pair per lane, 17 words, 64 values, when K % 64 == 0);
 //   - one subgroupAdd per row, no workgroup reduction array.
 // Bindings: 0 w, 1 x f32[K], 2 y, 3 g f32[K].
+// Switch: W_F16 (F16 rows; else Q8_0 rows), set by bench_dense.py --src.
 
 override K: u32 = 2560u;
 override N_ROWS: u32 = 1u;
@@ -24,7 +25,7 @@ override EPS: f32 = 1e-5;
 
 const XS_MAX: u32 = 1024u;       // vec4 of m in workgroup memory (K <= 4096)
 
-#if FMT_F16
+#if W_F16
 @group(0) @binding(0) var<storage, read> w: array<vec4<u32>>;     // 8 halves per element
 #else
 @group(0) @binding(0) var<storage, read> w: array<u32>;
@@ -36,7 +37,7 @@ const XS_MAX: u32 = 1024u;       // vec4 of m in workgroup memory (K <= 4096)
 var<workgroup> xs: array<vec4<f32>, XS_MAX>;
 var<workgroup> ss: array<f32, 64>;          // per-subgroup partial sums of x^2 (<= 64 subgroups)
 
-#if FMT_F16
+#if W_F16
 // dot of the 8 values of row word i (vec4<u32>, 8 halves) with m[8 j .. 8 j + 7]
 fn dot8(v: vec4<u32>, j: u32) -> f32 {
     let a = xs[2u * j];
@@ -95,7 +96,7 @@ fn gemv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let inv = 1.0 / sqrt(tot / f32(K) + EPS);
 
     let r0 = (wid.x + wid.y * nwg.x) * RPW;
-#if FMT_F16
+#if W_F16
     let n = K / 8u;                    // 16-byte words per row
 #else
     let n = K / 64u;                   // block pairs per row
@@ -105,7 +106,7 @@ fn gemv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         for (var i = sgi; i < n; i += sgs) {
             for (var b = 0u; b < RB; b++) {
                 let r = min(r0 + rr + b, N_ROWS - 1u);
-#if FMT_F16
+#if W_F16
                 acc[b] += dot8(w[r * n + i], i);
 #else
                 acc[b] += dotq(r, i);
