@@ -163,17 +163,18 @@ def test_identical_bytes_to_gguf_py_writer(tmp_path):
 SHAPES = [(256,), (256, 3), (256, 2, 2), (256, 1, 2, 1)]
 
 
-@pytest.mark.parametrize("type_name", ["F32", "F16", "BF16", "Q8_0", "TQ1_0", "TQ2_0", "Q1_0", "I2_S", "Q2_0_G128"])
+@pytest.mark.parametrize("name", ["F32", "F16", "BF16", "Q8_0", "TQ1_0", "TQ2_0", "Q1_0", "I2_S", "Q2_0_G128"])
 @pytest.mark.parametrize("alignment", [None, 64, 256])
-def test_tensors_of_every_type(tmp_path, type_name, alignment):
-    fmt = formats.by_name(type_name)
+def test_tensors_of_every_type(tmp_path, name, alignment):
+    """add_tensor by GGML name (as a user gives it); the reader gives the Format back."""
+    fmt = formats.by_name(name)
     rng = np.random.default_rng(fmt.type_id)
     datas = []
     p = tmp_path / "t.gguf"
     with gw.GGUFWriter(p, alignment=alignment) as w:
         w.add("general.architecture", "test")
         for i, shape in enumerate(SHAPES):
-            w.add_tensor(f"t{i}", shape, type_name)
+            w.add_tensor(f"t{i}", shape, name)
         for i, shape in enumerate(SHAPES):
             x = rng.standard_normal(int(np.prod(shape)), dtype=np.float32)
             data = fmt.quantize(x)
@@ -187,13 +188,13 @@ def test_tensors_of_every_type(tmp_path, type_name, alignment):
     assert g.alignment == align and g.data_offset % align == 0
     for i, shape in enumerate(SHAPES):
         t = g.tensors[f"t{i}"]
-        assert (t.shape, t.format.name, t.nbytes) == (shape, type_name, len(datas[i]))
+        assert (t.shape, t.format, t.nbytes) == (shape, fmt, len(datas[i]))
         assert t.abs_offset % align == 0
         assert g.tensor_data(t.name) == datas[i]
     if alignment not in (None, 32):
         assert g.metadata_types["general.alignment"] == (gw.UINT32, None)
 
-    if type_name in ("I2_S", "Q2_0_G128"):             # gguf-py does not know type ids 36 and 142
+    if fmt in (formats.I2_S, formats.Q2_0_G128):       # gguf-py does not know type ids 36 and 142
         with pytest.raises(ValueError):
             ggufpy.GGUFReader(p)
         return
@@ -202,7 +203,7 @@ def test_tensors_of_every_type(tmp_path, type_name, alignment):
     for i, shape in enumerate(SHAPES):
         t = r.tensors[i]
         assert t.name == f"t{i}"
-        assert t.tensor_type == ggufpy.GGMLQuantizationType[type_name]
+        assert t.tensor_type == ggufpy.GGMLQuantizationType(fmt.type_id)
         assert t.shape.tolist() == list(shape)
         assert t.n_bytes == len(datas[i]) and t.data_offset % align == 0
         assert t.data.tobytes() == datas[i]
