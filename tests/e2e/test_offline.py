@@ -43,11 +43,13 @@ def static_tree(root: pathlib.Path) -> pathlib.Path:
     rest linked; build/web/precache.js written for this tree."""
     shutil.copytree(ROOT / "web", root / "web")
     (root / "build" / "web").mkdir(parents=True)
-    for name in ("bitweb.zip", "boot-snapshot.json", "boot-snapshot.bin"):
+    for name in ("bitweb.zip", "options.json", "boot-snapshot.json", "boot-snapshot.bin"):
         os.symlink(ROOT / "build" / "web" / name, root / "build" / "web" / name)
     (root / "node_modules" / "markdown-it" / "dist").mkdir(parents=True)
     os.symlink(ROOT / "node_modules" / "pyodide", root / "node_modules" / "pyodide")
     os.symlink(ROOT / "node_modules" / "markdown-it" / "dist" / "browser", root / "node_modules" / "markdown-it" / "dist" / "browser")
+    (root / "node_modules" / "hash-wasm").mkdir(parents=True)
+    os.symlink(ROOT / "node_modules" / "hash-wasm" / "dist", root / "node_modules" / "hash-wasm" / "dist")
     build_web().write_precache(root)
     return root
 
