@@ -291,8 +291,8 @@ class Model:
             for n in BIASES:                      # Q / K / V biases (F32, as llama.cpp's converter keeps 1-D tensors)
                 bname = tensor_name(i, n)
                 if bname in t and not cfg.qkv_bias:
-                    raise ModelError(f"unexpected tensor {bname!r}: Q / K / V biases belong to architecture "
-                                     f"{' / '.join(repr(a) for a, r in ARCHS.items() if r.qkv_bias)}, not {cfg.arch!r}")
+                    raise ModelError(f"unexpected tensor {bname!r}: {cfg.arch} blocks have no Q / K / V biases "
+                                     f"(Arch.qkv_bias); refusing to run a model this engine does not fully understand")
                 setattr(b, n, bind(bname, shapes[n], (formats.F32,)) if n in shapes else None)
             blk.append(b)
         embd = bind("token_embd.weight", (cfg.n_embd, cfg.n_vocab), EMBD_TYPES)
