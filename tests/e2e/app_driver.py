@@ -167,20 +167,27 @@ class App:
             self.page.fill(f"#settings input[name={k}]", str(v))
 
     def record(self):
-        """Record the last assistant message's text at every DOM change (window.__snaps)."""
+        """Record the chunks of the next replies' streams as the app takes them from the library's
+        iterator (window.__chunks: [{content, finish}]), whatever the page painted of them: the
+        loaded engine's chat.completions.create is wrapped."""
         self.page.evaluate("""() => {
-          window.__snaps = [];
-          const chat = document.getElementById('chat');
-          window.__obs?.disconnect();
-          window.__obs = new MutationObserver(() => {
-            const all = chat.querySelectorAll('.msg.assistant');
-            const last = all[all.length - 1];
-            if (!last) return;
-            const t = last.raw, s = window.__snaps;
-            if (!s.length || s[s.length - 1].t !== t || s[s.length - 1].done !== !!last.dataset.done)
-              s.push({ t, done: !!last.dataset.done });
-          });
-          window.__obs.observe(chat, { subtree: true, childList: true, characterData: true, attributes: true });
+          window.__chunks = [];
+          const c = window.bitwebApp.state.engine.chat.completions;
+          if (c.__recorded) return;
+          const create = c.create;
+          c.create = async (req) => {
+            const s = await create(req);
+            if (!req.stream) return s;
+            const next = s.next.bind(s);
+            s.next = async () => {
+              const r = await next();
+              if (!r.done) window.__chunks.push({ content: r.value.choices[0].delta.content ?? '',
+                                                  finish: r.value.choices[0].finish_reason });
+              return r;
+            };
+            return s;
+          };
+          c.__recorded = true;
         }""")
 
     def say(self, text):

@@ -353,6 +353,19 @@ def _restart(item) -> str | None:
     return None
 
 
+def _restart_time_limit(item):
+    """The retry gets the test's whole time limit again (pytest-timeout's timer is set once around
+    this hook: it may have fired, or be nearly spent, after the first attempt and the restart)."""
+    hook = item.config.pluginmanager.hook
+    if not item.config.pluginmanager.hasplugin("timeout"):
+        return
+    import pytest_timeout
+    settings = pytest_timeout._get_item_settings(item)
+    if settings.timeout and not settings.func_only:
+        hook.pytest_timeout_cancel_timer(item=item)
+        hook.pytest_timeout_set_timer(item=item, settings=settings)
+
+
 def _say(config, text: str):
     tr = config.pluginmanager.get_plugin("terminalreporter")
     if tr is not None:
@@ -377,6 +390,7 @@ def pytest_runtest_protocol(item, nextitem):
                       "evidence": evidence}
             _say(item.config, f"\nGPU RETRY {item.nodeid}: {why}; restarting the browser and running the test again")
             record["teardown_errors"] = _restart(item)
+            _restart_time_limit(item)
             reports = runtestprotocol(item, nextitem=nextitem, log=False)
             again = next((r for r in reports if r.failed), None)
             record["retry"] = "failed again" if again else "passed on retry"
