@@ -265,6 +265,22 @@ def pytest_sessionfinish(session):
         _BROWSER = None
 
 
+SETTLE_JS = """async ([src, arg, ms, what]) => {
+  const f = (0, eval)('(' + src + ')');
+  let timer;
+  const late = new Promise((_, reject) => { timer = setTimeout(() => reject(new Error(
+    `${what}: not settled after ${ms / 1000} s` + (globalThis.__settleNote ? ` (${JSON.stringify(globalThis.__settleNote)})` : ''))), ms); });
+  try { return await Promise.race([f(arg), late]); } finally { clearTimeout(timer); }
+}"""
+
+
+def settle(target, fn: str, arg=None, seconds: float = 300, what: str = "the evaluated promise"):
+    """target.evaluate(fn, arg) (a page or a worker; fn an async function's source) that fails
+    after `seconds` with `what` in the message, and globalThis.__settleNote (what fn last said it
+    was doing) when it set one: Playwright's evaluate waits for a promise forever."""
+    return target.evaluate(SETTLE_JS, [fn, arg, seconds * 1000, what])
+
+
 def new_page(ctx):
     """A page of context ctx; console errors and uncaught exceptions are collected in page.errors."""
     pg = ctx.new_page()
