@@ -9,8 +9,10 @@
 // `offset` and asks for the rest with `Range: bytes=offset-` and `If-Range: <etag or date>`. A
 // server that answers 206 from `offset` continues the file; one that answers 200 sends the whole
 // file, because it changed (restart, said as a note) or has no ranges (restart, said as a note).
-// Failures worth retrying (connection dropped, no byte for stallMs, HTTP 5xx / 408 / 429) are
-// retried `retries` times, waiting retryDelayMs, 2x, 4x ... between tries; others fail at once.
+// Failures worth retrying (connection dropped, no byte for stallMs of this worker's own time:
+// stallWatch, HTTP 5xx / 408 / 429) are retried `retries` times, waiting retryDelayMs, 2x, 4x ...
+// between tries; others fail at once. Records are written beside the bytes, one at a time, each
+// bounded by stallMs: the byte loop only ever waits on the network.
 // With `sha256` the bytes are hashed as they arrive (in this worker, resumable across visits) and a
 // mismatch deletes the part with a clear error. Only one download of a name runs at a time, across
 // tabs: web/models.mjs holds the name's Web Lock around it.
@@ -33,6 +35,28 @@ const hex = (s) => String(s || '').toLowerCase();
 const b64 = (u8) => { let s = ''; for (const b of u8) s += String.fromCharCode(b); return btoa(s); };
 const unb64 = (s) => Uint8Array.from(atob(s), (c) => c.charCodeAt(0));
 const mb = (n) => `${(n / 2 ** 20).toFixed(1)} MiB`;
+
+// Calls onStall() once `ms` of this worker's own time have passed without kick(): time the thread
+// spent blocked (Python parsing a header, a busy machine: a tick that came late) is not counted, so a
+// slow page never reads as a stalled network. stop() ends it.
+export function stallWatch(ms, onStall) {
+  const every = Math.max(10, Math.min(1000, ms / 4));
+  let quiet = 0, last = performance.now();
+  const t = setInterval(() => {
+    const now = performance.now();
+    quiet += Math.min(now - last, 2 * every);
+    last = now;
+    if (quiet >= ms) { clearInterval(t); onStall(); }
+  }, every);
+  return { kick() { quiet = 0; last = performance.now(); }, stop() { clearInterval(t); } };
+}
+
+// `p`, or a storage error once `ms` of this worker's time (stallWatch) passed first.
+function bounded(p, ms, what) {
+  let watch;
+  const late = new Promise((_, reject) => { watch = stallWatch(ms, () => reject(fail('storage', `${what}: the browser did not answer for ${ms / 1000} s`))); });
+  return Promise.race([p, late]).finally(() => watch.stop());
+}
 
 // The record beside a part, one line of JSON: read (null when missing or unreadable) and written in
 // place through a sync access handle, new line first, then cut to its length (a record is read up
@@ -116,11 +140,18 @@ export async function start(dir, name, url, opts) {
       for (let at = 0; at < have;) { const n = h.read(buf.subarray(0, Math.min(buf.length, have - at)), { at }); hasher.update(buf.subarray(0, n)); at += n; }
     }
   }
-  const checkpoint = async () => {
-    h.flush();
-    rec.offset = have;
-    if (hasher) rec.hashState = b64(hasher.save());
-    await writeRecord(dir, rec);
+  // The record of the bytes on disk now: written one at a time, in order (two at once would fight
+  // over its access handle), each bounded by stallMs (a browser that never answers is an error).
+  let records = Promise.resolve();
+  const checkpoint = () => {
+    const p = records.then(() => {
+      h.flush();
+      rec.offset = have;
+      if (hasher) rec.hashState = b64(hasher.save());
+      return bounded(writeRecord(dir, rec), o.stallMs, `saving the download record of ${name}`);
+    });
+    records = p.catch(() => {});
+    return p;
   };
   const restart = async (why) => {
     h.truncate(0);
@@ -171,7 +202,7 @@ export async function start(dir, name, url, opts) {
       headers.Range = `bytes=${have}-`;
       if (rec.etag || rec.lastModified) headers['If-Range'] = rec.etag || rec.lastModified;
     }
-    const timer = setTimeout(() => ctl.abort(new Retryable(`no answer for ${o.stallMs / 1000} s`)), o.stallMs);
+    const watch = stallWatch(o.stallMs, () => ctl.abort(new Retryable(`no answer for ${o.stallMs / 1000} s`)));
     let r;
     try {
       r = await fetch(url, { cache: 'no-store', signal: both, headers });
@@ -181,7 +212,7 @@ export async function start(dir, name, url, opts) {
       if (attempts > 0 || have > 0) throw new Retryable(`the connection failed (${e.message || e})`);
       throw await o.whyNoResponse(url, e, signal);          // never connected: no retry (CORS, no server)
     } finally {
-      clearTimeout(timer);
+      watch.stop();
     }
     if (r.status === 416 && size != null && have === size) return { done: true };
     if (r.status >= 500 || r.status === 408 || r.status === 429) throw new Retryable(`HTTP ${r.status} ${r.statusText}`.trim());
@@ -254,15 +285,15 @@ export async function start(dir, name, url, opts) {
   }
 
   // The body of `r` into the part, from `have` on.
+  // The only wait in this loop is the read (stallWatch sees it); records are written beside it.
   async function body(r, ctl) {
     const reader = r.body.getReader();
-    let timer = null;
-    const arm = () => { clearTimeout(timer); timer = setTimeout(() => ctl.abort(new Retryable(`no data for ${o.stallMs / 1000} s`)), o.stallMs); };
-    let since = have;
+    const watch = stallWatch(o.stallMs, () => ctl.abort(new Retryable(`no data for ${o.stallMs / 1000} s`)));
+    let since = have, saving = null, recordError = null;
     t0 = 0; got0 = have;
     try {
-      arm();
       for (;;) {
+        if (recordError) throw recordError;
         let v;
         try {
           v = await reader.read();
@@ -272,7 +303,7 @@ export async function start(dir, name, url, opts) {
           throw new Retryable(`the connection dropped (${e.message || e})`);
         }
         if (v.done) break;
-        arm();
+        watch.kick();
         const chunk = v.value;
         if (size != null && have + chunk.byteLength > size) throw fail('download', `the server sent more than the ${size} bytes it announced for ${url}`);
         let off = 0;
@@ -282,10 +313,15 @@ export async function start(dir, name, url, opts) {
         t0 ||= performance.now();
         growing.grew(have);
         report();
-        if (have - since >= CHECKPOINT) { since = have; await checkpoint(); }
+        if (have - since >= CHECKPOINT && !saving) {
+          since = have;
+          saving = checkpoint().then(() => { saving = null; }, (e) => { recordError = e; });
+        }
       }
+      await saving;
+      if (recordError) throw recordError;
     } finally {
-      clearTimeout(timer);
+      watch.stop();
       reader.releaseLock?.();
     }
     if (size != null && have < size) throw new Retryable(`the connection closed after ${have} of ${size} bytes`);

@@ -252,12 +252,12 @@ def axe(page, what):
     assert found == [], f"{what}: {found}"
 
 
-def boot_snapshot_saved(page) -> int:
-    """Bytes of the boot snapshot this page's worker stored (waits for it) or 0 when the worker
-    booted from one (web/py.mjs)."""
+def boot_snapshot_saved(page, timeout: float = READY_MS) -> int:
+    """Bytes of the boot snapshot this page's worker stored (waits for it, `timeout` ms) or 0 when
+    the worker booted from one (web/py.mjs)."""
     page.wait_for_function("window.bitwebApp.bitweb.stats().then((s) => { window.__boot = s.boot; })"
                            " && window.__boot && (window.__boot.from === 'snapshot' || window.__boot.snapshotSaved !== undefined)",
-                           timeout=30_000, polling=200)
+                           timeout=timeout, polling=200)
     boot = page.evaluate("window.__boot")
     assert boot["from"] == "snapshot" or boot["snapshotSaved"] > 0, boot
     return boot.get("snapshotSaved", 0)
