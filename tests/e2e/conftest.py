@@ -274,7 +274,7 @@ SETTLE_JS = """async ([src, arg, ms, what]) => {
 }"""
 
 
-def settle(target, fn: str, arg=None, seconds: float = 300, what: str = "the evaluated promise"):
+def settle(target, fn: str, arg=None, seconds: float = 600, what: str = "the evaluated promise"):
     """target.evaluate(fn, arg) (a page or a worker; fn an async function's source) that fails
     after `seconds` with `what` in the message, and globalThis.__settleNote (what fn last said it
     was doing) when it set one: Playwright's evaluate waits for a promise forever."""
@@ -327,7 +327,7 @@ class PyPage:
         return self.page.errors
 
     def run(self, code: str, **args):
-        return self.page.evaluate(PY_RUN_JS, [code, json.dumps(args)])
+        return settle(self.page, PY_RUN_JS, [code, json.dumps(args)], seconds=600, what="Python on the page")
 
 
 @pytest.fixture(scope="session")

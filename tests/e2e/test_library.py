@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import ROOT
-from tests.e2e.conftest import new_page
+from tests.e2e.conftest import new_page, settle
 from tests.e2e.app_driver import cli
 
 MODEL = ROOT / "web" / "models" / "bitweb-chat-i2_s.gguf"
@@ -48,7 +48,7 @@ API = """async (js) => {
 
 
 def api(page, js):
-    return page.evaluate(API, js)
+    return settle(page, API, js, what="the library call")
 
 
 def test_abort_a_stream_mid_way_then_complete_one(page, want):
