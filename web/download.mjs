@@ -11,8 +11,10 @@
 // file, because it changed (restart, said as a note) or has no ranges (restart, said as a note).
 // Failures worth retrying (connection dropped, no byte for stallMs of this worker's own time:
 // stallWatch, HTTP 5xx / 408 / 429) are retried `retries` times, waiting retryDelayMs, 2x, 4x ...
-// between tries; others fail at once. Records are written beside the bytes, one at a time, each
-// bounded by stallMs: the byte loop only ever waits on the network.
+// between tries; others fail at once. The record is written through one access handle held while
+// the download runs (opening one per record, every 2 MiB, sometimes never got an answer from the
+// browser under load: the download then hung in silence), so a record write never waits: the byte
+// loop only ever waits on the network.
 // With `sha256` the bytes are hashed as they arrive (in this worker, resumable across visits) and a
 // mismatch deletes the part with a clear error. Only one download of a name runs at a time, across
 // tabs: web/models.mjs holds the name's Web Lock around it.
@@ -59,7 +61,7 @@ function bounded(p, ms, what) {
 }
 
 // The record beside a part, one line of JSON: read (null when missing or unreadable) and written in
-// place through a sync access handle, new line first, then cut to its length (a record is read up
+// place through its sync access handle, new line first, then cut to its length (a record is read up
 // to its first newline: one written half way reads as unreadable, the part then starts again).
 export async function readRecord(dir, fname) {
   try {
@@ -69,17 +71,12 @@ export async function readRecord(dir, fname) {
     return null;
   }
 }
-async function writeRecord(dir, rec) {
+function putRecord(h, rec) {
   const bytes = new TextEncoder().encode(JSON.stringify(rec) + '\n');
-  const h = await (await dir.getFileHandle(rec.file + '.json', { create: true })).createSyncAccessHandle();
-  try {
-    let off = 0;
-    while (off < bytes.length) off += h.write(bytes.subarray(off), { at: off });
-    h.truncate(bytes.length);
-    h.flush();
-  } finally {
-    h.close();
-  }
+  let off = 0;
+  while (off < bytes.length) off += h.write(bytes.subarray(off), { at: off });
+  h.truncate(bytes.length);
+  h.flush();
 }
 export async function dropPart(dir, fname) {
   await dir.removeEntry(fname).catch(() => {});
@@ -118,11 +115,15 @@ export async function start(dir, name, url, opts) {
   rec ??= { url, name, file: fname, size: o.size ?? null, etag: null, lastModified: null, sha256: o.sha256 || null,
     offset: 0, hashState: null, complete: false };
   if (o.sha256) rec.sha256 = hex(o.sha256);
-  await writeRecord(dir, rec);              // (from here on the part is a download of its own, kept)
-  let h;
+  let h, recH;                              // the part's and the record's access handles, held until it ends
   try {
-    h = await (await dir.getFileHandle(fname, { create: true })).createSyncAccessHandle();
+    const open = async (f) => (await dir.getFileHandle(f, { create: true })).createSyncAccessHandle();
+    recH = await bounded(open(fname + '.json'), o.stallMs, `opening the download record of ${name}`);
+    putRecord(recH, rec);                   // (from here on the part is a download of its own, kept)
+    h = await bounded(open(fname), o.stallMs, `opening the download of ${name}`);
   } catch (e) {
+    recH?.close();
+    if (e instanceof ModelsError) throw e;
     throw fail('storage', `the cached part of ${name} is in use (${e.name}): is another tab writing it? ${e.message}`);
   }
   let have = Math.min(rec.offset, h.getSize());
@@ -140,19 +141,16 @@ export async function start(dir, name, url, opts) {
       for (let at = 0; at < have;) { const n = h.read(buf.subarray(0, Math.min(buf.length, have - at)), { at }); hasher.update(buf.subarray(0, n)); at += n; }
     }
   }
-  // The record of the bytes on disk now: written one at a time, in order (two at once would fight
-  // over its access handle), each bounded by stallMs (a browser that never answers is an error).
-  let records = Promise.resolve();
+  // The record of the bytes on disk now (synchronous: its handle is held).
+  let recClosed = false;
   const checkpoint = () => {
-    const p = records.then(() => {
-      h.flush();
-      rec.offset = have;
-      if (hasher) rec.hashState = b64(hasher.save());
-      return bounded(writeRecord(dir, rec), o.stallMs, `saving the download record of ${name}`);
-    });
-    records = p.catch(() => {});
-    return p;
+    if (recClosed) return;
+    h.flush();
+    rec.offset = have;
+    if (hasher) rec.hashState = b64(hasher.save());
+    putRecord(recH, rec);
   };
+  const closeRecord = () => { if (!recClosed) { recClosed = true; recH.close(); } };
   const restart = async (why) => {
     h.truncate(0);
     have = 0;
@@ -244,7 +242,7 @@ export async function start(dir, name, url, opts) {
     rec.etag = etag || rec.etag;
     rec.lastModified = modified || rec.lastModified;
     rec.size = size;
-    await checkpoint();
+    checkpoint();
     try {
       await ensureRoom();
     } catch (e) {
@@ -256,7 +254,7 @@ export async function start(dir, name, url, opts) {
 
   // Wait before the next try (checkpointed first); throws the last failure once the tries are spent.
   async function backoff() {
-    await checkpoint();
+    checkpoint();
     if (attempts >= o.retries) throw lastError;
     const wait = Math.min(30_000, o.retryDelayMs * 2 ** attempts);
     attempts++;
@@ -285,15 +283,14 @@ export async function start(dir, name, url, opts) {
   }
 
   // The body of `r` into the part, from `have` on.
-  // The only wait in this loop is the read (stallWatch sees it); records are written beside it.
+  // The only wait in this loop is the read, which stallWatch sees.
   async function body(r, ctl) {
     const reader = r.body.getReader();
     const watch = stallWatch(o.stallMs, () => ctl.abort(new Retryable(`no data for ${o.stallMs / 1000} s`)));
-    let since = have, saving = null, recordError = null;
+    let since = have;
     t0 = 0; got0 = have;
     try {
       for (;;) {
-        if (recordError) throw recordError;
         let v;
         try {
           v = await reader.read();
@@ -313,13 +310,8 @@ export async function start(dir, name, url, opts) {
         t0 ||= performance.now();
         growing.grew(have);
         report();
-        if (have - since >= CHECKPOINT && !saving) {
-          since = have;
-          saving = checkpoint().then(() => { saving = null; }, (e) => { recordError = e; });
-        }
+        if (have - since >= CHECKPOINT) { since = have; checkpoint(); }
       }
-      await saving;
-      if (recordError) throw recordError;
     } finally {
       watch.stop();
       reader.releaseLock?.();
@@ -339,7 +331,10 @@ export async function start(dir, name, url, opts) {
     }
     growing?.ended(have, e);
     const drop = e0.drop || have === 0;
-    if (!drop) await checkpoint().catch(() => {});
+    if (!drop) {
+      try { checkpoint(); } catch { /* (the part is kept with its last record) */ }
+    }
+    closeRecord();
     if (growing) growing.close(); else h.close();
     if (drop) await dropPart(dir, fname);
     return e;
@@ -381,7 +376,8 @@ export async function start(dir, name, url, opts) {
         }
       }
       rec.complete = true;
-      await checkpoint();
+      checkpoint();
+      closeRecord();
       growing.ended(have, null);
       progress(have, have, {});
       return { size: have, resumedFrom, attempts, notes, sha256: rec.sha256 };

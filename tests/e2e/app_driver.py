@@ -152,7 +152,9 @@ class App:
         assert state == "ready", (f"state {state}: {self.error_text()}; progress seen: "
                                   f"{self.page.evaluate('window.bitwebApp?.state?.seen')}; console errors: {self.page.errors[-5:]}")
         info = self.info()
-        assert name is None or info["name"] == name, (name, info)
+        assert name is None or info["name"] == name, (f"{name} did not load ({info['name']} is loaded): "
+                                                      f"{self.error_text()}; progress seen: "
+                                                      f"{self.page.evaluate('window.bitwebApp?.state?.seen')}")
         return info
 
     def info(self):
