@@ -399,6 +399,61 @@ def test_stop_token_and_should_stop(gpu, models):
     eng.close()
 
 
+@pytest.mark.parametrize("rows", [4, 1])
+def test_stop_during_a_long_prefill_stops_the_gpu_within_a_chunk(gpu, models, rows):
+    """A 40-token prompt in chunks of `rows` (4: prefill plan runs of 4 rows; 1: token by token
+    through the decode plan): at most 2 chunks are unfinished on the queue at any submit
+    (PREFILL_IN_FLIGHT; a chunk counts as finished once a fence after it was awaited), and
+    should_stop is asked between chunks: when it says stop before the 4th chunk, 3 chunks were
+    submitted, the reply is empty ("stopped"), the cache holds exactly their rows, and the next
+    generate from that cache answers as a fresh engine."""
+    from bitweb.engine import PREFILL_IN_FLIGHT
+    path = models()
+    eng = load(gpu, path, "a8", prefill_rows=rows)
+    ids = (eng.tokenizer.encode(PROMPT + " " + PROMPT) * 2)[:40]
+    assert len(ids) == 40 and eng.prefill_rows == rows
+    log = []
+    run_, fence = gpu.run, gpu.fence
+
+    def run_rec(work):
+        log.append("run")
+        run_(work)
+
+    class Fence:                                         # logs "done" when awaited to the end
+        def __init__(self):
+            self.f = fence()
+
+        def __await__(self):
+            yield from self.f.__await__()
+            log.append("done")
+
+    def fence_rec():
+        return Fence()
+    gpu.run, gpu.fence = run_rec, fence_rec
+    try:
+        asked = [0]
+
+        def stop():
+            asked[0] += 1
+            return asked[0] >= 3
+        res = run(eng.generate(ids, SamplingParams(), 8, should_stop=stop, ignore_eos=True))
+        assert res.stop_reason == "stopped" and res.ids == [] and asked[0] == 3
+        assert log.count("run") == 3 and eng.cached_ids == ids[:3 * rows]
+        log.clear()
+        whole = gen(eng, ids, n=8)                       # from the stopped prefill's cache
+    finally:
+        del gpu.run, gpu.fence
+    chunks = -(-(40 - 3 * rows - (rows == 1)) // rows)   # (decode path: the last token is the first step)
+    runs = [i for i, e in enumerate(log) if e == "run"]
+    assert len(runs) >= chunks
+    for k, at in enumerate(runs[:chunks]):               # chunk k submitted: chunks < k - 1 finished
+        assert k - log[:at].count("done") <= PREFILL_IN_FLIGHT - 1, log
+    fresh = load(gpu, path, "a8", prefill_rows=rows)
+    assert whole.ids == gen(fresh, ids, n=8).ids
+    for e in (eng, fresh):
+        e.close()
+
+
 class Events:
     """Records the order of dev.run / dev.read calls (the token reads of a decode)."""
 

@@ -223,6 +223,10 @@ export interface BootInfo { from: 'snapshot' | 'fresh'; ms: Record<string, numbe
 export declare function stats(): Promise<{ wasm_bytes: number; engines: number; live_buffers?: number; live_bytes?: number;
   boot: BootInfo | null }>;
 
+/** performance.now() when the worker last said anything (null: not started); while a request runs it
+ *  says something every 5 s at least, so a long silence means its thread is stuck, not busy */
+export declare function lastHeard(): number | null;
+
 export declare const debug: { loseDevice(): Promise<void> };
 
 /** One model of the catalogue (web/catalogue.json; README "Models to download"). */

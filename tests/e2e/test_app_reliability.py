@@ -219,6 +219,10 @@ def test_a_stalled_download_does_not_block_chat_and_can_be_cancelled(app, hostil
                                timeout=READY_MS)
     assert Hostile.stalled.wait(30)
     assert app.page.evaluate("document.body.dataset.state") == "loading"
+    # the stalled download reports nothing, but its worker says it is alive (its heartbeat): the
+    # app's silence watchdog hears that, so a slow machine is never taken for a hung one
+    app.page.wait_for_function("window.bitwebApp.bitweb.lastHeard() - window.bitwebApp.state.lastHeard > 4000",
+                               timeout=60_000)
     app.page.click("#new-chat")                                     # the old model answers meanwhile
     app.set(max_tokens=12)
     app.page.fill("#input", PROMPT)

@@ -1,5 +1,6 @@
 // Errors as the page shows them: a title and advice per kind (bitweb.ERROR_KINDS and the app's
 // own: timeout, import), the message, and actions (reload the model or the page, dismiss).
+import { lastHeard } from '../bitweb.mjs';
 import { $, button } from './util.mjs';
 import { state } from './state.mjs';
 import { busy } from './status.mjs';
@@ -54,10 +55,13 @@ export function showError(e) {           // e: a BitwebError or {kind, message, 
 
 export function hideError() { $('error').hidden = true; delete $('error').dataset.kind; }
 
-// Warn when a busy engine has said nothing for SILENCE_MS (checked every 5 s).
+// Warn when a busy engine has said nothing for SILENCE_MS (checked every 5 s): neither the request
+// (progress, text) nor the worker itself (its heartbeat while a request runs: bitweb.lastHeard), so a
+// slow machine that is still working (a long prefill, a slow compile or download) is never warned.
 export function watchSilence() {
   setInterval(() => {
-    if (busy() && performance.now() - state.lastHeard > SILENCE_MS && $('error').dataset.kind !== 'timeout') {
+    const heard = Math.max(state.lastHeard, lastHeard() ?? -Infinity);
+    if (busy() && performance.now() - heard > SILENCE_MS && $('error').dataset.kind !== 'timeout') {
       showError({ kind: 'timeout', message: `The engine has not reported anything for ${SILENCE_MS / 1000} s (while ${document.body.dataset.state}).` });
     }
   }, 5000);
