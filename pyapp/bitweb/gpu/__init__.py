@@ -30,7 +30,7 @@ a failed compile is not cached.
 
 Counters (dev.counters): dispatches, runs (submits), plan_runs, plan_dispatches
 (replayed: the fast path), direct_dispatches (encoded from a list: the slow
-path), host_calls (calls from Python into the backend), writes, reads,
+path), host_calls (calls from Python into the backend), writes, write_bytes, reads, read_bytes,
 pipelines (compiled).
 
 Live buffers (dev.live_buffers, dev.live_bytes; dev.live() as a dict): GPU buffers created and
@@ -187,7 +187,7 @@ class Device:
     caps: Caps = field(default_factory=Caps)
     counters: dict = field(default_factory=lambda: dict.fromkeys(
         ("dispatches", "runs", "plan_runs", "plan_dispatches", "direct_dispatches",
-         "host_calls", "writes", "write_bytes", "reads", "pipelines"), 0))
+         "host_calls", "writes", "write_bytes", "reads", "read_bytes", "pipelines"), 0))
     lost: str | None = None
     log: object = None
     fallback: bool = False                            # the adapter says it is a fallback (software) one
@@ -304,6 +304,7 @@ class Device:
         self.check_alive()
         size = buf.size - offset if size is None else size
         self.counters["reads"] += 1
+        self.counters["read_bytes"] += size
         self.counters["host_calls"] += 1
         return await self._read(buf.raw, int(offset), int(size))
 
