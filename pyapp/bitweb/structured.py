@@ -38,12 +38,12 @@ import re
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 CHOICES = ("none", "auto", "required")
-GENERIC_TOOLS = (
-    "You can call these functions (each with its parameters as a JSON Schema):\n{tools}\n\n"
-    "To call a function, reply with only\n" + OPEN + "\n"
-    '{{"name": "<function name>", "arguments": <the arguments as a JSON object>}}\n' + CLOSE + "\n"
-    "(one such block per call). Each result comes back as <tool_response>...</tool_response>.")
+GENERIC_TOOLS = (                          # the generic dialect's system text (short: small models, small contexts)
+    "Functions you can call (parameters as JSON Schema):\n{tools}\n"
+    "To call one, reply with only:\n" + OPEN + '\n{{"name": NAME, "arguments": {{...}}}}\n' + CLOSE + "\n"
+    "Results come back as <tool_response>RESULT</tool_response>.")
 PROBE_NAME, PROBE_RESULT = "bitweb_probe_fn", "bitweb probe result 7"
+NO_PARAMETERS = {"type": "object", "properties": {}}     # a function without parameters: {} only
 
 
 class RequestError(ValueError):
@@ -150,13 +150,13 @@ def _tools(tools):
         names.add(name)
         if fn.get("description") is not None and not isinstance(fn["description"], str):
             raise RequestError(f"{where}.function.description", "must be a string")
-        params = fn.get("parameters", {"type": "object", "properties": {}})
+        params = fn.get("parameters", NO_PARAMETERS)
         if not isinstance(params, dict) or params.get("type", "object") != "object":
             raise RequestError(f"{where}.function.parameters", "must be a JSON Schema of an object")
-        clean = {"name": name, "parameters": params}
-        if fn.get("description") is not None:
-            clean = {"name": name, "description": fn["description"], "parameters": params}
-        out.append({"type": "function", "function": clean})
+        if fn.get("strict") is not None and not isinstance(fn["strict"], bool):
+            raise RequestError(f"{where}.function.strict", "must be true or false")
+        out.append({"type": "function", "function": {k: fn[k] for k in ("name", "description", "parameters", "strict")
+                                                     if fn.get(k) is not None}})
     return out or None
 
 
@@ -296,13 +296,12 @@ def _call_text(name: str, arguments: str) -> str:
 
 
 # ------------------------------------------------------------------ the grammar
-_RULE = re.compile(r"^([A-Za-z0-9-]+) ::=", re.M)
-
-
 def prefixed(gbnf: str, prefix: str) -> str:
     """The grammar with every rule name prefixed (definitions and references; the text inside
-    literals, character classes, token elements and comments is left as it is)."""
-    names = set(_RULE.findall(gbnf))
+    literals, character classes, token elements and comments is left as it is). GrammarError
+    for a grammar that does not parse."""
+    from bitweb.grammar.gbnf import Parser
+    names = set(Parser(gbnf).parse())
     out, i, n = [], 0, len(gbnf)
     while i < n:
         c = gbnf[i]
@@ -348,7 +347,7 @@ def call_schema(tools: list, key: str = "arguments", only: str | None = None) ->
     for k, fn in enumerate(picked):
         base = (f"/anyOf/{k}" if len(picked) > 1 else "") + f"/properties/{key}"
         branches.append({"type": "object", "properties": {"name": {"const": fn["name"]},
-                                                          key: _rebase_refs(fn["parameters"], base)},
+                                                          key: _rebase_refs(fn.get("parameters", NO_PARAMETERS), base)},
                          "required": ["name", key], "additionalProperties": False})
     return branches[0] if len(branches) == 1 else {"anyOf": branches}
 

@@ -664,6 +664,9 @@ class WebApp:
             flush(len(full))
             finish = {"eos": "stop", "eot": "stop", "max_tokens": "length", "context": "length",
                       "stopped": "abort"}[res.stop_reason]
+            if finish == "length" and constraint is not None and constraint.accepts() \
+                    and (reply is None or reply.mode == "calls"):
+                finish = "stop"            # JSON or calls that are complete: the budget made them end in time
             if calls and finish == "stop":
                 finish = "tool_calls"
         n = len(res.ids)
