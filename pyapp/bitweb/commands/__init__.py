@@ -98,6 +98,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.add_argument("--lm-head", choices=LM_HEADS, default=None,
                    help="re-quantize the LM head on load (GPU engine; default: as in the file)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--json-schema", metavar="FILE",
+                   help="the output is JSON that validates against this JSON Schema (a .json file)")
+    g.add_argument("--grammar", metavar="FILE.gbnf", help="the output follows this GBNF grammar (llama.cpp's syntax)")
 
     p = cmd("eval", "bitweb.commands.eval:main", "held-out exact-match accuracy per task")
     _gen_args(p)
