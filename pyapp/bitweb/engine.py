@@ -26,10 +26,24 @@ includes them: it is exactly what the one-step-at-a-time loop leaves), and the s
 cache rows before any step reads them. counters["discarded_steps"] counts such steps.
 
 Under a grammar (generate(constraint=...), bitweb.grammar) the sampler reads the allowed tokens
-from `mask` (n_vocab bits, sampling.wgsl MASK): the constraint's mask for the next token is
-written before each step, and only when it changed (Constraint.key), right after the params write.
-Greedy decoding then reads 4 bytes per token as before; sampling drops the left-out candidates by
-the same mask. The next mask depends on the token just read, so these steps run one at a time.
+from `mask` (n_vocab bits, sampling.wgsl MASK), written before the sampler runs and only when it
+changed (Constraint.key). Greedy decoding then reads 4 bytes per token as before; sampling drops
+the left-out candidates by the same mask. Mask i (for t_{i+1}) needs t_i on the host, but the
+forward pass of t_i does not: each step is two submissions, the forward pass F_i (embedding,
+blocks, LM head: `plan_forward`) and the masked sampler S_i. Per token, in queue order:
+
+    S_i, read t_{i+1}   the masked sampler writes t_{i+1} into `token`; its read is queued
+    F_{i+1}             (greedy) submitted with the read, before its result is back: it reads
+                        t_{i+1} from `token` on the GPU (dev.read(then=): in the browser it runs
+                        while the read returns; natively right after)
+    host work on t_{i+1}  advance the constraint, stop rules, text, on_token, mask i + 1 and its
+                        upload: while F_{i+1} runs
+    S_{i+1} ...
+
+F_{i+1} runs whose result is not used only when t_{i+1} is a stop token or should_stop ends the
+run (1 step, counted in discarded_steps). Sampling (top-k) submits F_{i+1} once the host has
+chosen and written t_{i+1}, before its own work on it. Engine.overlap = False: F_i and S_i in one
+plan after the host's work on t_i (the same tokens; a before / after for `bitweb bench constrained`).
 """
 from __future__ import annotations
 
@@ -94,7 +108,8 @@ class Engine:
         self.buf = h.buf              # activation / state buffers
         self.cached_ids = []          # tokens whose K/V rows are in the cache
         self._topk = {}               # k -> (top-k plan item, top buffer, value offset)
-        self._plans = {}              # decode: k -> Plan; prefill: (rows, k or None) -> Plan
+        self._plans = {}              # decode: k -> Plan; prefill: (rows, k or None) -> Plan; ("S", "mask", k):
+                                      # the masked sampler alone (S_i of the grammar's steps)
         self.prefill_rows = 1
         self.context_note = ""        # why the default context is below the file's (generation.fit_context)
         self.load_ms = 0.0
@@ -240,6 +255,7 @@ class Engine:
         self.plans_ahead = (dev.plan(items + self.items_head + to2),
                             dev.plan(await self._instantiate(d["embed2"]) + blocks + self.items_head
                                      + self.items_argmax))
+        self.plan_forward = dev.plan(items + self.items_head)     # a step without its sampler (grammars)
         self.dispatches_per_layer = len(blocks) / cfg.n_layer
 
     async def _instantiate(self, steps):
@@ -353,8 +369,8 @@ class Engine:
             self._mask_key = c.key
         self._mask_words = words
 
-    async def _read_token(self, buf) -> int:
-        t = struct.unpack("<I", await self.dev.read(buf, 0, 4))[0]
+    async def _read_token(self, buf, then=None) -> int:
+        t = struct.unpack("<I", await self.dev.read(buf, 0, 4, then=then))[0]
         if t >= self.cfg.n_vocab:
             what = "every logit the grammar allows" if self._mask is not None else "every logit"
             raise EngineError(f"the GPU argmax returned {t}: {what} is NaN (a broken model or kernel)")
@@ -431,17 +447,13 @@ class Engine:
             c0 = dict(self.dev.counters)
             f0 = sampler.full_fallbacks
             discarded = 0
-            if self.overlap and params.greedy and not params.penalized and constraint is None:
+            if constraint is not None:
+                discarded = await self._decode_constrained(run, t, params, sampler, context, budget)
+            elif self.overlap and params.greedy and not params.penalized:
                 discarded = await self._decode_ahead(run, t, params)
             else:
-                while True:
-                    if constraint is not None:
-                        constraint.advance(t)     # the last token too: the constraint ends where the text does
-                    if not run.accept(t):
-                        break
+                while run.accept(t):
                     context.append(t)
-                    if constraint is not None:
-                        self._write_mask(budget - len(run.ids))
                     nxt = await self._step(len(self.cached_ids), params, sampler, context)
                     self.cached_ids.append(t)
                     t = nxt
@@ -488,6 +500,60 @@ class Engine:
             t = await self._read_token(tokens[i % 2])   # t_i, by step i - 1; queued after step i
             submit(t)                        # step i + 1: all the GPU waits for after the read
         return submitted - run.n_decode
+
+    async def _decode_constrained(self, run: GenerationRun, t: int, params: SamplingParams, sampler: Sampler,
+                                  context: list, budget: int) -> int:
+        """Decode under the grammar self._mask (module docstring: F_i, then S_i). t = t_0, read by
+        the prefill. Returns the number of forward passes run whose result was not used."""
+        dev, c, n0 = self.dev, self._mask, len(self.cached_ids)
+        if not self.overlap:             # one step at a time (F_i and S_i together after the host's work)
+            while True:
+                c.advance(t)
+                if not run.accept(t):
+                    return 0
+                context.append(t)
+                self._write_mask(budget - len(run.ids))
+                nxt = await self._step(len(self.cached_ids), params, sampler, context)
+                self.cached_ids.append(t)
+                t = nxt
+                run.n_decode += 1
+        key = self._k(params)
+        if ("S",) + key not in self._plans:
+            self._plans[("S",) + key] = dev.plan([(await self._sampler_item(key))[0]])
+        sample, greedy = self._plans[("S",) + key], params.greedy
+
+        def can(i):                      # F_i (feeding t_i) matters: t_i accepted leaves a step to take
+            return i + 1 < run.max_tokens and n0 + i + 1 < self.n_ctx
+
+        def forward(i, ctx):
+            self._write_params(1, n0 + i, params, ctx)
+            dev.run(self.plan_forward)
+
+        pending = can(0) and not run.is_stop_token(t)
+        if pending:
+            forward(0, context + [t])
+        i = 0
+        while True:
+            c.advance(t)                 # the last token too: the constraint ends where the text does
+            if not run.accept(t):
+                return int(pending)
+            context.append(t)
+            self.cached_ids.append(t)    # (F_i has written its K / V rows)
+            self._write_mask(budget - len(run.ids))
+            dev.run(sample)              # S_i -> t_{i+1}
+            i += 1
+            run.n_decode += 1
+            if greedy and can(i):
+                self._write_params(1, n0 + i, params, context)     # F_i's position (S_{i-1} has its params)
+                t = await self._read_token(self.buf["token"], then=self.plan_forward)
+                pending = True
+                if params.penalized:     # S_i's penalty ids include t_i
+                    self._write_params(1, n0 + i, params, context + [t])
+            else:
+                t = await self._finish(params, sampler)
+                pending = can(i) and not run.is_stop_token(t)
+                if pending:
+                    forward(i, context + [t])
 
     async def forward_logits(self, ids, raw: bool = False) -> list:
         """Logits (n_vocab floats; raw: the float32 bytes) after every token of ids, run one token

@@ -123,11 +123,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
 
     p = cmd("bench", "bitweb.commands.bench:main",
-            "benchmarks: kernels, decode, load, tokenizer, grammar (ratios from one run)")
-    p.add_argument("what", choices=["kernels", "decode", "load", "tokenizer", "grammar"])
+            "benchmarks: kernels, decode, load, tokenizer, grammar, constrained (ratios from one run)")
+    p.add_argument("what", choices=["kernels", "decode", "load", "tokenizer", "grammar", "constrained"],
+                   help="constrained: decode with and without a grammar on the GPU engine (MODEL)")
     p.add_argument("model", nargs="?")
     p.add_argument("--backend", choices=["native"], default="native")
-    p.add_argument("--tokens", type=int, default=32, help="decode: tokens to generate (grammar: default 200)")
+    p.add_argument("--tokens", type=int, default=32,
+                   help="decode: tokens to generate (grammar: default 200; constrained: default 48)")
+    p.add_argument("--trials", type=int, default=3, help="constrained: interleaved trials (medians reported)")
     p.add_argument("--prompt-tokens", type=int, default=32, help="decode: prompt length")
     p.add_argument("--activations", choices=ACTIVATIONS, default=DEFAULT_ACTIVATIONS)
     p.add_argument("--lm-head", choices=LM_HEADS, default=None,

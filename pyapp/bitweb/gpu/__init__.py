@@ -300,13 +300,24 @@ class Device:
                 on_bytes(n)
         return calls
 
-    async def read(self, buf: Buffer, offset: int = 0, size: int | None = None) -> bytes:
+    async def read(self, buf: Buffer, offset: int = 0, size: int | None = None, then=None) -> bytes:
+        """The bytes [offset, offset + size) of buf once the work submitted so far has written them.
+        then: work (a Plan, as dev.run takes) submitted right after the read is queued, so it runs
+        while the bytes come back (browser: the map waits only for the copy's submission);
+        natively after the read has returned (wgpu-py reads synchronously)."""
         self.check_alive()
         size = buf.size - offset if size is None else size
         self.counters["reads"] += 1
         self.counters["read_bytes"] += size
         self.counters["host_calls"] += 1
-        return await self._read(buf.raw, int(offset), int(size))
+        if then is None:
+            return await self._read(buf.raw, int(offset), int(size))
+        return await self._read_then(buf.raw, int(offset), int(size), then)
+
+    async def _read_then(self, raw, offset, size, then):
+        out = await self._read(raw, offset, size)
+        self.run(then)
+        return out
 
     # ---- pipelines ----------------------------------------------------------
     @staticmethod
