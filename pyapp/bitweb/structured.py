@@ -101,7 +101,7 @@ def request_spec(req: dict) -> Spec:
         if schema is not None:
             raise RequestError("grammar", "give a grammar or a JSON response_format, not both")
         gbnf = req["grammar"]
-    tools = _tools(req.get("tools"))
+    tools = check_tools(req.get("tools"))
     choice = req.get("tool_choice")
     if choice is None:
         choice = "auto"
@@ -131,7 +131,8 @@ def request_spec(req: dict) -> Spec:
     return spec
 
 
-def _tools(tools):
+def check_tools(tools):
+    """The request's tool list checked (None: no tools)."""
     if tools is None:
         return None
     if not isinstance(tools, list):

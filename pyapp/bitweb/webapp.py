@@ -33,7 +33,7 @@ import json
 import math
 import time
 
-from bitweb import formats, gguf
+from bitweb import formats, gguf, structured
 from bitweb.gpu import DeviceLostError, GPUError, LimitsError, NoAdapterError
 from bitweb.options import MIN_CONTEXT, REQUEST, SAMPLER
 
@@ -160,18 +160,15 @@ def params_from(req: dict):
 
 
 def checked_messages(messages) -> list:
-    """The OpenAI messages list, checked (bitweb.structured.check_messages: system / user /
-    assistant {content} , assistant tool_calls, tool results)."""
-    from bitweb import structured
+    """The OpenAI messages list, checked (structured.check_messages: tool calls and results too)."""
     return structured_call(structured.check_messages, messages)
 
 
 def structured_call(fn, *args):
     """fn(*args) of bitweb.structured, its RequestError as a settings error naming the field."""
-    from bitweb.structured import RequestError
     try:
         return fn(*args)
-    except RequestError as e:
+    except structured.RequestError as e:
         raise AppError("settings", str(e), field=e.field) from None
 
 
@@ -255,6 +252,12 @@ class Slot:
         self.busy = False
         self.vocab = None                # bitweb.grammar Vocabulary, made for the first constrained reply
 
+    def vocabulary(self):
+        if self.vocab is None:
+            from bitweb.grammar import Vocabulary
+            self.vocab = Vocabulary(self.eng.tokenizer)
+        return self.vocab
+
 
 class WebApp:
     """One per worker. post(json) sends a message to the page."""
@@ -272,7 +275,7 @@ class WebApp:
         self.load_lock = asyncio.Lock()
         self._progress_at = {}
         self.device_ready = None         # clock() when the current device was made
-        self.grammars = None             # bitweb.structured.Grammars: compiled grammars (their mask caches)
+        self.grammars = structured.Grammars()     # compiled grammars by their text (their mask caches)
 
     # ------------------------------------------------------------------ helpers
     def send(self, type_: str, rid, **kw):
@@ -517,32 +520,16 @@ class WebApp:
 
     def prompt_ids(self, s: Slot, messages, enable_thinking=None, spec=None) -> list:
         """The prompt of checked messages; spec (bitweb.structured.Spec): the request's tools."""
-        from bitweb import structured
         msgs, tools = structured_call(structured.prompt_messages, s.fmt, messages, spec or structured.Spec())
         return s.fmt.ids(msgs, enable_thinking=enable_thinking, tools=tools)
 
-    def constraint(self, s: Slot, spec):
-        """The grammar constraint of a request (None: free text); the vocabulary is made once per
-        engine, grammars are kept by their text (self.grammars)."""
-        from bitweb.grammar import Vocabulary
-
-        def vocab():
-            if s.vocab is None:
-                s.vocab = Vocabulary(s.eng.tokenizer)
-            return s.vocab
-        if self.grammars is None:
-            from bitweb.structured import Grammars
-            self.grammars = Grammars()
-        return structured_call(self.grammars.constraint, spec, s.fmt, vocab)
-
     def tokenize(self, eid, request_json: str) -> str:
         """{"text"} -> the text's ids (no BOS); {"messages", "tools"?} -> the prompt ids of that chat."""
-        from bitweb import structured
         try:
             s = self.slot(eid)
             req = json.loads(request_json)
             if "messages" in req:
-                spec = structured.Spec(tools=structured_call(structured._tools, req.get("tools")))
+                spec = structured.Spec(tools=structured_call(structured.check_tools, req.get("tools")))
                 ids = self.prompt_ids(s, checked_messages(req["messages"]), req.get("enable_thinking"), spec)
             else:
                 if not isinstance(req.get("text"), str):
@@ -559,7 +546,6 @@ class WebApp:
         decoded (never text of a stop string) and {"type": "tool_call", "id", "index", "call_id"?,
         "name"?, "arguments"?} as a tool call streams (its start, then pieces of its arguments);
         returns {"text", "tool_calls"?, "finish_reason", "usage", "timing"}."""
-        from bitweb import structured
         try:
             s = self.slot(eid)
             eng = s.eng
@@ -580,7 +566,7 @@ class WebApp:
             max_tokens = room if max_tokens is None else min(max_tokens, room)
             if s.busy:
                 raise AppError("busy", "this engine is generating another reply")
-            constraint = self.constraint(s, spec)
+            constraint = structured_call(self.grammars.constraint, spec, s.fmt, s.vocabulary)
             reply = structured.Reply(spec, structured.dialect(s.fmt)) if spec.calls else None
             s.busy = True
             try:
