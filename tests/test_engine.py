@@ -89,14 +89,15 @@ def check_same_greedy(ref, ids, want, got_ids, got_text, act, gpu_logits):
 
 CASES = [("bitnet-b1.58", f) for f in ("i2_s", "tq2_0", "tq1_0", "q1_0", "f16")] + \
         [("bitnet", "tq2_0"), ("bitnet", "q1_0"), ("bitnet", "f16")] + \
-        [("qwen3", "q1_0"), ("qwen3", "f16"), ("llama", "tq1_0"), ("llama", "bf16")]   # bitnet f16: glue.wgsl silu path; qwen3 / llama: QK-norm, NORM RoPE, no sub-norms
+        [("qwen3", "q1_0"), ("qwen3", "f16"), ("llama", "tq1_0"), ("llama", "bf16")] + \
+        [("qwen2", "i2_s"), ("qwen2", "q8_0")]   # bitnet f16: glue.wgsl silu path; qwen3 / llama: QK-norm, NORM RoPE, no sub-norms; qwen2: Q / K / V biases
 
 
 # Only ternary / binary linears take int8 activations (the engine's a8 switch picks bitlinear's A8
 # kernels and, for a packed head, lmhead's; numpy_model likewise): a float model (F16, BF16) runs the
 # same kernels and the same numpy maths in both modes. So float models run in f32 (the exact check)
 # and once in a8, the app's default mode, on bitnet-b1.58 F16; the arch does not enter the a8 switch.
-FLOAT = ("f16", "bf16")
+FLOAT = ("f16", "bf16", "q8_0")
 GREEDY = [(arch, fmt, act) for arch, fmt in CASES for act in ("a8", "f32")
           if act == "f32" or fmt not in FLOAT or (arch, fmt) == ("bitnet-b1.58", "f16")]
 
@@ -109,6 +110,8 @@ def test_greedy_equals_numpy(gpu, models, arch, fmt, act):
     assert_same_greedy(eng, ref, eng.tokenizer.encode(PROMPT), act)
     if arch == "bitnet" and fmt == "tq2_0":
         assert any(k.startswith("mult.") for k in eng.buf)          # .scale tensors were bound
+    if arch == "qwen2":     # the biases ride in the attention / rope kernels: no dispatch of their own
+        assert "qkvb.1" in eng.buf and eng.dispatches_per_layer == (11 if fmt in FLOAT else 5)
     eng.close()
 
 

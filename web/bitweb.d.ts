@@ -21,7 +21,7 @@ export declare class BitwebError extends Error {
   /** context errors: the prompt's tokens and the context size */
   prompt_tokens?: number;
   context?: number;
-  /** format / unsupported errors: lines of advice from the engine (the weight formats bitweb runs) */
+  /** format / unsupported errors: lines of advice from the engine (the architectures and weight formats bitweb runs) */
   advice?: string[];
   constructor(kind: ErrorKind, message: string, extra?: object);
 }

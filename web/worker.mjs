@@ -40,7 +40,8 @@
 //        stage: boot | download | cache | header | upload | compile
 //   {type: 'device-lost', engines: [ids], message}      every engine on the device is gone
 //   error: {kind, message, field?, advice?, ...}   kinds: see README "Errors" (webapp.classify + models.mjs);
-//        advice: lines the page adds to its own (for format / unsupported: the weight formats bitweb runs)
+//        advice: lines the page adds to its own (for format / unsupported: the architectures and weight
+//        formats bitweb runs)
 //
 // Nothing is queued behind a download: downloads run alongside everything else. Loads run one
 // at a time in Python (after their download); generations run one at a time per engine.
