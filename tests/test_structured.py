@@ -201,6 +201,45 @@ def test_dialects_of_chat_templates():
         == "generic"
 
 
+TEMPLATES = ROOT / "build" / "assets" / "llama.cpp" / "templates"   # llama.cpp's models/templates (set-up)
+RELEASED = [("meta-llama-Llama-3.1-8B-Instruct", "llama3"), ("meta-llama-Llama-3.2-3B-Instruct", "llama3"),
+            ("meta-llama-Llama-3.3-70B-Instruct", "llama3"), ("Qwen-Qwen2.5-7B-Instruct", "hermes"),
+            ("Qwen-Qwen3-0.6B", "hermes"), ("Qwen-QwQ-32B", "hermes"),
+            ("NousResearch-Hermes-3-Llama-3.1-8B-tool_use", "hermes"),
+            # calls in another form (XML-style arguments, Cohere's action list) or dropped (SmolLM3)
+            ("Qwen3-Coder", "generic"), ("GLM-4.6", "generic"), ("CohereForAI-c4ai-command-r7b-12-2024-tool_use", "generic"),
+            ("HuggingFaceTB-SmolLM3-3B", "generic"), ("google-gemma-2-2b-it", "generic")]
+
+
+@pytest.mark.parametrize("name,want", RELEASED)
+def test_released_templates_round_trip_a_call(name, want):
+    """Released models' chat templates (llama.cpp's models/templates): the dialect, and a conversation
+    with a call and its result rendered through the template (or the generic format): the result is
+    in the prompt and the call reads as the dialect's grammar writes it, which that grammar accepts."""
+    from bitweb.authoring.vocab import llama3_vocab
+    from bitweb.tokenizer import Tokenizer
+    path = TEMPLATES / f"{name}.jinja"
+    assert path.exists(), f"missing {path}: run tools/setup.sh --test"
+    fmt = ChatFormat(Tokenizer.from_metadata(llama3_vocab()), path.read_text(encoding="utf-8"))
+    assert structured.dialect(fmt) == want
+    call = {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}}
+    msgs = structured.check_messages([{"role": "user", "content": "Weather in Oslo?"},
+                                      {"role": "assistant", "content": None, "tool_calls": [call]},
+                                      {"role": "tool", "tool_call_id": "call_1", "content": "RESULT-21C"}])
+    spec = request_spec({"tools": [WEATHER], "tool_choice": "required"})
+    ours, tools = structured.prompt_messages(fmt, msgs, spec)
+    text = fmt.render(ours, True, False, tools=tools)
+    assert "RESULT-21C" in text and "The weather in a city" in text      # the result and the tool list
+    written = call_text("get_weather", {"city": "Oslo"}, llama=want == "llama3")
+    assert Grammar(grammar_text(spec, want)).matches(written)
+    if want == "llama3":
+        assert written in text
+    else:                      # hermes templates and the generic format: <tool_call>, the JSON, </tool_call>
+        body = text[text.index("<tool_call>", text.index("Weather in Oslo?")):]
+        assert json.loads(body[len("<tool_call>"):body.index("</tool_call>")]) == {
+            "name": "get_weather", "arguments": {"city": "Oslo"}}
+
+
 def test_qwen3_tools_render_as_transformers_renders_them():
     from bitweb.authoring.qwen_vocab import QWEN3_CHAT_TEMPLATE, qwen_vocab, train_qwen_bpe
     from transformers import PreTrainedTokenizerFast

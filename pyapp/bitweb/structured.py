@@ -12,11 +12,15 @@ the chat template gets, and the reply split into content and tool calls as it st
 Dialects. A chat template with a tools section renders the tool list and earlier calls and
 results itself; `dialect` finds out how by rendering a probe conversation:
   "hermes"   the call is `<tool_call>\\n{"name": NAME, "arguments": ARGS}\\n</tool_call>`, one per
-             line (Qwen2.5 / Qwen3, Hermes, SmolLM3 templates);
+             line (Qwen2.5 / Qwen3 / QwQ, Hermes 2 Pro / 3 templates);
   "llama3"   the call is the bare object `{"name": NAME, "parameters": ARGS}`, one per reply
-             (Llama 3.1 / 3.2 templates);
+             (Llama 3.1 / 3.2 / 3.3 templates);
   "generic"  a template without a tools section (SmolLM2-135M-Instruct's, the built-in BitNet
-             format): the tools are described in the system message (GENERIC_TOOLS below),
+             format), or one that writes a call in neither form (XML-style arguments: GLM 4.x,
+             Qwen3-Coder, Qwen3.5; Cohere's action lists) or drops earlier calls (SmolLM3): the
+             grammar writes a call only in a form the template itself would render back.
+             The tools are described in the system message (GENERIC_TOOLS below; at the start of
+             the first user message when the template refuses a system message, as Gemma's does),
              calls are written as in "hermes", an earlier call is the assistant's text and a
              tool result a user message `<tool_response>\\nCONTENT\\n</tool_response>` (several
              results in a row: one message, one block each).
@@ -230,14 +234,17 @@ def _probe(fmt) -> str:
         return "generic"
     if PROBE_NAME not in listed or PROBE_RESULT not in text:
         return "generic"
-    at = text.find(PROBE_NAME, text.find("Hi"))
-    if at < 0:
-        return "generic"
-    if OPEN in text[max(0, at - 40):at]:
+    after = text[max(0, text.find("Hi")):]
+    if _PROBE_HERMES.search(after):
         return "hermes"
-    if '"parameters"' in text[at:at + 60]:
+    if _PROBE_LLAMA3.search(after):
         return "llama3"
     return "generic"
+
+
+# the probe's call as each dialect's grammar writes it (whitespace as the template likes)
+_PROBE_HERMES = re.compile(re.escape(OPEN) + r'\s*\{\s*"name"\s*:\s*"' + PROBE_NAME + r'"\s*,\s*"arguments"\s*:')
+_PROBE_LLAMA3 = re.compile(r'\{\s*"name"\s*:\s*"' + PROBE_NAME + r'"\s*,\s*"parameters"\s*:')
 
 
 def prompt_messages(fmt, messages: list, spec: Spec) -> tuple:
@@ -280,9 +287,24 @@ def prompt_messages(fmt, messages: list, spec: Spec) -> tuple:
         intro = GENERIC_TOOLS.format(tools=listed)
         if out and out[0]["role"] == "system":
             out[0] = {"role": "system", "content": out[0]["content"] + "\n\n" + intro}
-        else:
+        elif _takes_system(fmt) or not out or out[0]["role"] != "user":
             out.insert(0, {"role": "system", "content": intro})
+        else:                      # a template that refuses a system message (Gemma's): the first user message
+            out[0] = {"role": "user", "content": intro + "\n\n" + out[0]["content"]}
     return out, None
+
+
+def _takes_system(fmt) -> bool:
+    """Whether the chat format renders a system message (found once, cached on fmt)."""
+    got = getattr(fmt, "_takes_system", None)
+    if got is None:
+        try:
+            fmt.render([{"role": "system", "content": "S"}, {"role": "user", "content": "U"}], True)
+            got = True
+        except Exception:
+            got = False
+        fmt._takes_system = got
+    return got
 
 
 def _arguments(c, i):
