@@ -16,9 +16,15 @@
 //          (lowest-id) elements equal to T are gathered in id order, then bitonic-sorted.
 // softmax: rows of N_ROW values (one workgroup per row): y = exp(x - max) / sum exp(x - max).
 // Reductions are shared-memory trees in a fixed order.
+// MASK (argmax, topk: a grammar's allowed tokens, bitweb.grammar): mask u32[ceil(V / 32)], token t
+//          allowed iff (mask[t >> 5] >> (t & 31)) & 1. After the penalty, a token left out counts as
+//          a NaN logit does: argmax never picks it, the softmax statistics skip it, and topk ranks
+//          it last (key 0), so when fewer than K tokens are allowed the list ends with tokens left
+//          out (their top_vals are their logits: the host drops them by the same mask).
 //
 // Bindings: argmax  0 logits f32[V] (read_write), 1 out u32[1], 2 pids u32[>= 1], 3 params
-//           topk    0 logits, 1 top_ids u32[K], 2 pids, 3 params, 4 top_vals f32[K + 2]
+//                   (MASK: 4 mask)
+//           topk    0 logits, 1 top_ids u32[K], 2 pids, 3 params, 4 top_vals f32[K + 2] (MASK: 5 mask)
 //           softmax 0 x f32[M][N_ROW], 1 y f32[M][N_ROW]
 
 override V: u32 = 1000u;
@@ -35,6 +41,29 @@ override WG: u32 = 256u;
 @group(0) @binding(4) var<storage, read_write> top_vals: array<f32>;
 
 const NONE: u32 = 0xffffffffu;
+
+#if MASK
+@group(0) @binding(4) var<storage, read> amask: array<u32>;    // argmax's (binding 4: topk's top_vals)
+@group(0) @binding(5) var<storage, read> tmask: array<u32>;    // topk's
+#endif
+
+// token i is allowed (argmax's mask; always without MASK)
+fn allowed_a(i: u32) -> bool {
+#if MASK
+    return ((amask[i >> 5u] >> (i & 31u)) & 1u) != 0u;
+#else
+    return true;
+#endif
+}
+
+// token i is allowed (topk's mask)
+fn allowed_t(i: u32) -> bool {
+#if MASK
+    return ((tmask[i >> 5u] >> (i & 31u)) & 1u) != 0u;
+#else
+    return true;
+#endif
+}
 
 var<workgroup> red: array<f32, WG>;    // tree_sum / tree_max scratch
 
@@ -75,7 +104,7 @@ fn argmax(@builtin(local_invocation_index) lid: u32) {
     var bi = NONE;
     for (var i = lid; i < V; i += WG) {
         let v = logits[i];
-        if (better(v, i, bv, bi)) { bv = v; bi = i; }
+        if (better(v, i, bv, bi) && allowed_a(i)) { bv = v; bi = i; }
     }
     if (lid == 0u) { atomicStore(&best_key, 0u); atomicStore(&best_id, NONE); }
     workgroupBarrier();                    // (workgroup memory is not zeroed on every backend)
@@ -101,6 +130,11 @@ fn key(v: f32) -> u32 {
     return select(u | 0x80000000u, ~u, (u & 0x80000000u) != 0u);
 }
 
+// topk's key of token i: 0 (last, as NaN) when the mask leaves it out
+fn tkey(i: u32) -> u32 {
+    return select(0u, key(logits[i]), allowed_t(i));
+}
+
 // candidate a goes before candidate b
 fn before(ka: u32, ia: u32, kb: u32, ib: u32) -> bool {
     return ka > kb || (ka == kb && ia < ib);
@@ -113,13 +147,13 @@ fn topk(@builtin(local_invocation_index) lid: u32) {
     var mx = -3.4028234e38;
     for (var i = lid; i < V; i += WG) {
         let v = logits[i];
-        if (v == v) { mx = max(mx, v); }
+        if (v == v && allowed_t(i)) { mx = max(mx, v); }
     }
     let gmax = tree_max(lid, mx);
     var se = 0.0;
     for (var i = lid; i < V; i += WG) {
         let v = logits[i];
-        if (v == v) { se += exp((v - gmax) * params.inv_temp); }
+        if (v == v && allowed_t(i)) { se += exp((v - gmax) * params.inv_temp); }
     }
     let gsum = tree_sum(lid, se);
 
@@ -132,7 +166,7 @@ fn topk(@builtin(local_invocation_index) lid: u32) {
         let prefix = sel[0];
         let mask = sel[1];
         for (var i = lid; i < V; i += WG) {
-            let k = key(logits[i]);
+            let k = tkey(i);
             if ((k & mask) == prefix) { atomicAdd(&hist[(k >> shift) & 255u], 1u); }
         }
         workgroupBarrier();
@@ -163,7 +197,7 @@ fn topk(@builtin(local_invocation_index) lid: u32) {
     var ng = 0u;
     var ne = 0u;
     for (var i = i0; i < i1; i++) {
-        let k = key(logits[i]);
+        let k = tkey(i);
         if (k > T) { ng++; } else if (k == T) { ne++; }
     }
     cnt[2u * lid] = ng;
@@ -185,7 +219,7 @@ fn topk(@builtin(local_invocation_index) lid: u32) {
     var og = cnt[2u * lid];
     var oe = cnt[2u * lid + 1u];
     for (var i = i0; i < i1; i++) {
-        let k = key(logits[i]);
+        let k = tkey(i);
         if (k > T) {
             ck[og] = k;
             cid[og] = i;

@@ -99,3 +99,49 @@ def test_native_stats_show_replayed_dispatches(model, capsys, gpu):
     per_token = float(re.search(r"per decoded token: ([\d.]+) dispatches", err).group(1))
     assert reencoded == 0 and replayed == 7 * per_token and per_token == 13      # 1 + 5 x 2 blocks + 1 + 1
     assert "host calls" in err and out.strip()
+
+
+# ---------------------------------------------------------------- --json-schema / --grammar
+@pytest.mark.parametrize("backend", ["numpy", "native"])
+def test_json_schema_output_always_parses(model, capsys, tmp_path, backend):
+    """--json-schema on random weights (only the constraint makes it JSON): greedy and sampled, a few
+    schemas; the printed text (streamed and --json) validates against the schema."""
+    import jsonschema
+    from tests.test_grammar_schema import SCHEMAS
+    for name in ("person", "nested", "one-of") if backend == "numpy" else ("nested",):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(SCHEMAS[name]))
+        for extra in ([], ["--temperature", "1.2", "--seed", "7"]):
+            rc, out, err = gen(capsys, model, "--backend", backend, "--prompt", "JSON:", "--max-tokens", "90",
+                               "--json-schema", str(path), *extra)
+            assert rc == 0, (name, extra, out, err)
+            jsonschema.Draft202012Validator(SCHEMAS[name]).validate(json.loads(out))
+    (tmp_path / "person.json").write_text(json.dumps(SCHEMAS["person"]))
+    rc, out, _ = gen(capsys, model, "--backend", backend, "--prompt", "x", "--chat", "--max-tokens", "60",
+                     "--json-schema", str(tmp_path / "person.json"), "--json")
+    assert rc == 0 and json.loads(out)["stop_reason"] in ("eos", "eot", "max_tokens")
+    jsonschema.Draft202012Validator(SCHEMAS["person"]).validate(json.loads(json.loads(out)["text"]))
+
+
+def test_gbnf_grammar_and_constraint_errors(model, capsys, tmp_path):
+    from bitweb.grammar import Grammar
+    from tests.test_grammar_gbnf import GRAMMARS
+    g = GRAMMARS / "arithmetic.gbnf"
+    rc, out, _ = gen(capsys, model, "--backend", "numpy", "--prompt", "1", "--max-tokens", "40", "--grammar", str(g),
+                     "--temperature", "1", "--json")
+    assert rc == 0 and Grammar(g.read_text()).matches(json.loads(out)["text"])
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"type": "string", "format": "email"}')
+    rc, _, err = gen(capsys, model, "--backend", "numpy", "--prompt", "x", "--json-schema", str(bad))
+    assert rc == 1 and "bad.json" in err and "format" in err
+    with pytest.raises(SystemExit):
+        gen(capsys, model, "--backend", "numpy", "--prompt", "x", "--json-schema", str(bad), "--grammar", str(g))
+    assert "not allowed with" in capsys.readouterr().err
+    rc, _, err = gen(capsys, model, "--backend", "numpy", "--prompt", "x", "--grammar", str(g), "--ignore-eos")
+    assert rc == 1 and "--ignore-eos" in err
+    # too few tokens for any complete output: what there is, a line on stderr, status 1
+    person = tmp_path / "p.json"
+    person.write_text('{"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}')
+    rc, out, err = gen(capsys, model, "--backend", "numpy", "--prompt", "x", "--max-tokens", "3",
+                       "--json-schema", str(person))
+    assert rc == 1 and "not complete" in err and out.startswith("{")

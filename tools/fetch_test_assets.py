@@ -6,6 +6,7 @@ Two pinned, hash-checked packages from PyPI (tools/test-assets.txt), unpacked in
 - `llama-cpp-python` 0.3.36's source archive (MIT): llama.cpp's own test data
   -> build/assets/llama.cpp/models/ggml-vocab-*.gguf (+ .inp / .out: tokenizer test vectors)
   -> build/assets/llama.cpp/grammars/*.gbnf (GBNF grammars)
+  -> build/assets/llama.cpp/templates/*.jinja (chat templates of released models, from models/templates)
 
 Idempotent: a second run checks a stamp and the files' sizes and returns (about 0.1 s). Files are
 written beside their final name and renamed into place, so an interrupted run leaves nothing
@@ -32,7 +33,8 @@ STAMP = ASSETS / "assets.json"
 SMOLLM2 = ASSETS / "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 SMOLLM2_SIZE = 98_362_432
-LLAMA_CPP = ASSETS / "llama.cpp"          # models/ (vocabularies + vectors), grammars/
+LLAMA_CPP = ASSETS / "llama.cpp"          # models/ (vocabularies + vectors), grammars/, templates/
+LAYOUT = 2                                # what the unpackers write: a new value unpacks again
 
 
 def requirements() -> list[tuple[str, str, str]]:
@@ -111,11 +113,15 @@ def _unpack_llama_cpp(sdist: pathlib.Path) -> list[str]:
     with tarfile.open(sdist) as t:
         for m in t.getmembers():
             parts = m.name.split("/")
-            if not m.isfile() or parts[1:3] != ["vendor", "llama.cpp"] or len(parts) != 5:
+            if not m.isfile() or parts[1:3] != ["vendor", "llama.cpp"]:
+                continue
+            if len(parts) == 6 and parts[3:5] == ["models", "templates"] and parts[5].endswith(".jinja"):
+                parts = parts[:3] + parts[4:]                     # -> llama.cpp/templates/NAME.jinja
+            elif len(parts) != 5:
                 continue
             folder, name = parts[3], parts[4]
             if (folder == "models" and name.startswith("ggml-vocab-")) or \
-               (folder == "grammars" and name.endswith(".gbnf")):
+               (folder == "grammars" and name.endswith(".gbnf")) or folder == "templates":
                 dest = LLAMA_CPP / folder / name
                 _write(dest, t.extractfile(m).read())
                 wrote.append(str(dest.relative_to(ASSETS)))
@@ -132,7 +138,7 @@ def _current(reqs) -> bool:
         stamp = json.loads(STAMP.read_text())
     except (OSError, ValueError):
         return False
-    if stamp.get("requirements") != [list(r) for r in reqs]:
+    if stamp.get("requirements") != [list(r) for r in reqs] or stamp.get("layout") != LAYOUT:
         return False
     files = stamp.get("files", {})
     return bool(files) and all((ASSETS / f).is_file() and (ASSETS / f).stat().st_size == n
@@ -153,7 +159,7 @@ def fetch() -> None:
             raise SystemExit(f"[setup] {DOWNLOADS.relative_to(ROOT)} lacks {name}=={version} with the pinned hash")
         for f in UNPACK[name](dist):
             files[f] = (ASSETS / f).stat().st_size
-    STAMP.write_text(json.dumps({"requirements": [list(r) for r in reqs], "files": files}, indent=1))
+    STAMP.write_text(json.dumps({"requirements": [list(r) for r in reqs], "layout": LAYOUT, "files": files}, indent=1))
     print(f"[setup] test assets: {len(files)} files in {ASSETS.relative_to(ROOT)}", file=sys.stderr)
 
 

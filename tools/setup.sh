@@ -57,7 +57,7 @@ if [ ! -f "$stamp$extras" ] || [ pyapp/pyproject.toml -nt "$stamp$extras" ]; the
 fi
 
 # 3b. With --test: the real assets the tests read (tools/fetch_test_assets.py: a trained model and
-#     llama.cpp's tokenizer vectors and grammars, pinned and hash-checked in tools/test-assets.txt,
+#     llama.cpp's tokenizer vectors, grammars and chat templates, pinned and hash-checked in tools/test-assets.txt,
 #     downloaded once into build/; later runs need no network).
 if [ "$want_test" = 1 ]; then
   .venv/bin/python tools/fetch_test_assets.py >&2

@@ -77,7 +77,30 @@ export interface LoadOptions {
 export type Source = string | URL | { url: string; sha256?: string; size?: number } | Blob | { cached: string } | CachedModel
   | CatalogueEntry;
 
-export interface Message { role: 'system' | 'user' | 'assistant'; content: string }
+/** A message of the conversation: an assistant's may carry tool calls (content then null), a tool's
+ *  result names the call it answers. */
+export type Message =
+  | { role: 'system' | 'user'; content: string }
+  | { role: 'assistant'; content: string | null; tool_calls?: ToolCall[] }
+  | { role: 'tool'; content: string; tool_call_id: string };
+
+/** A call the model made: `arguments` is JSON text that parses and validates against the tool's parameters. */
+export interface ToolCall { id: string; type: 'function'; function: { name: string; arguments: string } }
+/** A function the model may call; `parameters` is a JSON Schema of an object (default: no parameters). */
+export interface FunctionTool {
+  type: 'function';
+  function: { name: string; description?: string; parameters?: Record<string, unknown>; strict?: boolean };
+}
+/** 'auto' (default with tools): a call or a reply in words; 'none': words; 'required': one call or more;
+ *  a named function: one call of it. */
+export type ToolChoice = 'none' | 'auto' | 'required' | { type: 'function'; function: { name: string } };
+/** 'json_object': any JSON object; 'json_schema': JSON that validates against `schema` (README, "Structured output"). */
+export type ResponseFormat =
+  | { type: 'text' }
+  | { type: 'json_object' }
+  | { type: 'json_schema'; json_schema: { name: string; schema?: Record<string, unknown> | boolean; strict?: boolean } };
+/** A streamed piece of a tool call: the first has id, type and name (arguments ''), the next pieces of arguments. */
+export interface ToolCallDelta { index: number; id?: string; type?: 'function'; function: { name?: string; arguments: string } }
 
 export interface CreateRequest {
   messages: Message[];
@@ -91,11 +114,21 @@ export interface CreateRequest {
   seed?: number;
   stop?: string | string[];
   signal?: AbortSignal;
-  /** models whose chat template has a thinking switch (engine.info.thinking) */
+  /** models whose chat template has a thinking switch (engine.info.thinking); a constrained reply
+   *  (response_format, grammar, tools) needs it off */
   enable_thinking?: boolean;
+  /** the reply is JSON (README, "Structured output and tool calls"); stop strings cannot go with it */
+  response_format?: ResponseFormat;
+  /** bitweb's own: the reply follows this GBNF grammar (llama.cpp's syntax) */
+  grammar?: string;
+  tools?: FunctionTool[];
+  tool_choice?: ToolChoice;
+  /** false: at most one call (default true) */
+  parallel_tool_calls?: boolean;
 }
 
-export type FinishReason = 'stop' | 'length' | 'abort';
+/** 'tool_calls': the reply is tool calls; 'length': max_tokens or the context cut it before it was complete */
+export type FinishReason = 'stop' | 'length' | 'abort' | 'tool_calls';
 export interface Usage { prompt_tokens: number; completion_tokens: number; total_tokens: number }
 export interface Timing {
   total_ms: number; ttft_ms: number | null; prefill_ms: number; prefill_tokens: number; cached_tokens: number;
@@ -108,13 +141,13 @@ export interface Timing {
 
 export interface ChatCompletion {
   id: string; object: 'chat.completion'; created: number; model: string;
-  choices: [{ index: 0; message: { role: 'assistant'; content: string }; finish_reason: FinishReason }];
+  choices: [{ index: 0; message: { role: 'assistant'; content: string | null; tool_calls?: ToolCall[] }; finish_reason: FinishReason }];
   usage: Usage; timing: Timing;
 }
 
 export interface ChatCompletionChunk {
   id: string; object: 'chat.completion.chunk'; created: number; model: string;
-  choices: [{ index: 0; delta: { role?: 'assistant'; content?: string }; finish_reason: FinishReason | null }];
+  choices: [{ index: 0; delta: { role?: 'assistant'; content?: string; tool_calls?: ToolCallDelta[] }; finish_reason: FinishReason | null }];
   /** on the last chunk */
   usage?: Usage; timing?: Timing;
 }
@@ -168,7 +201,7 @@ export declare class Engine {
       create(request: CreateRequest & { stream?: false }): Promise<ChatCompletion>;
     };
   };
-  tokenize(input: string | Message[], options?: { enable_thinking?: boolean }): Promise<number[]>;
+  tokenize(input: string | Message[], options?: { enable_thinking?: boolean; tools?: FunctionTool[] }): Promise<number[]>;
   unload(): Promise<void>;
 }
 

@@ -133,16 +133,40 @@ function checkDownload(d) {
   }
 }
 
+// One message as the worker takes it: {role, content}, an assistant's tool_calls, a tool result's tool_call_id
+// (pyapp/bitweb/structured.py check_messages checks the rest).
+function checkMessage(m, i) {
+  const calls = m?.role === 'assistant' && m.tool_calls != null;
+  if (!m || !['system', 'user', 'assistant', 'tool'].includes(m.role) || (typeof m.content !== 'string' && !(calls && m.content == null))) {
+    throw settingsError('messages', `messages[${i}] must be {role: "system" | "user" | "assistant" | "tool", content: string}` +
+      ' (an assistant\'s content may be null beside tool_calls)');
+  }
+  const out = { role: m.role, content: m.content ?? null };
+  if (calls) {
+    if (!Array.isArray(m.tool_calls) || m.tool_calls.some((c) => typeof c?.id !== 'string' || typeof c?.function?.name !== 'string'
+      || typeof c.function.arguments !== 'string')) {
+      throw settingsError('messages', `messages[${i}].tool_calls must be [{id, type: "function", function: {name, arguments: string}}]`);
+    }
+    out.tool_calls = m.tool_calls.map((c) => ({ id: c.id, type: 'function', function: { name: c.function.name, arguments: c.function.arguments } }));
+  }
+  if (m.role === 'tool') {
+    if (typeof m.tool_call_id !== 'string') throw settingsError('messages', `messages[${i}].tool_call_id must be the call's id (a string)`);
+    out.tool_call_id = m.tool_call_id;
+  }
+  return out;
+}
+// The structured-output fields go to the worker as given (JSON); Python checks them and names the field.
+const STRUCTURED = ['response_format', 'grammar', 'tools', 'tool_choice', 'parallel_tool_calls'];
+
 function checkRequest(r) {
   if (!r || typeof r !== 'object') throw settingsError('request', 'create() takes an object {messages, ...}');
   const msgs = r.messages;
   if (!Array.isArray(msgs) || !msgs.length) throw settingsError('messages', 'must be a non-empty array of {role, content}');
-  msgs.forEach((m, i) => {
-    if (!m || !['system', 'user', 'assistant'].includes(m.role) || typeof m.content !== 'string') {
-      throw settingsError('messages', `messages[${i}] must be {role: "system" | "user" | "assistant", content: string}`);
-    }
-  });
-  const out = { messages: msgs.map((m) => ({ role: m.role, content: m.content })) };
+  const out = { messages: msgs.map(checkMessage) };
+  for (const name of STRUCTURED) {
+    if (r[name] == null) continue;
+    try { out[name] = JSON.parse(JSON.stringify(r[name])); } catch (e) { throw settingsError(name, `must be plain JSON (${e.message})`); }
+  }
   for (const name of Object.keys(SETTINGS)) {
     if (r[name] == null) continue;
     const why = checkSetting(name, r[name]);
@@ -185,6 +209,7 @@ function theWorker() {
     if (!c) return;
     if (m.type === 'progress') c.onProgress?.(progressOf(m));
     else if (m.type === 'text') c.onText?.(m.text);
+    else if (m.type === 'tool_call') c.onToolCall?.(m);
     else {
       calls.delete(m.id);
       if (m.type === 'result') c.resolve(m.value);
@@ -206,13 +231,13 @@ function progressOf(m) {
   return p;
 }
 
-function call(op, body = {}, { signal, onProgress, onText } = {}) {
+function call(op, body = {}, { signal, onProgress, onText, onToolCall } = {}) {
   const w = theWorker();
   const id = nextId++;
   return new Promise((resolve, reject) => {
     let onAbort = null;
     const done = (fn) => (v) => { if (onAbort) signal.removeEventListener('abort', onAbort); fn(v); };
-    calls.set(id, { resolve: done(resolve), reject: done(reject), onProgress, onText });
+    calls.set(id, { resolve: done(resolve), reject: done(reject), onProgress, onText, onToolCall });
     if (signal) {
       onAbort = () => w.postMessage({ id: nextId++, op: 'abort', target: id });
       signal.addEventListener('abort', onAbort, { once: true });
@@ -326,15 +351,15 @@ export class Engine {
   }
 
   /**
-   * Token ids of a text (no BOS), or of a chat's whole prompt (messages, as create() would send).
+   * Token ids of a text (no BOS), or of a chat's whole prompt (messages and tools, as create() would send).
    * @param {string|Array<{role: string, content: string}>} input
    * @returns {Promise<number[]>}
    */
-  async tokenize(input, { enable_thinking } = {}) {
+  async tokenize(input, { enable_thinking, tools } = {}) {
     this._check();
     let request;
     if (typeof input === 'string') request = { text: input };
-    else request = { messages: checkRequest({ messages: input }).messages, enable_thinking };
+    else request = { ...checkRequest({ messages: input, tools }), enable_thinking };
     return (await call('tokenize', { engine: this.id, request })).ids;
   }
 
@@ -354,9 +379,10 @@ export class Engine {
     const id = completionId(), created = Math.floor(Date.now() / 1000), model = this.info.name;
     if (!request.stream) {
       const v = await call('generate', { engine: this.id, request: req }, { signal });
+      const message = { role: 'assistant', content: v.text };
+      if (v.tool_calls) Object.assign(message, { content: v.text || null, tool_calls: v.tool_calls });
       return { id, object: 'chat.completion', created, model,
-        choices: [{ index: 0, message: { role: 'assistant', content: v.text }, finish_reason: v.finish_reason }],
-        usage: v.usage, timing: v.timing };
+        choices: [{ index: 0, message, finish_reason: v.finish_reason }], usage: v.usage, timing: v.timing };
     }
     return stream(this, req, signal, { id, created, model });
   }
@@ -371,12 +397,14 @@ function stream(engine, req, signal, head) {
     choices: [{ index: 0, delta, finish_reason }], ...extra });
   const own = new AbortController();
   const both = signal ? AbortSignal.any([signal, own.signal]) : own.signal;
+  const delta = (d) => { push(chunk(first ? { role: 'assistant', ...d } : d, null)); first = false; };
   call('generate', { engine: engine.id, request: req }, {
     signal: both,
-    onText: (text) => {
-      push(chunk(first ? { role: 'assistant', content: text } : { content: text }, null));
-      first = false;
-    },
+    onText: (text) => delta({ content: text }),
+    // a tool call streams as OpenAI's: its id and name first, then pieces of its arguments
+    onToolCall: (m) => delta({ tool_calls: [m.call_id
+      ? { index: m.index, id: m.call_id, type: 'function', function: { name: m.name, arguments: '' } }
+      : { index: m.index, function: { arguments: m.arguments } }] }),
   }).then((v) => {
     push(chunk(first ? { role: 'assistant', content: '' } : {}, v.finish_reason, { usage: v.usage, timing: v.timing }));
     finished = true; wake?.();

@@ -20,9 +20,12 @@
 //           has loaded; a fresh copy whose load fails is deleted (a download that failed keeps its part).
 //   {id, op: 'download', source: {url, sha256?, size?, name?}, options: {download}}   into the cache
 //        without loading -> result {name, size, cached, resumedFrom, retries, notes, sha256}
-//   {id, op: 'generate', engine, request}   request: the create() body (messages, settings, stop)
-//        -> {id, type: 'text', text} as text is decoded, then result {text, finish_reason, usage, timing}
-//   {id, op: 'tokenize', engine, request}   request: {text} | {messages} -> result {ids, context}
+//   {id, op: 'generate', engine, request}   request: the create() body (messages, settings, stop,
+//                                           response_format, grammar, tools, tool_choice, parallel_tool_calls)
+//        -> {id, type: 'text', text} as content is decoded, {id, type: 'tool_call', index, call_id, name}
+//           when a tool call starts and {id, type: 'tool_call', index, arguments} as its arguments come,
+//           then result {text, tool_calls?, finish_reason, usage, timing}
+//   {id, op: 'tokenize', engine, request}   request: {text} | {messages, tools?} -> result {ids, context}
 //   {id, op: 'abort', target}               abort request `target` (a download, a load, a generation);
 //                                           answered at once (result null)
 //   {id, op: 'unload', engine}              free an engine's GPU buffers -> result {unloaded}

@@ -26,18 +26,27 @@
   loopcontrols extension, `{% generation %}` blocks accepted, the globals
   `raise_exception`, `strftime_now`, `dict` and `namespace` (no underscore
   names), transformers' `tojson` filter (no HTML escaping), and the variables
-  `messages`, `tools` (none), `documents` (none), `add_generation_prompt`,
+  `messages`, `tools` (None, or the request's tool list: OpenAI's [{type:
+  "function", function: {name, description, parameters}}]), `documents` (none),
+  `add_generation_prompt`,
   `bos_token` / `eos_token` / `pad_token` / `unk_token` (the token texts the file
   names) and `enable_thinking` when the caller sets it. A render that runs too
   long (deadline), builds too much text or asks for huge ranges / repetitions
   is stopped with a ChatError. jinja2 is imported only for such files (natively a
   dependency; in the browser the copy set-up bundles into the web archive).
 
+Messages for templates: {role, content} with role system / user / assistant / tool;
+an assistant message may carry `tool_calls` (OpenAI's [{id, type: "function",
+function: {name, arguments}}], content then a str or None) and a tool message
+`tool_call_id` and `name` (bitweb.structured builds them; templates read what
+transformers passes them).
+
 Ids. The rendered text is tokenized the way llama.cpp tokenizes a rendered prompt
 (special tokens parsed, BOS added when the file's add_bos_token is set and the
 text does not start with it), except that **message text can never produce
-special tokens**: before rendering, every CONTROL token text inside a message
-(e.g. "<|im_end|>") gets a marker character inserted after its first character,
+special tokens**: before rendering, every CONTROL token text inside a message or
+the tool list (content, tool call names and arguments, tool descriptions and
+schemas, dict keys too; e.g. "<|im_end|>") gets a marker character inserted after its first character,
 so the only special tokens in the rendered text are the template's own; the text
 between them is then tokenized with the markers removed and special tokens off
 (USER_DEFINED tokens such as <think> are matched everywhere, as llama.cpp and HF
@@ -83,12 +92,63 @@ class ChatError(ValueError):
     the message index and field, or what the template did."""
 
 
-def _checked(messages, roles=ROLES) -> list[tuple[str, str]]:
-    """[(role, content)] after checking the message list's shape."""
+def _strings(x):
+    """Every str inside x (dict keys and values, list items), depth first."""
+    if isinstance(x, str):
+        yield x
+    elif isinstance(x, dict):
+        for k, v in x.items():
+            yield from _strings(k)
+            yield from _strings(v)
+    elif isinstance(x, (list, tuple)):
+        for v in x:
+            yield from _strings(v)
+
+
+def _map_strings(x, fn):
+    """x with fn applied to every str inside it (dict keys too)."""
+    if isinstance(x, str):
+        return fn(x)
+    if isinstance(x, dict):
+        return {_map_strings(k, fn): _map_strings(v, fn) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_map_strings(v, fn) for v in x]
+    return x
+
+
+def _template_messages(messages) -> list[dict]:
+    """The messages a template gets: {role, content} (roles TEMPLATE_ROLES), plus an assistant
+    message's tool_calls (content then str or None) and a tool message's tool_call_id / name."""
     if not isinstance(messages, (list, tuple)):
         raise ChatError(f"messages must be a list of {{role, content}} dicts, got {type(messages).__name__}")
     out = []
     for i, m in enumerate(messages):
+        calls = m.get("tool_calls") if isinstance(m, dict) and m.get("role") == "assistant" else None
+        if calls is not None:
+            if not isinstance(calls, list) or not all(isinstance(c, dict) for c in calls):
+                raise ChatError(f"messages[{i}].tool_calls must be a list of dicts")
+            if m.get("content") is not None and not isinstance(m.get("content"), str):
+                raise ChatError(f"messages[{i}].content must be a str or None beside tool_calls")
+            out.append({"role": "assistant", "content": m.get("content"), "tool_calls": list(calls)})
+            continue
+        (role, content), = _checked([m], TEMPLATE_ROLES, i)
+        msg = {"role": role, "content": content}
+        if role == "tool":
+            for key in ("tool_call_id", "name"):
+                if m.get(key) is not None:
+                    if not isinstance(m[key], str):
+                        raise ChatError(f"messages[{i}].{key} must be a str")
+                    msg[key] = m[key]
+        out.append(msg)
+    return out
+
+
+def _checked(messages, roles=ROLES, first: int = 0) -> list[tuple[str, str]]:
+    """[(role, content)] after checking the message list's shape."""
+    if not isinstance(messages, (list, tuple)):
+        raise ChatError(f"messages must be a list of {{role, content}} dicts, got {type(messages).__name__}")
+    out = []
+    for i, m in enumerate(messages, first):
         if not isinstance(m, dict):
             raise ChatError(f"messages[{i}] must be a dict with 'role' and 'content', got {type(m).__name__}")
         role, content = m.get("role"), m.get("content")
@@ -297,17 +357,18 @@ def _compile(template: str):
 
 
 def render_template(template: str, messages, add_generation_prompt: bool = True, enable_thinking=None,
-                    **variables) -> str:
+                    tools=None, **variables) -> str:
     """`template` rendered as transformers' apply_chat_template(tokenize=False) renders it.
-    messages: [{role, content}] (roles system, user, assistant, tool); variables: e.g.
-    bos_token / eos_token texts. enable_thinking None: the variable is not set."""
-    msgs = [{"role": r, "content": c} for r, c in _checked(messages, TEMPLATE_ROLES)]
-    return _render(_compile(template), msgs, add_generation_prompt, enable_thinking, variables)
+    messages: [{role, content}] (roles system, user, assistant, tool; the module docstring's
+    tool fields); tools: the tool list or None; variables: e.g. bos_token / eos_token texts.
+    enable_thinking None: the variable is not set."""
+    return _render(_compile(template), _template_messages(messages), add_generation_prompt, enable_thinking,
+                   variables, tools)
 
 
-def _render(compiled, msgs, add_generation_prompt, enable_thinking, variables) -> str:
+def _render(compiled, msgs, add_generation_prompt, enable_thinking, variables, tools=None) -> str:
     import jinja2
-    kw = dict(variables, messages=msgs, tools=None, documents=None,
+    kw = dict(variables, messages=msgs, tools=tools or None, documents=None,
               add_generation_prompt=bool(add_generation_prompt))
     if enable_thinking is not None:
         kw["enable_thinking"] = bool(enable_thinking)
@@ -423,29 +484,34 @@ class ChatFormat:
             return None
         return None
 
-    def render(self, messages, add_generation_prompt: bool = True, enable_thinking=None) -> str:
+    def render(self, messages, add_generation_prompt: bool = True, enable_thinking=None, tools=None) -> str:
         """The prompt text (what transformers' apply_chat_template(tokenize=False) gives for
-        templates; format_chat for the built-in format, which starts with BOS)."""
+        templates; format_chat for the built-in format, which starts with BOS). tools: the
+        template's `tools` (the built-in format has none: bitweb.structured writes them as text)."""
         if self.kind == "bitnet":
+            if tools:
+                raise ChatError("the built-in BitNet chat format has no tools section")
             return format_chat(messages, add_generation_prompt)
-        msgs = [{"role": r, "content": c} for r, c in _checked(messages, TEMPLATE_ROLES)]
-        return _render(self._compiled, msgs, add_generation_prompt, enable_thinking, self._variables)
+        return _render(self._compiled, _template_messages(messages), add_generation_prompt, enable_thinking,
+                       self._variables, tools)
 
-    def ids(self, messages, add_generation_prompt: bool = True, enable_thinking=None) -> list[int]:
+    def ids(self, messages, add_generation_prompt: bool = True, enable_thinking=None, tools=None) -> list[int]:
         """Prompt token ids; message text never becomes special tokens (module docstring).
         enable_thinking: True / False sets the template's switch, None leaves it unset."""
         tok = self.tokenizer
         if self.kind == "bitnet":
+            if tools:
+                raise ChatError("the built-in BitNet chat format has no tools section")
             return chat_ids(tok, messages, add_generation_prompt)
-        msgs = [{"role": r, "content": c} for r, c in _checked(messages, TEMPLATE_ROLES)]
-        ctl, marker, safe = tok.control_re, "", msgs
-        if ctl is not None and any(ctl.search(m["content"]) for m in msgs):
-            marker = _free_char([self.template, *self._variables.values(), *(m["content"] for m in msgs)])
-            safe = [{**m, "content": ctl.sub(lambda x: x.group()[0] + marker + x.group()[1:], m["content"])}
-                    for m in msgs]
-        text = _render(self._compiled, safe, add_generation_prompt, enable_thinking, self._variables)
+        msgs = _template_messages(messages)
+        ctl, marker, safe, safe_tools = tok.control_re, "", msgs, tools
+        if ctl is not None and any(ctl.search(t) for t in _strings([msgs, tools])):
+            marker = _free_char([self.template, *self._variables.values(), *_strings([msgs, tools])])
+            mark = lambda t: ctl.sub(lambda x: x.group()[0] + marker + x.group()[1:], t)   # noqa: E731
+            safe, safe_tools = _map_strings(msgs, mark), _map_strings(tools, mark)
+        text = _render(self._compiled, safe, add_generation_prompt, enable_thinking, self._variables, safe_tools)
         if marker:
-            real = _render(self._compiled, msgs, add_generation_prompt, enable_thinking, self._variables)
+            real = _render(self._compiled, msgs, add_generation_prompt, enable_thinking, self._variables, tools)
             if text.replace(marker, "") != real:
                 raise ChatError("the chat template rewrites message text that contains special-token text, "
                                 "so it cannot be kept from becoming special tokens; remove the special-token "

@@ -24,6 +24,26 @@ should_stop() ends the run (2 steps). Such a step writes K/V rows past `cached_i
 includes them: it is exactly what the one-step-at-a-time loop leaves), and the scratch buffers
 (x, logits, ...), which nothing reads across generate() calls; the next prefill rewrites those
 cache rows before any step reads them. counters["discarded_steps"] counts such steps.
+
+Under a grammar (generate(constraint=...), bitweb.grammar) the sampler reads the allowed tokens
+from `mask` (n_vocab bits, sampling.wgsl MASK), written before the sampler runs and only when it
+changed (Constraint.key). Greedy decoding then reads 4 bytes per token as before; sampling drops
+the left-out candidates by the same mask. Mask i (for t_{i+1}) needs t_i on the host, but the
+forward pass of t_i does not: each step is two submissions, the forward pass F_i (embedding,
+blocks, LM head: `plan_forward`) and the masked sampler S_i. Per token, in queue order:
+
+    S_i, read t_{i+1}   the masked sampler writes t_{i+1} into `token`; its read is queued
+    F_{i+1}             (greedy) submitted with the read, before its result is back: it reads
+                        t_{i+1} from `token` on the GPU (dev.read(then=): in the browser it runs
+                        while the read returns; natively right after)
+    host work on t_{i+1}  advance the constraint, stop rules, text, on_token, mask i + 1 and its
+                        upload: while F_{i+1} runs
+    S_{i+1} ...
+
+F_{i+1} runs whose result is not used only when t_{i+1} is a stop token or should_stop ends the
+run (1 step, counted in discarded_steps). Sampling (top-k) submits F_{i+1} once the host has
+chosen and written t_{i+1}, before its own work on it. Engine.overlap = False: F_i and S_i in one
+plan after the host's work on t_i (the same tokens; a before / after for `bitweb bench constrained`).
 """
 from __future__ import annotations
 
@@ -89,7 +109,8 @@ class Engine:
         self.buf = h.buf              # activation / state buffers
         self.cached_ids = []          # tokens whose K/V rows are in the cache
         self._topk = {}               # k -> (top-k plan item, top buffer, value offset)
-        self._plans = {}              # decode: k -> Plan; prefill: (rows, k or None) -> Plan
+        self._plans = {}              # decode: k -> Plan; prefill: (rows, k or None) -> Plan; ("S", "mask", k):
+                                      # the masked sampler alone (S_i of the grammar's steps)
         self.prefill_rows = 1
         self.context_note = ""        # why the default context is below the file's (generation.fit_context)
         self.load_ms = 0.0
@@ -98,6 +119,9 @@ class Engine:
         self.stage_ms = {}            # load stage -> [start, end] ms since load() began (upload, compile, plans)
         self.prefill_compiled = None  # load(wait_prefill=False): the task compiling the prefill kernels
         self.prefill_path = ""        # the last prompt's plan: "prefill" (multi-row) or "decode" (token by token)
+        self._mask = None             # generate(constraint=): the Constraint the sampler follows, else None
+        self._mask_key = None         # key of the mask in buf["mask"] (bitweb.grammar Constraint.key)
+        self._mask_words = None       # that mask's words (the host's copy, for top-k candidates)
 
     # ------------------------------------------------------------------ loading
     @classmethod
@@ -232,23 +256,35 @@ class Engine:
         self.plans_ahead = (dev.plan(items + self.items_head + to2),
                             dev.plan(await self._instantiate(d["embed2"]) + blocks + self.items_head
                                      + self.items_argmax))
+        self.plan_forward = dev.plan(items + self.items_head)     # a step without its sampler (grammars)
         self.dispatches_per_layer = len(blocks) / cfg.n_layer
 
     async def _instantiate(self, steps):
         return [await step.instantiate(self.dev, bufs, self.buf) for step, bufs in steps]
 
-    async def _sampler_item(self, k: int):
-        """(plan item, top buffer, offset of the values) of the top-k selection (k = 0: argmax)."""
+    async def _sampler_item(self, k):
+        """(plan item, top buffer, offset of the values) of the top-k selection (k = 0: argmax);
+        k = ("mask", k): the same under the grammar's mask (buf["mask"], made on first use)."""
         if k == 0:
             return self.items_argmax[0], None, 0
         if k not in self._topk:
             cfg, B, dev = self.cfg, self.buf, self.dev
-            off = _align(4 * k)
-            top = dev.create_buffer(off + 4 * (k + 2), label=f"top{k}")
-            item = await ops.topk(cfg.n_vocab, k).instantiate(dev, {
-                "logits": B["logits"], "top_ids": (top, 0, 4 * k), "penalty_ids": B["pids"],
-                "params": B["params"], "top_vals": (top, off, 4 * (k + 2))})
-            self._topk[k] = (item, top, off)
+            masked = isinstance(k, tuple)
+            n = k[1] if masked else k
+            bufs = {"logits": B["logits"], "penalty_ids": B["pids"], "params": B["params"]}
+            if masked:
+                if "mask" not in B:
+                    B["mask"] = dev.create_buffer(4 * ops.mask_words(cfg.n_vocab), label="mask")
+                bufs["mask"] = B["mask"]
+            if n == 0:
+                item = await ops.argmax(cfg.n_vocab, mask=True).instantiate(dev, dict(bufs, token=B["token"]))
+                self._topk[k] = (item, None, 0)
+            else:
+                off = _align(4 * n)
+                top = dev.create_buffer(off + 4 * (n + 2), label=f"top{n}")
+                item = await ops.topk(cfg.n_vocab, n, mask=masked).instantiate(dev, dict(
+                    bufs, top_ids=(top, 0, 4 * n), top_vals=(top, off, 4 * (n + 2))))
+                self._topk[k] = (item, top, off)
         return self._topk[k]
 
     async def _decode_plan(self, k: int):
@@ -281,35 +317,64 @@ class Engine:
     def _feed(self, token: int):
         self.dev.write_buffer(self.buf["token"], 0, struct.pack("<I", token))
 
-    def _k(self, params: SamplingParams) -> int:
-        """0: greedy (GPU argmax); else the number of top candidates read back."""
-        return 0 if params.greedy else min(max(TOPK_MIN, params.top_k), 256, self.cfg.n_vocab)
+    def _k(self, params: SamplingParams):
+        """0: greedy (GPU argmax); else the number of top candidates read back. Under a grammar
+        (generate(constraint=)): ("mask", that number), the sampler that reads buf["mask"]."""
+        k = 0 if params.greedy else min(max(TOPK_MIN, params.top_k), 256, self.cfg.n_vocab)
+        return k if self._mask is None else ("mask", k)
 
     async def _finish(self, params: SamplingParams, sampler: Sampler) -> int:
         """After a plan ending in argmax / top-k: the next token (left in `token` for the next step)."""
-        dev, k = self.dev, self._k(params)
+        dev, key = self.dev, self._k(params)
+        k = key[1] if isinstance(key, tuple) else key
         if k == 0:
             return await self._read_token(self.buf["token"])
-        _, top, off = await self._sampler_item(k)
+        _, top, off = await self._sampler_item(key)
         raw = await dev.read(top, 0, off + 4 * (k + 2))
         ids = struct.unpack_from(f"<{k}I", raw, 0)
         vals = struct.unpack_from(f"<{k + 2}f", raw, off)
         inv_t = 1.0 / params.temperature
         u = sampler.rng.random()
-        stats = None if k == self.cfg.n_vocab else (vals[k] * inv_t, vals[k + 1])   # None: all tokens
-        t = choose(params, list(zip(vals[:k], ids)), stats, u)
+        cands = list(zip(vals[:k], ids))
+        ok = self._allowed_by_mask()
+        if ok is not None:               # the live allowed tokens come first; the rest is dropped
+            cands = [(v, i) for v, i in cands if ok(i) and v == v]
+            if not cands:
+                raise EngineError("no token the grammar allows has a number for its logit (NaN logits)")
+        complete = len(cands) < k or k == self.cfg.n_vocab               # every (allowed) token is a candidate
+        stats = None if complete else (vals[k] * inv_t, vals[k + 1])
+        t = choose(params, cands, stats, u)
         if t is None:                    # the draw fell past the candidates: exact, from all logits
             sampler.full_fallbacks += 1
             lg = struct.unpack(f"<{self.cfg.n_vocab}f", await dev.read(self.buf["logits"], 0, 4 * self.cfg.n_vocab))
-            order = sorted(range(len(lg)), key=lambda i: (-lg[i], i))
+            keep = range(len(lg)) if ok is None else [i for i in range(len(lg)) if ok(i) and lg[i] == lg[i]]
+            order = sorted(keep, key=lambda i: (-lg[i], i))
             t = choose(params, [(lg[i], i) for i in order], None, u)
         self._feed(t)
         return t
 
-    async def _read_token(self, buf) -> int:
-        t = struct.unpack("<I", await self.dev.read(buf, 0, 4))[0]
+    def _allowed_by_mask(self):
+        """Under a grammar: token id -> whether the current mask allows it; else None."""
+        if self._mask is None:
+            return None
+        w, n = self._mask_words, len(self._mask_words)
+        return lambda t: (t >> 5) < n and (w[t >> 5] >> (t & 31)) & 1 == 1
+
+    def _write_mask(self, remaining: int):
+        """The grammar's mask for the next token (bitweb.grammar Constraint.mask) into buf["mask"],
+        when it differs from the one there (Constraint.key)."""
+        c = self._mask
+        words = c.mask(remaining)
+        if c.key != self._mask_key:
+            self.dev.write_buffer(self.buf["mask"], 0, words)
+            self._mask_key = c.key
+        self._mask_words = words
+
+    async def _read_token(self, buf, then=None) -> int:
+        t = struct.unpack("<I", await self.dev.read(buf, 0, 4, then=then))[0]
         if t >= self.cfg.n_vocab:
-            raise EngineError(f"the GPU argmax returned {t}: every logit is NaN (a broken model or kernel)")
+            what = "every logit the grammar allows" if self._mask is not None else "every logit"
+            raise EngineError(f"the GPU argmax returned {t}: {what} is NaN (a broken model or kernel)")
         return t
 
     async def _step(self, pos: int, params: SamplingParams, sampler: Sampler, context: list) -> int:
@@ -377,10 +442,14 @@ class Engine:
         return len(units)
 
     async def generate(self, prompt_ids, params: SamplingParams | None = None, max_tokens: int = 128,
-                       on_token=None, should_stop=None, ignore_eos: bool = False, stop_ids=None) -> GenerateResult:
+                       on_token=None, should_stop=None, ignore_eos: bool = False, stop_ids=None,
+                       constraint=None) -> GenerateResult:
         """Generate after prompt_ids (see GenerateResult). Reuses the KV cache for the longest
         common prefix with the tokens already in it (ChatSession relies on this). stop_ids:
-        the tokens that end generation (default the tokenizer's; ChatFormat.stop_ids)."""
+        the tokens that end generation (default the tokenizer's; ChatFormat.stop_ids).
+        constraint: a bitweb.grammar.Constraint (fresh, built with the same stop ids): every token
+        is sampled among the ones it allows (the mask on the GPU, module docstring), told how many
+        tokens are left so the output is complete by max_tokens / the context's end."""
         params = params or SamplingParams()
         if params.repeat_last_n > MAX_PENALTY_IDS:
             raise SamplingError(f"repeat_last_n = {params.repeat_last_n}: the GPU engine supports at most {MAX_PENALTY_IDS}")
@@ -388,30 +457,43 @@ class Engine:
         self.dev.check_alive()
         run = GenerationRun(self.tokenizer, self.n_ctx, prompt, max_tokens, on_token, should_stop, ignore_eos,
                             stop_ids)
+        run.check_constraint(constraint)
+        if constraint is not None and constraint.n_vocab > self.cfg.n_vocab:
+            raise EngineError(f"the constraint's vocabulary has {constraint.n_vocab} tokens, the model {self.cfg.n_vocab}")
         if max_tokens <= 0:
             return run.result()
         sampler = Sampler(params)
+        budget = min(int(max_tokens), self.n_ctx - len(prompt))     # tokens this run can generate
         keep = min(common_prefix(self.cached_ids, prompt), len(prompt) - 1)
         self.cached_ids = self.cached_ids[:keep]
         context = list(prompt)
-        t = await self._prefill(prompt[keep:], keep, params, sampler, context, run.should_stop)
-        if t is None:                    # stopped during the prefill: no token (cached_ids: the rows written)
-            run.stop_reason = "stopped"
-            return run.result()
-        self.cached_ids = list(prompt)
-        run.prefill_done()
-        c0 = dict(self.dev.counters)
-        f0 = sampler.full_fallbacks
-        discarded = 0
-        if self.overlap and params.greedy and not params.penalized:
-            discarded = await self._decode_ahead(run, t, params)
-        else:
-            while run.accept(t):
-                context.append(t)
-                nxt = await self._step(len(self.cached_ids), params, sampler, context)
-                self.cached_ids.append(t)
-                t = nxt
-                run.n_decode += 1
+        self._mask, self._mask_key = constraint, None
+        try:
+            if constraint is not None:
+                await self._sampler_item(self._k(params))     # (the masked sampler and buf["mask"])
+                self._write_mask(budget)
+            t = await self._prefill(prompt[keep:], keep, params, sampler, context, run.should_stop)
+            if t is None:                # stopped during the prefill: no token (cached_ids: the rows written)
+                run.stop_reason = "stopped"
+                return run.result()
+            self.cached_ids = list(prompt)
+            run.prefill_done()
+            c0 = dict(self.dev.counters)
+            f0 = sampler.full_fallbacks
+            discarded = 0
+            if constraint is not None:
+                discarded = await self._decode_constrained(run, t, params, sampler, context, budget)
+            elif self.overlap and params.greedy and not params.penalized:
+                discarded = await self._decode_ahead(run, t, params)
+            else:
+                while run.accept(t):
+                    context.append(t)
+                    nxt = await self._step(len(self.cached_ids), params, sampler, context)
+                    self.cached_ids.append(t)
+                    t = nxt
+                    run.n_decode += 1
+        finally:
+            self._mask = self._mask_words = None
         c = {k: v - c0.get(k, 0) for k, v in self.dev.counters.items()}
         c["full_fallbacks"] = sampler.full_fallbacks - f0
         c["discarded_steps"] = discarded
@@ -453,6 +535,60 @@ class Engine:
             submit(t)                        # step i + 1: all the GPU waits for after the read
         return submitted - run.n_decode
 
+    async def _decode_constrained(self, run: GenerationRun, t: int, params: SamplingParams, sampler: Sampler,
+                                  context: list, budget: int) -> int:
+        """Decode under the grammar self._mask (module docstring: F_i, then S_i). t = t_0, read by
+        the prefill. Returns the number of forward passes run whose result was not used."""
+        dev, c, n0 = self.dev, self._mask, len(self.cached_ids)
+        if not self.overlap:             # one step at a time (F_i and S_i together after the host's work)
+            while True:
+                c.advance(t)
+                if not run.accept(t):
+                    return 0
+                context.append(t)
+                self._write_mask(budget - len(run.ids))
+                nxt = await self._step(len(self.cached_ids), params, sampler, context)
+                self.cached_ids.append(t)
+                t = nxt
+                run.n_decode += 1
+        key = self._k(params)
+        if ("S",) + key not in self._plans:
+            self._plans[("S",) + key] = dev.plan([(await self._sampler_item(key))[0]])
+        sample, greedy = self._plans[("S",) + key], params.greedy
+
+        def can(i):                      # F_i (feeding t_i) matters: t_i accepted leaves a step to take
+            return i + 1 < run.max_tokens and n0 + i + 1 < self.n_ctx
+
+        def forward(i, ctx):
+            self._write_params(1, n0 + i, params, ctx)
+            dev.run(self.plan_forward)
+
+        pending = can(0) and not run.is_stop_token(t)
+        if pending:
+            forward(0, context + [t])
+        i = 0
+        while True:
+            c.advance(t)                 # the last token too: the constraint ends where the text does
+            if not run.accept(t):
+                return int(pending)
+            context.append(t)
+            self.cached_ids.append(t)    # (F_i has written its K / V rows)
+            self._write_mask(budget - len(run.ids))
+            dev.run(sample)              # S_i -> t_{i+1}
+            i += 1
+            run.n_decode += 1
+            if greedy and can(i):
+                self._write_params(1, n0 + i, params, context)     # F_i's position (S_{i-1} has its params)
+                t = await self._read_token(self.buf["token"], then=self.plan_forward)
+                pending = True
+                if params.penalized:     # S_i's penalty ids include t_i
+                    self._write_params(1, n0 + i, params, context + [t])
+            else:
+                t = await self._finish(params, sampler)
+                pending = can(i) and not run.is_stop_token(t)
+                if pending:
+                    forward(i, context + [t])
+
     async def forward_logits(self, ids, raw: bool = False) -> list:
         """Logits (n_vocab floats; raw: the float32 bytes) after every token of ids, run one token
         at a time through the decode plan from position 0. For tests, diagnostics and `bitweb
@@ -478,7 +614,7 @@ class Engine:
         self.cached_ids = []
 
     def _all_buffers(self):
-        tops = [top for _, top, _ in self._topk.values()]
+        tops = [top for _, top, _ in self._topk.values() if top is not None]
         return list(self.w.values()) + list(self.buf.values()) + [b for s in self.shards.values() for *_, b in s] + tops
 
     def close(self):

@@ -137,6 +137,17 @@ class GenerationRun:
     def prefill_done(self):
         self.t_prefill = now_ms()
 
+    def check_constraint(self, constraint) -> None:
+        """A grammar constraint (bitweb.grammar.Constraint) must be built with this run's stop ids
+        and cannot go with ignore_eos (it ends on a stop token)."""
+        if constraint is None:
+            return
+        if self.ignore_eos:
+            raise ValueError("ignore_eos cannot be used with a grammar constraint: it ends on a stop token")
+        if constraint.stop_ids != self.stop_ids:
+            raise ValueError(f"the constraint's stop ids {sorted(constraint.stop_ids)} differ from generation's "
+                             f"{sorted(self.stop_ids)}: build it with stop_ids={sorted(self.stop_ids)}")
+
     def is_stop_token(self, t: int) -> bool:
         return not self.ignore_eos and t in self.stop_ids
 

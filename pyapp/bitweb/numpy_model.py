@@ -269,13 +269,9 @@ class NumpyModel:
         how many tokens are left so the output is complete by max_tokens / the context's end."""
         params = params or SamplingParams()
         prompt = check_prompt(prompt_ids, self.n_ctx, self.cfg.n_vocab)
-        if constraint is not None and ignore_eos:
-            raise ValueError("ignore_eos cannot be used with a grammar constraint: it ends on a stop token")
         run = GenerationRun(self.tokenizer, self.n_ctx, prompt, max_tokens, on_token, should_stop, ignore_eos,
                             stop_ids)
-        if constraint is not None and constraint.stop_ids != run.stop_ids:
-            raise ValueError(f"the constraint's stop ids {sorted(constraint.stop_ids)} differ from generation's "
-                             f"{sorted(run.stop_ids)}: build it with stop_ids={sorted(run.stop_ids)}")
+        run.check_constraint(constraint)
         if max_tokens <= 0:
             return run.result()
         sampler = Sampler(params)

@@ -33,7 +33,7 @@ import json
 import math
 import time
 
-from bitweb import formats, gguf
+from bitweb import formats, gguf, structured
 from bitweb.gpu import DeviceLostError, GPUError, LimitsError, NoAdapterError
 from bitweb.options import MIN_CONTEXT, REQUEST, SAMPLER
 
@@ -162,17 +162,16 @@ def params_from(req: dict):
 
 
 def checked_messages(messages) -> list:
-    """The OpenAI messages list, checked: [{"role": system|user|assistant, "content": str}, ...]."""
-    if not isinstance(messages, list) or not messages:
-        raise AppError("settings", "messages must be a non-empty list of {role, content}", field="messages")
-    out = []
-    for i, m in enumerate(messages):
-        if not isinstance(m, dict) or m.get("role") not in ("system", "user", "assistant") \
-                or not isinstance(m.get("content"), str):
-            raise AppError("settings", f"messages[{i}] must be {{role: 'system' | 'user' | 'assistant', "
-                                       f"content: string}}", field="messages")
-        out.append({"role": m["role"], "content": m["content"]})
-    return out
+    """The OpenAI messages list, checked (structured.check_messages: tool calls and results too)."""
+    return structured_call(structured.check_messages, messages)
+
+
+def structured_call(fn, *args):
+    """fn(*args) of bitweb.structured, its RequestError as a settings error naming the field."""
+    try:
+        return fn(*args)
+    except structured.RequestError as e:
+        raise AppError("settings", str(e), field=e.field) from None
 
 
 def model_info(gf, cfg, name: str) -> dict:
@@ -253,6 +252,13 @@ class Slot:
     def __init__(self, eng, info: dict, fmt):
         self.eng, self.info, self.fmt = eng, info, fmt
         self.busy = False
+        self.vocab = None                # bitweb.grammar Vocabulary, made for the first constrained reply
+
+    def vocabulary(self):
+        if self.vocab is None:
+            from bitweb.grammar import Vocabulary
+            self.vocab = Vocabulary(self.eng.tokenizer)
+        return self.vocab
 
 
 class WebApp:
@@ -271,6 +277,7 @@ class WebApp:
         self.load_lock = asyncio.Lock()
         self._progress_at = {}
         self.device_ready = None         # clock() when the current device was made
+        self.grammars = structured.Grammars()     # compiled grammars by their text (their mask caches)
 
     # ------------------------------------------------------------------ helpers
     def send(self, type_: str, rid, **kw):
@@ -513,16 +520,19 @@ class WebApp:
             self._drop_if_unused(s.eng.dev)
         return json.dumps({"unloaded": s is not None})
 
-    def prompt_ids(self, s: Slot, messages, enable_thinking=None) -> list:
-        return s.fmt.ids(messages, enable_thinking=enable_thinking)
+    def prompt_ids(self, s: Slot, messages, enable_thinking=None, spec=None) -> list:
+        """The prompt of checked messages; spec (bitweb.structured.Spec): the request's tools."""
+        msgs, tools = structured_call(structured.prompt_messages, s.fmt, messages, spec or structured.Spec())
+        return s.fmt.ids(msgs, enable_thinking=enable_thinking, tools=tools)
 
     def tokenize(self, eid, request_json: str) -> str:
-        """{"text"} -> the text's ids (no BOS); {"messages"} -> the prompt ids of that chat."""
+        """{"text"} -> the text's ids (no BOS); {"messages", "tools"?} -> the prompt ids of that chat."""
         try:
             s = self.slot(eid)
             req = json.loads(request_json)
             if "messages" in req:
-                ids = self.prompt_ids(s, checked_messages(req["messages"]), req.get("enable_thinking"))
+                spec = structured.Spec(tools=structured_call(structured.check_tools, req.get("tools")))
+                ids = self.prompt_ids(s, checked_messages(req["messages"]), req.get("enable_thinking"), spec)
             else:
                 if not isinstance(req.get("text"), str):
                     raise AppError("settings", "tokenize: text must be a string", field="text")
@@ -532,16 +542,23 @@ class WebApp:
             return error_json(e)
 
     async def generate(self, rid, eid, request_json: str) -> str:
-        """One chat completion: {"messages", sampling settings, "max_tokens", "stop"}.
-        Posts {"type": "text", "id", "text"} as text is decoded (never text of a stop string);
-        returns {"text", "finish_reason", "usage", "timing"}."""
+        """One chat completion: {"messages", sampling settings, "max_tokens", "stop", and the
+        structured-output fields of bitweb.structured: "response_format", "grammar", "tools",
+        "tool_choice", "parallel_tool_calls"}. Posts {"type": "text", "id", "text"} as content is
+        decoded (never text of a stop string) and {"type": "tool_call", "id", "index", "call_id"?,
+        "name"?, "arguments"?} as a tool call streams (its start, then pieces of its arguments);
+        returns {"text", "tool_calls"?, "finish_reason", "usage", "timing"}."""
         try:
             s = self.slot(eid)
             eng = s.eng
             req = json.loads(request_json)
             messages = checked_messages(req.get("messages"))
             params, max_tokens, stops = params_from(req)
-            ids = self.prompt_ids(s, messages, req.get("enable_thinking"))
+            spec = structured_call(structured.request_spec, req)
+            thinking = req.get("enable_thinking")
+            if spec.constrained and s.fmt.has_thinking:
+                thinking = False               # the grammar starts at the reply's first token
+            ids = self.prompt_ids(s, messages, thinking, spec)
             if len(ids) > eng.n_ctx - 1:
                 raise AppError("context", f"the conversation has {len(ids)} tokens but the context holds "
                                           f"{eng.n_ctx} (room for a reply needs at most {eng.n_ctx - 1}): "
@@ -551,10 +568,12 @@ class WebApp:
             max_tokens = room if max_tokens is None else min(max_tokens, room)
             if s.busy:
                 raise AppError("busy", "this engine is generating another reply")
+            constraint = structured_call(self.grammars.constraint, spec, s.fmt, s.vocabulary)
+            reply = structured.Reply(spec, structured.dialect(s.fmt)) if spec.calls else None
             s.busy = True
             try:
-                return json.dumps(await self._generate(rid, s, ids, params, max_tokens, stops,
-                                                       req.get("enable_thinking")))
+                return json.dumps(await self._generate(rid, s, ids, params, max_tokens, stops, thinking,
+                                                       constraint, reply))
             finally:
                 s.busy = False
         except Exception as e:
@@ -562,7 +581,8 @@ class WebApp:
         finally:
             self.stops.discard(rid)
 
-    async def _generate(self, rid, s: Slot, ids, params, max_tokens: int, stops: list, enable_thinking=None) -> dict:
+    async def _generate(self, rid, s: Slot, ids, params, max_tokens: int, stops: list, enable_thinking=None,
+                        constraint=None, reply=None) -> dict:
         from bitweb.generation import common_prefix
         eng = s.eng
         cached = list(eng.cached_ids)
@@ -585,6 +605,16 @@ class WebApp:
                 first.append(time.perf_counter())
             if not piece or hit[0] is not None:
                 return
+            if reply is None:
+                content(piece)
+                return
+            for kind, v in reply.push(piece):    # tool calls stream apart; stop strings cut content only
+                if kind == "content":
+                    content(v)
+                else:
+                    self.send("tool_call", rid, **v)
+
+        def content(piece):
             text.append(piece)
             if not stops:
                 flush(sent[0] + len(piece))
@@ -602,10 +632,17 @@ class WebApp:
             text.append(THINK_OPEN)        # the template opened the think block in the prompt:
             flush(len(THINK_OPEN))         # the reply carries it, as a reply that opens it would
         try:
+            kw = {"constraint": constraint} if constraint is not None else {}
             res = await eng.generate(ids, params, max_tokens, on_token=on_token, stop_ids=s.fmt.stop_ids,
-                                     should_stop=lambda: hit[0] is not None or rid in self.stops)
+                                     should_stop=lambda: hit[0] is not None or rid in self.stops, **kw)
         finally:
             self.running.pop(rid, None)
+        calls = []
+        if reply is not None:
+            for _, held in reply.finish():     # (text held back as the start of a call that never came)
+                if hit[0] is None:
+                    content(held)
+            calls = reply.calls
         t1 = time.perf_counter()
         full = "".join(text)
         if hit[0] is not None:
@@ -615,6 +652,11 @@ class WebApp:
             flush(len(full))
             finish = {"eos": "stop", "eot": "stop", "max_tokens": "length", "context": "length",
                       "stopped": "abort"}[res.stop_reason]
+            if finish == "length" and constraint is not None and constraint.accepts() \
+                    and (reply is None or reply.mode == "calls"):
+                finish = "stop"            # JSON or calls that are complete: the budget made them end in time
+            if calls and finish == "stop":
+                finish = "tool_calls"
         n = len(res.ids)
         keep = min(common_prefix(cached, ids), len(ids) - 1)
         timing = {"total_ms": round((t1 - t0) * 1000, 1),
@@ -632,7 +674,8 @@ class WebApp:
             timing["decode_tok_s"] = round((n - 1) / (t1 - first[0]), 2)
         elif res.decode_ms_per_token:
             timing["decode_tok_s"] = round(1000 / res.decode_ms_per_token, 2)
-        return {"text": full, "finish_reason": finish, "context": eng.n_ctx,
+        out = {"tool_calls": calls} if calls else {}
+        return {"text": full, **out, "finish_reason": finish, "context": eng.n_ctx,
                 "usage": {"prompt_tokens": len(ids), "completion_tokens": n, "total_tokens": len(ids) + n},
                 "timing": timing}
 

@@ -418,6 +418,30 @@ def test_empty_max_tokens_is_a_field_error(app, oracle):
     no_errors(app)
 
 
+def test_json_output_option(app):
+    """Settings, JSON output: the schema is checked as typed (a bad one blocks sending and says why);
+    with a good one the reply is JSON that validates against it."""
+    import jsonschema
+    from tests.test_grammar_schema import SCHEMAS
+    app.page.click("#new-chat")
+    app.page.check("#json-on")
+    err = app.page.locator("#json-schema-error")
+    app.page.fill("#json-schema", '{"type": "object",')
+    assert err.is_visible() and "not JSON" in err.inner_text() and app.page.is_disabled("#send")
+    app.page.fill("#json-schema", "[1]")
+    assert "must be a JSON Schema" in err.inner_text() and "JSON output" in app.page.inner_text("#send-problem")
+    app.page.fill("#json-schema", json.dumps(SCHEMAS["person"]))
+    app.set(max_tokens=60)
+    assert err.is_hidden() and app.page.is_enabled("#send")
+    n = app.say("Who?")
+    got = app.reply(n)
+    assert got["finish"] == "stop", got
+    jsonschema.Draft202012Validator(SCHEMAS["person"]).validate(json.loads(got["text"]))
+    app.page.uncheck("#json-on")
+    app.set(max_tokens=12)
+    no_errors(app)
+
+
 def test_reload_keeps_the_chat_and_the_cached_model_loads_offline(app, oracle):
     """A reload (here with the network blocked) keeps the open conversation; the model comes from
     the cache, by its URL (a HEAD request that fails: offline) and by name (no request at all)."""

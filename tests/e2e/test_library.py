@@ -1,7 +1,9 @@
 """The JavaScript library (web/bitweb.mjs) from a page of its own: web/examples/minimal.html, which
 imports only the public module, streams the default model's answer, and the same page then drives
 the API directly (a second engine from the cache next to the first, abort, stop strings, usage,
-KV-prefix reuse, tokenize, settings errors by field, unload), checked against the CLI."""
+KV-prefix reuse, tokenize, settings errors by field, unload), checked against the CLI; then
+structured output: README's tool-call example (web/examples/tools.html) as written, a tool call
+streamed as OpenAI streams it, JSON responses validated against their schemas."""
 from __future__ import annotations
 
 import pytest
@@ -139,6 +141,13 @@ def test_stop_strings_length_and_kv_reuse(page, want):
     ("{ messages: [user('hi')], stop: [''] }", "stop"),
     ("{ messages: [] }", "messages"),
     ("{ messages: [{ role: 'robot', content: 'x' }] }", "messages"),
+    ("{ messages: [{ role: 'tool', content: 'x' }] }", "messages"),
+    ("{ messages: [user('hi')], response_format: { type: 'yaml' } }", "response_format"),
+    ("{ messages: [user('hi')], response_format: { type: 'json_schema', json_schema: { name: 'x', schema: "
+     "{ type: 'string', format: 'email' } } } }", "response_format.json_schema.schema"),
+    ("{ messages: [user('hi')], tools: [{ type: 'function', function: { name: 'a b' } }] }", "tools[0].function.name"),
+    ("{ messages: [user('hi')], tools: [], tool_choice: 'required' }", "tool_choice"),
+    ("{ messages: [user('hi')], grammar: 'root ::= nothing' }", "grammar"),
 ])
 def test_a_bad_request_is_a_settings_error_naming_the_field(page, request_js, field):
     got = api(page, f"""
@@ -184,4 +193,81 @@ def test_load_options_are_checked_and_unload_ends_an_engine(page):
     errors = errors[:errors.index("\n## ", 4)]
     for kind in got["kinds"]:                                       # README lists every kind
         assert f"`{kind}`" in errors, f"README's Errors section lacks {kind}"
+    assert page.errors == []
+
+
+# ---------------------------------------------------------------- structured output
+WEATHER_PARAMS = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20}}, "required": ["city"]}
+
+
+def test_readme_tool_call_example_works_as_written(page, server):
+    """README's "Structured output and tool calls" example is web/examples/tools.html, whole; the page
+    calls the tool, sends the result back and gets a reply in words."""
+    import json
+    import jsonschema
+    src = (ROOT / "web" / "examples" / "tools.html").read_text()
+    body = src[src.index("<pre"):]
+    assert body in (ROOT / "README.md").read_text()
+    page.goto(server + "examples/tools.html")
+    page.wait_for_function("document.getElementById('out').dataset.done === 'yes'", timeout=READY_MS)
+    got = json.loads(page.inner_text("#out"))
+    call = got["call"]
+    assert got["finish"] == "tool_calls" and call["type"] == "function" and call["id"].startswith("call_")
+    assert call["function"]["name"] == "get_weather"
+    jsonschema.Draft202012Validator(WEATHER_PARAMS).validate(json.loads(call["function"]["arguments"]))
+    assert isinstance(got["answer"], str)
+    assert page.errors == []
+
+
+def test_a_tool_call_streams_as_openai_streams_it(page):
+    """The same request streamed and not: the stream's first tool-call delta has the id, type and name,
+    the rest add up to the arguments; the last chunk says tool_calls. Greedy, so both are one reply."""
+    import json
+    got = api(page, f"""
+      const tools = [{{ type: 'function', function: {{ name: 'get_weather', parameters: {json.dumps(WEATHER_PARAMS)} }} }}];
+      const req = {{ messages: [user('Weather in Oslo?')], tools, tool_choice: {{ type: 'function', function: {{ name: 'get_weather' }} }} }};
+      const chunks = [];
+      for await (const c of await engine.chat.completions.create({{ ...req, stream: true }})) chunks.push(c);
+      const whole = await engine.chat.completions.create(req);
+      return {{ chunks, whole }};""")
+    chunks, whole = got["chunks"], got["whole"]
+    msg = whole["choices"][0]["message"]
+    assert msg["role"] == "assistant" and msg["content"] is None and len(msg["tool_calls"]) == 1
+    call = msg["tool_calls"][0]
+    deltas = [c["choices"][0]["delta"] for c in chunks]
+    assert deltas[0]["role"] == "assistant"
+    parts = [d["tool_calls"] for d in deltas if "tool_calls" in d]
+    assert all(len(p) == 1 and p[0]["index"] == 0 for p in parts) and not any("content" in d for d in deltas)
+    head = parts[0][0]
+    assert head["type"] == "function" and head["id"].startswith("call_") and head["function"] == {
+        "name": "get_weather", "arguments": ""}
+    args = "".join(p[0]["function"]["arguments"] for p in parts[1:])
+    assert all(set(p[0]) == {"index", "function"} for p in parts[1:]) and len(parts) > 2
+    assert args == call["function"]["arguments"] and call["function"]["name"] == "get_weather"
+    assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls" == whole["choices"][0]["finish_reason"]
+    assert all(c["choices"][0]["finish_reason"] is None for c in chunks[:-1])
+    assert page.errors == []
+
+
+def test_json_responses_validate_in_the_browser(page):
+    import json
+    import jsonschema
+    from tests.test_grammar_schema import SCHEMAS
+    names = ["person", "enum-const"]
+    got = api(page, f"""
+      const schemas = {json.dumps({n: SCHEMAS[n] for n in names})};
+      const out = {{}};
+      for (const [name, schema] of Object.entries(schemas)) {{
+        const r = await engine.chat.completions.create({{ messages: [user('JSON, please')], temperature: 1.2, seed: 3,
+          max_tokens: 64, response_format: {{ type: 'json_schema', json_schema: {{ name: name.replace('-', '_'), schema }} }} }});
+        out[name] = [r.choices[0].message.content, r.choices[0].finish_reason];
+      }}
+      const obj = await engine.chat.completions.create({{ messages: [user('JSON')], response_format: {{ type: 'json_object' }} }});
+      out.object = [obj.choices[0].message.content, obj.choices[0].finish_reason];
+      return out;""")
+    for name in names:
+        text, finish = got[name]
+        assert finish == "stop", got[name]
+        jsonschema.Draft202012Validator(SCHEMAS[name]).validate(json.loads(text))
+    assert isinstance(json.loads(got["object"][0]), dict)
     assert page.errors == []

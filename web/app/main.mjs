@@ -63,6 +63,7 @@ function wire() {
     if (state.engine && Math.min(want, state.engine.info.contextMax) !== state.engine.info.context) reloadCurrent();
   });
   $('settings').addEventListener('input', () => { checkFields(); updatePhase(); saveSettings(); });
+  for (const id of ['json-on', 'json-schema']) $(id).addEventListener('input', () => { checkFields(); updatePhase(); saveSettings(); });
   $('side').addEventListener('change', saveSettings);
   $('thinking').addEventListener('change', saveThinkingChoice);
   $('menu').addEventListener('click', () => setDrawer(!document.body.classList.contains('side-open')));

@@ -2,7 +2,7 @@
 // happens when the conversation no longer fits the context (drop the oldest turns or start anew).
 import { $, button, sec, setStats } from './util.mjs';
 import { state } from './state.mjs';
-import { checkFields, samplingSettings, settingsProblem } from './settings.mjs';
+import { checkFields, jsonOutput, samplingSettings, settingsProblem } from './settings.mjs';
 import { updatePhase } from './status.mjs';
 import { showError } from './errors.mjs';
 import { announce, contextMessages, fillMessage, lastMessageEl, renderChat, scrollDown, showMeter } from './chatview.mjs';
@@ -40,7 +40,8 @@ async function reply() {
   updatePhase();
   let paint = 0, saved = performance.now();
   try {
-    const stream = await eng.chat.completions.create({ messages: msgs, stream: true, ...samplingSettings(), ...thinkingOption(eng), signal: ctl.signal });
+    const stream = await eng.chat.completions.create({ messages: msgs, stream: true, ...samplingSettings(), ...thinkingOption(eng),
+      ...jsonOutput(), signal: ctl.signal });
     for await (const chunk of stream) {
       state.lastHeard = performance.now();
       const c = chunk.choices[0];
@@ -95,8 +96,8 @@ async function reply() {
   if (document.activeElement === document.body || !document.activeElement || document.activeElement === $('stop')) $('input').focus();
 }
 
-function thinkingOption(eng) {
-  return eng.info.thinking ? { enable_thinking: $('thinking').checked } : {};
+function thinkingOption(eng) {                      // (JSON output: the engine turns thinking off)
+  return eng.info.thinking && !$('json-on').checked ? { enable_thinking: $('thinking').checked } : {};
 }
 
 export async function regenerate(i) {

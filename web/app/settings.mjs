@@ -1,6 +1,6 @@
 // The settings in the side panel: the sampling fields (checked as typed, with bitweb.checkSetting),
-// the load options (activations, KV cache, context, caching), the system prompt and the Thinking
-// switch; kept in localStorage. Their choices and bounds are the library's (bitweb.OPTIONS,
+// the load options (activations, KV cache, context, caching), the system prompt, the Thinking
+// switch and JSON output (a schema, checked as typed); kept in localStorage. Their choices and bounds are the library's (bitweb.OPTIONS,
 // bitweb.SETTINGS): the page keeps no copy of them.
 import * as bitweb from '../bitweb.mjs';
 import { $ } from './util.mjs';
@@ -41,6 +41,24 @@ function showFieldError(input, errEl, problem) {
   errEl.textContent = problem || '';
 }
 
+// JSON output: the schema text, checked as typed (JSON, and a schema: an object or a boolean); the
+// engine names what it cannot express when the request is sent (a settings error on this field).
+export function jsonProblem() {
+  if (!$('json-on').checked) return null;
+  const text = $('json-schema').value.trim();
+  if (!text) return null;
+  let v;
+  try { v = JSON.parse(text); } catch (e) { return `is not JSON: ${e.message}`; }
+  return v !== null && (typeof v === 'object' && !Array.isArray(v) || typeof v === 'boolean') ? null : 'must be a JSON Schema: an object';
+}
+
+// The create() fields of JSON output: {} when it is off.
+export function jsonOutput() {
+  if (!$('json-on').checked) return {};
+  const text = $('json-schema').value.trim();
+  return { response_format: text ? { type: 'json_schema', json_schema: { name: 'reply', schema: JSON.parse(text) } } : { type: 'json_object' } };
+}
+
 export function checkFields() {
   for (const input of FIELDS()) {
     let err = $(`${input.id}-error`);
@@ -54,6 +72,7 @@ export function checkFields() {
     showFieldError(input, err, fieldProblem(input));
   }
   showFieldError($('max-context'), $('max-context-error'), contextProblem());
+  showFieldError($('json-schema'), $('json-schema-error'), jsonProblem());
 }
 
 export function settingsProblem() {
@@ -61,7 +80,8 @@ export function settingsProblem() {
     const p = fieldProblem(input);
     if (p) return `${input.labels[0]?.textContent || input.name} ${p}`;
   }
-  return null;
+  const j = jsonProblem();
+  return j ? `The JSON output schema ${j}` : null;
 }
 
 export function samplingSettings() {
@@ -79,6 +99,8 @@ export function restoreSettings() {
     if (typeof saved.kvCache === 'string' && Object.hasOwn(bitweb.OPTIONS.kv_cache.choices, saved.kvCache)) $('kv-cache').value = saved.kvCache;
     if (saved.maxContext != null) $('max-context').value = saved.maxContext;
     if (saved.cacheFiles != null) $('cache-files').checked = saved.cacheFiles;
+    if (saved.jsonOn != null) $('json-on').checked = !!saved.jsonOn;
+    if (typeof saved.jsonSchema === 'string') $('json-schema').value = saved.jsonSchema;
   } catch { /* a bad saved value: the defaults */ }
 }
 
@@ -86,7 +108,7 @@ export function saveSettings() {
   const s = {};
   for (const input of FIELDS()) s[input.name] = input.value;
   Object.assign(s, { system: $('system').value, activations: $('activations').value, kvCache: $('kv-cache').value, maxContext: $('max-context').value,
-    cacheFiles: $('cache-files').checked });
+    cacheFiles: $('cache-files').checked, jsonOn: $('json-on').checked, jsonSchema: $('json-schema').value });
   localStorage.setItem('bitweb.settings', JSON.stringify(s));
 }
 

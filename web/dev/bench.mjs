@@ -1,6 +1,7 @@
 // Worker for dev/bench.html: boot Python (Pyodide), run bitweb.bench in this browser's WebGPU.
-// Message in: {quick: bool, shapes: 'NxM,...' or '', model: URL or '', tokens, promptTokens, repeats}.
-// Messages out: {type: 'adapter' | 'status' | 'row', text}, then {type: 'done', kernels, decode}
+// Message in: {quick: bool, shapes: 'NxM,...' or '', model: URL or '', tokens, promptTokens, repeats,
+// grammar: bool (only decode with and without a grammar: bitweb.grammar.bench.bench_engine), trials}.
+// Messages out: {type: 'adapter' | 'status' | 'row', text}, then {type: 'done', kernels, decode, grammar?}
 // or {type: 'done', error}.
 import { bootPython } from '../py.mjs';
 
@@ -25,22 +26,41 @@ def post(kind, **kw):
 a = js.self.benchArgs.to_py()
 dev = await gpu.request_device()
 post("adapter", text=dev.describe() + "; timing: " + bench.timing(dev))
-post("status", text="kernels")
-shapes = bench.QUICK_SHAPES if a.get("quick") else bench.SHAPES
-if a.get("shapes"):
-    shapes = bench.parse_shapes(a["shapes"])
-kernels = await bench.bench_kernels(dev, shapes, quick=bool(a.get("quick")), repeats=a.get("repeats"),
-                                    log=lambda line: post("row", text=line))
-decode = None
-if js.self.benchModel is not None:
-    post("status", text="decode")
+
+
+async def constrained():                 # ?grammar=1: decode with and without a grammar (bitweb.grammar.bench)
+    from bitweb.engine import Engine
+    from bitweb.grammar.bench import bench_engine, describe_engine
+    post("status", text="constrained decode")
     blob = js.self.benchModel
-    gf = await webapp.parse_header(blob)
-    decode = await bench.bench_decode(dev, gf, blob, tokens=int(a.get("tokens") or 32),
-                                      prompt_tokens=int(a.get("promptTokens") or 32), repeats=a.get("repeats"),
-                                      lm_head=a.get("lmHead") or None)
-    post("row", text=bench.describe_decode(decode))
-post("done", kernels=kernels, decode=decode)
+    eng = await Engine.load(dev, await webapp.parse_header(blob), blob)
+    try:
+        r = await bench_engine(eng, tokens=int(a.get("tokens") or 48), trials=int(a.get("trials") or 3))
+    finally:
+        eng.close()
+    post("row", text=describe_engine(r))
+    post("done", kernels=None, decode=None, grammar=r)
+
+
+async def kernels_and_decode():
+    post("status", text="kernels")
+    shapes = bench.QUICK_SHAPES if a.get("quick") else bench.SHAPES
+    if a.get("shapes"):
+        shapes = bench.parse_shapes(a["shapes"])
+    kernels = await bench.bench_kernels(dev, shapes, quick=bool(a.get("quick")), repeats=a.get("repeats"),
+                                        log=lambda line: post("row", text=line))
+    decode = None
+    if js.self.benchModel is not None:
+        post("status", text="decode")
+        blob = js.self.benchModel
+        gf = await webapp.parse_header(blob)
+        decode = await bench.bench_decode(dev, gf, blob, tokens=int(a.get("tokens") or 32),
+                                          prompt_tokens=int(a.get("promptTokens") or 32), repeats=a.get("repeats"),
+                                          lm_head=a.get("lmHead") or None)
+        post("row", text=bench.describe_decode(decode))
+    post("done", kernels=kernels, decode=decode)
+
+await (constrained() if a.get("grammar") and js.self.benchModel is not None else kernels_and_decode())
 `);
   } catch (e) {
     postMessage({ type: 'done', error: String(e) });

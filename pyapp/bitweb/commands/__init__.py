@@ -98,6 +98,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.add_argument("--lm-head", choices=LM_HEADS, default=None,
                    help="re-quantize the LM head on load (GPU engine; default: as in the file)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--json-schema", metavar="FILE",
+                   help="the output is JSON that validates against this JSON Schema (a .json file)")
+    g.add_argument("--grammar", metavar="FILE.gbnf", help="the output follows this GBNF grammar (llama.cpp's syntax)")
 
     p = cmd("eval", "bitweb.commands.eval:main", "held-out exact-match accuracy per task")
     _gen_args(p)
@@ -119,11 +123,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
 
     p = cmd("bench", "bitweb.commands.bench:main",
-            "benchmarks: kernels, decode, load, tokenizer, grammar, stop (ratios from one run)")
-    p.add_argument("what", choices=["kernels", "decode", "load", "tokenizer", "grammar", "stop"])
+            "benchmarks: kernels, decode, load, tokenizer, grammar, constrained, stop (ratios from one run)")
+    p.add_argument("what", choices=["kernels", "decode", "load", "tokenizer", "grammar", "constrained", "stop"],
+                   help="constrained: decode with and without a grammar on the GPU engine (MODEL)")
     p.add_argument("model", nargs="?")
     p.add_argument("--backend", choices=["native"], default="native")
-    p.add_argument("--tokens", type=int, default=32, help="decode: tokens to generate (grammar: default 200)")
+    p.add_argument("--tokens", type=int, default=32,
+                   help="decode: tokens to generate (grammar: default 200; constrained: default 48)")
+    p.add_argument("--trials", type=int, default=3, help="constrained: interleaved trials (medians reported)")
     p.add_argument("--prompt-tokens", type=int, default=None, help="decode: prompt length (default 32; stop: 2000)")
     p.add_argument("--stop-at", type=float, default=2.5,
                    help="stop: when the Stop comes, in chunk times after the prefill starts")

@@ -1,5 +1,6 @@
-"""`bitweb bench kernels|decode|load|tokenizer|grammar|stop [MODEL] [--json]`: the benchmarks of
-bitweb.bench (grammar: bitweb.commands.bench_grammar; stop: bitweb.commands.bench_stop)."""
+"""`bitweb bench kernels|decode|load|tokenizer|grammar|constrained|stop [MODEL] [--json]`: the
+benchmarks of bitweb.bench (grammar: bitweb.commands.bench_grammar; constrained:
+bitweb.grammar.bench.bench_engine; stop: bitweb.commands.bench_stop)."""
 from __future__ import annotations
 
 import asyncio
@@ -21,7 +22,7 @@ def main(args) -> int:
         r = bench_tokenizer(llama3_vocab())
         print(json.dumps(r) if args.json else "\n".join(f"{k}: {v}" for k, v in r.items()))
         return 0
-    if args.what in ("decode", "load") and not args.model:
+    if args.what in ("decode", "load", "constrained") and not args.model:
         raise BenchError(f"bench {args.what} needs a MODEL.gguf")
     return asyncio.run(_main(args))
 
@@ -46,6 +47,17 @@ async def _main(args) -> int:
                                    activations=args.activations, lm_head=lm_head, repeats=args.repeats,
                                    overlap=not getattr(args, "no_overlap", False), kv_cache=args.kv_cache)
         print(json.dumps(r) if args.json else describe_decode(r))
+    elif args.what == "constrained":
+        from bitweb.engine import Engine
+        from bitweb.gguf import FileSource, open_gguf
+        from bitweb.grammar.bench import bench_engine, describe_engine
+        with FileSource(args.model) as src:
+            eng = await Engine.load(dev, open_gguf(args.model), src, activations=args.activations, kv_cache=args.kv_cache)
+        try:
+            r = await bench_engine(eng, tokens=args.tokens if args.tokens != 32 else 48, trials=args.trials)
+        finally:
+            eng.close()
+        print(json.dumps(r) if args.json else describe_engine(r))
     else:
         r = await bench_load(dev, args.model, activations=args.activations, lm_head=lm_head, kv_cache=args.kv_cache)
         print(json.dumps(r) if args.json else "\n".join(f"{k}: {v}" for k, v in r.items()))

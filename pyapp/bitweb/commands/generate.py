@@ -12,6 +12,11 @@ the template's end of turn); --thinking on|off sets the template's thinking swit
 --kv-cache f16 (default) | f32: the KV cache's values (Engine.load(kv_cache=); numpy rounds as the GPU).
 --stats prints timing and GPU counters to stderr (replayed plan dispatches = the fast path,
 re-encoded dispatches = the slow path).
+--json-schema FILE / --grammar FILE.gbnf: every token is sampled among those the grammar allows
+(bitweb.grammar; on the GPU the mask is applied before sampling), told how many tokens are left,
+so the output is complete by --max-tokens: JSON that validates against the schema, or text the
+grammar accepts. A template's thinking switch is turned off (the grammar starts at once). When
+--max-tokens is too small for any complete output, stderr says so and the exit status is 1.
 Streamed to a terminal, the text's control characters (escape sequences, bidi overrides) are
 shown escaped (commands/terminal.py); piped output and --json are exact.
 """
@@ -32,11 +37,16 @@ def params_from_args(args) -> SamplingParams:
 def prompt_ids(tokenizer, args) -> tuple:
     """(prompt ids, stop ids or None for the tokenizer's)."""
     thinking = {"on": True, "off": False, None: None}[getattr(args, "thinking", None)]
+    constrained = getattr(args, "json_schema", None) or getattr(args, "grammar", None)
+    if constrained and thinking:
+        raise ValueError("--thinking on: a grammar or schema starts at the reply's first token (thinking off)")
     if args.chat or args.system is not None or thinking is not None:
         from bitweb.chat import ChatFormat
         fmt = ChatFormat.from_tokenizer(tokenizer)
         if thinking is not None and not fmt.has_thinking:
             raise ValueError("--thinking: this model's chat template has no thinking switch")
+        if constrained and fmt.has_thinking:
+            thinking = False
         msgs = ([{"role": "system", "content": args.system}] if args.system is not None else [])
         return fmt.ids(msgs + [{"role": "user", "content": args.prompt}], enable_thinking=thinking), fmt.stop_ids
     return tokenizer.encode(args.prompt), None
@@ -56,6 +66,46 @@ def _stats(res, extra=""):
               f"writes {c.get('writes', 0)}, full-logit fallbacks {c.get('full_fallbacks', 0)}]", file=out)
 
 
+def load_grammar(args):
+    """The Grammar of --json-schema / --grammar (None without either); errors name the file."""
+    path = getattr(args, "json_schema", None) or getattr(args, "grammar", None)
+    if not path:
+        return None
+    if getattr(args, "ignore_eos", False):
+        raise ValueError("--ignore-eos cannot go with --json-schema / --grammar: the output ends where the grammar does")
+    import json as _json
+    from bitweb.grammar import Grammar, GrammarError
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    try:
+        if args.grammar:
+            return Grammar(text)
+        try:
+            schema = _json.loads(text)
+        except ValueError as e:
+            raise ValueError(f"{path}: not JSON ({e})") from None
+        return Grammar.from_json_schema(schema)
+    except GrammarError as e:
+        raise ValueError(f"{path}: {e}") from None
+
+
+def constraint_for(grammar, tokenizer, stops):
+    """A fresh Constraint of grammar over the tokenizer's vocabulary, ending on the run's stop ids."""
+    if grammar is None:
+        return None
+    from bitweb.grammar import Vocabulary
+    return grammar.constraint(Vocabulary(tokenizer), stop_ids=stops if stops is not None else tokenizer.stop_ids)
+
+
+def check_complete(c, res) -> int:
+    """Exit status: 1 (with a line on stderr) when a constrained output is not complete."""
+    if c is None or c.accepts():
+        return 0
+    print(f"bitweb generate: the output is not complete ({res.stop_reason} after {len(res.ids)} tokens): "
+          "raise --max-tokens (or --ctx) for the grammar to finish", file=sys.stderr)
+    return 1
+
+
 def _on_token(args):
     if args.json:
         return None
@@ -72,6 +122,7 @@ def _on_token(args):
 def main(args) -> int:
     from bitweb.gguf import open_gguf
     params = params_from_args(args)
+    grammar = load_grammar(args)
     gf = open_gguf(args.model)
     max_ctx = getattr(args, "max_context", None)
     if args.backend == "numpy":
@@ -82,21 +133,22 @@ def main(args) -> int:
         if ref.context_note:
             print(f"bitweb generate: {ref.context_note} (--ctx)", file=sys.stderr)
         ids, stops = prompt_ids(ref.tokenizer, args)
+        c = constraint_for(grammar, ref.tokenizer, stops)
         res = ref.generate(ids, params, args.max_tokens, on_token=_on_token(args),
-                           ignore_eos=getattr(args, "ignore_eos", False), stop_ids=stops)
+                           ignore_eos=getattr(args, "ignore_eos", False), stop_ids=stops, constraint=c)
         extra = f"numpy {args.activations}: "
     else:
-        res, extra = asyncio.run(_native(gf, args, params, max_ctx))
+        res, extra, c = asyncio.run(_native(gf, args, params, max_ctx, grammar))
     if args.json:
         print(json.dumps(res.to_json()))
     else:
         print()
     if args.stats:
         _stats(res, extra=extra)
-    return 0
+    return check_complete(c, res)
 
 
-async def _native(gf, args, params, max_ctx):
+async def _native(gf, args, params, max_ctx, grammar=None):
     from bitweb import gpu
     from bitweb.engine import Engine
     from bitweb.gguf import FileSource
@@ -108,6 +160,7 @@ async def _native(gf, args, params, max_ctx):
     if eng.context_note:
         print(f"bitweb generate: {eng.context_note} (--ctx)", file=sys.stderr)
     ids, stops = prompt_ids(eng.tokenizer, args)
+    c = constraint_for(grammar, eng.tokenizer, stops)
     res = await eng.generate(ids, params, args.max_tokens, on_token=_on_token(args),
-                             ignore_eos=getattr(args, "ignore_eos", False), stop_ids=stops)
-    return res, f"{dev.backend} {args.activations}: "
+                             ignore_eos=getattr(args, "ignore_eos", False), stop_ids=stops, constraint=c)
+    return res, f"{dev.backend} {args.activations}: ", c

@@ -30,7 +30,7 @@ a failed compile is not cached.
 
 Counters (dev.counters): dispatches, runs (submits), plan_runs, plan_dispatches
 (replayed: the fast path), direct_dispatches (encoded from a list: the slow
-path), host_calls (calls from Python into the backend), writes, reads,
+path), host_calls (calls from Python into the backend), writes, write_bytes, reads, read_bytes,
 pipelines (compiled).
 
 Live buffers (dev.live_buffers, dev.live_bytes; dev.live() as a dict): GPU buffers created and
@@ -197,7 +197,7 @@ class Device:
     caps: Caps = field(default_factory=Caps)
     counters: dict = field(default_factory=lambda: dict.fromkeys(
         ("dispatches", "runs", "plan_runs", "plan_dispatches", "direct_dispatches",
-         "host_calls", "writes", "write_bytes", "reads", "pipelines"), 0))
+         "host_calls", "writes", "write_bytes", "reads", "read_bytes", "pipelines"), 0))
     lost: str | None = None
     log: object = None
     fallback: bool = False                            # the adapter says it is a fallback (software) one
@@ -310,12 +310,24 @@ class Device:
                 on_bytes(n)
         return calls
 
-    async def read(self, buf: Buffer, offset: int = 0, size: int | None = None) -> bytes:
+    async def read(self, buf: Buffer, offset: int = 0, size: int | None = None, then=None) -> bytes:
+        """The bytes [offset, offset + size) of buf once the work submitted so far has written them.
+        then: work (a Plan, as dev.run takes) submitted right after the read is queued, so it runs
+        while the bytes come back (browser: the map waits only for the copy's submission);
+        natively after the read has returned (wgpu-py reads synchronously)."""
         self.check_alive()
         size = buf.size - offset if size is None else size
         self.counters["reads"] += 1
+        self.counters["read_bytes"] += size
         self.counters["host_calls"] += 1
-        return await self._read(buf.raw, int(offset), int(size))
+        if then is None:
+            return await self._read(buf.raw, int(offset), int(size))
+        return await self._read_then(buf.raw, int(offset), int(size), then)
+
+    async def _read_then(self, raw, offset, size, then):
+        out = await self._read(raw, offset, size)
+        self.run(then)
+        return out
 
     # ---- pipelines ----------------------------------------------------------
     @staticmethod

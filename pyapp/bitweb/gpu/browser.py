@@ -118,6 +118,11 @@ class BrowserDevice(Device):
         out = await self.helper.read(self.device, raw, offset, size)
         return out.to_bytes()
 
+    async def _read_then(self, raw, offset, size, then):
+        pending = self.helper.read(self.device, raw, offset, size)   # (copy, submit, mapAsync: issued now)
+        self.run(then)
+        return (await pending).to_bytes()
+
     async def _pipeline(self, code, entry, constants, label):
         try:                                   # (web/gpu.mjs: a pipeline it prepared, or a new compile)
             return await self.helper.compile(self.device, code, entry, _obj(constants) if constants else None, label)

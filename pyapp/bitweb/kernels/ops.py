@@ -81,13 +81,17 @@ API (rows = M; workgroup counts are in the Steps)
         dense.shard_rows() of the table (the same buffers as a tied LM head). One Step binds up to
         max_shard_bindings shards (WebGPU default limit of 8 storage buffers per stage -> pass 6);
         more shards give more Steps. Out-of-range ids give NaN rows.
-    argmax(n_vocab, *, wg=256) -> Step
+    argmax(n_vocab, *, wg=256, mask=False) -> Step
         bind ("logits", "token", "penalty_ids", "params"): token u32[1] (feed it to embedding as
         "ids"); penalty_ids u32[>= 1] (params.n_ids used); logits are penalised in place.
-    topk(n_vocab, k, *, wg=256) -> Step
+    topk(n_vocab, k, *, wg=256, mask=False) -> Step
         bind ("logits", "top_ids", "penalty_ids", "params", "top_vals"): top_ids u32[k],
         top_vals f32[k + 2] = k logits sorted descending (ties: lower id), max logit,
         sum exp((l - max) * inv_temp) over the vocabulary.
+    mask=True (define MASK; bind "mask" last: u32[mask_words(n_vocab)], a grammar's allowed
+        tokens, token t iff bit t & 31 of word t >> 5): after the penalty, a token the mask leaves
+        out is treated as a NaN logit: never the argmax, not in the statistics, ranked last by topk
+        (so with fewer than k allowed tokens the list ends with left-out ones, which the host drops).
     softmax(n, rows, *, wg=256) -> Step     bind ("x", "y"), f32[rows][n]
 """
 from __future__ import annotations
@@ -289,18 +293,24 @@ def _one_wg(wg):
         raise OpsSpecError(f"sampling: wg = {wg} must be a power of two <= 256")
 
 
-def argmax(n_vocab: int, *, wg: int = 256) -> Step:
+def mask_words(n_vocab: int) -> int:
+    """u32 words of a token mask over n_vocab tokens (bitweb.grammar's Constraint.mask layout)."""
+    return (n_vocab + 31) >> 5
+
+
+def argmax(n_vocab: int, *, wg: int = 256, mask: bool = False) -> Step:
     _one_wg(wg)
-    return Step("sampling", "argmax", ("logits", "token", "penalty_ids", "params"), (1, 1, 1),
-                {"V": n_vocab, "WG": wg})
+    return Step("sampling", "argmax", ("logits", "token", "penalty_ids", "params") + (("mask",) if mask else ()),
+                (1, 1, 1), {"V": n_vocab, "WG": wg}, {"MASK": True} if mask else {})
 
 
-def topk(n_vocab: int, k: int, *, wg: int = 256) -> Step:
+def topk(n_vocab: int, k: int, *, wg: int = 256, mask: bool = False) -> Step:
     _one_wg(wg)
     if not 1 <= k <= min(256, n_vocab):
         raise OpsSpecError(f"topk: k = {k} must be in 1..min(256, n_vocab = {n_vocab})")
-    return Step("sampling", "topk", ("logits", "top_ids", "penalty_ids", "params", "top_vals"), (1, 1, 1),
-                {"V": n_vocab, "K": k, "WG": wg})
+    return Step("sampling", "topk", ("logits", "top_ids", "penalty_ids", "params", "top_vals")
+                + (("mask",) if mask else ()), (1, 1, 1), {"V": n_vocab, "K": k, "WG": wg},
+                {"MASK": True} if mask else {})
 
 
 def softmax(n: int, rows: int, *, wg: int = 256) -> Step:

@@ -173,6 +173,21 @@ def topk(logits: np.ndarray, k: int) -> np.ndarray:
     return order[:k]
 
 
+def mask_of(allowed: np.ndarray) -> np.ndarray:
+    """u32 words of a token mask (bitweb.grammar's layout): token t iff bit t & 31 of word t >> 5."""
+    bits = np.zeros(-(-allowed.size // 32) * 32, dtype=np.uint64)
+    bits[:allowed.size] = allowed
+    return (bits.reshape(-1, 32) << np.arange(32, dtype=np.uint64)).sum(axis=1).astype(np.uint32)
+
+
+def topk_masked(logits: np.ndarray, allowed: np.ndarray, k: int) -> np.ndarray:
+    """sampling.wgsl topk MASK: ids of the k largest allowed logits, descending, ties by lower id;
+    then the tokens left out (and NaN logits) in id order."""
+    live = allowed & ~np.isnan(logits)
+    first = sorted(np.flatnonzero(live).tolist(), key=lambda t: (-float(logits[t]), t))
+    return np.array((first + np.flatnonzero(~live).tolist())[:k], dtype=np.int64)
+
+
 def softmax_stats(logits: np.ndarray, inv_temp: float = 1.0):
     """(max, S = sum exp((l - max) inv_temp), bound on |error of S| as computed by the kernel)."""
     l64 = logits.astype(np.float64)
@@ -614,6 +629,57 @@ def topk_cases(b, rng, scope):
         add_case(b, f"ops.sampling.topk.v{nv}.k{k}.r{r}{'.ties' if ints else ''}", [step], bufs)
 
 
+def masked_sampling_cases(b, rng, scope):
+    """argmax / topk MASK: a grammar's allowed tokens (the max often left out, a mask that leaves a
+    single token, fewer allowed tokens than k, the penalty and NaN logits beside the mask)."""
+    # (n_vocab, penalty, fraction allowed, kind), argmax then topk (k)
+    am = [(1001, 1.3, 0.3, "max_out")] if scope == "browser" else \
+        [(49152, 1.0, 0.2, "max_out"), (1001, 1.3, 0.3, "max_out"), (777, 1.0, 0.0, "one"),
+         (513, 1.1, 0.5, "nan"), (70, 1.0, 1.0, "all")]
+    for nv, r, frac, kind in am:
+        logits = (rng.normal(size=nv) * 3).astype(np.float32)
+        allowed = rng.random(nv) < frac
+        if kind == "max_out":
+            allowed[int(np.argmax(logits))] = False
+        elif kind == "one":
+            allowed[:] = False
+            allowed[int(rng.integers(0, nv))] = True
+        elif kind == "nan":
+            logits[rng.choice(nv, size=20, replace=False)] = np.nan
+        pids = _pen_ids(rng, nv, [int(np.argmax(np.nan_to_num(logits, nan=-9)))])
+        pen = penalize(logits, pids, r)
+        live = allowed & ~np.isnan(pen)
+        tok = int(np.flatnonzero(live & (pen == pen[live].max()))[0])
+        bufs = [{"name": "logits", "data": f32b(logits)},
+                {"name": "token", "size": 4, "expect": u32b([tok]), "dtype": "u32"},
+                {"name": "penalty_ids", "data": u32b(pids)},
+                {"name": "params", "data": spec.params(n_ids=pids.size, penalty=r)},
+                {"name": "mask", "data": u32b(mask_of(allowed))}]
+        add_case(b, f"ops.sampling.argmax_mask.v{nv}.{kind}.r{r}", [spec.argmax(nv, mask=True)], bufs)
+    tk = [(1000, 16, 1.3, 0.01)] if scope == "browser" else \
+        [(49152, 64, 1.0, 0.1), (1000, 16, 1.3, 0.01), (999, 40, 1.1, 0.5), (300, 256, 1.0, 0.3)]
+    for nv, k, r, frac in tk:
+        logits = (rng.normal(size=nv) * 3).astype(np.float32)
+        allowed = rng.random(nv) < frac
+        allowed[int(np.argmax(logits))] = False
+        allowed[int(rng.integers(0, nv))] = True
+        pids = _pen_ids(rng, nv, [int(np.argmin(logits))])
+        pen = penalize(logits, pids, r)
+        ids = topk_masked(pen, allowed, k)
+        it = 1 / 0.7
+        mx, s, bound, _ = softmax_stats(pen[allowed], it)
+        vals = np.concatenate([pen[ids], [mx, s]]).astype(np.float32)
+        bufs = [{"name": "logits", "data": f32b(logits), "expect": f32b(pen), "rtol": 3 * U},
+                {"name": "top_ids", "size": 4 * k, "expect": u32b(ids), "dtype": "u32"},
+                {"name": "penalty_ids", "data": u32b(pids)},
+                {"name": "params", "data": spec.params(n_ids=pids.size, penalty=r, inv_temp=it)},
+                {"name": "top_vals", "size": 4 * (k + 2), "expect": f32b(vals),
+                 "rtol": max(3 * U, (bound + (nv / 256 + 9) * U * s) / s)},
+                {"name": "mask", "data": u32b(mask_of(allowed))}]
+        add_case(b, f"ops.sampling.topk_mask.v{nv}.k{k}.r{r}.allowed{int(allowed.sum())}",
+                 [spec.topk(nv, k, mask=True)], bufs)
+
+
 def softmax_cases(b, rng, scope):
     shapes = [(2, 100, 64)] if scope == "browser" else [(3, 1000, 256), (4, 129, 64), (1, 128256, 256)]
     for m, n, wg in shapes:
@@ -639,4 +705,5 @@ def cases(b, scope: str = "full"):
     embedding_cases(b, rng, scope)
     argmax_cases(b, rng, scope)
     topk_cases(b, rng, scope)
+    masked_sampling_cases(b, rng, scope)
     softmax_cases(b, rng, scope)
