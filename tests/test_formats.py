@@ -113,7 +113,7 @@ def test_registry_facts():
     assert [f for f in F.TYPES.values() if f.tensor_scale] == [F.I2_S]
     assert [f for f in F.TYPES.values() if f.offsets] == [F.Q4_1, F.Q5_1, F.Q2_K, F.Q4_K, F.Q5_K]
     assert {f.name: (f.scale_block, f.q_range, f.planes) for f in integer} == {
-        "Q4_0": (32, (-8, 7), 2), "Q4_1": (32, (0, 15), 2), "Q5_0": (32, (-16, 15), 2), "Q5_1": (32, (0, 31), 2),
+        "Q4_0": (32, (-8, 7), 2), "Q4_1": (32, (0, 15), 2), "Q5_0": (32, (-16, 15), 1), "Q5_1": (32, (0, 31), 1),
         "Q2_K": (16, (0, 3), 4), "Q3_K": (16, (-4, 3), 1), "Q4_K": (32, (0, 15), 2), "Q5_K": (32, (0, 31), 1),
         "Q6_K": (16, (-32, 31), 1)}
     # general.file_type (llama_ftype): llama.cpp's values; 40 is also bitnet.cpp's MOSTLY_I2_S, 141

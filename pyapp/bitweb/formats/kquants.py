@@ -44,34 +44,35 @@ def _q3k_scales(sb):
 
 def _super_scales(v, lo: int, hi: int, fmt: str, what: str):
     """v float32 [nb, units] -> (D float32 [nb] (fp16-exact), s int32 [nb, units] in lo..hi) with
-    D * s == v exactly; FormatError naming the super-block where no such pair exists. D is the
-    greatest common factor of the block's values that is a power of two times an integer."""
+    D * s == v exactly; FormatError naming the first super-block where no such pair exists. D is the
+    greatest common factor of the block's values that is a power of two times an integer (so s is
+    the smallest such), with the sign that fits the range."""
     np = _np()
     v = np.asarray(v, np.float32)
-    D = np.zeros(v.shape[0], np.float32)
-    s = np.zeros(v.shape, np.int32)
-    for i, row in enumerate(v.astype(np.float64)):
-        nz = row[row != 0]
-        if nz.size == 0:
-            continue
-        if not np.isfinite(nz).all():
-            raise FormatError(f"{fmt}: super-block {i} has a non-finite {what}")
-        mant, ex = np.frexp(np.abs(nz))
-        mi = (mant * 2.0 ** 24).astype(np.int64)
-        g = 2.0 ** float(np.min(ex - 24 + np.log2((mi & -mi).astype(np.float64)).astype(np.int64)))
-        k = np.round(row / g).astype(np.int64)
-        k //= np.gcd.reduce(np.abs(k[k != 0]))
-        unit = float(nz[0] / k[row != 0][0])
-        for sign in (1, -1):
-            si = sign * k
-            if si.min() >= lo and si.max() <= hi and float(np.float16(sign * unit)) == sign * unit:
-                D[i], s[i] = sign * unit, si
-                break
-        else:
-            raise FormatError(f"{fmt}: the {what} of super-block {i} are not integer multiples in [{lo}, {hi}] "
-                              f"of one fp16 value (e.g. {nz[:4].tolist()})")
-        if not np.array_equal(np.float32(D[i]) * s[i].astype(np.float32), v[i]):
-            raise FormatError(f"{fmt}: the {what} of super-block {i} are not stored exactly")
+    bad = ~np.isfinite(v).all(axis=1)
+    if bad.any():
+        raise FormatError(f"{fmt}: super-block {int(np.argmax(bad))} has a non-finite {what}")
+    a = np.abs(v.astype(np.float64))
+    mant, ex = np.frexp(a)
+    mi = (mant * 2.0 ** 24).astype(np.int64)
+    tz = np.log2(np.maximum(mi & -mi, 1).astype(np.float64)).astype(np.int64)
+    e = np.where(a > 0, ex - 24 + tz, 1 << 20).min(axis=1)              # log2 of the lowest bit of the row
+    e = np.where(e == 1 << 20, 0, e)
+    k = np.round(v / np.ldexp(1.0, e)[:, None]).astype(np.int64)          # exact integers
+    g = np.maximum(np.gcd.reduce(np.abs(k), axis=1), 1)
+    k //= g[:, None]
+    unit = np.ldexp(g.astype(np.float64), e)
+    ok_pos = (k.min(axis=1) >= lo) & (k.max(axis=1) <= hi)
+    ok_neg = (-k.max(axis=1) >= lo) & (-k.min(axis=1) <= hi)
+    sign = np.where(ok_pos, 1, -1)
+    D = (sign * unit).astype(np.float32)
+    s = (sign[:, None] * k).astype(np.int32)
+    exact = (D.astype(np.float16).astype(np.float32) == D) & (D[:, None] * s.astype(np.float32) == v).all(axis=1)
+    good = (ok_pos | ok_neg) & exact
+    if not good.all():
+        i = int(np.argmin(good))
+        raise FormatError(f"{fmt}: the {what} of super-block {i} are not integer multiples in [{lo}, {hi}] "
+                          f"of one fp16 value (e.g. {v[i, :4].tolist()})")
     return D, s
 
 

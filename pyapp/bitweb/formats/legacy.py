@@ -33,7 +33,6 @@ class _Legacy(IntegerFormat):
     by the 4-bit pair (fmt_q4) and the 5-bit pair (fmt_q5): QS (byte of the nibbles), QH (byte of the
     fifth bits) and OFFS (1: an fp16 m follows d) come with the format."""
     block_size = 32
-    planes = 2
 
     def wgsl_constants(self):
         c = super().wgsl_constants()
@@ -43,7 +42,7 @@ class _Legacy(IntegerFormat):
 
 class Q4_0(_Legacy):
     name, type_id, type_size, include, file_type = "Q4_0", 2, 18, "fmt_q4", 2
-    q_range, f16_at = (-8, 7), (0,)
+    q_range, f16_at, planes = (-8, 7), (0,), 2
 
     def _units(self, b):
         np = _np()
@@ -66,7 +65,7 @@ class Q4_0(_Legacy):
 
 class Q4_1(_Legacy):
     name, type_id, type_size, include, file_type = "Q4_1", 3, 20, "fmt_q4", 3
-    q_range, f16_at, offsets = (0, 15), (0, 2), True
+    q_range, f16_at, offsets, planes = (0, 15), (0, 2), True, 2
 
     def _units(self, b):
         np = _np()
@@ -88,7 +87,7 @@ class Q4_1(_Legacy):
 
 class Q5_0(_Legacy):
     name, type_id, type_size, include, file_type = "Q5_0", 6, 22, "fmt_q5", 8
-    q_range, f16_at = (-16, 15), (0,)
+    q_range, f16_at, planes = (-16, 15), (0,), 1
 
     def wgsl_constants(self):
         return dict(super().wgsl_constants(), QH=2)
@@ -116,7 +115,7 @@ class Q5_0(_Legacy):
 
 class Q5_1(_Legacy):
     name, type_id, type_size, include, file_type = "Q5_1", 7, 24, "fmt_q5", 9
-    q_range, f16_at, offsets = (0, 31), (0, 2), True
+    q_range, f16_at, offsets, planes = (0, 31), (0, 2), True, 1
 
     def wgsl_constants(self):
         return dict(super().wgsl_constants(), QH=4)

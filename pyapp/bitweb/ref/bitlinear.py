@@ -160,18 +160,20 @@ def rand_norm(rng, n):
 
 
 def rand_tensor(rng, fmt, rows, n_in) -> bytes:
-    """Random weights in fmt (its random_values: ternary, signs or codes) with dyadic scales i / 64
-    per scale_block (a tensor scale: uniform) and dyadic offsets j / 64 for a format with them,
-    zero-padded to a multiple of 4 bytes (as uploaded). 1 <= i < 64 / (max|code| + 1) and |j| < that:
-    i < 32 for ternary / binary values; codes up to 15 take i < 4, so the sums stay exact (exact_terms)."""
+    """Random weights in fmt (its random_codes: ternary, signs, or every code of an integer format)
+    with dyadic scales i / 64 per scale_block (a tensor scale: uniform) and dyadic offsets -j / 64 for
+    a format with them (non-positive, as ggml's mins), zero-padded to a multiple of 4 bytes (as
+    uploaded). 1 <= i < hi and 0 <= j < hi, hi = max(2, 64 / (max|code| + 1)): i < 32 for ternary /
+    binary values, codes up to 15 take i < 4, 5- and 6-bit codes i = 1, so the sums stay exact
+    (exact_terms), and a K-quant's super-block stores them exactly (integer multiples of one scale)."""
     n = rows * n_in
-    t = fmt.random_values(rng, n)
-    hi = 64 // (int(np.abs(t.astype(np.int32)).max(initial=1)) + 1)
+    t = fmt.random_codes(rng, n)
+    hi = max(2, 64 // (int(np.abs(t.astype(np.int32)).max(initial=1)) + 1))
     if fmt.tensor_scale:
         data = fmt.pack(t, F32(rng.uniform(0.5, 3.0)))
     elif fmt.offsets:
         d = rng.integers(1, hi, n // fmt.scale_block) / 64.0
-        data = fmt.pack(t, d, rng.integers(1 - hi, hi, n // fmt.scale_block) / 64.0)
+        data = fmt.pack(t, d, -rng.integers(0, hi, n // fmt.scale_block) / 64.0)
     else:
         data = fmt.pack(t, rng.integers(1, hi, n // fmt.scale_block) / 64.0)
     return data + bytes(-len(data) % 4)
@@ -352,9 +354,12 @@ def cases(builder, scope: str = "full"):
         gate_up_case(builder, rng, fmt, n, 7, a8=False, norm=False, subgroups=False, lanes=4, wg=16, rpw=5)
     for i, fmt in enumerate(fmts):
         shape_cases(builder, rng, fmt, i)
-    # the 2B4T shapes, each once per format (variants and modes rotate)
+    # the 2B4T shapes, each once per format (variants and modes rotate); an integer format (ggml's block
+    # types, 4-7 times the bytes of a ternary one) takes one of them, in turn
     for i, fmt in enumerate(fmts):
         for j, (n_in, rows) in enumerate(SHAPES_2B4T):
+            if fmt.kind == "integer" and j != i % len(SHAPES_2B4T):
+                continue
             a8 = (i + j) % 2 == 0
             kw = {"subgroups": False} if (i + j) % 4 == 3 else {}
             if j % 2:

@@ -38,19 +38,15 @@ def sums(w, d, act, o=None):
     n_out, n_in = w.shape
     nb = d.shape[1]
     blk = n_in // nb
-    a = act.astype(np.float64)
-    s = np.zeros((a.shape[0], n_out))
-    mag = np.zeros((a.shape[0], n_out))
-    for b in range(nb):
-        wb = w[:, b * blk:(b + 1) * blk].astype(np.float64)
-        ab = a[:, b * blk:(b + 1) * blk]
-        db = d[:, b].astype(np.float64)
-        s += (ab @ wb.T) * db
-        mag += (np.abs(ab) @ np.abs(wb).T) * db
-        if o is not None:
-            ob = o[:, b].astype(np.float64)
-            s += ab.sum(axis=1, keepdims=True) * ob
-            mag += np.abs(ab).sum(axis=1, keepdims=True) * np.abs(ob)
+    a = act.astype(np.float64).reshape(-1, nb, blk).transpose(1, 0, 2)          # (nb, M, blk)
+    wb = w.astype(np.float64).reshape(n_out, nb, blk).transpose(1, 2, 0)        # (nb, blk, n_out)
+    dd = d.astype(np.float64).T[:, None, :]                                      # (nb, 1, n_out)
+    s = (np.matmul(a, wb) * dd).sum(axis=0)
+    mag = (np.matmul(np.abs(a), np.abs(wb)) * dd).sum(axis=0)
+    if o is not None:
+        oo = o.astype(np.float64)
+        s += a.sum(axis=2).T @ oo.T
+        mag += np.abs(a).sum(axis=2).T @ np.abs(oo).T
     exact_terms(mag, lsb(a) * lsb(d if o is None else np.concatenate([d, o], axis=1)))
     return s.astype(F32)
 
