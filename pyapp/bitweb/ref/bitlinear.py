@@ -317,14 +317,27 @@ SHAPES_2B4T = ((2560, 2560), (2560, 640), (2560, 6912), (6912, 2560))   # (n_in,
 
 
 def browser_formats() -> list:
-    """One format per WGSL include (Q2_0_G128 shares Q2_0's): the browser cases stay few."""
-    return list({f.include: f for f in reversed(list(spec.FORMATS))}.values())[::-1]
+    """One format per WGSL include (Q2_0_G128 shares Q2_0's) of the ternary and binary kinds, whose
+    browser cases run every fusion: the browser cases stay few. (The integer kind: integer_browser.)"""
+    return list({f.include: f for f in reversed([f for f in spec.FORMATS if f.kind != "integer"])}.values())[::-1]
+
+
+def integer_browser(builder, rng):
+    """Every integer format (ggml's block types) in the browser: what SwiftShader's engine runs in f32
+    mode (they take no A8), the run-time shape gemv of one part into a wider y (q, k, v, the residual
+    linears) and gate_up, A8 on one of the two in turn (the kernels run it)."""
+    for i, fmt in enumerate(f for f in spec.FORMATS if f.kind == "integer"):
+        n = fmt.block_size * 2
+        t = dict(shape=True, n_cap=n + fmt.block_size, rb=1, wg=64)
+        part_case(builder, rng, fmt, n, 11, 5 + i, a8=i % 2 == 1, residual=i % 2 == 0, rpw=4, **t)
+        gate_up_case(builder, rng, fmt, n, 9, a8=i % 2 == 0, act="silu", mult=[0.5, 1.0], rpw=16, **t)
 
 
 def cases(builder, scope: str = "full"):
     rng = np.random.default_rng(1234)
     fmts = list(spec.FORMATS)
     if scope == "browser":
+        integer_browser(builder, np.random.default_rng(1235))
         for i, fmt in enumerate(browser_formats()):
             n = fmt.block_size * 3
             gemv_case(builder, rng, fmt, n, (5, 3, 6), a8=i % 2 == 0, norm=True)

@@ -84,6 +84,10 @@ def packed_cases(b, scope: str):
         packed_case(b, rng, "lmhead.Q1_0.a8", "Q1_0", 256, 77, a8=True)
         packed_case(b, rng, "lmhead.Q2_0.f32.shared.sharded.lastrow", "Q2_0", 192, 45, a8=False,
                     subgroups=False, rpw=8, rb=3, max_binding=18 * 3 * 10, last_row=3)
+        # the heads of ggml's usual mixes (Q4_K_M: Q6_K; older files: Q4_0 / Q5_1), f32 as the engine runs them
+        packed_case(b, rng, "lmhead.Q6_K.f32", "Q6_K", 512, 33, a8=False, rpw=16, rb=4)
+        packed_case(b, rng, "lmhead.Q4_0.f32.lastrow", "Q4_0", 96, 41, a8=False, last_row=2)
+        packed_case(b, rng, "lmhead.Q5_1.f32.shared", "Q5_1", 64, 23, a8=False, subgroups=False, rb=2)
         return
     for wtype in packed:
         blk = wtype.block_size
