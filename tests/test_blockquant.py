@@ -17,14 +17,13 @@ from bitweb import formats as F
 from bitweb.formats import FormatError
 from tests.conftest import ROOT, need
 
-INTEGER = [f.name for f in F.TYPES.values() if f.kind == "integer"]   # Q4_0 Q4_1 Q5_0 Q5_1 Q2_K .. Q6_K
-NAMES = INTEGER[:4] + ["Q8_0"] + INTEGER[4:]
+INTEGER = [f.name for f in F.TYPES.values() if f.kind == "integer"]   # Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K .. Q6_K
+NAMES = INTEGER
 LEGACY = ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0"]
-F16_AT = {"Q8_0": (0,)}                          # the fp16 fields of Q8_0 (the integer formats: f16_at)
 
 
 def f16_at(c):
-    return F16_AT.get(c.name) or c.f16_at
+    return c.f16_at
 VECTORS = ROOT / "tests" / "data" / "blockquant_ggml.npz"
 SMOLLM2 = ROOT / "build" / "assets" / "SmolLM2-135M-Instruct.Q4_1.gguf"
 

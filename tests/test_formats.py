@@ -1,6 +1,7 @@
 """bitweb.formats against gguf-py's numpy quantizers (bit for bit) and hand-built layouts.
 
-Oracles: gguf.quants for F16/BF16/Q8_0/TQ1_0/TQ2_0 (quantize and dequantize);
+Oracles: gguf.quants for F16/BF16/TQ1_0/TQ2_0 (quantize and dequantize; Q8_0 and the other
+integer formats: tests/test_blockquant.py);
 for I2_S and Q1_0 (which gguf-py cannot quantize) expected bytes are built by
 hand in this file from the layouts in bitweb/formats.py's docstring, bit by bit, with
 plain Python loops that share no code with bitweb.formats.
@@ -16,7 +17,7 @@ from gguf import quants as gq
 
 from bitweb import formats as F
 
-GGUFPY = ["F16", "BF16", "Q8_0", "TQ1_0", "TQ2_0"]
+GGUFPY = ["F16", "BF16", "TQ1_0", "TQ2_0"]
 
 
 def bits_equal(a, b):
@@ -101,21 +102,22 @@ def test_registry_facts():
         assert f.kind in F.KINDS and f.roles and set(f.roles) <= set(F.ROLES), f
         assert f.include.startswith("fmt_") and f.packed == (f.kind != "float"), f
         assert getattr(F, f.name) is f and F.get(f) is f and F.get(f.type_id) is f, f
-        assert f.wgsl_constants()["BLK"] == f.block_size and f.wgsl_constants()["BBYTES"] == f.type_size
+        blk = f.block_size if f.packed else 16          # a float format: bitlinear.wgsl's lane unit of 16 values
+        assert f.wgsl_constants()["BLK"] == blk and f.wgsl_constants()["BBYTES"] == blk // f.block_size * f.type_size
         assert (f.planes is not None) == f.packed and (f.scale_block is None) == (f.tensor_scale or not f.packed)
     assert F.select("norm") == (F.F32,)
-    assert F.select(packed=False) == (F.F32, F.F16, F.BF16, F.Q8_0)
-    integer = (F.Q4_0, F.Q4_1, F.Q5_0, F.Q5_1, F.Q2_K, F.Q3_K, F.Q4_K, F.Q5_K, F.Q6_K)
+    assert F.select(packed=False) == (F.F32, F.F16, F.BF16)
+    integer = (F.Q4_0, F.Q4_1, F.Q5_0, F.Q5_1, F.Q8_0, F.Q2_K, F.Q3_K, F.Q4_K, F.Q5_K, F.Q6_K)
     assert F.select("linear", packed=True) == (F.I2_S, F.TQ2_0, F.TQ1_0, F.Q1_0, F.Q2_0, F.Q2_0_G128) + integer
     assert F.select("table", packed=True) == (F.Q1_0, F.Q2_0, F.Q2_0_G128) + integer
-    assert [f.kind for f in F.select(packed=True)] == ["ternary"] * 3 + ["binary"] + ["ternary"] * 2 + ["integer"] * 9
+    assert [f.kind for f in F.select(packed=True)] == ["ternary"] * 3 + ["binary"] + ["ternary"] * 2 + ["integer"] * 10
     assert [f for f in F.TYPES.values() if f.a8] == [F.I2_S, F.TQ2_0, F.TQ1_0, F.Q1_0, F.Q2_0, F.Q2_0_G128]
     assert [f for f in F.TYPES.values() if f.tensor_scale] == [F.I2_S]
     assert [f for f in F.TYPES.values() if f.offsets] == [F.Q4_1, F.Q5_1, F.Q2_K, F.Q4_K, F.Q5_K]
     assert {f.name: (f.scale_block, f.q_range, f.planes) for f in integer} == {
         "Q4_0": (32, (-8, 7), 2), "Q4_1": (32, (0, 15), 2), "Q5_0": (32, (-16, 15), 1), "Q5_1": (32, (0, 31), 1),
-        "Q2_K": (16, (0, 3), 4), "Q3_K": (16, (-4, 3), 1), "Q4_K": (32, (0, 15), 2), "Q5_K": (32, (0, 31), 1),
-        "Q6_K": (16, (-32, 31), 1)}
+        "Q8_0": (32, (-128, 127), 1), "Q2_K": (16, (0, 3), 4), "Q3_K": (16, (-4, 3), 1), "Q4_K": (32, (0, 15), 2),
+        "Q5_K": (32, (0, 31), 1), "Q6_K": (16, (-32, 31), 1)}
     # general.file_type (llama_ftype): llama.cpp's values; 40 is also bitnet.cpp's MOSTLY_I2_S, 141
     # PrismML's MOSTLY_PQ2_0 (its 128-value Q2_0)
     # (a model of one K-quant everywhere is llama.cpp's "_S" mix: MOSTLY_Q3_K_S 11, Q4_K_S 14, Q5_K_S 16)
@@ -128,7 +130,7 @@ def test_registry_facts():
     with pytest.raises(F.FormatError, match="not a packed format"):
         F.F16.pack(np.ones(4, np.int8), 1.0)
     with pytest.raises(F.FormatError, match="not a packed format"):
-        F.Q8_0.unpack(bytes(34), 32)
+        F.BF16.unpack(bytes(64), 32)
 
 
 def test_every_list_of_formats_is_derived_from_the_registry():
@@ -138,11 +140,11 @@ def test_every_list_of_formats_is_derived_from_the_registry():
     from bitweb.kernels import bitlinear, dense, lmhead, ops, requant
     assert model.LINEAR_TYPES == F.select("linear")
     assert model.EMBD_TYPES == F.select("table") and model.NORM_TYPES == F.select("norm")
-    assert bitlinear.FORMATS == F.select(packed=True)
+    assert bitlinear.FORMATS == F.select("linear")
     assert dense.WTYPES == F.select(packed=False)
     assert ops.TABLE_TYPES == F.select("table") and lmhead.TYPES == F.select("table")
     assert all(lmhead.supported(f, 4096) for f in F.select("table"))
-    assert [lmhead.unit(f) for f in F.select(packed=False)] == [4, 8, 8, 64]
+    assert [lmhead.unit(f) for f in F.select(packed=False)] == [4, 8, 8]
     assert set(requant.SRC_TYPES) == {f for f in F.TYPES.values() if not f.packed and f.block_size == 1}
     assert cli.FORMATS == [f.name.lower() for f in F.select("linear")]
     assert makemodel.LINEAR_TYPE == {f.name.lower(): f for f in F.select("linear")}

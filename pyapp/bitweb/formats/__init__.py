@@ -11,9 +11,10 @@ Words: a *packed* format is one the packed kernels read as small integer codes t
 (bitlinear gemv / gate_up, bitlinear_tiled, a packed LM head in lmhead.wgsl), in either
 activation mode: the ternary kind (values -1, 0, +1: I2_S, TQ2_0, TQ1_0, Q2_0, Q2_0_G128), the
 binary kind (values -1, +1: Q1_0) and the integer kind (ggml's block-quantized types, codes of
-3 to 6 bits times per-block or per-sub-block scales, with an offset where the type stores a min:
-Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K). A *float* format (F32, F16, BF16, Q8_0)
-is decoded to f32 by the float kernels (dense, lmhead, embedding, requant).
+2 to 8 bits times per-block or per-sub-block scales, with an offset where the type stores a min:
+Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K). A *float* format (F32, F16, BF16)
+is decoded to f32 by the float kernels (dense, lmhead, embedding, requant); bitlinear.wgsl's M = 1
+kernels read it too, 16 values a lane unit, in f32.
 
 Element order is GGUF order: the flat tensor with ne0 contiguous, i.e. a numpy
 array with the GGUF dims reversed, flattened in C order. Blocks run over that
@@ -87,15 +88,15 @@ __all__ = ["TYPES", "KINDS", "ROLES", "Format", "FormatError", "IntegerFormat", 
 # Registry order is the order of every derived list (packed formats first, then floats).
 TYPES: dict[int, Format] = {f.type_id: f for f in (
     ternary.I2_S(), ternary.TQ2_0(), ternary.TQ1_0(), ternary.Q1_0(), ternary.Q2_0(), ternary.Q2_0_G128(),
-    legacy.Q4_0(), legacy.Q4_1(), legacy.Q5_0(), legacy.Q5_1(),
+    legacy.Q4_0(), legacy.Q4_1(), legacy.Q5_0(), legacy.Q5_1(), legacy.Q8_0(),
     kquants.Q2_K(), kquants.Q3_K(), kquants.Q4_K(), kquants.Q5_K(), kquants.Q6_K(),
-    floats.F32(), floats.F16(), floats.BF16(), floats.Q8_0())}
+    floats.F32(), floats.F16(), floats.BF16())}
 _BY_NAME = {f.name: f for f in TYPES.values()}
 # the format objects by name: formats.I2_S, formats.Q8_0 ... (the classes stay reachable as type(f))
 I2_S, TQ2_0, TQ1_0, Q1_0, Q2_0, Q2_0_G128 = (_BY_NAME[n] for n in ("I2_S", "TQ2_0", "TQ1_0", "Q1_0", "Q2_0", "Q2_0_G128"))
-Q4_0, Q4_1, Q5_0, Q5_1 = (_BY_NAME[n] for n in ("Q4_0", "Q4_1", "Q5_0", "Q5_1"))
+Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 = (_BY_NAME[n] for n in ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0"))
 Q2_K, Q3_K, Q4_K, Q5_K, Q6_K = (_BY_NAME[n] for n in ("Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"))
-F32, F16, BF16, Q8_0 = (_BY_NAME[n] for n in ("F32", "F16", "BF16", "Q8_0"))
+F32, F16, BF16 = (_BY_NAME[n] for n in ("F32", "F16", "BF16"))
 
 
 def select(role: str | None = None, packed: bool | None = None) -> tuple:

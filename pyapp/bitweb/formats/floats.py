@@ -1,14 +1,23 @@
-"""The float formats: F32, F16, BF16 (one value per element) and Q8_0 (int8 times an f16 scale per
-32 values), decoded to f32 by the float kernels (dense, lmhead, embedding, requant). Layouts:
-bitweb.formats."""
+"""The float formats: F32, F16, BF16 (one value per element), decoded to f32 by the float kernels
+(dense, lmhead, embedding, requant) and read by bitlinear.wgsl's M = 1 kernels as units of 16 values
+(f32 activations). Layouts: bitweb.formats."""
 from __future__ import annotations
 
 import struct
 
-from bitweb.formats.base import Format, _np, _rand_d, _round_away
+from bitweb.formats.base import Format, _np, _rand_d
 
 
-class F32(Format):
+class _Float(Format):
+    """One value per element. WGSL: BLK = 16, the M = 1 unit of bitlinear.wgsl (common_float_unit)."""
+    kind = "float"
+    UNIT = 16
+
+    def wgsl_constants(self):
+        return {"BLK": self.UNIT, "BBYTES": self.UNIT * self.type_size}
+
+
+class F32(_Float):
     name, type_id, block_size, type_size = "F32", 0, 1, 4
     kind, roles, include, file_type = "float", ("linear", "table", "norm"), "fmt_f32", 0
 
@@ -23,7 +32,7 @@ class F32(Format):
         return struct.pack("<f", rng.uniform(-1, 1))
 
 
-class F16(Format):
+class F16(_Float):
     name, type_id, block_size, type_size = "F16", 1, 1, 2
     kind, roles, include, file_type = "float", ("linear", "table"), "fmt_f16", 1
 
@@ -38,7 +47,7 @@ class F16(Format):
         return struct.pack("<e", rng.uniform(-1, 1))
 
 
-class BF16(Format):
+class BF16(_Float):
     name, type_id, block_size, type_size = "BF16", 30, 1, 2
     kind, roles, include, file_type = "float", ("linear", "table"), "fmt_bf16", 32
 
@@ -58,28 +67,3 @@ class BF16(Format):
     def random_block(self, rng):
         _rand_d(rng)
         return struct.pack("<f", rng.uniform(-1, 1))[2:]
-
-
-class Q8_0(Format):
-    name, type_id, block_size, type_size = "Q8_0", 8, 32, 34
-    kind, roles, include, file_type = "float", ("linear", "table"), "fmt_q8_0", 7
-
-    def dequantize(self, data, n):
-        np = _np()
-        b = self._blocks(data, n)
-        d = b[:, :2].copy().view("<f2").astype(np.float32)
-        q = b[:, 2:].view(np.int8).astype(np.float32)
-        return (q * d).reshape(-1)
-
-    def quantize(self, x):
-        """d = max|x| / 127, q = round(x / d) (ggml quantize_row_q8_0_ref)."""
-        np = _np()
-        blocks = self._flat(x).reshape(-1, 32)
-        d = np.abs(blocks).max(axis=1, keepdims=True) / 127
-        with np.errstate(divide="ignore"):
-            inv = np.where(d == 0, 0, 1 / d)
-        q = _round_away(blocks * inv).astype(np.int8).view(np.uint8)
-        return np.concatenate([d.astype("<f2").view(np.uint8), q], axis=1).tobytes()
-
-    def random_block(self, rng):
-        return _rand_d(rng) + rng.randbytes(32)

@@ -1,11 +1,11 @@
-"""ggml's legacy block-quantized types: Q4_0, Q4_1, Q5_0, Q5_1 (32 values per block, fp16 scales;
+"""ggml's legacy block-quantized types: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (32 values per block, fp16 scales;
 layouts in bitweb.formats). Decoding is bit for bit gguf-py's and ggml's; encoding is gguf-py's
 quantizers, which are ggml's quantize_row_*_ref but for a zero scale's sign when a block holds -0.0
 (numpy's min / argmax pick another zero than C's scan; the values decode the same).
 """
 from __future__ import annotations
 
-from bitweb.formats.base import IntegerFormat, _f16, _np
+from bitweb.formats.base import IntegerFormat, _f16, _np, _round_away
 from bitweb.formats.kquant_encode import to_f16
 
 NEG0 = -0.0     # the offset of a symmetric type: s*q + -0.0 == s*q bit for bit
@@ -140,3 +140,29 @@ class Q5_1(_Legacy):
         q = np.trunc((x - lo) * inv + np.float32(0.5)).astype(np.uint8).clip(0, 31)
         return np.concatenate([to_f16(d), to_f16(lo), np.packbits(q >> 4, axis=1, bitorder="little"), _pack_nibbles(q)],
                               axis=1)
+
+
+class Q8_0(_Legacy):
+    """f16 d, int8 q[32]. Codes in WGSL: the bytes ^ 0x80 (ZP 128), one code a byte."""
+    name, type_id, type_size, include, file_type = "Q8_0", 8, 34, "fmt_q8_0", 7
+    q_range, f16_at, planes = (-128, 127), (0,), 1
+
+    def wgsl_constants(self):
+        return IntegerFormat.wgsl_constants(self)
+
+    def _units(self, b):
+        np = _np()
+        d = _f16(b, 0)
+        return b[:, 2:].view(np.int8), d[:, None], np.full_like(d, NEG0)[:, None]
+
+    def _pack(self, q, d, m):
+        np = _np()
+        return np.concatenate([to_f16(d), q.astype(np.int8).view(np.uint8)], axis=1)
+
+    def _quantize(self, x):
+        """quantize_row_q8_0_ref: d = max|x| / 127, q = roundf(x / d) (half away from zero)."""
+        np = _np()
+        d = np.abs(x).max(axis=1) / np.float32(127)
+        inv = np.where(d == 0, np.float32(0), np.float32(1) / d)
+        q = _round_away(x * inv[:, None]).astype(np.int8).view(np.uint8)
+        return np.concatenate([to_f16(d), q], axis=1)

@@ -25,7 +25,7 @@ import numpy as np
 
 from bitweb import formats
 from bitweb.kernels import bitlinear_tiled as spec
-from bitweb.kernels.bitlinear import FORMATS
+from bitweb.kernels.bitlinear_tiled import FORMATS
 from bitweb.ref.bitlinear import F32, U, add_case, browser_formats, exact_terms, f32b, lsb, rand_tensor, rand_x, unpack
 
 
