@@ -11,8 +11,9 @@
 //   everything after is f32; decode stores its K / V row with kv_store (the rounding rope.wgsl does).
 // RoPE (decode entry only) is rope.wgsl's rotation (NEOX, or adjacent pairs with ROPE_NORM) with
 //   the same angle a = f32(P) * freqs[i] and the same functions (common_sincos.wgsl); with
-//   QK_NORM each q and k head is first RMS-normalised and multiplied by its norm weight (qkn),
-//   as rope.wgsl does, so decode and prefill write the same K bits.
+//   QK_NORM each q and k head is first RMS-normalised and multiplied by its norm weight (qkn), and
+//   with QKV_BIAS q, k and v first get their biases (qkvb, read through qkv_at), as rope.wgsl does,
+//   so decode and prefill write the same K and V bits.
 //
 // decode: one token. qkv = q (NH heads) | k (NKV) | v (NKV), unroped; P = params.pos.
 //   Workgroup (g, s), s < SPLITS, handles kv head g and its G q heads over the position chunk
@@ -29,7 +30,8 @@
 // prefill_wg: the same for any HD (the fallback): workgroup (g, m), the decode tiles (attend).
 //
 // Bindings: decode  0 k cache, 1 v cache, 2 qkv, 3 out, 4 params, 5 freqs f32[HD/2],
-//                   6 qkn f32[2][HD] (QK_NORM: attn_q_norm | attn_k_norm)
+//                   6 qkn f32[2][HD] (QK_NORM: attn_q_norm | attn_k_norm),
+//                   then qkvb f32[(NH + 2 NKV) HD] (QKV_BIAS: q | k | v biases; binding 7 with QK_NORM, else 6)
 //           prefill 0 k cache, 1 v cache, 2 qkv f32[M][(NH + 2 NKV) HD], 3 o, 4 params
 //           combine 0 partials, 1 o
 // Thread mapping (decode): in a tile, thread t computes the G scores of position t0 + t (one K row read
@@ -55,6 +57,13 @@ override EPS: f32 = 1e-6;      // QK_NORM epsilon (the model's RMS norm epsilon)
 @group(0) @binding(5) var<storage, read> freqs: array<vec4<f32>>;
 #if QK_NORM
 @group(0) @binding(6) var<storage, read> qkn: array<vec4<f32>>;
+#endif
+#if QKV_BIAS
+#if QK_NORM
+@group(0) @binding(7) var<storage, read> qkvb: array<vec4<f32>>;
+#else
+@group(0) @binding(6) var<storage, read> qkvb: array<vec4<f32>>;
+#endif
 #endif
 
 const FMIN: f32 = -3.4028234e38;
@@ -146,7 +155,7 @@ fn decode(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
     let pe = min(pb + chunk, pos + 1u);
     let fp = f32(pos);
 #if QK_NORM
-    if (lid <= G) { hr[lid] = qk_rinv(select((NH + g) * h4, (g * G + lid) * h4, lid < G)); }
+    if (lid <= G) { hr[lid] = qk_rinv(0u, select((NH + g) * h4, (g * G + lid) * h4, lid < G)); }
     workgroupBarrier();
 #endif
     if (pb <= pos && pos < pe) {                     // this workgroup writes the cache row
@@ -154,8 +163,8 @@ fn decode(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
         let kb = (g * MAX_CTX + pos) * h4;
         for (var i = lid; i < h8; i += WG) {
             let ix = rope_at(i);
-            var a = qkv[kq + ix.x];
-            var b = qkv[kq + ix.y];
+            var a = qkv_at(0u, kq + ix.x);
+            var b = qkv_at(0u, kq + ix.y);
 #if QK_NORM
             a = (a * hr[G]) * qkn[h4 + ix.x];
             b = (b * hr[G]) * qkn[h4 + ix.y];
@@ -166,7 +175,7 @@ fn decode(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
         }
         let vq = (NH + NKV + g) * h4;
         for (var d = lid; d < h4; d += WG) {
-            let w = kv_store(qkv[vq + d]);
+            let w = kv_store(qkv_at(0u, vq + d));
             let vb = kv1_word((g * MAX_CTX + pos) * HD + 4u * d);
             for (var c = 0u; c < KV_W; c++) { vc[vb + c] = w[c]; }
         }
@@ -178,8 +187,8 @@ fn decode(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
         let i = it % h8;
         let ix = rope_at(i);
         let qb = (g * G + j) * h4;
-        var a = qkv[qb + ix.x];
-        var b = qkv[qb + ix.y];
+        var a = qkv_at(0u, qb + ix.x);
+        var b = qkv_at(0u, qb + ix.y);
 #if QK_NORM
         a = (a * hr[j]) * qkn[ix.x];
         b = (b * hr[j]) * qkn[ix.y];

@@ -1,6 +1,7 @@
 // common_sincos.wgsl (#include common_sincos): RoPE, shared by rope.wgsl and attention.wgsl (decode
 // ropes q and k itself), so both rotate by bit for bit the same values: the sin / cos of the angles,
-// which elements form a pair (NEOX or NORM), and the optional per-head RMSNorm of q and k before it.
+// which elements form a pair (NEOX or NORM), the optional Q / K / V biases and per-head RMSNorm of q
+// and k before it.
 //
 //   sincos4(a) = (sin a, cos a) per component, a >= 0 (RoPE angles p * freqs[i]).
 // Cody-Waite reduction by pi/2 in three parts, j = round(a * 2/pi), r = a - j pi/2 in [-pi/4, pi/4],
@@ -15,11 +16,16 @@
 //   ROPE_NORM:       (2i, 2i + 1):  ggml mode 0, adjacent pairs (x[2k], x[2k + 1]) with angle freqs[k]
 // rope2(a, b, r) returns the rotated (a, b), r = sincos4(p * freqs[i]):
 //   x' = x cos - x_pair sin,  x_pair' = x sin + x_pair cos      (per pair, in f32)
-// QK_NORM: qk_rinv(b) = inverseSqrt(sum_d qkv[b + d]^2 / HD + EPS) over the HD/4 vec4 of the head
-// starting at vec4 b, summed serially per vec4 (dot), so rope.wgsl and attention.wgsl get the same
-// bits; the head's values are then (x * rinv) * w before the rotation (Qwen3's q_norm / k_norm).
-// Needs from the including shader: override HD (RoPE / QK_NORM), and for QK_NORM override EPS
-// and `qkv: array<vec4<f32>>` (the fused projection rows).
+// qkv_at(row, i): vec4 i of the fused projection row that starts at vec4 `row`, as the block uses
+// it: with QKV_BIAS (Qwen2) plus vec4 i of the bias row qkvb (attn_q.bias | attn_k.bias |
+// attn_v.bias, laid out as a qkv row), one f32 add per value; else qkv[row + i] as is. Every read
+// of q, k or v below and in rope.wgsl / attention.wgsl goes through it, so the bias comes first.
+// QK_NORM: qk_rinv(row, b) = inverseSqrt(sum_d x[b + d]^2 / HD + EPS) over the HD/4 vec4 x =
+// qkv_at(row, .) of the head starting at vec4 b, summed serially per vec4 (dot), so rope.wgsl and
+// attention.wgsl get the same bits; the head's values are then (x * rinv) * w before the rotation
+// (Qwen3's q_norm / k_norm).
+// Needs from the including shader: override HD (RoPE / QK_NORM), `qkv: array<vec4<f32>>` (the
+// fused projection rows), for QKV_BIAS `qkvb: array<vec4<f32>>`, for QK_NORM override EPS.
 
 fn sincos4(a: vec4<f32>) -> array<vec4<f32>, 2> {
     let j = round(a * 0.63661977236758134);
@@ -57,11 +63,19 @@ fn rope2(a: vec4<f32>, b: vec4<f32>, r: array<vec4<f32>, 2>) -> array<vec4<f32>,
 #endif
 }
 
+fn qkv_at(row: u32, i: u32) -> vec4<f32> {
+#if QKV_BIAS
+    return qkv[row + i] + qkvb[i];
+#else
+    return qkv[row + i];
+#endif
+}
+
 #if QK_NORM
-fn qk_rinv(b: u32) -> f32 {
+fn qk_rinv(row: u32, b: u32) -> f32 {
     var ss = 0.0;
     for (var d = 0u; d < HD / 4u; d++) {
-        let v = qkv[b + d];
+        let v = qkv_at(row, b + d);
         ss += dot(v, v);
     }
     return inverseSqrt(ss / f32(HD) + EPS);

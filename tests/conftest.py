@@ -94,6 +94,29 @@ def gpu():
     return _dev
 
 
+# Every test has a time limit (pytest-timeout, pinned in pyapp's [test] extras): a test that hangs
+# (a promise that never settles, a stuck GPU process) fails after TEST_TIMEOUT_S seconds with every
+# thread's stack printed, and the run goes on, instead of holding its lane until CI's own limit.
+# Generous for a loaded 2-core machine (the slowest test takes a few minutes there, its module's
+# fixtures included); `--timeout N` or PYTEST_TIMEOUT override it, a test may set its own
+# (@pytest.mark.timeout). The signal method fails just that test; tests/e2e/conftest.py restarts
+# the limit for a browser test's one retry.
+TEST_TIMEOUT_S = 900
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    if not config.pluginmanager.hasplugin("timeout"):
+        if IN_CI:
+            raise pytest.UsageError("pytest-timeout is not installed (tools/setup.sh --test installs it): "
+                                    "every test needs its time limit in CI")
+        return
+    if config.getoption("timeout", None) is None and not os.environ.get("PYTEST_TIMEOUT"):
+        config.option.timeout = TEST_TIMEOUT_S
+    if config.getoption("timeout_method", None) is None and not os.environ.get("PYTEST_TIMEOUT_METHOD"):
+        config.option.timeout_method = "signal"
+
+
 def pytest_collection_modifyitems(items):
     """Browser tests (tests/e2e) run last: the sync Playwright API leaves an event loop running in
     this thread until the session ends, after which asyncio.run() (`run` above) would fail."""

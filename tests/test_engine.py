@@ -89,14 +89,15 @@ def check_same_greedy(ref, ids, want, got_ids, got_text, act, gpu_logits):
 
 CASES = [("bitnet-b1.58", f) for f in ("i2_s", "tq2_0", "tq1_0", "q1_0", "f16")] + \
         [("bitnet", "tq2_0"), ("bitnet", "q1_0"), ("bitnet", "f16")] + \
-        [("qwen3", "q1_0"), ("qwen3", "f16"), ("llama", "tq1_0"), ("llama", "bf16")]   # bitnet f16: silu gate_up on float rows; qwen3 / llama: QK-norm, NORM RoPE, no sub-norms
+        [("qwen3", "q1_0"), ("qwen3", "f16"), ("llama", "tq1_0"), ("llama", "bf16")] + \
+        [("qwen2", "i2_s"), ("qwen2", "q8_0")]   # bitnet f16: silu gate_up on float rows; qwen3 / llama: QK-norm, NORM RoPE, no sub-norms; qwen2: Q / K / V biases
 
 
 # Only ternary / binary linears take int8 activations (the engine's a8 switch picks bitlinear's A8
 # kernels and, for a packed head, lmhead's; numpy_model likewise): a float model (F16, BF16) runs the
 # same kernels and the same numpy maths in both modes. So float models run in f32 (the exact check)
 # and once in a8, the app's default mode, on bitnet-b1.58 F16; the arch does not enter the a8 switch.
-FLOAT = ("f16", "bf16")
+FLOAT = ("f16", "bf16", "q8_0")
 GREEDY = [(arch, fmt, act) for arch, fmt in CASES for act in ("a8", "f32")
           if act == "f32" or fmt not in FLOAT or (arch, fmt) == ("bitnet-b1.58", "f16")]
 
@@ -110,6 +111,8 @@ def test_greedy_equals_numpy(gpu, models, arch, fmt, act):
     assert eng.dispatches_per_layer <= 6        # the recorded plan (tests/test_dispatches.py: every format)
     if arch == "bitnet" and fmt == "tq2_0":
         assert any(k.startswith("mult.") for k in eng.buf)          # .scale tensors were bound
+    if arch == "qwen2":     # the biases ride in the attention / rope kernels: no dispatch of their own
+        assert "qkvb.1" in eng.buf and eng.dispatches_per_layer == 5
     eng.close()
 
 
@@ -399,6 +402,61 @@ def test_stop_token_and_should_stop(gpu, models):
     else:
         pytest.fail("no run of 40 seeds ended on EOS / EOT")
     eng.close()
+
+
+@pytest.mark.parametrize("rows", [4, 1])
+def test_stop_during_a_long_prefill_stops_the_gpu_within_a_chunk(gpu, models, rows):
+    """A 40-token prompt in chunks of `rows` (4: prefill plan runs of 4 rows; 1: token by token
+    through the decode plan): at most 2 chunks are unfinished on the queue at any submit
+    (PREFILL_IN_FLIGHT; a chunk counts as finished once a fence after it was awaited), and
+    should_stop is asked between chunks: when it says stop before the 4th chunk, 3 chunks were
+    submitted, the reply is empty ("stopped"), the cache holds exactly their rows, and the next
+    generate from that cache answers as a fresh engine."""
+    from bitweb.engine import PREFILL_IN_FLIGHT
+    path = models()
+    eng = load(gpu, path, "a8", prefill_rows=rows)
+    ids = (eng.tokenizer.encode(PROMPT + " " + PROMPT) * 2)[:40]
+    assert len(ids) == 40 and eng.prefill_rows == rows
+    log = []
+    run_, fence = gpu.run, gpu.fence
+
+    def run_rec(work):
+        log.append("run")
+        run_(work)
+
+    class Fence:                                         # logs "done" when awaited to the end
+        def __init__(self):
+            self.f = fence()
+
+        def __await__(self):
+            yield from self.f.__await__()
+            log.append("done")
+
+    def fence_rec():
+        return Fence()
+    gpu.run, gpu.fence = run_rec, fence_rec
+    try:
+        asked = [0]
+
+        def stop():
+            asked[0] += 1
+            return asked[0] >= 3
+        res = run(eng.generate(ids, SamplingParams(), 8, should_stop=stop, ignore_eos=True))
+        assert res.stop_reason == "stopped" and res.ids == [] and asked[0] == 3
+        assert log.count("run") == 3 and eng.cached_ids == ids[:3 * rows]
+        log.clear()
+        whole = gen(eng, ids, n=8)                       # from the stopped prefill's cache
+    finally:
+        del gpu.run, gpu.fence
+    chunks = -(-(40 - 3 * rows - (rows == 1)) // rows)   # (decode path: the last token is the first step)
+    runs = [i for i, e in enumerate(log) if e == "run"]
+    assert len(runs) >= chunks
+    for k, at in enumerate(runs[:chunks]):               # chunk k submitted: chunks < k - 1 finished
+        assert k - log[:at].count("done") <= PREFILL_IN_FLIGHT - 1, log
+    fresh = load(gpu, path, "a8", prefill_rows=rows)
+    assert whole.ids == gen(fresh, ids, n=8).ids
+    for e in (eng, fresh):
+        e.close()
 
 
 class Events:

@@ -71,11 +71,13 @@ def test_architecture_table_flags_and_optional_tensors(tiny, tmp_path, monkeypat
     from bitweb.engine import Engine, EngineError
     from bitweb.upload import check_support
     c = Model.from_gguf(tiny).cfg
-    assert (c.ffn, c.sub_norms, c.qk_norm, c.rope, c.scales) == ("relu2", True, False, "neox", False)
+    assert (c.ffn, c.sub_norms, c.qk_norm, c.rope, c.scales, c.qkv_bias) == ("relu2", True, False, "neox", False, False)
     assert M.ARCHS["bitnet-25"] == M.ARCHS["bitnet-b1.58"]
     assert M.ARCHS["bitnet"] == M.Arch(ffn="silu", sub_norms=True, qk_norm=False, rope="neox", scales=True)
     assert M.ARCHS["qwen3"] == M.Arch(ffn="silu", sub_norms=False, qk_norm=True, rope="neox", scales=False)
     assert M.ARCHS["llama"] == M.Arch(ffn="silu", sub_norms=False, qk_norm=False, rope="norm", scales=False)
+    assert M.ARCHS["qwen2"] == M.Arch(ffn="silu", sub_norms=False, qk_norm=False, rope="neox", scales=False,
+                                      qkv_bias=True)
     # a row without sub-norms: the file's sub-norms are then unexpected; a file without them binds None
     row = M.ARCHS["bitnet-b1.58"]
     monkeypatch.setitem(M.ARCHS, "bitnet-b1.58", replace(row, sub_norms=False))
@@ -89,6 +91,10 @@ def test_architecture_table_flags_and_optional_tensors(tiny, tmp_path, monkeypat
     # QK-norm: each block needs attn_q_norm / attn_k_norm [head_dim]
     monkeypatch.setitem(M.ARCHS, "bitnet-b1.58", replace(row, qk_norm=True))
     with pytest.raises(ModelError, match="missing tensor 'blk.0.attn_q_norm.weight'"):
+        Model.from_gguf(tiny)
+    # Q / K / V biases: each block needs attn_q.bias [q], attn_k.bias / attn_v.bias [kv] (F32)
+    monkeypatch.setitem(M.ARCHS, "bitnet-b1.58", replace(row, qkv_bias=True))
+    with pytest.raises(ModelError, match="missing tensor 'blk.0.attn_q.bias'"):
         Model.from_gguf(tiny)
     # the flags change the numpy forward pass (each is tested against transformers and the GPU elsewhere)
     ids = [5, 77, 130, 9]
@@ -252,3 +258,35 @@ def test_stop_tokens_and_streaming(tiny):
     stopped = ref.generate(tok.encode("stop me"), SamplingParams(), 40, ignore_eos=True,
                            should_stop=lambda: True)
     assert stopped.stop_reason == "stopped" and len(stopped.ids) == 1
+
+
+def test_qwen2_biases_are_bound_checked_and_used(tmp_path, monkeypatch):
+    """qwen2 binds blk.N.attn_q / attn_k / attn_v.bias (F32, [q] / [kv] / [kv]); a bias in a file of
+    another architecture, a bias of the wrong shape or type, or a missing one is a ModelError; the
+    numpy model adds them (the logits move when they are zeroed)."""
+    gf = make(tmp_path / "q2.gguf", arch="qwen2", fmt="tq2_0", seed=4)
+    m = Model.from_gguf(gf)
+    c = m.cfg
+    assert c.qkv_bias and not c.qk_norm and c.rope == "neox" and not c.sub_norms
+    b = m.blk[1]
+    assert (b.attn_q_bias.name, b.attn_q_bias.shape, b.attn_k_bias.shape, b.attn_v_bias.shape) == \
+        ("blk.1.attn_q.bias", (c.q_dim,), (c.kv_dim,), (c.kv_dim,))
+    assert b.attn_v_bias in m.tensors() and m.blk[0].attn_q_norm is None
+    with pytest.raises(ModelError, match="missing tensor 'blk.1.attn_v.bias'"):
+        Model.from_gguf(rewrite(gf, tmp_path / "nob.gguf", drop=("blk.1.attn_v.bias",)))
+    bias = gf.tensor_data("blk.0.attn_k.bias")
+    with pytest.raises(ModelError, match=r"'blk.0.attn_k.bias' has type F16.*supported: F32"):
+        f16 = np.frombuffer(bias, "<f4").astype("<f2").tobytes()
+        Model.from_gguf(rewrite(gf, tmp_path / "f16b.gguf", retype=("blk.0.attn_k.bias", "F16", f16)))
+    from bitweb import model as M
+    monkeypatch.setitem(M.ARCHS, "qwen2", replace(M.ARCHS["qwen2"], qkv_bias=False))
+    with pytest.raises(ModelError, match="unexpected tensor 'blk.0.attn_q.bias': qwen2 blocks have no Q / K / V"):
+        Model.from_gguf(gf)
+    monkeypatch.undo()
+    ids = [5, 77, 130, 9]
+    ref = NumpyModel(m, "f32")
+    want = ref.logits(ids)
+    for L in ref.blk:
+        for n in ("attn_q_bias", "attn_k_bias", "attn_v_bias"):
+            L[n] = np.zeros_like(L[n])
+    assert np.abs(ref.logits(ids) - want).max() > 0.1

@@ -88,10 +88,11 @@ def test_header_larger_than_the_bound_is_refused_before_it_is_read(model, monkey
     assert max(b for _, b in blob.reads) <= 64 << 10
 
 
-def test_advice_names_every_format_from_the_registry():
-    from bitweb import formats
+def test_advice_names_every_architecture_and_format_from_the_registries():
+    from bitweb import formats, model
     for kind in ("format", "unsupported"):
-        (line,) = webapp.advice(kind)
+        archs, line = webapp.advice(kind)
+        assert all(f" {a}," in archs or f" {a}." in archs for a in model.ARCHS) and "qwen2" in archs, archs
         assert all(f.name in line for f in formats.select("linear") + formats.select("table")), line
     assert webapp.advice("context") == []
     err = json.loads(webapp.error_json(gguf.GGUFError("bad magic")))["error"]    # what the worker sends

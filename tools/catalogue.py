@@ -27,8 +27,8 @@ TABLES = ("token_embd.weight", "output.weight")
 
 
 def spec_of(entry: dict):
-    """makemodel.ModelSpec for the entry's shapes and types (architectures makemodel does not know
-    are laid out as the nearest one: qwen2 as llama plus its Q / K / V biases, see plan())."""
+    """makemodel.ModelSpec for the entry's shapes and types (an architecture makemodel does not know
+    is laid out as llama's blocks)."""
     from bitweb.authoring import makemodel as mm
     s = entry["shape"]
     arch = entry["architecture"] if entry["architecture"] in mm.ARCHS else "llama"
@@ -40,15 +40,8 @@ def spec_of(entry: dict):
 
 def plan(entry: dict) -> list:
     """[TensorPlan]: the file's tensor table (names, shapes, types, bytes)."""
-    from bitweb import formats
     from bitweb.authoring import makemodel as mm
-    spec = spec_of(entry)
-    out = mm.plan_tensors(spec, entry["shape"]["n_vocab"])
-    if entry["architecture"] == "qwen2":            # Qwen2's Q / K / V projections have biases (F32)
-        q, kv = spec.n_head * spec.head_dim, spec.n_head_kv * spec.head_dim
-        for i in range(spec.n_layer):
-            out += [mm.TensorPlan(f"blk.{i}.attn_{t}.bias", (n,), formats.F32, "norm") for t, n in (("q", q), ("k", kv), ("v", kv))]
-    return out
+    return mm.plan_tensors(spec_of(entry), entry["shape"]["n_vocab"])
 
 
 def config(entry: dict):
@@ -65,16 +58,19 @@ def gguf_of(entry: dict):
 
 
 def gpu_figures(entry: dict) -> dict:
-    from bitweb import generation, upload
+    from bitweb import generation, model, upload
     from bitweb.kernels import dense
     cfg, tensors = config(entry), plan(entry)
     gf = SimpleNamespace(tensors={t.name: t for t in tensors})
     ctx, _ = generation.fit_context(cfg)
-    # every tensor but the tables is one buffer (QK-norm weights: one buffer per block, q and k together)
-    items = [(t.nbytes, t.name) for t in tensors if t.name not in TABLES and "attn_q_norm" not in t.name
-             and "attn_k_norm" not in t.name]
-    items += [(sum(t.nbytes for t in tensors if t.name == f"blk.{i}.attn_q_norm.weight" or t.name == f"blk.{i}.attn_k_norm.weight"),
-               f"blk.{i}.attn_q_norm|attn_k_norm") for i in range(cfg.n_layer) if entry["architecture"] == "qwen3"]
+    # every tensor but the tables is one buffer, but upload.PACKED groups (QK-norm weights, Q / K / V
+    # biases): one buffer per block each
+    by = {t.name: t for t in tensors}
+    groups = [[by[model.tensor_name(i, n)] for n in names] for i in range(cfg.n_layer)
+              for names in upload.PACKED.values() if model.tensor_name(i, names[0]) in by]
+    grouped = {t.name for g in groups for t in g}
+    items = [(t.nbytes, t.name) for t in tensors if t.name not in TABLES and t.name not in grouped]
+    items += [(sum(t.nbytes for t in g), "|".join(t.name for t in g)) for g in groups]
     items += [(4 * cfg.n_vocab, "logits"), (4 * cfg.n_ff, "FFN activations")]
     big, what = max(items, key=lambda item: item[0])     # (the first of the largest)
     tables = [{"name": t.name, "rows": t.shape[1], "rowBytes": dense.row_bytes(t.format, t.shape[0])}

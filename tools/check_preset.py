@@ -1,11 +1,13 @@
 """Check that a model with real published shapes loads and decodes on this GPU.
 
-    .venv/bin/python tools/check_preset.py [--preset 2b4t|bonsai-1.7b|bonsai-4b|bonsai-8b] [--model FILE]
+    .venv/bin/python tools/check_preset.py [--preset 2b4t|bonsai-1.7b|bonsai-4b|bonsai-8b|qwen2.5-0.5b|qwen2.5-1.5b]
+                                           [--model FILE]
                                            [--tokens 4] [--max-context 256] [--keep] [--json]
 
 Without --model it writes `make-model --preset PRESET` (2b4t: `--vocab llama3`, random ternary
 I2_S weights, F16 token_embd of 2560 x 128256 = 657 MB, 1.2 GB in all; bonsai-*: qwen3, Q1_0
-linears and Q1_0 table(s), the 151936-row qwen vocabulary, 248 MB / 572 MB / 1.16 GB) to a
+linears and Q1_0 table(s), the 151936-row qwen vocabulary, 248 MB / 572 MB / 1.16 GB; qwen2.5-*:
+qwen2 with Q / K / V biases, Q8_0 linears, an F16 table, the same vocabulary, 0.65 GB / 1.86 GB) to a
 temporary file and deletes it afterwards (unless --keep). Then: load through the engine (every
 tensor its own buffer; a table larger than maxStorageBufferBindingSize split in shards), prefill
 a chat prompt (the file's own template, or the built-in 2B4T format), decode --tokens greedy
@@ -72,7 +74,8 @@ async def run(path, args):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--preset", default="2b4t", choices=["2b4t", "bonsai-1.7b", "bonsai-4b", "bonsai-8b"])
+    ap.add_argument("--preset", default="2b4t", choices=["2b4t", "bonsai-1.7b", "bonsai-4b", "bonsai-8b", "qwen2.5-0.5b",
+                                                       "qwen2.5-1.5b"])
     ap.add_argument("--model")
     ap.add_argument("--tokens", type=int, default=4)
     ap.add_argument("--max-context", type=int, default=256)

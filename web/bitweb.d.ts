@@ -21,7 +21,7 @@ export declare class BitwebError extends Error {
   /** context errors: the prompt's tokens and the context size */
   prompt_tokens?: number;
   context?: number;
-  /** format / unsupported errors: lines of advice from the engine (the weight formats bitweb runs) */
+  /** format / unsupported errors: lines of advice from the engine (the architectures and weight formats bitweb runs) */
   advice?: string[];
   constructor(kind: ErrorKind, message: string, extra?: object);
 }
@@ -222,6 +222,10 @@ export interface BootInfo { from: 'snapshot' | 'fresh'; ms: Record<string, numbe
 /** diagnostics of the worker: wasm heap, live GPU buffers (when the GPU layer counts them), engines, boot */
 export declare function stats(): Promise<{ wasm_bytes: number; engines: number; live_buffers?: number; live_bytes?: number;
   boot: BootInfo | null }>;
+
+/** performance.now() when the worker last said anything (null: not started); while a request runs it
+ *  says something every 5 s at least, so a long silence means its thread is stuck, not busy */
+export declare function lastHeard(): number | null;
 
 export declare const debug: { loseDevice(): Promise<void> };
 

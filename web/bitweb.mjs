@@ -165,6 +165,7 @@ function checkRequest(r) {
 
 // ------------------------------------------------------------------ the worker
 let worker = null;
+let heard = null;                  // performance.now() of the worker's last message (lastHeard)
 let nextId = 1;
 const calls = new Map();           // id -> {resolve, reject, onProgress, onText}
 const live = new Map();            // engine id -> Engine
@@ -178,6 +179,7 @@ function theWorker() {
   }
   worker = new Worker(new URL('./worker.mjs', import.meta.url), { type: 'module' });
   worker.onmessage = ({ data: m }) => {
+    heard = performance.now();
     if (m.type === 'device-lost') return deviceLost(m);
     const c = calls.get(m.id);
     if (!c) return;
@@ -433,6 +435,10 @@ export const cache = {
 
 /** Diagnostics: {wasm_bytes, live_buffers, live_bytes, engines} of the worker (live_*: GPU buffers alive). */
 export async function stats() { return call('stats'); }
+
+/** performance.now() when the worker last said anything (null: not started). While a request runs
+ * it says something every 5 s at least, so a long silence means its thread is stuck, not busy. */
+export function lastHeard() { return heard; }
 
 /** Test hooks. */
 export const debug = {

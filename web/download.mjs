@@ -9,8 +9,12 @@
 // `offset` and asks for the rest with `Range: bytes=offset-` and `If-Range: <etag or date>`. A
 // server that answers 206 from `offset` continues the file; one that answers 200 sends the whole
 // file, because it changed (restart, said as a note) or has no ranges (restart, said as a note).
-// Failures worth retrying (connection dropped, no byte for stallMs, HTTP 5xx / 408 / 429) are
-// retried `retries` times, waiting retryDelayMs, 2x, 4x ... between tries; others fail at once.
+// Failures worth retrying (connection dropped, no byte for stallMs of this worker's own time:
+// stallWatch, HTTP 5xx / 408 / 429) are retried `retries` times, waiting retryDelayMs, 2x, 4x ...
+// between tries; others fail at once. The record is written through one access handle held while
+// the download runs (opening one per record, every 2 MiB, sometimes never got an answer from the
+// browser under load: the download then hung in silence), so a record write never waits: the byte
+// loop only ever waits on the network.
 // With `sha256` the bytes are hashed as they arrive (in this worker, resumable across visits) and a
 // mismatch deletes the part with a clear error. Only one download of a name runs at a time, across
 // tabs: web/models.mjs holds the name's Web Lock around it.
@@ -34,8 +38,30 @@ const b64 = (u8) => { let s = ''; for (const b of u8) s += String.fromCharCode(b
 const unb64 = (s) => Uint8Array.from(atob(s), (c) => c.charCodeAt(0));
 const mb = (n) => `${(n / 2 ** 20).toFixed(1)} MiB`;
 
+// Calls onStall() once `ms` of this worker's own time have passed without kick(): time the thread
+// spent blocked (Python parsing a header, a busy machine: a tick that came late) is not counted, so a
+// slow page never reads as a stalled network. stop() ends it.
+export function stallWatch(ms, onStall) {
+  const every = Math.max(10, Math.min(1000, ms / 4));
+  let quiet = 0, last = performance.now();
+  const t = setInterval(() => {
+    const now = performance.now();
+    quiet += Math.min(now - last, 2 * every);
+    last = now;
+    if (quiet >= ms) { clearInterval(t); onStall(); }
+  }, every);
+  return { kick() { quiet = 0; last = performance.now(); }, stop() { clearInterval(t); } };
+}
+
+// `p`, or a storage error once `ms` of this worker's time (stallWatch) passed first.
+function bounded(p, ms, what) {
+  let watch;
+  const late = new Promise((_, reject) => { watch = stallWatch(ms, () => reject(fail('storage', `${what}: the browser did not answer for ${ms / 1000} s`))); });
+  return Promise.race([p, late]).finally(() => watch.stop());
+}
+
 // The record beside a part, one line of JSON: read (null when missing or unreadable) and written in
-// place through a sync access handle, new line first, then cut to its length (a record is read up
+// place through its sync access handle, new line first, then cut to its length (a record is read up
 // to its first newline: one written half way reads as unreadable, the part then starts again).
 export async function readRecord(dir, fname) {
   try {
@@ -45,17 +71,12 @@ export async function readRecord(dir, fname) {
     return null;
   }
 }
-async function writeRecord(dir, rec) {
+function putRecord(h, rec) {
   const bytes = new TextEncoder().encode(JSON.stringify(rec) + '\n');
-  const h = await (await dir.getFileHandle(rec.file + '.json', { create: true })).createSyncAccessHandle();
-  try {
-    let off = 0;
-    while (off < bytes.length) off += h.write(bytes.subarray(off), { at: off });
-    h.truncate(bytes.length);
-    h.flush();
-  } finally {
-    h.close();
-  }
+  let off = 0;
+  while (off < bytes.length) off += h.write(bytes.subarray(off), { at: off });
+  h.truncate(bytes.length);
+  h.flush();
 }
 export async function dropPart(dir, fname) {
   await dir.removeEntry(fname).catch(() => {});
@@ -94,11 +115,15 @@ export async function start(dir, name, url, opts) {
   rec ??= { url, name, file: fname, size: o.size ?? null, etag: null, lastModified: null, sha256: o.sha256 || null,
     offset: 0, hashState: null, complete: false };
   if (o.sha256) rec.sha256 = hex(o.sha256);
-  await writeRecord(dir, rec);              // (from here on the part is a download of its own, kept)
-  let h;
+  let h, recH;                              // the part's and the record's access handles, held until it ends
   try {
-    h = await (await dir.getFileHandle(fname, { create: true })).createSyncAccessHandle();
+    const open = async (f) => (await dir.getFileHandle(f, { create: true })).createSyncAccessHandle();
+    recH = await bounded(open(fname + '.json'), o.stallMs, `opening the download record of ${name}`);
+    putRecord(recH, rec);                   // (from here on the part is a download of its own, kept)
+    h = await bounded(open(fname), o.stallMs, `opening the download of ${name}`);
   } catch (e) {
+    recH?.close();
+    if (e instanceof ModelsError) throw e;
     throw fail('storage', `the cached part of ${name} is in use (${e.name}): is another tab writing it? ${e.message}`);
   }
   let have = Math.min(rec.offset, h.getSize());
@@ -116,12 +141,16 @@ export async function start(dir, name, url, opts) {
       for (let at = 0; at < have;) { const n = h.read(buf.subarray(0, Math.min(buf.length, have - at)), { at }); hasher.update(buf.subarray(0, n)); at += n; }
     }
   }
-  const checkpoint = async () => {
+  // The record of the bytes on disk now (synchronous: its handle is held).
+  let recClosed = false;
+  const checkpoint = () => {
+    if (recClosed) return;
     h.flush();
     rec.offset = have;
     if (hasher) rec.hashState = b64(hasher.save());
-    await writeRecord(dir, rec);
+    putRecord(recH, rec);
   };
+  const closeRecord = () => { if (!recClosed) { recClosed = true; recH.close(); } };
   const restart = async (why) => {
     h.truncate(0);
     have = 0;
@@ -171,7 +200,7 @@ export async function start(dir, name, url, opts) {
       headers.Range = `bytes=${have}-`;
       if (rec.etag || rec.lastModified) headers['If-Range'] = rec.etag || rec.lastModified;
     }
-    const timer = setTimeout(() => ctl.abort(new Retryable(`no answer for ${o.stallMs / 1000} s`)), o.stallMs);
+    const watch = stallWatch(o.stallMs, () => ctl.abort(new Retryable(`no answer for ${o.stallMs / 1000} s`)));
     let r;
     try {
       r = await fetch(url, { cache: 'no-store', signal: both, headers });
@@ -181,7 +210,7 @@ export async function start(dir, name, url, opts) {
       if (attempts > 0 || have > 0) throw new Retryable(`the connection failed (${e.message || e})`);
       throw await o.whyNoResponse(url, e, signal);          // never connected: no retry (CORS, no server)
     } finally {
-      clearTimeout(timer);
+      watch.stop();
     }
     if (r.status === 416 && size != null && have === size) return { done: true };
     if (r.status >= 500 || r.status === 408 || r.status === 429) throw new Retryable(`HTTP ${r.status} ${r.statusText}`.trim());
@@ -213,7 +242,7 @@ export async function start(dir, name, url, opts) {
     rec.etag = etag || rec.etag;
     rec.lastModified = modified || rec.lastModified;
     rec.size = size;
-    await checkpoint();
+    checkpoint();
     try {
       await ensureRoom();
     } catch (e) {
@@ -225,7 +254,7 @@ export async function start(dir, name, url, opts) {
 
   // Wait before the next try (checkpointed first); throws the last failure once the tries are spent.
   async function backoff() {
-    await checkpoint();
+    checkpoint();
     if (attempts >= o.retries) throw lastError;
     const wait = Math.min(30_000, o.retryDelayMs * 2 ** attempts);
     attempts++;
@@ -254,14 +283,13 @@ export async function start(dir, name, url, opts) {
   }
 
   // The body of `r` into the part, from `have` on.
+  // The only wait in this loop is the read, which stallWatch sees.
   async function body(r, ctl) {
     const reader = r.body.getReader();
-    let timer = null;
-    const arm = () => { clearTimeout(timer); timer = setTimeout(() => ctl.abort(new Retryable(`no data for ${o.stallMs / 1000} s`)), o.stallMs); };
+    const watch = stallWatch(o.stallMs, () => ctl.abort(new Retryable(`no data for ${o.stallMs / 1000} s`)));
     let since = have;
     t0 = 0; got0 = have;
     try {
-      arm();
       for (;;) {
         let v;
         try {
@@ -272,7 +300,7 @@ export async function start(dir, name, url, opts) {
           throw new Retryable(`the connection dropped (${e.message || e})`);
         }
         if (v.done) break;
-        arm();
+        watch.kick();
         const chunk = v.value;
         if (size != null && have + chunk.byteLength > size) throw fail('download', `the server sent more than the ${size} bytes it announced for ${url}`);
         let off = 0;
@@ -282,10 +310,10 @@ export async function start(dir, name, url, opts) {
         t0 ||= performance.now();
         growing.grew(have);
         report();
-        if (have - since >= CHECKPOINT) { since = have; await checkpoint(); }
+        if (have - since >= CHECKPOINT) { since = have; checkpoint(); }
       }
     } finally {
-      clearTimeout(timer);
+      watch.stop();
       reader.releaseLock?.();
     }
     if (size != null && have < size) throw new Retryable(`the connection closed after ${have} of ${size} bytes`);
@@ -303,7 +331,10 @@ export async function start(dir, name, url, opts) {
     }
     growing?.ended(have, e);
     const drop = e0.drop || have === 0;
-    if (!drop) await checkpoint().catch(() => {});
+    if (!drop) {
+      try { checkpoint(); } catch { /* (the part is kept with its last record) */ }
+    }
+    closeRecord();
     if (growing) growing.close(); else h.close();
     if (drop) await dropPart(dir, fname);
     return e;
@@ -345,7 +376,8 @@ export async function start(dir, name, url, opts) {
         }
       }
       rec.complete = true;
-      await checkpoint();
+      checkpoint();
+      closeRecord();
       growing.ended(have, null);
       progress(have, have, {});
       return { size: have, resumedFrom, attempts, notes, sha256: rec.sha256 };

@@ -57,6 +57,19 @@ async function readIndex(d) {
   }
 }
 
+// Every read-modify-write of index.json, and list()'s clean-up (which deletes files the index
+// does not name), runs under one lock, across this worker and other tabs. Interleaved, a list()
+// that read the index before a commit() wrote back its stale copy and deleted the new model's file.
+// (Not re-entrant: nothing run under it takes it again.)
+const INDEX_LOCK = 'bitweb-model-index';
+let indexChain = Promise.resolve();
+function underIndexLock(fn) {
+  if (navigator.locks?.request) return navigator.locks.request(INDEX_LOCK, () => fn());
+  const run = indexChain.then(() => fn());
+  indexChain = run.catch(() => {});
+  return run;
+}
+
 async function writeIndex(d, idx) {
   const h = await d.getFileHandle('index.json', { create: true });
   const w = await h.createWritable();
@@ -72,6 +85,10 @@ const fileOf = (name, e) => e.file || name;
 // is held (being written, here or in another tab) is left alone.
 export async function list() {
   const d = await dir();
+  return underIndexLock(() => listLocked(d));
+}
+
+async function listLocked(d) {
   const idx = await readIndex(d);
   const models = [];
   let changed = false;
@@ -130,15 +147,15 @@ export async function open(name) {
 // Delete a cached model and any download of that name (a part being written is left alone).
 export async function remove(name) {
   const d = await dir();
-  const idx = await readIndex(d);
-  const e = idx[name];
-  let removed = false;
-  if (e) {
+  let removed = await underIndexLock(async () => {
+    const idx = await readIndex(d);
+    const e = idx[name];
+    if (!e) return false;
     delete idx[name];
     await writeIndex(d, idx);
     await d.removeEntry(fileOf(name, e)).catch(() => {});
-    removed = true;
-  }
+    return true;
+  });
   if (!(await lockedNames()).has(name)) {
     for (let rec = await downloads.findPart(d, name); rec; rec = await downloads.findPart(d, name)) {
       await downloads.dropPart(d, rec.file);
@@ -208,12 +225,14 @@ async function startWrite(name, next, onBytes, meta, size = -1) {
     async commit() {
       await written;
       close();
-      const idx = await readIndex(d);
-      const old = idx[name];
-      idx[name] = { size: pos, saved: Date.now(), file: fname, ...meta };
-      await writeIndex(d, idx);
-      pending.delete(fname);
-      if (old && fileOf(name, old) !== fname) await d.removeEntry(fileOf(name, old)).catch(() => {});
+      await underIndexLock(async () => {
+        const idx = await readIndex(d);
+        const old = idx[name];
+        idx[name] = { size: pos, saved: Date.now(), file: fname, ...meta };
+        await writeIndex(d, idx);
+        pending.delete(fname);
+        if (old && fileOf(name, old) !== fname) await d.removeEntry(fileOf(name, old)).catch(() => {});
+      });
     },
     async discard() {
       stopped ??= fail('aborted', 'the copy was stopped');
@@ -457,13 +476,15 @@ async function startDownload(url, name, progress, signal, opts) {
 async function index(job, name, url) {
   const d = await dir();
   const rec = job.record;
-  const idx = await readIndex(d);
-  const old = idx[name];
-  idx[name] = { size: rec.size, saved: Date.now(), file: job.fname, source: url, lastModified: rec.lastModified,
-    etag: rec.etag, sha256: rec.sha256 };
-  await writeIndex(d, idx);
-  await d.removeEntry(job.fname + '.json').catch(() => {});
-  if (old && fileOf(name, old) !== job.fname) await d.removeEntry(fileOf(name, old)).catch(() => {});
+  await underIndexLock(async () => {
+    const idx = await readIndex(d);
+    const old = idx[name];
+    idx[name] = { size: rec.size, saved: Date.now(), file: job.fname, source: url, lastModified: rec.lastModified,
+      etag: rec.etag, sha256: rec.sha256 };
+    await writeIndex(d, idx);
+    await d.removeEntry(job.fname + '.json').catch(() => {});
+    if (old && fileOf(name, old) !== job.fname) await d.removeEntry(fileOf(name, old)).catch(() => {});
+  });
 }
 
 // The bytes of `url`: {file, cached: true} when the cached copy is still current (or the network

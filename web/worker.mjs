@@ -36,8 +36,12 @@
 //   {id, type: 'progress', stage, done, total, label, bytesPerSecond?, etaSeconds?, note?}
 //        stage: boot | download | cache | header | upload | compile
 //   {type: 'device-lost', engines: [ids], message}      every engine on the device is gone
+//   {type: 'alive'}                     every HEARTBEAT_MS while a request runs: the worker's thread
+//                                       is not stuck, whatever the request says (a long prefill, a
+//                                       slow compile); web/bitweb.mjs lastHeard()
 //   error: {kind, message, field?, advice?, ...}   kinds: see README "Errors" (webapp.classify + models.mjs);
-//        advice: lines the page adds to its own (for format / unsupported: the weight formats bitweb runs)
+//        advice: lines the page adds to its own (for format / unsupported: the architectures and weight
+//        formats bitweb runs)
 //
 // Nothing is queued behind a download: downloads run alongside everything else. Loads run one
 // at a time in Python (after their download); generations run one at a time per engine.
@@ -328,6 +332,9 @@ self.onmessage = ({ data: msg }) => {
     if (app) app.forget(msg.id);
   });
 };
+
+const HEARTBEAT_MS = 5000;
+setInterval(() => { if (controllers.size) post({ type: 'alive' }); }, HEARTBEAT_MS);
 
 self.addEventListener('unhandledrejection', (ev) => {
   ev.preventDefault();

@@ -3,7 +3,8 @@
     .venv/bin/python dev/archs/llamacpp_logits.py [--case qwen3:q1_0:q1_0 ...] [--n 32] [--json F]
 
 Needs llama-cpp-python (`pip install llama-cpp-python`: a source build of llama.cpp, ~15 min on 2
-cores; CI does not build it). For each case ARCH:FORMAT:EMBD_FORMAT the script writes a small model
+cores; CI does not build it; one built in another venv works when its site-packages directory is
+appended to sys.path, e.g. `LLAMA_SITE=/path/to/site-packages`, read below). For each case ARCH:FORMAT:EMBD_FORMAT the script writes a small model
 with `bitweb make-model` (the `tiny` preset's shapes, the arch's default vocabulary), checks that
 llama.cpp loads it, and takes the logits of one teacher-forced sequence of random token ids from:
   llama.cpp   Llama(logits_all=True), f32 KV cache, 2 threads
@@ -21,12 +22,16 @@ import argparse, json, os, subprocess, sys, tempfile
 
 import numpy as np
 
+if os.environ.get("LLAMA_SITE"):                 # llama-cpp-python from another venv, after this one's packages
+    sys.path.append(os.environ["LLAMA_SITE"])
+
 from bitweb import formats, gguf
 from bitweb.numpy_model import Linear, NumpyModel
 
 CASES = ("qwen3:q1_0:q1_0", "qwen3:q2_0:q2_0", "qwen3:tq2_0:f16", "qwen3:tq1_0:q8_0", "qwen3:bf16:f32",
          "llama:q1_0:q1_0", "llama:q2_0:f16", "llama:tq2_0:f16", "llama:tq1_0:bf16", "llama:f16:f16",
          "bitnet:tq2_0:f16", "bitnet:tq1_0:q8_0",
+         "qwen2:q8_0:f16", "qwen2:q8_0:q8_0", "qwen2:tq2_0:f16", "qwen2:q1_0:q1_0",
          # ggml's integer types as linears and as tables (issue 26 item 1: generated files load in llama.cpp)
          "llama:q4_0:q8_0", "llama:q4_1:q8_0", "llama:q5_0:q4_0", "llama:q5_1:q5_1", "llama:q8_0:q4_1",
          "llama:q2_k:q4_k", "llama:q3_k:q6_k", "qwen3:q4_k:q5_k", "qwen3:q5_k:q2_k", "qwen3:q6_k:q3_k")
@@ -86,7 +91,7 @@ class GgmlLinear(Linear):
 def make(arch, fmt, embd, out):
     cmd = [sys.executable, "-m", "bitweb", "make-model", "--arch", arch, "--format", fmt,
            "--embd-format", embd, "--preset", "tiny", "--out", out]
-    if arch == "qwen3":
+    if arch in ("qwen3", "qwen2"):
         cmd += ["--vocab", "qwen"]
     subprocess.run(cmd, check=True, capture_output=True)
 

@@ -39,8 +39,9 @@ class GPUModel:
     """A model on one device as the steps see it: the narrow handle the block recipe, its ops and
     the step lists read (never the Engine). The modes the kernels are chosen by, and the buffers by
     name: the file's tensors (`w`, the tables in `shards`), the state and activations (`buf`: x,
-    qkv, ..., k.<i> / v.<i> (KV cache), qkn.<i> (QK-norm weights), mult.<i>.<linears> (MULTIPLIERS),
-    ones). compile_keys lists the kernels on a copy whose buffers are stand-in names."""
+    qkv, ..., k.<i> / v.<i> (KV cache), qkn.<i> (QK-norm weights), qkvb.<i> (Q / K / V biases, one
+    qkv row), mult.<i>.<linears> (MULTIPLIERS), ones). compile_keys lists the kernels on a copy
+    whose buffers are stand-in names."""
     dev: object
     model: Model
     a8: bool                  # A8 activations in the block linears (model.a8_linears: ternary / binary ones)
@@ -89,6 +90,17 @@ def block(do, i: int) -> list:
     # x += Wd . rmsnorm(g, ffn_sub_norm)                         g -> x
     steps += do.linear(i, "down", "g", "x", norm="ffn_sub_norm", residual=True)
     return steps
+
+
+def qk_buffers(h: GPUModel, i: int) -> dict:
+    """What block i's RoPE step (attention decode, prefill rope) binds besides q, k, v and the cache:
+    the QK-norm weights (qkn, Config.qk_norm) and the Q / K / V bias row (qkv_bias, Config.qkv_bias)."""
+    out = {}
+    if h.cfg.qk_norm:
+        out["qkn"] = h.buf[f"qkn.{i}"]
+    if h.cfg.qkv_bias:
+        out["qkv_bias"] = h.buf[f"qkvb.{i}"]
+    return out
 
 
 class _Ops:
@@ -142,13 +154,12 @@ class DecodeOps(_Ops):
     def attention(self, i, qkv, o):
         cfg, B = self.cfg, self.B
         attn = ops.attention_decode(cfg.n_head, cfg.n_head_kv, cfg.head_dim, self.h.n_ctx, mode=cfg.rope,
-                                    qk_norm=cfg.qk_norm, eps=cfg.eps, kv=self.h.kv_cache, f16=self.h.kv_f16)
+                                    qk_norm=cfg.qk_norm, eps=cfg.eps, qkv_bias=cfg.qkv_bias, kv=self.h.kv_cache,
+                                    f16=self.h.kv_f16)
         if len(attn) != 1:
             raise EngineError("attention with splits > 1 is not wired")
         kv = {"k_cache": B[f"k.{i}"], "v_cache": B[f"v.{i}"], "params": B["params"], "freqs": B["freqs"]}
-        if cfg.qk_norm:
-            kv["qkn"] = B[f"qkn.{i}"]
-        return [(attn[0], dict(kv, qkv=self.buf(qkv), o=self.buf(o)))]
+        return [(attn[0], dict(kv, qkv=self.buf(qkv), o=self.buf(o), **qk_buffers(self.h, i)))]
 
     def ffn(self, i, x, g, norm):
         cfg, nw = self.cfg, self.w(i, norm)
@@ -218,11 +229,10 @@ class PrefillOps(_Ops):
     def attention(self, i, qkv, o):
         cfg, B = self.cfg, self.B
         kv = {"k_cache": B[f"k.{i}"], "v_cache": B[f"v.{i}"], "params": B["params"]}
-        rope = {"qkn": B[f"qkn.{i}"]} if cfg.qk_norm else {}
         n_ctx, t = self.h.n_ctx, {"kv": self.h.kv_cache, "f16": self.h.kv_f16}
         return [(ops.rope(cfg.n_head, cfg.n_head_kv, cfg.head_dim, n_ctx, self.M, mode=cfg.rope,
-                          qk_norm=cfg.qk_norm, eps=cfg.eps, **t),
-                 dict(kv, qkv=self.buf(qkv), freqs=B["freqs"], **rope)),
+                          qk_norm=cfg.qk_norm, eps=cfg.eps, qkv_bias=cfg.qkv_bias, **t),
+                 dict(kv, qkv=self.buf(qkv), freqs=B["freqs"], **qk_buffers(self.h, i))),
                 (ops.attention_prefill(cfg.n_head, cfg.n_head_kv, cfg.head_dim, n_ctx, self.M, **t),
                  dict(kv, qkv=self.buf(qkv), o=self.buf(o)))]
 

@@ -43,6 +43,7 @@ from bitweb.upload import (MAX_PENALTY_IDS, PREFILL_ROWS, Fit, check_kv_cache, c
                            upload_tensors, widest_row)
 
 TOPK_MIN = 64                 # candidates read back for temperature sampling (more when top_k asks)
+PREFILL_IN_FLIGHT = 2         # prefill chunks unfinished on the GPU queue at once (Engine._bounded)
 
 
 def _align(n: int, a: int = 256) -> int:
@@ -319,32 +320,62 @@ class Engine:
         return await self._finish(params, sampler)
 
     async def _prefill(self, tokens: list, pos0: int, params: SamplingParams, sampler: Sampler,
-                       context: list) -> int:
-        """Run tokens at positions pos0.. and return the token after the last one. Chunks of
-        prefill_rows rows through the multi-row kernels (one plan run each); a single token (or
-        prefill_rows = 1), or any prompt while the prefill kernels are still compiling (load with
-        wait_prefill=False), goes token by token through the decode plan: the same tokens (A8 rows
-        are quantised alike), only slower per token than a prefill plan on a GPU."""
+                       context: list, should_stop=None) -> int | None:
+        """Run tokens at positions pos0.. and return the token after the last one, or None when
+        should_stop() said so between two chunks (self.cached_ids then ends with the rows written).
+        Chunks of prefill_rows rows through the multi-row kernels (one plan run each); a single
+        token (or prefill_rows = 1), or any prompt while the prefill kernels are still compiling
+        (load with wait_prefill=False), goes token by token through the decode plan in windows of
+        prefill_rows tokens: the same tokens (A8 rows are quantised alike), only slower per token
+        than a prefill plan on a GPU. At most PREFILL_IN_FLIGHT chunks are on the GPU queue at once
+        (_bounded), so a Stop takes effect within a chunk or two, not after the whole prompt."""
         by_rows = len(tokens) > 1 and self.prefill_rows > 1 and self.prefill_ready
         self.prefill_path = "prefill" if by_rows else "decode"
-        if not by_rows:
-            zero = SamplingParams()
-            for j, t in enumerate(tokens[:-1]):
-                self._feed(t)
-                self._write_params(1, pos0 + j, zero, [])
-                self.dev.run(self.plan_layers)
-            self._feed(tokens[-1])
-            return await self._step(pos0 + len(tokens) - 1, params, sampler, context)
-        C = self.prefill_rows
-        for c0 in range(0, len(tokens), C):
-            chunk = tokens[c0:c0 + C]
+        C = max(1, self.prefill_rows)
+        head = tokens[:-1] if not by_rows else tokens       # the decode path's last token is a _step
+        starts = range(0, len(head), C)
+
+        async def chunk(c0: int):
+            part = head[c0:c0 + C]
+            if not by_rows:                                   # token by token through the decode plan
+                zero = SamplingParams()
+                for j, t in enumerate(part):
+                    self._feed(t)
+                    self._write_params(1, pos0 + c0 + j, zero, [])
+                    self.dev.run(self.plan_layers)
+                return
             last = c0 + C >= len(tokens)
-            m = len(chunk)
-            self.dev.write_buffer(self.buf["p.ids"], 0, struct.pack(f"<{m}I", *chunk))
+            m = len(part)
+            self.dev.write_buffer(self.buf["p.ids"], 0, struct.pack(f"<{m}I", *part))
             self._write_params(m, pos0 + c0, params if last else SamplingParams(), context if last else [])
             bucket = min(C, 1 << (m - 1).bit_length())
             self.dev.run(await self._prefill_plan(bucket, self._k(params) if last else None))
+        done = await self._bounded([lambda c0=c0: chunk(c0) for c0 in starts], should_stop)
+        if done < len(starts):                                # stopped: the rows queued are written
+            self.cached_ids = self.cached_ids + tokens[:min(len(head), done * C)]
+            return None
+        if not by_rows:
+            self._feed(tokens[-1])
+            return await self._step(pos0 + len(tokens) - 1, params, sampler, context)
         return await self._finish(params, sampler)
+
+    async def _bounded(self, units, should_stop=None) -> int:
+        """Queue units of GPU work (async callables that each submit one chunk) with at most
+        PREFILL_IN_FLIGHT of them unfinished on the queue: after unit i is submitted, wait for unit
+        i - PREFILL_IN_FLIGHT + 1 (dev.fence: the browser's onSubmittedWorkDone, so the GPU never
+        waits for the host; natively a sync). should_stop() is asked before each unit after the
+        first; returns the number of units queued (all of them unless it said stop). The waits let
+        the browser worker's event loop run, so an abort message is seen during a long prefill."""
+        fences = []
+        for i, unit in enumerate(units):
+            if i and should_stop is not None and should_stop():
+                return i
+            await unit()
+            if i + 1 < len(units):                            # (the last one: its result is read next)
+                fences.append(self.dev.fence())
+                if len(fences) >= PREFILL_IN_FLIGHT:
+                    await fences.pop(0)
+        return len(units)
 
     async def generate(self, prompt_ids, params: SamplingParams | None = None, max_tokens: int = 128,
                        on_token=None, should_stop=None, ignore_eos: bool = False, stop_ids=None) -> GenerateResult:
@@ -364,7 +395,10 @@ class Engine:
         keep = min(common_prefix(self.cached_ids, prompt), len(prompt) - 1)
         self.cached_ids = self.cached_ids[:keep]
         context = list(prompt)
-        t = await self._prefill(prompt[keep:], keep, params, sampler, context)
+        t = await self._prefill(prompt[keep:], keep, params, sampler, context, run.should_stop)
+        if t is None:                    # stopped during the prefill: no token (cached_ids: the rows written)
+            run.stop_reason = "stopped"
+            return run.result()
         self.cached_ids = list(prompt)
         run.prefill_done()
         c0 = dict(self.dev.counters)

@@ -5,15 +5,16 @@
     m.cfg.n_layer, m.token_embd, m.blk[3].attn_q, m.blk[3].attn_q_scale, m.output
 
 What a block has is one row of ARCHS, keyed by general.architecture, copied into Config as flags
-(ffn, sub_norms, qk_norm, rope, scales); the engine and the numpy model branch only on those
-flags, never on the architecture's name. A new architecture is one row here, plus the code that
+(ffn, sub_norms, qk_norm, rope, scales, qkv_bias); the engine and the numpy model branch only on
+those flags, never on the architecture's name. A new architecture is one row here, plus the code that
 honours a flag it is the first to set (one place per forward pass: see ARCHITECTURE.md).
 
-    arch             ffn                         sub-norms  QK-norm  RoPE   .scale tensors
-    bitnet-b1.58     relu(gate(f))^2 * up(f)     yes        no       NEOX   no        (2B4T; "bitnet-25": its older name)
-    bitnet           silu(gate(f)) * up(f)       yes        no       NEOX   optional  (llama.cpp's 1bitLLM b1.58 models)
-    qwen3            silu(gate(f)) * up(f)       no         yes      NEOX   no        (Bonsai, Ternary Bonsai)
-    llama            silu(gate(f)) * up(f)       no         no       NORM   no        (Falcon3 1.58-bit)
+    arch             ffn                         sub-norms  QK-norm  RoPE   .scale tensors  Q/K/V biases
+    bitnet-b1.58     relu(gate(f))^2 * up(f)     yes        no       NEOX   no        no    (2B4T; "bitnet-25": its older name)
+    bitnet           silu(gate(f)) * up(f)       yes        no       NEOX   optional  no    (llama.cpp's 1bitLLM b1.58 models)
+    qwen3            silu(gate(f)) * up(f)       no         yes      NEOX   no        no    (Bonsai, Ternary Bonsai)
+    llama            silu(gate(f)) * up(f)       no         no       NORM   no        no    (Falcon3 1.58-bit)
+    qwen2            silu(gate(f)) * up(f)       no         no       NEOX   no        yes   (Qwen2, Qwen2.5)
 
 Hyperparameters are read under the architecture prefix (`{arch}.block_count` ...).
 Tensor names are GGUF names with the dots turned into attributes:
@@ -23,8 +24,10 @@ Tensor names are GGUF names with the dots turned into attributes:
     output.weight              -> m.output              [n_embd, n_vocab] or None (tied: LM head = token_embd)
     blk.N.<name>.weight        -> m.blk[N].<name>       e.g. attn_q [n_embd, n_head * head_dim]
     blk.N.<linear>.scale       -> m.blk[N].<linear>_scale   [1] F32 or None: multiplies the linear's output
+    blk.N.attn_q.bias          -> m.blk[N].attn_q_bias  [n_head * head_dim] F32 (attn_k / attn_v: [n_head_kv * head_dim])
 A tensor the architecture does not have (attn_sub_norm without sub-norms, attn_q_norm without
-QK-norm) is bound as None.
+QK-norm, attn_q_bias without Q/K/V biases) is bound as None; Block attribute n is the GGUF tensor
+tensor_name(i, n).
 
 Every value is a gguf.TensorInfo (name, shape, type, abs_offset, nbytes): the engine uploads
 the bytes unchanged, the numpy model dequantizes them.
@@ -47,6 +50,7 @@ class Arch:
     qk_norm: bool = False     # attn_q_norm / attn_k_norm [head_dim]: RMSNorm of each q / k head before RoPE
     rope: str = "neox"        # "neox": rotate pairs (i, i + head_dim/2); "norm": adjacent pairs (2i, 2i + 1)
     scales: bool = False      # blk.N.<linear>.scale tensors (F32 [1], multiply the output) allowed
+    qkv_bias: bool = False    # blk.N.attn_q / attn_k / attn_v.bias (F32 [out]) added to q, k, v (before QK-norm, RoPE)
 
 
 # general.architecture -> what its blocks have: one line per architecture
@@ -56,10 +60,18 @@ ARCHS = {
     "bitnet": Arch(ffn="silu", sub_norms=True, scales=True),
     "qwen3": Arch(ffn="silu", sub_norms=False, qk_norm=True),
     "llama": Arch(ffn="silu", sub_norms=False, rope="norm"),
+    "qwen2": Arch(ffn="silu", sub_norms=False, qkv_bias=True),
 }
 
 NORMS = ("attn_norm", "attn_sub_norm", "ffn_norm", "ffn_sub_norm", "attn_q_norm", "attn_k_norm")
 LINEARS = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
+BIASES = ("attn_q_bias", "attn_k_bias", "attn_v_bias")    # Arch.qkv_bias: blk.N.<linear>.bias, F32
+
+
+def tensor_name(i: int, n: str) -> str:
+    """The GGUF name of block i's tensor n (a Block attribute, a key of Config.tensor_shapes):
+    blk.i.<linear>.bias for n = <linear>_bias, else blk.i.<n>.weight."""
+    return f"blk.{i}.{n[:-5]}.bias" if n.endswith("_bias") else f"blk.{i}.{n}.weight"
 
 # Tensor types each role may have (what the GPU kernels and the reference both implement): the
 # roles of bitweb.formats, as Format objects. A packed linear type runs in the bitlinear kernels.
@@ -88,6 +100,7 @@ class Config:
     qk_norm: bool
     rope: str
     scales: bool
+    qkv_bias: bool
     n_vocab: int
     n_ctx: int                # context length the model was trained for
     n_embd: int
@@ -190,6 +203,8 @@ class Config:
             shapes.update(attn_sub_norm=(q,), ffn_sub_norm=(ff,))
         if self.qk_norm:
             shapes.update(attn_q_norm=(hd,), attn_k_norm=(hd,))
+        if self.qkv_bias:
+            shapes.update(attn_q_bias=(q,), attn_k_bias=(kv,), attn_v_bias=(kv,))
         return shapes
 
     def summary(self) -> str:
@@ -201,7 +216,8 @@ class Config:
 
 class Block:
     """One transformer block's tensors: attributes named as in GGUF (attn_q, ffn_down ...; None
-    where the architecture has no such tensor), plus <linear>_scale (TensorInfo or None)."""
+    where the architecture has no such tensor), plus <linear>_scale and attn_q_bias / attn_k_bias /
+    attn_v_bias (TensorInfo or None)."""
 
     def __init__(self, index: int):
         self.index = index
@@ -238,7 +254,7 @@ class Model:
         """Every bound tensor, file-independent order: token_embd, blocks, output_norm, output."""
         out = [self.token_embd]
         for b in self.blk:
-            out += [getattr(b, n) for n in NORMS + LINEARS if getattr(b, n) is not None]
+            out += [getattr(b, n) for n in NORMS + LINEARS + BIASES if getattr(b, n) is not None]
             out += [getattr(b, n + "_scale") for n in LINEARS if getattr(b, n + "_scale") is not None]
         out.append(self.output_norm)
         if self.output is not None:
@@ -280,6 +296,12 @@ class Model:
                 if getattr(b, n).format is not cfg.linear_type:
                     raise ModelError(f"tensor 'blk.{i}.{n}.weight' has type {getattr(b, n).format.name}, but "
                                      f"blk.0.attn_q.weight is {cfg.linear_type.name}: mixed linear types are not supported")
+            for n in BIASES:                      # Q / K / V biases (F32, as llama.cpp's converter keeps 1-D tensors)
+                bname = tensor_name(i, n)
+                if bname in t and not cfg.qkv_bias:
+                    raise ModelError(f"unexpected tensor {bname!r}: {cfg.arch} blocks have no Q / K / V biases "
+                                     f"(Arch.qkv_bias); refusing to run a model this engine does not fully understand")
+                setattr(b, n, bind(bname, shapes[n], (formats.F32,)) if n in shapes else None)
             blk.append(b)
         embd = bind("token_embd.weight", (cfg.n_embd, cfg.n_vocab), EMBD_TYPES)
         onorm = bind("output_norm.weight", (cfg.n_embd,), NORM_TYPES)

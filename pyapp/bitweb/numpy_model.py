@@ -26,8 +26,10 @@ Activation modes (`activations=`):
          tensors, and as the GPU engine's dense kernel does. A packed LM head (Q1_0 / Q2_0
          tables) is a block linear here, as in lmhead.wgsl.
 `bitnet` models with `.scale` tensors multiply each linear's output by that scale.
-Attention (Config flags): QK-norm (qwen3: each q / k head RMS-normalised and times attn_q_norm /
-attn_k_norm, f32, before RoPE), RoPE pairs NEOX (i, i + head_dim/2) or NORM (2i, 2i + 1, llama).
+Attention (Config flags): Q / K / V biases (qwen2: q += attn_q_bias, k += attn_k_bias, v +=
+attn_v_bias, one f32 add each, first), QK-norm (qwen3: each q / k head RMS-normalised and times
+attn_q_norm / attn_k_norm, f32, before RoPE), RoPE pairs NEOX (i, i + head_dim/2) or NORM (2i, 2i + 1,
+llama).
 KV cache (`kv_cache=`, the engine's option): "f16" (default) keeps the roped K and the V rows as
 the GPU's f16 cache stores them (bitweb.ref.ops.kv_round: clamped to +-65504, rounded to nearest
 even), "f32" as computed; attention then runs on those values in float.
@@ -37,7 +39,7 @@ from __future__ import annotations
 import numpy as np
 
 from bitweb.generation import KV_CACHE, GenerationRun, check_kv, check_prompt, common_prefix, fit_context
-from bitweb.model import LINEARS, NORMS, Model, ModelError, a8_linears
+from bitweb.model import BIASES, LINEARS, NORMS, Model, ModelError, a8_linears
 from bitweb.options import ACTIVATIONS
 from bitweb.ref.bitlinear import activations
 from bitweb.ref.ops import kv_round
@@ -164,7 +166,7 @@ class NumpyModel:
         self.output_norm = vec(model.output_norm)
         self.blk = []
         for b in model.blk:                       # a tensor the architecture lacks stays None
-            layer = {n: None if getattr(b, n) is None else vec(getattr(b, n)) for n in NORMS}
+            layer = {n: None if getattr(b, n) is None else vec(getattr(b, n)) for n in NORMS + BIASES}
             for n in LINEARS:
                 layer[n] = linear(gf, getattr(b, n), getattr(b, n + "_scale"))
             self.blk.append(layer)
@@ -215,11 +217,14 @@ class NumpyModel:
         return L[w](x, L[norm], self.cfg.eps, self.a8)
 
     def attention(self, i, q, k, v, pos):
-        """QK-norm (Config.qk_norm: each q and k head RMS-normalised, times attn_q_norm /
-        attn_k_norm), RoPE q, k at positions pos (Config.rope: neox or norm pairs), write K, V rows
-        pos of block i's cache, causal GQA over the positions so far: (n, q)."""
+        """Q / K / V biases (Config.qkv_bias: added to q, k, v), QK-norm (Config.qk_norm: each q
+        and k head RMS-normalised, times attn_q_norm / attn_k_norm), RoPE q, k at positions pos
+        (Config.rope: neox or norm pairs), write K, V rows pos of block i's cache, causal GQA over
+        the positions so far: (n, q)."""
         c, L = self.cfg, self.blk[i]
         end = int(pos[-1]) + 1
+        if c.qkv_bias:
+            q, k, v = q + L["attn_q_bias"], k + L["attn_k_bias"], v + L["attn_v_bias"]
         if c.qk_norm:
             q = head_norm(q, L["attn_q_norm"], c.n_head, c.head_dim, c.eps)
             k = head_norm(k, L["attn_k_norm"], c.n_head_kv, c.head_dim, c.eps)

@@ -9,7 +9,8 @@ records the plans, on a blocks.GPUModel.
                                      any buffer is made
     upload_tensors                   every tensor of the file in its own buffer, bytes unchanged:
                                      tables in shards of whole rows under the binding limit, QK-norm
-                                     weights paired per block, output multipliers per MULTIPLIERS;
+                                     weights paired and Q / K / V biases side by side per block
+                                     (PACKED), output multipliers per MULTIPLIERS;
                                      GPUModel.lm_head (formats.Q8_0 for lm_head="q8_0"): the head
                                      re-quantized on the GPU (requant_q8_0)
     state_buffers                    activations, params, token, RoPE freqs, the KV cache, prefill rows
@@ -30,6 +31,10 @@ from bitweb.model import LINEARS, Model
 PREFILL_ROWS = 64            # prompt rows per multi-row (prefill) plan run
 MAX_PENALTY_IDS = 4096        # repeat_last_n cap (size of the penalty_ids buffer)
 NEED_STORAGE_BUFFERS = 7      # the fused QKV gemv binds x, norm, mult, y and three weights
+# Small per-block tensors a kernel binds as one buffer, side by side in this order: GPUModel.buf
+# name prefix (+ ".<block>") -> Block attributes. QK-norm weights: f32[2][head_dim]; the Q / K / V
+# biases: one f32 row laid out as a qkv row (q | k | v), so the kernels index it as they index qkv.
+PACKED = {"qkn": ("attn_q_norm", "attn_k_norm"), "qkvb": ("attn_q_bias", "attn_k_bias", "attn_v_bias")}
 
 
 def check_kv_cache(kv_cache: str) -> str:
@@ -155,14 +160,16 @@ def check_limits(h: GPUModel):
 
 async def upload_tensors(h: GPUModel, src, progress):
     """Every tensor of the file into its own buffer, bytes unchanged (tables in shards of whole
-    rows, QK-norm weights paired per block, output multipliers per MULTIPLIERS entry)."""
+    rows, the PACKED groups of a block side by side in one buffer, output multipliers per
+    MULTIPLIERS entry)."""
     dev, m = h.dev, h.model
     tables = [m.token_embd] + ([m.output] if m.output is not None else [])
-    qkn = [(b.index, b.attn_q_norm, b.attn_k_norm) for b in m.blk if b.attn_q_norm is not None]
-    paired = {ti.name for _, qn, kn in qkn for ti in (qn, kn)}
+    packed = [(f"{key}.{b.index}", [getattr(b, n) for n in names]) for b in m.blk for key, names in PACKED.items()
+              if getattr(b, names[0]) is not None]
+    grouped = {ti.name for _, parts in packed for ti in parts}
     plain = [ti for ti in m.tensors() if ti not in tables and not ti.name.endswith(".scale")
-             and ti.name not in paired]
-    total = sum(ti.nbytes for ti in tables + plain) + sum(qn.nbytes + kn.nbytes for _, qn, kn in qkn)
+             and ti.name not in grouped]
+    total = sum(ti.nbytes for ti in tables + plain) + sum(ti.nbytes for _, parts in packed for ti in parts)
     done = [0]
 
     def on_bytes(n):
@@ -186,10 +193,13 @@ async def upload_tensors(h: GPUModel, src, progress):
         b = dev.create_buffer(ti.nbytes, label=ti.name)
         items.append((b, 0, ti.abs_offset, ti.nbytes))
         h.w[ti.name] = b
-    for i, qn, kn in qkn:                    # QK-norm weights: one f32[2][head_dim] buffer per block
-        b = dev.create_buffer(qn.nbytes + kn.nbytes, label=f"blk.{i}.attn_q_norm|attn_k_norm")
-        items += [(b, 0, qn.abs_offset, qn.nbytes), (b, qn.nbytes, kn.abs_offset, kn.nbytes)]
-        h.buf[f"qkn.{i}"] = b
+    for key, parts in packed:                # QK-norm weights, Q / K / V biases: one buffer per block
+        b = dev.create_buffer(sum(ti.nbytes for ti in parts), label="|".join(ti.name for ti in parts))
+        off = 0
+        for ti in parts:
+            items.append((b, off, ti.abs_offset, ti.nbytes))
+            off += ti.nbytes
+        h.buf[key] = b
     await dev.upload_many(items, src, on_bytes=on_bytes)
 
     # output multipliers per linear (bitnet .scale tensors, else 1.0), uploaded straight from the file

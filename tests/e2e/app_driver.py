@@ -152,7 +152,9 @@ class App:
         assert state == "ready", (f"state {state}: {self.error_text()}; progress seen: "
                                   f"{self.page.evaluate('window.bitwebApp?.state?.seen')}; console errors: {self.page.errors[-5:]}")
         info = self.info()
-        assert name is None or info["name"] == name, (name, info)
+        assert name is None or info["name"] == name, (f"{name} did not load ({info['name']} is loaded): "
+                                                      f"{self.error_text()}; progress seen: "
+                                                      f"{self.page.evaluate('window.bitwebApp?.state?.seen')}")
         return info
 
     def info(self):
@@ -167,20 +169,27 @@ class App:
             self.page.fill(f"#settings input[name={k}]", str(v))
 
     def record(self):
-        """Record the last assistant message's text at every DOM change (window.__snaps)."""
+        """Record the chunks of the next replies' streams as the app takes them from the library's
+        iterator (window.__chunks: [{content, finish}]), whatever the page painted of them: the
+        loaded engine's chat.completions.create is wrapped."""
         self.page.evaluate("""() => {
-          window.__snaps = [];
-          const chat = document.getElementById('chat');
-          window.__obs?.disconnect();
-          window.__obs = new MutationObserver(() => {
-            const all = chat.querySelectorAll('.msg.assistant');
-            const last = all[all.length - 1];
-            if (!last) return;
-            const t = last.raw, s = window.__snaps;
-            if (!s.length || s[s.length - 1].t !== t || s[s.length - 1].done !== !!last.dataset.done)
-              s.push({ t, done: !!last.dataset.done });
-          });
-          window.__obs.observe(chat, { subtree: true, childList: true, characterData: true, attributes: true });
+          window.__chunks = [];
+          const c = window.bitwebApp.state.engine.chat.completions;
+          if (c.__recorded) return;
+          const create = c.create;
+          c.create = async (req) => {
+            const s = await create(req);
+            if (!req.stream) return s;
+            const next = s.next.bind(s);
+            s.next = async () => {
+              const r = await next();
+              if (!r.done) window.__chunks.push({ content: r.value.choices[0].delta.content ?? '',
+                                                  finish: r.value.choices[0].finish_reason });
+              return r;
+            };
+            return s;
+          };
+          c.__recorded = true;
         }""")
 
     def say(self, text):
@@ -245,12 +254,12 @@ def axe(page, what):
     assert found == [], f"{what}: {found}"
 
 
-def boot_snapshot_saved(page) -> int:
-    """Bytes of the boot snapshot this page's worker stored (waits for it) or 0 when the worker
-    booted from one (web/py.mjs)."""
+def boot_snapshot_saved(page, timeout: float = READY_MS) -> int:
+    """Bytes of the boot snapshot this page's worker stored (waits for it, `timeout` ms) or 0 when
+    the worker booted from one (web/py.mjs)."""
     page.wait_for_function("window.bitwebApp.bitweb.stats().then((s) => { window.__boot = s.boot; })"
                            " && window.__boot && (window.__boot.from === 'snapshot' || window.__boot.snapshotSaved !== undefined)",
-                           timeout=30_000, polling=200)
+                           timeout=timeout, polling=200)
     boot = page.evaluate("window.__boot")
     assert boot["from"] == "snapshot" or boot["snapshotSaved"] > 0, boot
     return boot.get("snapshotSaved", 0)

@@ -265,6 +265,22 @@ def pytest_sessionfinish(session):
         _BROWSER = None
 
 
+SETTLE_JS = """async ([src, arg, ms, what]) => {
+  const f = (0, eval)('(' + src + ')');
+  let timer;
+  const late = new Promise((_, reject) => { timer = setTimeout(() => reject(new Error(
+    `${what}: not settled after ${ms / 1000} s` + (globalThis.__settleNote ? ` (${JSON.stringify(globalThis.__settleNote)})` : ''))), ms); });
+  try { return await Promise.race([f(arg), late]); } finally { clearTimeout(timer); }
+}"""
+
+
+def settle(target, fn: str, arg=None, seconds: float = 600, what: str = "the evaluated promise"):
+    """target.evaluate(fn, arg) (a page or a worker; fn an async function's source) that fails
+    after `seconds` with `what` in the message, and globalThis.__settleNote (what fn last said it
+    was doing) when it set one: Playwright's evaluate waits for a promise forever."""
+    return target.evaluate(SETTLE_JS, [fn, arg, seconds * 1000, what])
+
+
 def new_page(ctx):
     """A page of context ctx; console errors and uncaught exceptions are collected in page.errors."""
     pg = ctx.new_page()
@@ -311,7 +327,7 @@ class PyPage:
         return self.page.errors
 
     def run(self, code: str, **args):
-        return self.page.evaluate(PY_RUN_JS, [code, json.dumps(args)])
+        return settle(self.page, PY_RUN_JS, [code, json.dumps(args)], seconds=600, what="Python on the page")
 
 
 @pytest.fixture(scope="session")
@@ -353,6 +369,19 @@ def _restart(item) -> str | None:
     return None
 
 
+def _restart_time_limit(item):
+    """The retry gets the test's whole time limit again (pytest-timeout's timer is set once around
+    this hook: it may have fired, or be nearly spent, after the first attempt and the restart)."""
+    hook = item.config.pluginmanager.hook
+    if not item.config.pluginmanager.hasplugin("timeout"):
+        return
+    import pytest_timeout
+    settings = pytest_timeout._get_item_settings(item)
+    if settings.timeout and not settings.func_only:
+        hook.pytest_timeout_cancel_timer(item=item)
+        hook.pytest_timeout_set_timer(item=item, settings=settings)
+
+
 def _say(config, text: str):
     tr = config.pluginmanager.get_plugin("terminalreporter")
     if tr is not None:
@@ -377,6 +406,7 @@ def pytest_runtest_protocol(item, nextitem):
                       "evidence": evidence}
             _say(item.config, f"\nGPU RETRY {item.nodeid}: {why}; restarting the browser and running the test again")
             record["teardown_errors"] = _restart(item)
+            _restart_time_limit(item)
             reports = runtestprotocol(item, nextitem=nextitem, log=False)
             again = next((r for r in reports if r.failed), None)
             record["retry"] = "failed again" if again else "passed on retry"

@@ -219,6 +219,10 @@ def test_a_stalled_download_does_not_block_chat_and_can_be_cancelled(app, hostil
                                timeout=READY_MS)
     assert Hostile.stalled.wait(30)
     assert app.page.evaluate("document.body.dataset.state") == "loading"
+    # the stalled download reports nothing, but its worker says it is alive (its heartbeat): the
+    # app's silence watchdog hears that, so a slow machine is never taken for a hung one
+    app.page.wait_for_function("window.bitwebApp.bitweb.lastHeard() - window.bitwebApp.state.lastHeard > 4000",
+                               timeout=60_000)
     app.page.click("#new-chat")                                     # the old model answers meanwhile
     app.set(max_tokens=12)
     app.page.fill("#input", PROMPT)
@@ -368,4 +372,32 @@ def test_soak_30_conversations_no_growth(app, oracle):
     assert "live_buffers" in end, "the GPU layer reports no live buffer count"
     assert end["live_buffers"] == base["live_buffers"] and end["live_bytes"] == base["live_bytes"], (base, end)
     assert app.page.locator("#conv-list li").count() >= 30
+    no_errors(app)
+
+
+def test_cache_index_survives_a_list_during_each_commit(app):
+    """The cache list (run whenever the cache changes) and a commit of a new copy, at once: every
+    committed model stays in the index with its file. Before index.json's read-modify-writes shared
+    a lock, a list() that had read the index before the commit wrote its stale copy back and deleted
+    the new file as an interrupted copy (CI lost tiny.gguf from the cache this way)."""
+    if app.info() is None:
+        app.open()
+    got = app.page.workers[0].evaluate("""async (app) => {
+        const m = await import(app + 'models.mjs');
+        const names = [];
+        for (let i = 0; i < 8; i++) {
+          const name = `race-${i}.gguf`;
+          names.push(name);
+          const copy = await m.saveFile(new File([new Uint8Array(4096 + i)], name), name, () => {});
+          await Promise.all([m.list(), m.list(), copy.commit(), m.list(), m.list()]);
+        }
+        const listed = (await m.list()).models.map((x) => x.name);
+        const sizes = [];
+        for (const name of names) { const f = await m.open(name); sizes.push(f.size); f.close?.(); }
+        for (const name of names) await m.remove(name);
+        const after = (await m.list()).models.map((x) => x.name);
+        return { missing: names.filter((n) => !listed.includes(n)), sizes, left: names.filter((n) => after.includes(n)) };
+    }""", app.server)
+    assert got["missing"] == [] and got["left"] == [], got
+    assert got["sizes"] == [4096 + i for i in range(8)], got
     no_errors(app)

@@ -12,7 +12,7 @@ import json
 import pytest
 
 from tests.conftest import ROOT, need
-from tests.e2e.conftest import new_page
+from tests.e2e.conftest import new_page, settle
 
 META = ROOT / "build" / "web" / "boot-snapshot.json"
 PAGE = "boot-snapshot-test.html"
@@ -55,7 +55,7 @@ def boot(pg, meta: dict | None, body: bytes | None):
                                                                     body=body))
     pg.requests.clear()
     try:
-        res = pg.evaluate(BOOT_JS)
+        res = settle(pg, BOOT_JS, what="Python's boot in a new worker")
     finally:
         ctx.unroute("**/build/web/boot-snapshot.json")
         ctx.unroute("**/build/web/boot-snapshot.bin")

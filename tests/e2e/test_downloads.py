@@ -20,7 +20,7 @@ import os
 
 import pytest
 
-from tests.e2e.conftest import new_page
+from tests.e2e.conftest import new_page, settle
 from tests.e2e.hub import Hub
 
 MiB = 1 << 20
@@ -96,7 +96,7 @@ OPFS_JS = """async (name) => {
 
 
 def download(page, url, **opts):
-    return page.evaluate(DOWNLOAD_JS, [url, opts])
+    return settle(page, DOWNLOAD_JS, [url, opts], what=f"the download of {url}")
 
 
 BACKGROUND_JS = """([url, opts]) => { window.__dl = null; window.__bg = (async () => {
@@ -332,8 +332,8 @@ def test_two_tabs_loading_one_model_share_one_download_and_both_chat(browser, se
     try:
         a, b = blank_page(ctx, server), blank_page(ctx, server)
         a.evaluate("(url) => { window.__r = null; window.__p = (" + CHAT_JS + ")(url).then((r) => { window.__r = r; return r; }); }", url)
-        got_b = b.evaluate(CHAT_JS, url)                      # at once, in the other tab
-        got_a = a.evaluate("window.__p")
+        got_b = settle(b, CHAT_JS, url, what="tab b's download and reply")   # at once, in the other tab
+        got_a = settle(a, "() => window.__p", what="tab a's download and reply")
         assert [g for _, g in ranges(hub, "shared.gguf")] == [200], hub.gets("shared.gguf")   # one download
         assert sorted([got_a["waited"], got_b["waited"]]) == [False, True], (got_a, got_b)     # the other tab waited
         assert got_a["name"] == got_b["name"] == "shared.gguf"

@@ -1,14 +1,15 @@
 """The GPU engine in Chromium (SwiftShader, through Pyodide) against the numpy model, for the
-qwen3 and llama architectures: what tests/test_engine.py checks natively, with the same check
+qwen3, llama and qwen2 architectures: what tests/test_engine.py checks natively, with the same check
 (check_same_greedy: identical greedy tokens, or a W1.58A8 rounding tie within FLIP, the GPU's
 teacher-forced logits within FLIP of numpy's on every step).
 
 Small generated files (2 blocks of 256, the qwen vocabulary), A8 activations (the app's default):
   - qwen3, Q1_0 linears and a tied Q1_0 embedding / LM head (Bonsai);
   - qwen3, Q2_0 linears, the same Q1_0 table (Ternary Bonsai);
-  - llama, I2_S linears (Falcon3 1.58-bit), the same Q1_0 table.
-The three share the table, the vocabulary and n_ff = n_embd, so they share the embedding, LM-head,
-sampler and down-projection pipelines: on SwiftShader compiling a pipeline costs 0.5-2.5 s (an F16
+  - llama, I2_S linears (Falcon3 1.58-bit), the same Q1_0 table;
+  - qwen2, I2_S linears, the same Q1_0 table (the Q / K / V biases in attention decode, QKV_BIAS).
+The four share the table, the vocabulary and n_ff = n_embd, so they share the embedding, LM-head,
+sampler and down-projection pipelines (qwen2 and llama every linear's): on SwiftShader compiling a pipeline costs 0.5-2.5 s (an F16
 LM head 9 s), far more than the 16 tokens (F16 tables run in every app test). The prompt goes
 through the decode plan (prefill_rows=1: the multi-row kernels are checked by the browser kernel
 cases and natively by test_engine.py). Runs on the session's shared Pyodide page (py_page)."""
@@ -26,7 +27,7 @@ from tests.test_engine import check_same_greedy
 N = 16
 PROMPT = "The engine agrees"
 SEED = 2          # qwen3 Q2_0 diverges at a W1.58A8 rounding tie (the check below), the others do not
-CASES = [("qwen3", "q1_0"), ("qwen3", "q2_0"), ("llama", "i2_s")]
+CASES = [("qwen3", "q1_0"), ("qwen3", "q2_0"), ("llama", "i2_s"), ("qwen2", "i2_s")]
 ROUTE = "/engine-models/"
 
 CODE = """

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import ROOT
-from tests.e2e.conftest import new_page
+from tests.e2e.conftest import new_page, settle
 from tests.e2e.app_driver import cli
 
 MODEL = ROOT / "web" / "models" / "bitweb-chat-i2_s.gguf"
@@ -48,7 +48,7 @@ API = """async (js) => {
 
 
 def api(page, js):
-    return page.evaluate(API, js)
+    return settle(page, API, js, what="the library call")
 
 
 def test_abort_a_stream_mid_way_then_complete_one(page, want):
@@ -77,6 +77,32 @@ def test_abort_a_stream_mid_way_then_complete_one(page, want):
     # right after the load the prefill kernels are still compiling on SwiftShader (the prompt goes
     # token by token through the decode plan) or done (the prefill plan): the same reply either way
     assert full["timing"]["prefill_plan"] in ("prefill", "decode")
+    assert page.errors == []
+
+
+def test_stop_during_a_long_prompt_ends_its_prefill(page, want):
+    """A Stop sent right after a long prompt (7+ prefill chunks of 64) is seen between its chunks
+    (Engine._bounded): the reply ends with no token at all (before the bound the whole prompt ran
+    and one token came), and the same question then gets the CLI's answer from the cache rows the
+    stopped prefill wrote (the prompts share the chat template and the question)."""
+    got = api(page, f"""
+      const ctl = new AbortController();
+      const long = {QUESTION!r} + ' Explain every step of the sum in words.'.repeat(35);
+      const stream = await engine.chat.completions.create({{ messages: [user(long)], stream: true, signal: ctl.signal }});
+      ctl.abort();                          // (the worker has the abort before the first chunk is done)
+      const chunks = [];
+      for await (const c of stream) chunks.push(c);
+      const ids = await engine.tokenize([user(long)]);
+      const full = await engine.chat.completions.create({{ messages: [user({QUESTION!r})] }});
+      return {{ chunks, n: ids.length, full }};""")
+    chunks, full = got["chunks"], got["full"]
+    assert 6 * 64 < got["n"] < 512, got["n"]                    # (the model's context: 512)
+    last = chunks[-1]
+    assert last["choices"][0]["finish_reason"] == "abort", chunks
+    assert last["usage"]["completion_tokens"] == 0 and last["timing"]["stop_reason"] == "stopped", last
+    assert "".join(c["choices"][0]["delta"].get("content", "") for c in chunks) == ""
+    assert full["choices"][0]["message"]["content"] == want["text"]
+    assert full["timing"]["cached_tokens"] > 0, full["timing"]
     assert page.errors == []
 
 

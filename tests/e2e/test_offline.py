@@ -126,7 +126,7 @@ def boot_snapshot_saved(page):
     """Wait until this page's worker has stored its boot snapshot (web/py.mjs), or booted from one."""
     page.wait_for_function("window.bitwebApp.bitweb.stats().then((s) => { window.__boot = s.boot; })"
                            " && window.__boot && (window.__boot.from === 'snapshot' || window.__boot.snapshotSaved > 0)",
-                           timeout=60_000, polling=250)
+                           timeout=240_000, polling=250)
 
 
 def text_of(page, path: str) -> str:

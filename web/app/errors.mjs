@@ -1,5 +1,6 @@
 // Errors as the page shows them: a title and advice per kind (bitweb.ERROR_KINDS and the app's
 // own: timeout, import), the message, and actions (reload the model or the page, dismiss).
+import { lastHeard } from '../bitweb.mjs';
 import { $, button } from './util.mjs';
 import { state } from './state.mjs';
 import { busy } from './status.mjs';
@@ -17,8 +18,8 @@ const ADVICE = {
     'Firefox Nightly and Safari Technology Preview: enable WebGPU in their settings or feature flags.',
     'Open the page from http://localhost, http://127.0.0.1 or https (WebGPU needs a secure context).']],
   limits: ['This GPU\'s limits are too small for this model', ['Try a smaller model or a smaller context, or another browser or GPU with larger limits. The model you had still works.']],
-  format: ['This file is not a model bitweb can read', ['bitweb reads GGUF files (versions 2 and 3) with BitNet b1.58 weights.']],
-  unsupported: ['This model is not supported', ['bitweb runs the BitNet architectures bitnet-b1.58 (2B4T) and bitnet (1bitLLM).']],
+  format: ['This file is not a model bitweb can read', ['bitweb reads GGUF files (versions 2 and 3) of the architectures and weight formats below.']],
+  unsupported: ['This model is not supported', ['bitweb runs the architectures and weight formats below (BitNet b1.58, Bonsai, Falcon3 1.58-bit, Qwen2 / Qwen2.5 and others).']],
   download: ['Download failed', ['Check the address and your connection, then try again. A model downloaded once stays in the browser cache and loads offline.']],
   cors: ['The model\'s server does not allow this page to download it', ['Download the file yourself and open it with "Open file…", or serve it with an Access-Control-Allow-Origin header for this page.']],
   storage: ['Browser storage problem', ['Delete cached models you do not need, or allow the site more storage.']],
@@ -54,10 +55,13 @@ export function showError(e) {           // e: a BitwebError or {kind, message, 
 
 export function hideError() { $('error').hidden = true; delete $('error').dataset.kind; }
 
-// Warn when a busy engine has said nothing for SILENCE_MS (checked every 5 s).
+// Warn when a busy engine has said nothing for SILENCE_MS (checked every 5 s): neither the request
+// (progress, text) nor the worker itself (its heartbeat while a request runs: bitweb.lastHeard), so a
+// slow machine that is still working (a long prefill, a slow compile or download) is never warned.
 export function watchSilence() {
   setInterval(() => {
-    if (busy() && performance.now() - state.lastHeard > SILENCE_MS && $('error').dataset.kind !== 'timeout') {
+    const heard = Math.max(state.lastHeard, lastHeard() ?? -Infinity);
+    if (busy() && performance.now() - heard > SILENCE_MS && $('error').dataset.kind !== 'timeout') {
       showError({ kind: 'timeout', message: `The engine has not reported anything for ${SILENCE_MS / 1000} s (while ${document.body.dataset.state}).` });
     }
   }, 5000);

@@ -29,8 +29,10 @@ writes them, and the vocabulary's chat template (the 2B4T tokenizer_config.json 
 bitnet-b1.58 files carry the published file's placeholder template (PUBLISHED_CHAT_TEMPLATE)
 and, like it, no tokenizer.ggml.pre / eot_token_id.
 
-Architectures `qwen3` (Bonsai) and `llama` (Falcon3 1.58-bit) have no sub-norms; qwen3 has
-`blk.N.attn_q_norm` / `attn_k_norm` F32 [head_dim] after attn_v. Which block tensors a file has
+Architectures `qwen3` (Bonsai), `llama` (Falcon3 1.58-bit) and `qwen2` (Qwen2 / Qwen2.5) have no
+sub-norms; qwen3 has `blk.N.attn_q_norm` / `attn_k_norm` F32 [head_dim] after attn_v, qwen2 the
+biases `blk.N.attn_q.bias` / `attn_k.bias` / `attn_v.bias` (F32 [n_head * head_dim] / [n_head_kv *
+head_dim] / the same) each after its weight. Which block tensors a file has
 comes from the architecture's row of bitweb.model.ARCHS (the file's Config: ModelSpec.config,
 Config.tensor_shapes); how it is written (keys, RoPE base, RMS epsilon) from its ARCH_FILES row,
 keyed by the same name. Their keys are what llama.cpp's
@@ -39,6 +41,12 @@ value_length, so Qwen3-4B's 128 != n_embd / n_head works), then every tokenizer 
 vocabulary. The bonsai-* presets are Qwen3-1.7B / 4B / 8B's shapes (PRESETS) and by default
 qwen3, Q1_0 linears and token_embd (8B: an untied Q1_0 output.weight) and the qwen vocabulary,
 padded with [PADi] UNUSED tokens to 151936 rows as llama.cpp's converter pads Qwen3's. The
+qwen2.5-0.5b / qwen2.5-1.5b presets are Qwen2.5-0.5B / 1.5B's shapes (config.json: 24 / 28 blocks,
+896 / 1536 wide, 14 / 12 heads of 64 / 128 with 2 KV heads, FFN 4864 / 8960, context 32768, RoPE
+base 1e6, RMS epsilon 1e-6, tied embeddings), by default qwen2 with Q8_0 linears, an F16 token_embd
+and the qwen vocabulary (the Q8_0 file Qwen publishes; its table type is not confirmed). QWEN2_KEYS
+are the keys a published Qwen2.5 GGUF has (no vocab_size, key_length or value_length: Qwen2's
+config.json has no head_dim). The
 GGUF stores llama's Q/K rows in the order NORM (adjacent-pair) RoPE needs: random weights need
 no permutation, but a transformers oracle built from such a file un-permutes them (the inverse of
 convert_hf_to_gguf.py's LlamaModel.permute).
@@ -60,6 +68,10 @@ so a tensor does not depend on the preset's other tensors or on --layers):
     TQ2_0/TQ1_0 one d per 256, Q1_0 / Q2_0_G128 one d per 128 and Q2_0 per 64, each s times
     uniform [0.9, 1.1];
     f32/f16/bf16/q8_0 store the dequantized values s * t (q8_0: quantized again).
+  - Q / K / V biases: N(0, 0.5^2) for q and k (a third of the rms of the projection they are added
+    to, so a model that drops them is far off), N(0, 0.1^2) for v (a v bias passes the softmax
+    unchanged: o gains bv, and Wo bv is the same push on the residual stream at every position;
+    0.5 makes greedy text repeat one token);
   - norms: 1 + 0.05 * N(0, 1) (QK-norms: 2 + 0.05 N(0, 1): a normalised q . k / sqrt(head_dim)
     is ~N(0, 1) for unit weights, too flat an attention; 2 sharpens it and greedy text varies);
     token_embd / output: N(0, (3 / sqrt(n_embd))^2), so logits have std ~ 3 (varied, not
@@ -89,12 +101,17 @@ PRESETS = {
                       n_vocab=151936),
     "bonsai-8b": dict(n_embd=4096, n_layer=36, n_head=32, n_head_kv=8, head_dim=128, n_ff=12288, n_ctx=65536,
                       n_vocab=151936, tied=False),
+    # Qwen2.5-0.5B / 1.5B (Instruct) config.json: head_dim n_embd / n_head (64 / 128), tied heads
+    "qwen2.5-0.5b": dict(n_embd=896, n_layer=24, n_head=14, n_head_kv=2, n_ff=4864, n_ctx=32768, n_vocab=151936),
+    "qwen2.5-1.5b": dict(n_embd=1536, n_layer=28, n_head=12, n_head_kv=2, n_ff=8960, n_ctx=32768, n_vocab=151936),
 }
 # what a preset means when --arch / --format / --embd-format / --output-format / --vocab are not given
 PRESET_DEFAULTS = {"bonsai-1.7b": dict(arch="qwen3", format="q1_0", embd_format="q1_0", vocab="qwen"),
                    "bonsai-4b": dict(arch="qwen3", format="q1_0", embd_format="q1_0", vocab="qwen"),
                    "bonsai-8b": dict(arch="qwen3", format="q1_0", embd_format="q1_0", output_format="q1_0",
-                                     vocab="qwen")}
+                                     vocab="qwen"),
+                   "qwen2.5-0.5b": dict(arch="qwen2", format="q8_0", embd_format="f16", vocab="qwen"),
+                   "qwen2.5-1.5b": dict(arch="qwen2", format="q8_0", embd_format="f16", vocab="qwen")}
 DEFAULTS = dict(arch="bitnet-b1.58", format="i2_s", embd_format="f16", output_format=None, vocab="bytes")
 
 LINEAR_TYPE = {f.name.lower(): f for f in formats.select("linear")}     # --format -> its Format
@@ -104,8 +121,10 @@ EMBD_TYPE = {f.name.lower(): f for f in formats.select("table")}        # --embd
 SCALE_TENSOR_TYPES = (formats.TQ1_0, formats.TQ2_0)
 
 # a block's tensors in file order (those its architecture has: Config.tensor_shapes)
-BLOCK_TENSORS = ["attn_norm", "attn_q", "attn_k", "attn_v", "attn_q_norm", "attn_k_norm", "attn_sub_norm",
-                 "attn_output", "ffn_norm", "ffn_gate", "ffn_up", "ffn_sub_norm", "ffn_down"]
+# (model.tensor_name: attn_q_bias is blk.N.attn_q.bias)
+BLOCK_TENSORS = ["attn_norm", "attn_q", "attn_q_bias", "attn_k", "attn_k_bias", "attn_v", "attn_v_bias",
+                 "attn_q_norm", "attn_k_norm", "attn_sub_norm", "attn_output", "ffn_norm", "ffn_gate", "ffn_up",
+                 "ffn_sub_norm", "ffn_down"]
 
 # The chat template of the published file: hard-coded by bitnet.cpp's
 # utils/convert-ms-to-gguf-bitnet.py (a placeholder that does not match training).
@@ -167,6 +186,16 @@ LLAMA_KEYS = [
     ("{a}.attention.value_length", UINT32), ("general.file_type", UINT32),
     ("general.quantization_version", UINT32),
 ]
+# a published Qwen2.5 GGUF (llama.cpp's convert_hf_to_gguf.py Qwen2Model: the TextModel keys, no
+# head_dim in config.json, so no key_length / value_length; no vocab_size)
+QWEN2_KEYS = [
+    ("general.architecture", STRING), ("general.name", STRING),
+    ("{a}.block_count", UINT32), ("{a}.context_length", UINT32), ("{a}.embedding_length", UINT32),
+    ("{a}.feed_forward_length", UINT32), ("{a}.attention.head_count", UINT32),
+    ("{a}.attention.head_count_kv", UINT32), ("{a}.rope.freq_base", FLOAT32),
+    ("{a}.attention.layer_norm_rms_epsilon", FLOAT32), ("general.file_type", UINT32),
+    ("general.quantization_version", UINT32),
+]
 VOCAB_ORDER = [
     ("tokenizer.ggml.model", STRING), ("tokenizer.ggml.pre", STRING),
     ("tokenizer.ggml.tokens", (ARRAY, STRING)), ("tokenizer.ggml.scores", (ARRAY, FLOAT32)),
@@ -189,12 +218,13 @@ class ArchFile:
 
 
 # general.architecture -> how make-model writes it: one line per architecture it makes, each a key
-# of model.ARCHS. RoPE base and RMS epsilon: the 2B4T file's; Qwen3's config; Falcon3-1B's.
+# of model.ARCHS. RoPE base and RMS epsilon: the 2B4T file's; Qwen3's config; Falcon3-1B's; Qwen2.5's.
 ARCH_FILES = {
     "bitnet-b1.58": ArchFile(PUBLISHED_KEYS, 500000.0, 1e-5, chat_template=PUBLISHED_CHAT_TEMPLATE),
     "bitnet": ArchFile(BITNET_KEYS, 500000.0, 1e-5, pre="llama-bpe"),
     "qwen3": ArchFile(QWEN3_KEYS, 1000000.0, 1e-6, vocab_keys=True),
     "llama": ArchFile(LLAMA_KEYS, 1000042.0, 1e-6, vocab_keys=True),
+    "qwen2": ArchFile(QWEN2_KEYS, 1000000.0, 1e-6, vocab_keys=True),
 }
 ARCHS = tuple(ARCH_FILES)
 TOKEN_TYPE_CONTROL = 3
@@ -367,11 +397,16 @@ def complete_vocab(voc: dict) -> dict:
     return v
 
 
+def vocab_size(voc: dict) -> int:
+    """Tokens in a vocabulary (tokenizer.ggml.tokens, a list or a Value): the table's rows."""
+    tokens = voc["tokenizer.ggml.tokens"]
+    return len(tokens.value if isinstance(tokens, Value) else tokens)
+
+
 def build_metadata(spec: ModelSpec, voc: dict) -> list[tuple[str, Value]]:
     """The metadata pairs, in file order, for a completed vocabulary."""
     a, af = spec.arch, ARCH_FILES[spec.arch]
-    cfg = spec.config(len(voc["tokenizer.ggml.tokens"].value if isinstance(voc["tokenizer.ggml.tokens"], Value)
-                          else voc["tokenizer.ggml.tokens"]))
+    cfg = spec.config(vocab_size(voc))
     values = {
         "general.architecture": a,
         "general.name": f"bitweb-random-{spec.preset}-{spec.fmt}-seed{spec.seed}",
@@ -408,7 +443,7 @@ class TensorPlan:
     name: str
     shape: tuple          # GGUF order
     format: formats.Format
-    kind: str             # "embd", "norm", "linear", "scale"
+    kind: str             # "embd", "norm", "linear", "scale", "bias"
     linear: str = ""      # for "scale": the weight it scales
 
     @property
@@ -422,13 +457,13 @@ def plan_tensors(spec: ModelSpec, n_vocab: int) -> list[TensorPlan]:
     out = [TensorPlan("token_embd.weight", (e, n_vocab), EMBD_TYPE[spec.embd_fmt], "embd")]
     for i in range(spec.n_layer):
         for t in (t for t in BLOCK_TENSORS if t in shapes):
-            name = f"blk.{i}.{t}.weight"
+            name = model.tensor_name(i, t)
             if t in model.LINEARS:
                 out.append(TensorPlan(name, shapes[t], spec.linear_type, "linear"))
                 if spec.scale_tensors:
                     out.append(TensorPlan(f"blk.{i}.{t}.scale", (1,), formats.F32, "scale", linear=name))
             else:
-                out.append(TensorPlan(name, shapes[t], formats.F32, "norm"))
+                out.append(TensorPlan(name, shapes[t], formats.F32, "bias" if t in model.BIASES else "norm"))
     out.append(TensorPlan("output_norm.weight", (e,), formats.F32, "norm"))
     if not spec.tied:
         out.append(TensorPlan("output.weight", (e, n_vocab), EMBD_TYPE[spec.output_fmt], "embd"))
@@ -450,6 +485,7 @@ def _scale_factor(spec: ModelSpec, linear_name: str) -> float:
 EMBD_CHUNK_VALUES = 1 << 22
 GAIN = {"attn_q": 1.5, "attn_k": 1.5, "attn_output": 3.0, "ffn_down": 3.0}
 QK_NORM_CENTER = 2.0
+BIAS_SIGMA = {"attn_q": 0.5, "attn_k": 0.5, "attn_v": 0.1}
 
 
 def tensor_chunks(spec: ModelSpec, tp: TensorPlan):
@@ -467,6 +503,9 @@ def tensor_chunks(spec: ModelSpec, tp: TensorPlan):
     elif tp.kind == "norm":
         center = QK_NORM_CENTER if tp.name.endswith(("attn_q_norm.weight", "attn_k_norm.weight")) else 1.0
         yield (center + 0.05 * rng.standard_normal(tp.shape[0], dtype=np.float32)).astype("<f4")
+    elif tp.kind == "bias":
+        sigma = BIAS_SIGMA[tp.name.split(".")[-2]]
+        yield (sigma * rng.standard_normal(tp.shape[0], dtype=np.float32)).astype("<f4")
     elif tp.kind == "scale":
         yield np.array([_scale_factor(spec, tp.linear)], dtype="<f4")
     else:
@@ -493,8 +532,7 @@ def write_model(spec: ModelSpec, voc: dict, out, progress=None) -> list[TensorPl
     voc = complete_vocab(pad_vocab(voc, spec.n_vocab))
     meta = build_metadata(spec, voc)
 
-    n_vocab = dict(meta)[f"{spec.arch}.vocab_size"].value
-    plan = plan_tensors(spec, n_vocab)
+    plan = plan_tensors(spec, vocab_size(voc))
     with GGUFWriter(out) as w:
         w.add_many(meta)
         for tp in plan:

@@ -119,12 +119,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
 
     p = cmd("bench", "bitweb.commands.bench:main",
-            "benchmarks: kernels, decode, load, tokenizer, grammar (ratios from one run)")
-    p.add_argument("what", choices=["kernels", "decode", "load", "tokenizer", "grammar"])
+            "benchmarks: kernels, decode, load, tokenizer, grammar, stop (ratios from one run)")
+    p.add_argument("what", choices=["kernels", "decode", "load", "tokenizer", "grammar", "stop"])
     p.add_argument("model", nargs="?")
     p.add_argument("--backend", choices=["native"], default="native")
     p.add_argument("--tokens", type=int, default=32, help="decode: tokens to generate (grammar: default 200)")
-    p.add_argument("--prompt-tokens", type=int, default=32, help="decode: prompt length")
+    p.add_argument("--prompt-tokens", type=int, default=None, help="decode: prompt length (default 32; stop: 2000)")
+    p.add_argument("--stop-at", type=float, default=2.5,
+                   help="stop: when the Stop comes, in chunk times after the prefill starts")
+    p.add_argument("--before", action="store_true",
+                   help="stop: also run the prefill with every chunk submitted at once (as before the bound)")
     p.add_argument("--activations", choices=ACTIVATIONS, default=DEFAULT_ACTIVATIONS)
     p.add_argument("--lm-head", choices=LM_HEADS, default=None,
                    help="decode/load: re-quantize the LM head on load (default: as in the file)")

@@ -1,5 +1,5 @@
-"""`bitweb bench kernels|decode|load|tokenizer|grammar [MODEL] [--json]`: the benchmarks of bitweb.bench
-(grammar: bitweb.commands.bench_grammar)."""
+"""`bitweb bench kernels|decode|load|tokenizer|grammar|stop [MODEL] [--json]`: the benchmarks of
+bitweb.bench (grammar: bitweb.commands.bench_grammar; stop: bitweb.commands.bench_stop)."""
 from __future__ import annotations
 
 import asyncio
@@ -13,6 +13,9 @@ def main(args) -> int:
     if args.what == "grammar":
         from bitweb.commands.bench_grammar import main as grammar
         return grammar(args)
+    if args.what == "stop":
+        from bitweb.commands.bench_stop import main as stop
+        return stop(args)
     if args.what == "tokenizer":
         from bitweb.authoring.vocab import llama3_vocab
         r = bench_tokenizer(llama3_vocab())
@@ -39,7 +42,7 @@ async def _main(args) -> int:
         from bitweb.gguf import FileSource, open_gguf
         gf = open_gguf(args.model)
         with FileSource(args.model) as src:
-            r = await bench_decode(dev, gf, src, tokens=args.tokens, prompt_tokens=args.prompt_tokens,
+            r = await bench_decode(dev, gf, src, tokens=args.tokens, prompt_tokens=args.prompt_tokens or 32,
                                    activations=args.activations, lm_head=lm_head, repeats=args.repeats,
                                    overlap=not getattr(args, "no_overlap", False), kv_cache=args.kv_cache)
         print(json.dumps(r) if args.json else describe_decode(r))

@@ -177,6 +177,16 @@ class Encoded:
     used: bool = False
 
 
+class _SyncWhenAwaited:
+    """Device.fence's default: dev.sync() run when awaited (nothing runs when it never is)."""
+
+    def __init__(self, dev):
+        self.dev = dev
+
+    def __await__(self):
+        return self.dev._sync().__await__()
+
+
 @dataclass
 class Device:
     """Backend-independent part; subclasses implement the `_` primitives."""
@@ -520,6 +530,18 @@ class Device:
         """Wait until the queue is idle."""
         self.check_alive()
         await self._sync()
+
+    def fence(self):
+        """An awaitable that is done once the work submitted before this call has finished (the
+        engine's bound on prefill chunks in flight). Browser: queue.onSubmittedWorkDone() asked now,
+        so later submissions keep the GPU busy meanwhile; native: a sync when it is awaited (it
+        also waits for work submitted after the fence). Never awaiting it is fine."""
+        self.check_alive()
+        self.counters["host_calls"] += 1
+        return self._fence()
+
+    def _fence(self):
+        return _SyncWhenAwaited(self)
 
     def describe(self) -> str:
         i = self.info

@@ -178,6 +178,9 @@ class BrowserDevice(Device):
     async def _sync(self):
         await self.queue.onSubmittedWorkDone()
 
+    def _fence(self):
+        return self.queue.onSubmittedWorkDone()       # (a JS promise: awaitable, settles in order)
+
 
 async def request_device(mask=(), caps=None) -> BrowserDevice:
     """mask / caps: bitweb.gpu.request_device's (checked there)."""

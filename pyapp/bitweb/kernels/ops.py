@@ -57,17 +57,22 @@ API (rows = M; workgroup counts are in the Steps)
         (a8: pass the decode kernel's wg so the prefill A8 rows equal the decode ones bit for bit)
         norm=False (a8 only): the A8 rows of x as is (no norm before the linear): ("x", "q", "scale")
     rope(n_head, n_kv_head, head_dim, max_ctx, rows, *, mode="neox", qk_norm=False, eps=1e-6,
-         kv="f32", f16=None) -> Step
-        bind ("qkv", "freqs", "k_cache", "v_cache", "params") (+ "qkn" with qk_norm)
+         qkv_bias=False, kv="f32", f16=None) -> Step
+        bind ("qkv", "freqs", "k_cache", "v_cache", "params") (+ "qkn" with qk_norm, + "qkv_bias"
+        with qkv_bias)
         params: m = rows, pos = p0. mode "neox" pairs (i, i + hd/2), "norm" adjacent pairs
-        (2i, 2i + 1); qk_norm: each q / k head RMS-normalised (eps) and multiplied by qkn
+        (2i, 2i + 1); qkv_bias: qkv_bias (f32[(n_head + 2 n_kv_head) * head_dim]: attn_q.bias |
+        attn_k.bias | attn_v.bias, a qkv row) added to every row first (q, k and v: the cache gets
+        the biased v); qk_norm: each q / k head RMS-normalised (eps) and multiplied by qkn
         (f32[2][head_dim]: attn_q_norm | attn_k_norm) before the rotation.
     attention_decode(n_head, n_kv_head, head_dim, max_ctx, *, splits=1, wg=None, mode="neox",
-                     qk_norm=False, eps=1e-6, kv="f32", f16=None) -> [Step] (1 or 2)
+                     qk_norm=False, eps=1e-6, qkv_bias=False, kv="f32", f16=None) -> [Step] (1 or 2)
         decode: bind ("k_cache", "v_cache", "qkv", "o", "params", "freqs")       splits == 1
                 bind ("k_cache", "v_cache", "qkv", "attn_part", "params", "freqs") splits > 1
-                (+ "qkn" with qk_norm), then combine: bind ("attn_part", "o")   attn_part: attn_part_bytes(...)
-        reads params.pos; ropes q and k itself (mode, qk_norm as rope()) and writes cache row pos.
+                (+ "qkn" with qk_norm, + "qkv_bias" with qkv_bias), then combine: bind ("attn_part", "o")
+                attn_part: attn_part_bytes(...)
+        reads params.pos; adds the biases, ropes q and k itself (mode, qk_norm, qkv_bias as rope())
+        and writes cache row pos.
         o: f32[n_head * head_dim].
     attention_prefill(n_head, n_kv_head, head_dim, max_ctx, rows, *, wg=None, kv="f32", f16=None) -> Step
         bind ("k_cache", "v_cache", "qkv", "o", "params")  after rope(); o f32[rows][n_head*head_dim]
@@ -191,20 +196,25 @@ def rmsnorm(n: int, rows: int, *, eps: float = 1e-5, a8: bool = False, wg: int =
 ROPE_MODES = ("neox", "norm")
 
 
-def _rope_switches(mode: str, qk_norm: bool, eps: float) -> tuple:
-    """(constants, defines, extra bind names) of a RoPE mode and the QK-norm switch."""
+def _rope_switches(mode: str, qk_norm: bool, eps: float, qkv_bias: bool) -> tuple:
+    """(constants, defines, extra bind names) of a RoPE mode and the QK-norm and Q / K / V bias
+    switches (the shaders bind qkn, then qkv_bias, after their fixed bindings)."""
     if mode not in ROPE_MODES:
         raise OpsSpecError(f"rope: mode {mode!r} must be one of {ROPE_MODES}")
     defines = {"ROPE_NORM": True} if mode == "norm" else {}
     if qk_norm:
         defines["QK_NORM"] = True
-    return ({"EPS": float(eps)} if qk_norm else {}), defines, (("qkn",) if qk_norm else ())
+    if qkv_bias:
+        defines["QKV_BIAS"] = True
+    bind = (("qkn",) if qk_norm else ()) + (("qkv_bias",) if qkv_bias else ())
+    return ({"EPS": float(eps)} if qk_norm else {}), defines, bind
 
 
 def rope(n_head: int, n_kv_head: int, head_dim: int, max_ctx: int, rows: int, *, wg: int = 64,
-         mode: str = "neox", qk_norm: bool = False, eps: float = 1e-6, kv: str = "f32", f16=None) -> Step:
+         mode: str = "neox", qk_norm: bool = False, eps: float = 1e-6, qkv_bias: bool = False, kv: str = "f32",
+         f16=None) -> Step:
     _heads(n_head, n_kv_head, head_dim)
-    c, d, b = _rope_switches(mode, qk_norm, eps)
+    c, d, b = _rope_switches(mode, qk_norm, eps, qkv_bias)
     d.update(_kv_defines(kv, f16))
     return Step("rope", "rope", ("qkv", "freqs", "k_cache", "v_cache", "params") + b, workgroups_1d(rows),
                 dict(_consts(n_head, n_kv_head, head_dim, max_ctx), WG=wg, **c), d)
@@ -212,12 +222,12 @@ def rope(n_head: int, n_kv_head: int, head_dim: int, max_ctx: int, rows: int, *,
 
 def attention_decode(n_head: int, n_kv_head: int, head_dim: int, max_ctx: int, *, splits: int = 1,
                      wg: int | None = None, mode: str = "neox", qk_norm: bool = False, eps: float = 1e-6,
-                     kv: str = "f32", f16=None) -> list:
+                     qkv_bias: bool = False, kv: str = "f32", f16=None) -> list:
     _heads(n_head, n_kv_head, head_dim)
     wg = _attn_wg(head_dim, wg)
     if not 1 <= splits <= 65535:
         raise OpsSpecError(f"attention: splits = {splits} out of range")
-    rc, rd, rb = _rope_switches(mode, qk_norm, eps)
+    rc, rd, rb = _rope_switches(mode, qk_norm, eps, qkv_bias)
     rd.update(_kv_defines(kv, f16))
     rd.update(_gmax(n_head // n_kv_head))
     c = dict(_consts(n_head, n_kv_head, head_dim, max_ctx), WG=wg, SPLITS=splits)

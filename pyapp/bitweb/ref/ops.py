@@ -18,6 +18,8 @@ rounding, / 2.5 ulp, exp (3 + 2|x|) ulp, sqrt ~3 ulp):
             (amax * inv) * f32(1/127): rtol as y.
   rope      |err| <= 8 u (|x_i| + |x_{i+HD/2}|): sincos ~2 ulp after an exact Cody-Waite
             reduction, two products and a sum; atol = 8 u max(|x_i| + |x_{i+HD/2}|).
+  biases    (QKV_BIAS) x + b is one correctly rounded f32 add in the kernels: the mirror adds in
+            f32 (biased(), exact), and the bounds above are taken on the biased values.
   attention score error e_t <= (HD/4 + 28) u scale sum_i (|q_i|+|q_i'|)(|k_ti|+|k_ti'|)
             (dot depth + RoPE of q and k), exp adds (3 + 2|s_t - max|) u relative; since
             d o / d s_t = p_t (v_t - o) / L, to first order
@@ -318,6 +320,27 @@ def _qkn(rng, hd):
     return rng.uniform(0.5, 1.5, size=(2, hd)).astype(np.float32)
 
 
+def biased(qkv: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+    """qkv rows (..., width) plus the bias row (width,) (QKV_BIAS): one f32 add, as the kernels do."""
+    return qkv if bias is None else (qkv.astype(np.float32) + bias.astype(np.float32)).astype(np.float32)
+
+
+def _bias(rng, on: bool, width: int):
+    """A random Q / K / V bias row (f32[width], values of either sign up to ~2) or None."""
+    return rng.normal(scale=0.7, size=width).astype(np.float32) if on else None
+
+
+def _extras(extra) -> tuple:
+    """A case's optional tail: a KV cache variant (KV_VARIANTS; default "f32") and/or "bias"
+    (QKV_BIAS): (variant, bias on)."""
+    return next((e for e in extra if e in KV_VARIANTS), "f32"), "bias" in extra
+
+
+def _tag(mode, qkn_on, bias_on, variant):
+    return (".norm" if mode == "norm" else "") + (".qknorm" if qkn_on else "") + (".bias" if bias_on else "") \
+        + _kv_tag(variant)
+
+
 # KV cache variants of a case: "f32"; "f16" (the device's choice: array<f16> with shader-f16);
 # "f16u32" (pack2x16float pairs in u32 forced, as on a device without shader-f16)
 KV_VARIANTS = {"f32": ("f32", None), "f16": ("f16", None), "f16u32": ("f16", False)}
@@ -328,16 +351,18 @@ def _kv_tag(variant):
 
 
 def rope_cases(b, rng, scope):
-    # (n_head, n_kv, head_dim, max_ctx, p0, rows, base, mode, qk_norm[, KV cache variant])
+    # (n_head, n_kv, head_dim, max_ctx, p0, rows, base, mode, qk_norm[, KV cache variant][, "bias"])
     shapes = [(4, 1, 32, 16, 3, 4, 10000.0, "norm", True)] if scope == "browser" else \
         [(4, 1, 64, 40, 33, 7, 10000.0, "neox", False), (3, 3, 32, 8, 0, 1, 10000.0, "neox", False),
          (20, 5, 128, 64, 60, 4, 500000.0, "neox", False), (4, 1, 64, 4096, 4093, 3, 10000.0, "neox", False),
          (4, 1, 64, 40, 33, 7, 10000.0, "norm", False), (16, 8, 128, 64, 60, 4, 1e6, "neox", True),
          (8, 2, 256, 40, 30, 3, 1000042.0, "norm", False), (4, 2, 32, 16, 5, 6, 10000.0, "norm", True),
          (40, 8, 64, 16, 9, 2, 1e6, "neox", True),
-         (4, 1, 64, 40, 33, 7, 10000.0, "neox", False, "f16"), (4, 2, 32, 16, 5, 6, 10000.0, "norm", True, "f16u32")]
-    for nh, nkv, hd, max_ctx, p0, m, base, mode, qkn_on, *variant in shapes:
-        variant = variant[0] if variant else "f32"
+         (4, 1, 64, 40, 33, 7, 10000.0, "neox", False, "f16"), (4, 2, 32, 16, 5, 6, 10000.0, "norm", True, "f16u32"),
+         (14, 2, 64, 40, 30, 5, 1e6, "neox", False, "bias"), (12, 2, 128, 16, 0, 3, 1e6, "neox", False, "bias", "f16"),
+         (4, 2, 32, 16, 5, 6, 10000.0, "norm", True, "bias", "f16u32")]
+    for nh, nkv, hd, max_ctx, p0, m, base, mode, qkn_on, *extra in shapes:
+        variant, bias_on = _extras(extra)
         kv, f16 = KV_VARIANTS[variant]
         freqs = rope_freqs(hd, base)
         width = (nh + 2 * nkv) * hd
@@ -347,15 +372,17 @@ def rope_cases(b, rng, scope):
         if kv == "f16":
             qkv[-1, -hd:] *= np.float32(1e5)       # V values past the f16 range: stored clamped to +-65504
         qkn = _qkn(rng, hd) if qkn_on else None
+        bias = _bias(rng, bias_on, width)
         pos = p0 + np.arange(m)
-        heads = qkv.reshape(m, nh + 2 * nkv, hd)
-        exp_qkv = qkv.copy().reshape(m, nh + 2 * nkv, hd)
+        heads = biased(qkv, bias).reshape(m, nh + 2 * nkv, hd)      # the values the kernel ropes and caches
+        exp_qkv = qkv.copy().reshape(m, nh + 2 * nkv, hd)          # k and v rows stay as they were
         qr, kr, atol, _, _ = _rope_heads(heads, pos, freqs, mode, qkn, nh, 1e-6)
         exp_qkv[:, :nh] = qr
         kc, vc = np.zeros((nkv, max_ctx, hd), np.float32), np.zeros((nkv, max_ctx, hd), np.float32)
         kc[:, pos] = kr.transpose(1, 0, 2)
         vc[:, pos] = heads[:, nh + nkv:].transpose(1, 0, 2)
-        step = spec.rope(nh, nkv, hd, max_ctx, m, mode=mode, qk_norm=qkn_on, eps=1e-6, kv=kv, f16=f16)
+        step = spec.rope(nh, nkv, hd, max_ctx, m, mode=mode, qk_norm=qkn_on, eps=1e-6, qkv_bias=bias_on, kv=kv,
+                         f16=f16)
         bufs = [{"name": "qkv", "data": f32b(qkv), "expect": f32b(exp_qkv), "atol": atol},
                 {"name": "freqs", "data": f32b(freqs)},
                 _kv_buf("k_cache", None, kv_round(kc, kv), kv, atol),
@@ -363,14 +390,15 @@ def rope_cases(b, rng, scope):
                 {"name": "params", "data": spec.params(m=m, pos=p0)}]
         if qkn_on:
             bufs.append({"name": "qkn", "data": f32b(qkn)})
-        tag = (".norm" if mode == "norm" else "") + (".qknorm" if qkn_on else "") + _kv_tag(variant)
-        add_case(b, f"ops.rope{tag}.h{nh}x{nkv}.hd{hd}.p{p0}+{m}", [step], bufs)
+        if bias_on:
+            bufs.append({"name": "qkv_bias", "data": f32b(bias)})
+        add_case(b, f"ops.rope{_tag(mode, qkn_on, bias_on, variant)}.h{nh}x{nkv}.hd{hd}.p{p0}+{m}", [step], bufs)
 
 
 def attention_decode_cases(b, rng, scope):
-    # (n_head, n_kv, head_dim, max_ctx, pos, splits, wg, mode, qk_norm[, KV cache variant])
+    # (n_head, n_kv, head_dim, max_ctx, pos, splits, wg, mode, qk_norm[, KV cache variant][, "bias"])
     shapes = [(4, 1, 32, 16, 9, 2, None, "neox", False), (4, 2, 64, 16, 7, 1, None, "norm", True),
-              (4, 1, 32, 16, 9, 2, None, "neox", False, "f16u32")] \
+              (4, 1, 32, 16, 9, 2, None, "neox", False, "f16u32"), (7, 1, 64, 16, 5, 1, None, "neox", False, "bias")] \
         if scope == "browser" else \
         [(8, 2, 64, 40, 0, 1, None, "neox", False), (8, 2, 64, 40, 39, 1, None, "neox", False),
          (8, 2, 64, 40, 39, 4, None, "neox", False), (3, 3, 32, 24, 2, 8, None, "neox", False),
@@ -380,15 +408,19 @@ def attention_decode_cases(b, rng, scope):
          (8, 2, 64, 40, 39, 1, None, "norm", False), (16, 8, 128, 64, 40, 1, None, "neox", True),
          (8, 1, 64, 40, 21, 3, None, "norm", True), (8, 4, 256, 32, 17, 1, None, "norm", False),
          (16, 2, 128, 64, 0, 1, None, "neox", True),
-         (4, 1, 64, 400, 300, 3, 128, "neox", False, "f16"), (8, 1, 64, 40, 21, 3, None, "norm", True, "f16u32")]
-    for nh, nkv, hd, max_ctx, pos, splits, wg, mode, qkn_on, *variant in shapes:
-        variant = variant[0] if variant else "f32"
+         (4, 1, 64, 400, 300, 3, 128, "neox", False, "f16"), (8, 1, 64, 40, 21, 3, None, "norm", True, "f16u32"),
+         (14, 2, 64, 40, 33, 1, None, "neox", False, "bias"), (12, 2, 128, 64, 40, 3, None, "neox", False, "bias"),
+         (14, 2, 64, 40, 0, 1, None, "neox", False, "bias", "f16u32"), (8, 2, 64, 40, 21, 1, None, "norm", True, "bias")]
+    for nh, nkv, hd, max_ctx, pos, splits, wg, mode, qkn_on, *extra in shapes:
+        variant, bias_on = _extras(extra)
         kv, f16 = KV_VARIANTS[variant]
         freqs = rope_freqs(hd, 10000.0)
         qkv = rng.normal(size=(nh + 2 * nkv, hd)).astype(np.float32)
         if qkn_on:
             qkv *= np.float32(rng.uniform(0.1, 10))
         qkn = _qkn(rng, hd) if qkn_on else None
+        bias = _bias(rng, bias_on, qkv.size)
+        qkv_in, qkv = qkv, biased(qkv, None if bias is None else bias.reshape(qkv.shape))   # the buffer; what it means
         kc, vc = _cache(rng, nkv, max_ctx, hd, pos, kv)
         ekc, evc = kc.copy(), vc.copy()
         qr, kr, k_atol, qn, kn = _rope_heads(qkv[None], np.array([pos]), freqs, mode, qkn, nh, 1e-6)
@@ -398,26 +430,29 @@ def attention_decode_cases(b, rng, scope):
         o = attention(qr, ekc[:, :pos + 1], evc[:, :pos + 1])
         extra = 2 * qk_norm_ulps(hd) if qkn_on else 0.0
         steps = spec.attention_decode(nh, nkv, hd, max_ctx, splits=splits, wg=wg, mode=mode, qk_norm=qkn_on,
-                                      eps=1e-6, kv=kv, f16=f16)
+                                      eps=1e-6, qkv_bias=bias_on, kv=kv, f16=f16)
         bufs = [_kv_buf("k_cache", kc, ekc, kv, k_atol), _kv_buf("v_cache", vc, evc, kv),
-                {"name": "qkv", "data": f32b(qkv)},
+                {"name": "qkv", "data": f32b(qkv_in)},
                 {"name": "o", "size": 4 * nh * hd, "expect": f32b(o),
                  "atol": _attn_atol(qr, ekc, evc, pos + 1, splits, mode, extra, [pos] if kv == "f16" else ())},
                 {"name": "params", "data": spec.params(pos=pos)},
                 {"name": "freqs", "data": f32b(freqs)}]
         if qkn_on:
             bufs.append({"name": "qkn", "data": f32b(qkn)})
+        if bias_on:
+            bufs.append({"name": "qkv_bias", "data": f32b(bias)})
         if splits > 1:
             bufs.append({"name": "attn_part", "size": spec.attn_part_bytes(nh, hd, splits)})
-        tag = (".norm" if mode == "norm" else "") + (".qknorm" if qkn_on else "") + _kv_tag(variant)
+        tag = _tag(mode, qkn_on, bias_on, variant)
         add_case(b, f"ops.attention.decode{tag}.h{nh}x{nkv}.hd{hd}.pos{pos}.split{splits}", steps, bufs)
 
 
 def attention_prefill_cases(b, rng, scope):
     """rope (writes the cache rows) then attention prefill, as the engine runs a prefill chunk."""
-    # (n_head, n_kv, head_dim, max_ctx, p0, rows, wg, mode, qk_norm[, KV cache variant]); wg: rows per
-    # workgroup of the prefill entry; head_dim 40 (not a multiple of 16) takes the prefill_wg fallback
-    shapes = [(4, 2, 32, 16, 2, 5, None, "neox", False), (4, 2, 32, 16, 2, 5, None, "neox", False, "f16u32")] \
+    # (n_head, n_kv, head_dim, max_ctx, p0, rows, wg, mode, qk_norm[, KV cache variant][, "bias"]); wg: rows
+    # per workgroup of the prefill entry; head_dim 40 (not a multiple of 16) takes the prefill_wg fallback
+    shapes = [(4, 2, 32, 16, 2, 5, None, "neox", False), (4, 2, 32, 16, 2, 5, None, "neox", False, "f16u32"),
+              (7, 1, 64, 16, 2, 5, None, "neox", False, "bias")] \
         if scope == "browser" else \
         [(8, 2, 64, 48, 0, 13, None, "neox", False), (8, 2, 64, 48, 30, 18, None, "neox", False),
          (2, 2, 32, 16, 3, 5, None, "neox", False), (4, 1, 64, 260, 200, 3, 4, "neox", False),
@@ -425,28 +460,31 @@ def attention_prefill_cases(b, rng, scope):
          (8, 2, 64, 48, 30, 9, None, "norm", False), (16, 8, 128, 48, 20, 7, None, "neox", True),
          (4, 2, 40, 24, 5, 6, None, "norm", True),
          (8, 2, 64, 48, 30, 18, None, "neox", False, "f16"), (8, 2, 64, 48, 30, 9, None, "norm", True, "f16u32"),
-         (4, 2, 40, 24, 5, 6, None, "norm", True, "f16u32")]
-    for nh, nkv, hd, max_ctx, p0, m, wg, mode, qkn_on, *variant in shapes:
-        variant = variant[0] if variant else "f32"
+         (4, 2, 40, 24, 5, 6, None, "norm", True, "f16u32"),
+         (14, 2, 64, 48, 30, 9, None, "neox", False, "bias"), (12, 2, 128, 48, 0, 13, None, "neox", False, "bias", "f16u32")]
+    for nh, nkv, hd, max_ctx, p0, m, wg, mode, qkn_on, *extra in shapes:
+        variant, bias_on = _extras(extra)
         kv, f16 = KV_VARIANTS[variant]
         freqs = rope_freqs(hd, 10000.0)
         width = (nh + 2 * nkv) * hd
         qkv = rng.normal(size=(m, width)).astype(np.float32)
         qkn = _qkn(rng, hd) if qkn_on else None
-        heads = qkv.reshape(m, nh + 2 * nkv, hd)
+        bias = _bias(rng, bias_on, width)
+        heads = biased(qkv, bias).reshape(m, nh + 2 * nkv, hd)
         pos = p0 + np.arange(m)
         kc, vc = _cache(rng, nkv, max_ctx, hd, p0, kv)
         ekc, evc = kc.copy(), vc.copy()
         qr, kr, r_atol, _, _ = _rope_heads(heads, pos, freqs, mode, qkn, nh, 1e-6)
         ekc[:, pos] = kv_round(kr.transpose(1, 0, 2), kv)
         evc[:, pos] = kv_round(heads[:, nh + nkv:].transpose(1, 0, 2), kv)
-        exp_qkv = heads.copy().astype(np.float64)
+        exp_qkv = qkv.reshape(heads.shape).astype(np.float64)      # rope writes the q heads only
         exp_qkv[:, :nh] = qr
         o = np.stack([attention(qr[i], ekc[:, :p + 1], evc[:, :p + 1]) for i, p in enumerate(pos)])
         extra = 2 * qk_norm_ulps(hd) if qkn_on else 0.0
         new = list(pos) if kv == "f16" else []
         atol_o = max(_attn_atol(qr[i], ekc, evc, p + 1, 1, mode, extra, new) for i, p in enumerate(pos))
-        steps = [spec.rope(nh, nkv, hd, max_ctx, m, mode=mode, qk_norm=qkn_on, eps=1e-6, kv=kv, f16=f16),
+        steps = [spec.rope(nh, nkv, hd, max_ctx, m, mode=mode, qk_norm=qkn_on, eps=1e-6, qkv_bias=bias_on, kv=kv,
+                           f16=f16),
                  spec.attention_prefill(nh, nkv, hd, max_ctx, m, wg=wg, kv=kv, f16=f16)]
         bufs = [{"name": "qkv", "data": f32b(qkv), "expect": f32b(exp_qkv), "atol": r_atol},
                 {"name": "freqs", "data": f32b(freqs)},
@@ -455,8 +493,10 @@ def attention_prefill_cases(b, rng, scope):
                 {"name": "o", "size": 4 * m * nh * hd, "expect": f32b(o), "atol": atol_o}]
         if qkn_on:
             bufs.append({"name": "qkn", "data": f32b(qkn)})
-        tag = (".norm" if mode == "norm" else "") + (".qknorm" if qkn_on else "") + _kv_tag(variant)
-        add_case(b, f"ops.attention.prefill{tag}.h{nh}x{nkv}.hd{hd}.p{p0}+{m}", steps, bufs)
+        if bias_on:
+            bufs.append({"name": "qkv_bias", "data": f32b(bias)})
+        add_case(b, f"ops.attention.prefill{_tag(mode, qkn_on, bias_on, variant)}.h{nh}x{nkv}.hd{hd}.p{p0}+{m}",
+                 steps, bufs)
 
 
 def embedding_cases(b, rng, scope):
