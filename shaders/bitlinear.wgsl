@@ -330,13 +330,24 @@ alias ACC = vec2<f32>;
 
 // The activations of one unit (shared by the RB rows of a lane group): common_codes.wgsl's UActs.
 alias Acts = UActs;
-const_assert UACT == 0u || (UW == 4u && QG <= 5u && (UACT == 1u || QG == 4u));   // what acts() reads
+const_assert UACT == 0u || (UACT == 3u && QG == 1u && XA == 0u && UW % 4u == 0u && UW <= 16u)
+              || (UW == 4u && QG <= 5u && (UACT == 1u || QG == 4u));   // what acts() reads
 
 fn acts(u: u32) -> Acts {
 #if A8
     // UACT 1: group g of the unit's 4 words is one aligned vec4 of activation words (element g); UACT 2:
-    // the 4 groups of word c are (element c): one vec4 load each instead of 4 scalar loads from
-    // workgroup memory
+    // the 4 groups of word c are (element c); UACT 3 (one group a word): words 4i .. 4i + 3 are
+    // (element i): one vec4 load each instead of 4 scalar loads from workgroup memory
+    if (UACT == 3u) {                         // (clamped indices: naga checks them where the branch folds away)
+        var a: Acts;
+        let base = (u / UPK) * (BLK / 4u);
+        let k = UW * (u % UPK);
+        a[0] = qa4[(base + fmt_pos(k, 0u)) >> 2u];
+        if (NAV > 1u) { a[min(1u, NAV - 1u)] = qa4[(base + fmt_pos(k + 4u, 0u)) >> 2u]; }
+        if (NAV > 2u) { a[min(2u, NAV - 1u)] = qa4[(base + fmt_pos(k + 8u, 0u)) >> 2u]; }
+        if (NAV > 3u) { a[min(3u, NAV - 1u)] = qa4[(base + fmt_pos(k + 12u, 0u)) >> 2u]; }
+        return a;
+    }
     if (UACT != 0u) {
         var a: Acts;
         let base = (u / UPK) * (BLK / 4u);

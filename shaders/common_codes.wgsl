@@ -29,9 +29,11 @@
 //  The M = 1 unit (bitlinear gemv / gate_up, lmhead PACKED; the kernel gathers the activations,
 //  common_packed.wgsl):
 //   UW, fmt_words(t, bi, j)    a unit is UW code words (4: one 16-byte read), unit j of block bi
+//                         (fmt_words: only common_unit.wgsl's fmt_unit calls it)
 //   UACT                  how a unit's A8 activation words may be read (bitlinear.wgsl): 1 group g of
 //                         the UW = 4 words is one aligned vec4 of activation words; 2 the 4 groups
-//                         of word c are; 0 one activation word at a time
+//                         of word c are; 3 (QG = 1, UW a multiple of 4, at most 16) words 4i .. 4i + 3
+//                         are; 0 one activation word at a time
 //   XA, fmt_xpos(j, i), fmt_xhas(j, i)   XA extra activation words of unit j past its UW QG (word
 //                         fmt_xpos of the block; zero where fmt_xhas is false): TQ1_0's 13th word
 //   fmt_unit(t, bi, j, a) the unit's sum of w . a, scales (and offsets) applied, as f32: a (UActs)
@@ -67,6 +69,8 @@
 //                          vec4<f32> each): the slot of group g of word c, read / write slot s
 //   word_dot(w, a, c)      the QG groups of code word w against word c's activations (common_unit.wgsl:
 //                          the usual fmt_unit, the sum over a unit's words times the block's d)
+//   gsum(a, s0, n)         the values of the n activation words at slots s0 .. s0 + n - 1 summed (asum
+//                          each; for offsets: m sum a); unit_asum(a) = gsum(a, 0, UN)
 //   UN, UPK      activation words per unit (UW QG + XA); units per block (QW / UW)
 
 const M3: u32 = 0x03030303u;
@@ -144,3 +148,20 @@ fn word_dot(w: u32, a: UActs, c: u32) -> WSUM {
     if (QG > 7u) { s += gdot(cs[min(7u, QG - 1u)], uact(a, slot(c, 7u))); }
     return s;
 }
+
+// The values of the activation words at slots s0 .. s0 + n - 1 of a unit, summed (A8: exact int32), in
+// order; n <= 16 with constant arguments keeps every index constant (a format's offsets: m sum a).
+fn gsum(a: UActs, s0: u32, n: u32) -> WSUM {
+    var s = asum(uact(a, s0));
+    if (n > 1u) { s += asum(uact(a, s0 + 1u)); }
+    if (n > 2u) { s += asum(uact(a, s0 + 2u)); }
+    if (n > 3u) { s += asum(uact(a, s0 + 3u)); }
+    if (n > 4u) { s += asum(uact(a, s0 + 4u)); }
+    if (n > 5u) { s += asum(uact(a, s0 + 5u)); }
+    if (n > 6u) { s += asum(uact(a, s0 + 6u)); }
+    if (n > 7u) { s += asum(uact(a, s0 + 7u)); }
+    for (var i = 8u; i < n; i++) { s += asum(uact(a, s0 + i)); }
+    return s;
+}
+
+fn unit_asum(a: UActs) -> WSUM { return gsum(a, 0u, UN); }

@@ -1,9 +1,21 @@
 // common_x2.wgsl (#include common_x2): the float-format interface (see fmt_f32.wgsl) of a 16-bit
 // format from its fmt_x2(v) (the two values of u32 v, element 2j in the low half): F16, BF16.
-// Its lmhead.wgsl section: a unit is one 16-byte element (vec4<u32>), 8 values. (Their dense.wgsl
-// sections differ: F16 reads native f16 where the device has shader-f16.)
+// Its lmhead.wgsl section: a unit is one 16-byte element (vec4<u32>), 8 values; its bitlinear.wgsl
+// section common_float_unit's fmt_v16, two such elements. (Their dense.wgsl sections differ: F16
+// reads native f16 where the device has shader-f16.)
 
+#if SHADER_BITLINEAR
+#include common_float_unit
+// the 16 values of unit bi: two elements of 8
+fn fmt_v16(t: u32, bi: u32) -> array<vec4<f32>, 4> {
+    let a = wv(t, 2u * bi);
+    let b = wv(t, 2u * bi + 1u);
+    return array<vec4<f32>, 4>(vec4<f32>(fmt_x2(a.x), fmt_x2(a.y)), vec4<f32>(fmt_x2(a.z), fmt_x2(a.w)),
+                               vec4<f32>(fmt_x2(b.x), fmt_x2(b.y)), vec4<f32>(fmt_x2(b.z), fmt_x2(b.w)));
+}
+#else
 #include common_u32
+#endif
 
 fn fmt_value(t: u32, e: u32) -> f32 { return fmt_x2(wl(t, e >> 1u))[e & 1u]; }
 fn fmt_x4(t: u32, e4: u32) -> vec4<f32> { return vec4<f32>(fmt_x2(wl(t, 2u * e4)), fmt_x2(wl(t, 2u * e4 + 1u))); }

@@ -1,4 +1,4 @@
-// dense.wgsl: one generic matmul over the weight type, fp32 accumulation.
+// dense.wgsl: one generic matmul over the float weight types (F32, F16, BF16), fp32 accumulation.
 //
 // Maths (one shard = rows [ROW0, ROW0 + N_ROWS) of the full weight, stored as its own buffer):
 //   gemv    y[ROW0 + r]              = sum_k W[r, k] * x[k]                r < N_ROWS
@@ -11,9 +11,8 @@
 // format's include (`#include format`: shaders/fmt_<name>.wgsl, its dense.wgsl section): w is
 // bound as array<DW> (F32 vec4<f32>; F16 vec4<f16> where the device has shader-f16 (F16), else
 // u32 pairs decoded with unpack2x16float, the guaranteed path: SwiftShader has no f16; BF16 u32
-// pairs, element 2j the low half of word j; Q8_0 u32 words of 34-byte blocks, f16 d + 32 x int8
-// q, w = d * q, blocks 2-byte aligned), dense4(e4) its values 4 e4 .. + 3 as f32.
-// K % 4 == 0 (K % 32 == 0 for Q8_0); products and sums in f32.
+// pairs, element 2j the low half of word j), dense4(e4) its values 4 e4 .. + 3 as f32.
+// K % 4 == 0; products and sums in f32.
 //
 // gemv thread mapping: workgroup g (g = wid.x + wid.y * nwg.x, 2-D when > 65535) owns ROWS rows
 // r0 = g * ROWS ..; thread t walks k4 = t, t + WG, ... over the K/4 vec4 columns, loads x once

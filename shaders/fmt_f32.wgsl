@@ -7,13 +7,23 @@
 //   fmt_x4(t, e4)     values 4 e4 .. 4 e4 + 3 of tensor t (K % 4 == 0)
 //   WT, WPT, fmt_wt   u32 words (common_u32.wgsl: the kernels that bind array<WT>)
 // and a section per float kernel that binds the weights its own way (SHADER_<NAME>: bitweb.shaders):
+//   bitlinear.wgsl  the M = 1 unit of common_float_unit.wgsl (vec4<u32> elements): fmt_v16(t, bi),
+//                 the 16 values of unit bi (f32 activations only)
 //   dense.wgsl    DW (it binds w: array<DW>), dense_wl(i) (word i), dense4(e4) (fmt_x4 from w)
 //   lmhead.wgsl   HW (it binds w: array<HW>), head_wl(i), UNIT (values one lane reads at once);
 //                 head_unit(r, u) = sum over unit u of row r of W m (m staged: xs); XDIRECT (one
 //                 value per element): unit_m(xb, u), the m under unit u, and unit_x(r, u, m)
 // 16-bit formats also: fmt_x2(v), the two values packed in the u32 v (element 2j is the low half).
 
+#if SHADER_BITLINEAR
+#include common_float_unit
+fn fmt_v16(t: u32, bi: u32) -> array<vec4<f32>, 4> {
+    return array<vec4<f32>, 4>(bitcast<vec4<f32>>(wv(t, 4u * bi)), bitcast<vec4<f32>>(wv(t, 4u * bi + 1u)),
+                               bitcast<vec4<f32>>(wv(t, 4u * bi + 2u)), bitcast<vec4<f32>>(wv(t, 4u * bi + 3u)));
+}
+#else
 #include common_u32
+#endif
 
 fn fmt_value(t: u32, e: u32) -> f32 { return bitcast<f32>(wl(t, e)); }
 fn fmt_x4(t: u32, e4: u32) -> vec4<f32> {

@@ -1,47 +1,72 @@
-// fmt_q8_0.wgsl (#include format: Q8_0): Q8_0 weights, blocks of 32 values in 34 bytes: f16 d,
-// then int8 q[32]; w = d * q. Blocks start 2-byte aligned (common_bytes).
-// The float-format interface (see fmt_f32.wgsl; K % 32 == 0); the kernels bind u32 words. Its
-// lmhead.wgsl unit is a pair of blocks (68 bytes = 17 whole words, 64 values; K % 64 == 0):
-// word 0 = d0 | q0[0..1], words 1..7 = q0[2..29], word 8 = q0[30..31] | d1, 9..16 = q1.
+// fmt_q8_0.wgsl (#include format: Q8_0): ggml's Q8_0, in the packed-format interface of
+// common_codes.wgsl, and fmt_value(t, e) (the table role: embedding.wgsl, requant's output).
+//
+// 32 values per 34-byte block (2-byte aligned): f16 d, int8 q[32]; w = d q. A code is a byte of q
+// xor 0x80 (q + 128, ZP 128: code8 gives q back, code4 q as f32). Code word k (k < 8) holds values
+// 4k .. 4k + 3, one group. A quad (M > 1) is words 4u .. 4u + 3 (u < 2: 16 values, one plane); the
+// M = 1 unit is the whole block, read as the 9 u32 words that hold it (q8_words: the block starts
+// at the low or the high half of its first word), its activations 2 aligned vec4s (UACT 3).
 
 #include common_bytes
 #include common_u32
+#include common_codes
+
+const QW: u32 = 8u;
+const QG: u32 = 1u;
+const ZP: u32 = 128u;
+const PDM: bool = false;
+const UACT: u32 = 3u;
+const UW: u32 = 8u;
+const XA: u32 = 0u;
+const ZROW: f32 = 0.0;
+const SIGN: u32 = 0x80808080u;
+
+fn fmt_word(t: u32, bi: u32, k: u32) -> u32 { return ldb(t, bi * BBYTES + 2u + 4u * k) ^ SIGN; }
+fn fmt_quad(t: u32, bi: u32, u: u32) -> vec4<u32> { return ld16(t, bi * BBYTES + 2u + 16u * u) ^ vec4<u32>(SIGN); }
+fn fmt_group(w: u32, g: u32) -> u32 { return w; }
+fn fmt_codes(w: u32) -> array<u32, QG> { return array<u32, QG>(w); }
+fn fmt_pos(k: u32, g: u32) -> u32 { return k; }
+fn fmt_has(k: u32, g: u32) -> bool { return true; }
+fn fmt_xpos(j: u32, i: u32) -> u32 { return 0u; }
+fn fmt_xhas(j: u32, i: u32) -> bool { return false; }
+fn fmt_pslot(p: u32, e: u32) -> vec2<u32> { return vec2<u32>(e, 0u); }
+fn fmt_dm(t: u32, bi: u32, u: u32, p: u32) -> vec2<f32> { return vec2<f32>(ldh(t, bi * BBYTES), 0.0); }
+fn fmt_ws(t: u32, nb: u32) -> f32 { return 1.0; }
+
+// the block's d and its 8 code words from the 9 u32 words that hold it (block bi starts at byte
+// 34 bi: the low half of its first word for even bi, the high half for odd bi)
+struct Q8 { d: f32, c: array<u32, 8> }
+fn q8_words(t: u32, bi: u32) -> Q8 {
+    let i = (bi * BBYTES) >> 2u;
+    let w0 = wl(t, i);
+    let w1 = wl(t, i + 1u);
+    let w2 = wl(t, i + 2u);
+    let w3 = wl(t, i + 3u);
+    let w4 = wl(t, i + 4u);
+    let w5 = wl(t, i + 5u);
+    let w6 = wl(t, i + 6u);
+    let w7 = wl(t, i + 7u);
+    let w8 = wl(t, i + 8u);
+    if ((bi & 1u) == 1u) {
+        return Q8(unpack2x16float(w0).y, array<u32, 8>(w1 ^ SIGN, w2 ^ SIGN, w3 ^ SIGN, w4 ^ SIGN, w5 ^ SIGN,
+                                                     w6 ^ SIGN, w7 ^ SIGN, w8 ^ SIGN));
+    }
+    return Q8(unpack2x16float(w0).x,
+              array<u32, 8>(((w0 >> 16u) | (w1 << 16u)) ^ SIGN, ((w1 >> 16u) | (w2 << 16u)) ^ SIGN,
+                            ((w2 >> 16u) | (w3 << 16u)) ^ SIGN, ((w3 >> 16u) | (w4 << 16u)) ^ SIGN,
+                            ((w4 >> 16u) | (w5 << 16u)) ^ SIGN, ((w5 >> 16u) | (w6 << 16u)) ^ SIGN,
+                            ((w6 >> 16u) | (w7 << 16u)) ^ SIGN, ((w7 >> 16u) | (w8 << 16u)) ^ SIGN));
+}
+
+fn fmt_unit(t: u32, bi: u32, j: u32, a: UActs) -> f32 {
+    let b = q8_words(t, bi);
+    let s = word_dot(b.c[0], a, 0u) + word_dot(b.c[1], a, 1u) + word_dot(b.c[2], a, 2u) + word_dot(b.c[3], a, 3u)
+          + word_dot(b.c[4], a, 4u) + word_dot(b.c[5], a, 5u) + word_dot(b.c[6], a, 6u) + word_dot(b.c[7], a, 7u);
+    return f32(s) * b.d;
+}
 
 fn fmt_value(t: u32, e: u32) -> f32 {
     let b = (e / 32u) * 34u;                          // block start (bytes, even)
     let qb = b + 2u + e % 32u;                        // byte of q
     return ldh(t, b) * f32(extractBits(bitcast<i32>(wl(t, qb >> 2u)), (qb & 3u) * 8u, 8u));
 }
-fn fmt_x4(t: u32, e4: u32) -> vec4<f32> {
-    let b = (e4 / 8u) * 34u;
-    return ldh(t, b) * vec4<f32>(unpack4xI8(ldb(t, b + 2u + (e4 % 8u) * 4u)));
-}
-
-#if SHADER_DENSE
-alias DW = u32;
-fn dense_wl(i: u32) -> u32 { return w[i]; }
-fn dense4(e4: u32) -> vec4<f32> { return fmt_x4(0u, e4); }
-#endif
-
-#if SHADER_LMHEAD
-alias HW = u32;
-const UNIT: u32 = 64u;
-fn head_wl(i: u32) -> u32 { return w[i]; }
-fn head_unit(r: u32, u: u32) -> f32 {
-    let o = (r * (K / 64u) + u) * 17u;
-    let j = u * 16u;                          // first vec4 of m under this pair
-    let w0 = w[o];
-    var prev = w0 >> 16u;
-    var s0 = 0.0;
-    for (var i = 1u; i < 9u; i++) {
-        let wi = w[o + i];
-        s0 += dot(vec4<f32>(unpack4xI8(prev | (wi << 16u))), xs[j + i - 1u]);
-        prev = wi >> 16u;
-    }
-    var s1 = 0.0;
-    for (var i = 0u; i < 8u; i++) {
-        s1 += dot(vec4<f32>(unpack4xI8(w[o + 9u + i])), xs[j + 8u + i]);
-    }
-    return unpack2x16float(w0).x * s0 + unpack2x16float(w[o + 8u] >> 16u).x * s1;
-}
-#endif

@@ -1,4 +1,4 @@
-"""bitweb.blockquant: ggml's block-quantized types (Q4_0 ... Q6_K) against gguf-py and ggml, bit for bit.
+"""bitweb.formats' ggml block-quantized types (Q4_0 ... Q6_K, and Q8_0) against gguf-py and ggml, bit for bit.
 
 Oracles: gguf-py's gguf.quants (dequantize for every type here; quantize for Q4_0, Q4_1, Q5_0, Q5_1,
 Q8_0: gguf-py has no K-quant encoder); ggml's own quantize_row_*_ref bytes for 45 rows of 15 input
@@ -13,13 +13,17 @@ from gguf import GGML_QUANT_SIZES, GGUFReader
 from gguf import GGMLQuantizationType as Q
 from gguf import quants as gq
 
-from bitweb import blockquant as B
 from bitweb import formats as F
 from bitweb.formats import FormatError
 from tests.conftest import ROOT, need
 
-NAMES = list(B._BY_NAME)                         # Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K Q4_K Q5_K Q6_K
+INTEGER = [f.name for f in F.TYPES.values() if f.kind == "integer"]   # Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K .. Q6_K
+NAMES = INTEGER
 LEGACY = ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0"]
+
+
+def f16_at(c):
+    return c.f16_at
 VECTORS = ROOT / "tests" / "data" / "blockquant_ggml.npz"
 SMOLLM2 = ROOT / "build" / "assets" / "SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -50,7 +54,7 @@ def families(rng, rows):
 def zero_sign_free(c, raw):
     """[n, type_size] blocks with every -0.0 fp16 field made +0.0 (see test_quantize_matches_ggml)."""
     out = np.frombuffer(raw, np.uint8).reshape(-1, c.type_size).copy()
-    for at in c.f16_at:
+    for at in f16_at(c):
         out[(out[:, at] == 0) & (out[:, at + 1] == 0x80), at + 1] = 0
     return out
 
@@ -59,22 +63,24 @@ def zero_sign_free(c, raw):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_ids_and_sizes_match_gguf_py(name):
-    c = B.get(name)
+    c = F.by_name(name)
     assert c.type_id == int(getattr(Q, name))
     assert (c.block_size, c.type_size) == GGML_QUANT_SIZES[getattr(Q, name)]
-    assert B.get(c.type_id) is c and B.get(name.lower()) is c and B.CODECS[c.type_id] is c
-    assert c.block_size % c.unit == 0 and c.nbytes(3 * c.block_size) == 3 * c.type_size
+    assert F.get(c.type_id) is c and F.get(name.lower()) is c and F.TYPES[c.type_id] is c
+    assert c.nbytes(3 * c.block_size) == 3 * c.type_size
+    if c.kind == "integer":
+        assert c.block_size % c.scale_block == 0 and c.packed and not c.a8
 
 
 def test_unknown_type_and_bad_lengths_raise():
-    with pytest.raises(FormatError, match="no block codec for GGML type 99"):
-        B.get(99)
+    with pytest.raises(FormatError, match="unknown GGML type id 99"):
+        F.get(99)
     with pytest.raises(FormatError, match="Q4_K: 100 values is not a whole number of 256-value blocks"):
-        B.quantize("Q4_K", np.zeros(100, np.float32))
-    with pytest.raises(FormatError, match="Q5_1: 33 bytes is not a whole number of 24-byte blocks"):
-        B.dequantize("Q5_1", bytes(33))
+        F.quantize("Q4_K", np.zeros(100, np.float32))
+    with pytest.raises(FormatError, match="Q5_1: 64 values need 48 bytes, got 33"):
+        F.dequantize("Q5_1", bytes(33), 64)
     with pytest.raises(FormatError, match="Q6_K: 512 values need 420 bytes, got 210"):
-        B.dequantize("Q6_K", bytes(210), 512)
+        F.dequantize("Q6_K", bytes(210), 512)
 
 
 # ---- dequantize -----------------------------------------------------------------------------------
@@ -82,7 +88,7 @@ def test_unknown_type_and_bad_lengths_raise():
 @pytest.mark.parametrize("name", NAMES)
 def test_dequantize_random_bytes_matches_gguf_py(name):
     """Arbitrary bytes, NaN / inf / subnormal fp16 scales included: the same float32 bits."""
-    c = B.get(name)
+    c = F.by_name(name)
     rng = np.random.default_rng(NAMES.index(name))
     raw = rng.integers(0, 256, (64, c.type_size), dtype=np.uint8)
     raw[0] = 0
@@ -92,17 +98,22 @@ def test_dequantize_random_bytes_matches_gguf_py(name):
     assert mine.dtype == np.float32 and np.array_equal(bits(mine), bits(ref))
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", INTEGER)
 def test_units_reproduce_dequantize(name):
-    """w = s*q + o over units of `unit` consecutive values, q int8 within q_range: equal to gguf-py's
-    dequantize bit for bit wherever the value is not NaN (random bytes: NaN scales give NaN either
-    way, the NaN's sign may differ), and every code of q_range occurs."""
-    c = B.get(name)
+    """w = s*q + o over units of scale_block consecutive values, q int8 within q_range: equal to
+    gguf-py's dequantize bit for bit wherever the value is not NaN (random bytes: NaN scales give NaN
+    either way, the NaN's sign may differ), and every code of q_range occurs. unpack is the same
+    (q, s, o), o None for a format without offsets."""
+    c = F.by_name(name)
     rng = np.random.default_rng(50 + NAMES.index(name))
     raw = rng.integers(0, 256, (256, c.type_size), dtype=np.uint8)
-    q, s, o = c.units(raw.tobytes())
-    n_units = 256 * c.block_size // c.unit
-    assert q.dtype == np.int8 and q.shape == (n_units, c.unit)
+    q, s, o = c.units(raw.tobytes(), 256 * c.block_size)
+    n_units = 256 * c.block_size // c.scale_block
+    q = q.reshape(n_units, c.scale_block)
+    with np.errstate(all="ignore"):
+        uq, us, uo = c.unpack(raw.tobytes(), 256 * c.block_size)
+    assert np.array_equal(uq, q.reshape(-1)) and np.array_equal(us, s, equal_nan=True)
+    assert (uo is None) == (not c.offsets) and (uo is None or np.array_equal(uo, o, equal_nan=True))
     assert s.dtype == o.dtype == np.float32 and s.shape == o.shape == (n_units,)
     assert (q.min(), q.max()) == c.q_range
     with np.errstate(all="ignore"):
@@ -114,7 +125,8 @@ def test_units_reproduce_dequantize(name):
     # finite scales (what a quantizer writes): exact everywhere
     x = rng.standard_normal(4 * c.block_size).astype(np.float32)
     b = c.quantize(x)
-    q, s, o = c.units(b)
+    q, s, o = c.units(b, x.size)
+    q = q.reshape(s.size, -1)
     assert np.array_equal(bits((s[:, None] * q.astype(np.float32) + o[:, None]).reshape(-1)),
                           bits(gq.dequantize(np.frombuffer(b, np.uint8), getattr(Q, name))))
 
@@ -123,7 +135,7 @@ def test_units_reproduce_dequantize(name):
 
 @pytest.mark.parametrize("name", LEGACY)
 def test_legacy_quantize_matches_gguf_py(name):
-    c = B.get(name)
+    c = F.by_name(name)
     x = families(np.random.default_rng(10 + LEGACY.index(name)), 44)
     mine = c.quantize(x)
     assert isinstance(mine, bytes) and mine == gq.quantize(x, getattr(Q, name)).tobytes()
@@ -142,7 +154,7 @@ def test_quantize_matches_ggml(name):
     """ggml's saved bytes. K-quants: equal. Legacy types follow gguf-py, which differs from ggml only
     in a zero fp16 scale's sign (-0.0 in ggml) when a block holds -0.0; equal once those are +0.0."""
     v = np.load(VECTORS)
-    c = B.get(name)
+    c = F.by_name(name)
     mine = c.quantize(v["x"])
     ref = v[name].tobytes()
     assert len(mine) == len(ref) == c.nbytes(v["x"].size)
@@ -153,21 +165,22 @@ def test_quantize_matches_ggml(name):
         assert mine == ref
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", INTEGER)
 def test_roundtrip_is_gguf_py_dequantize_and_nearest(name):
     """dequantize(quantize(x)) is gguf-py's dequantize of the same bytes, finite, and every value's
     code is the nearest one at its unit's stored scale, or the end code with x beyond that end.
     Tolerance: |x - w| <= |s|/2 (1 + 2^-20) + 2^-21 (|x| + |o| + |s q|) (float32 rounding); legacy
     types pick codes with the unrounded scale and min, so also + |q| (2^-10 |s| + 2^-24) + 2^-10 |o|
     (fp16 rounding of the scale, subnormal ones included, and of the min)."""
-    c = B.get(name)
+    c = F.by_name(name)
     x = families(np.random.default_rng(30 + NAMES.index(name)), 88)
     b = c.quantize(x)
     w = c.dequantize(b, x.size)
     assert np.array_equal(bits(w), bits(gq.dequantize(np.frombuffer(b, np.uint8), getattr(Q, name))))
     assert np.isfinite(w).all()
-    q, s, o = c.units(b)
-    xu, wu, qf = x.reshape(-1, c.unit), w.reshape(-1, c.unit), q.astype(np.float32)
+    q, s, o = c.units(b, x.size)
+    q = q.reshape(s.size, -1)
+    xu, wu, qf = x.reshape(-1, c.scale_block), w.reshape(-1, c.scale_block), q.astype(np.float32)
     s2, o2 = s[:, None], o[:, None]
     tol = np.abs(s2) / 2 * (1 + 2.0 ** -20) + 2.0 ** -21 * (np.abs(xu) + np.abs(o2) + np.abs(s2 * qf))
     if name in LEGACY:
@@ -188,39 +201,39 @@ RMSE = {"Q4_0": 0.095, "Q4_1": 0.086, "Q5_0": 0.047, "Q5_1": 0.042, "Q8_0": 0.00
 @pytest.mark.parametrize("name", NAMES)
 def test_roundtrip_error_on_normal_values(name):
     x = np.random.default_rng(7).standard_normal((32, 256)).astype(np.float32)
-    c = B.get(name)
-    rmse = float(np.sqrt(np.mean((c.dequantize(c.quantize(x)) - x.reshape(-1)) ** 2)))
+    c = F.by_name(name)
+    rmse = float(np.sqrt(np.mean((c.dequantize(c.quantize(x), x.size) - x.reshape(-1)) ** 2)))
     assert rmse <= RMSE[name]
     if name in ("Q4_K", "Q5_K"):
-        legacy = B.get(name[:2] + "_1")
-        assert rmse < float(np.sqrt(np.mean((legacy.dequantize(legacy.quantize(x)) - x.reshape(-1)) ** 2)))
+        legacy = F.by_name(name[:2] + "_1")
+        assert rmse < float(np.sqrt(np.mean((legacy.dequantize(legacy.quantize(x), x.size) - x.reshape(-1)) ** 2)))
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", INTEGER)
 def test_edge_blocks(name):
     """All zeros -> exact zeros; constants (either sign) -> within fp16's rounding; one sign only stays
     on that side (up to a half step); large and tiny magnitudes stay finite."""
-    c = B.get(name)
+    c = F.by_name(name)
     n = c.block_size * 2 if c.block_size == 256 else 256
     zeros = np.zeros(n, np.float32)
-    assert not np.any(c.dequantize(c.quantize(zeros)))
+    assert not np.any(c.dequantize(c.quantize(zeros), n))
     for v in (1.0, -1.0, 0.37, -1234.5):
-        w = c.dequantize(c.quantize(np.full(n, v, np.float32)))
+        w = c.dequantize(c.quantize(np.full(n, v, np.float32)), n)
         assert np.abs(w - v).max() <= abs(v) * 2.0 ** -8, (v, w[:4])
     rng = np.random.default_rng(3)
     neg = -np.abs(rng.standard_normal(n)).astype(np.float32) - 0.5
     b = c.quantize(neg)
-    q, s, o = c.units(b)
-    assert (c.dequantize(b) <= (np.abs(s) / 2).repeat(c.unit) * 1.001).all()
+    q, s, o = c.units(b, n)
+    assert (c.dequantize(b, n) <= (np.abs(s) / 2).repeat(c.scale_block) * 1.001).all()
     for scale in (1e4, 1e-6, 1e-20):            # 1e4: |x| up to ~4e4, under Q4_1 / Q5_1's fp16 min
         x = (rng.standard_normal(n) * scale).astype(np.float32)
-        w = c.dequantize(c.quantize(x))
+        w = c.dequantize(c.quantize(x), n)
         assert np.isfinite(w).all() and np.abs(w - x).max() <= np.abs(x).max() * 0.75 + 2.0 ** -14
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", INTEGER)
 def test_bad_input_raises(name):
-    c = B.get(name)
+    c = F.by_name(name)
     x = np.zeros(c.block_size * 2, np.float32)
     x[c.block_size + 5] = np.nan
     with pytest.raises(FormatError, match=f"{name}: cannot quantize non-finite value nan at index {c.block_size + 5}"):
@@ -237,15 +250,10 @@ def test_bad_input_raises(name):
 
 @pytest.fixture(scope="module")
 def smollm2():
-    """(gguf-py's GGUFReader, bitweb.gguf's GGUFFile) of the real file. Until the Q4_1 format is
-    registered in bitweb.formats, its codec (the same name / id / sizes / nbytes) stands in while the
-    header is read."""
+    """(gguf-py's GGUFReader, bitweb.gguf's GGUFFile) of the real file."""
     need(SMOLLM2.exists(), f"{SMOLLM2.relative_to(ROOT)} is missing: run tools/setup.sh --test")
     from bitweb import gguf
-    with pytest.MonkeyPatch.context() as mp:
-        if B.Q4_1.type_id not in F.TYPES:
-            mp.setitem(F.TYPES, B.Q4_1.type_id, B.CODECS[B.Q4_1.type_id])
-        bw = gguf.open_gguf(str(SMOLLM2))
+    bw = gguf.open_gguf(str(SMOLLM2))
     yield GGUFReader(str(SMOLLM2)), bw
     bw.close()
 
@@ -260,6 +268,10 @@ def test_real_file_tables_agree(smollm2):
             (int(t.tensor_type), tuple(int(d) for d in t.shape), t.data_offset, t.n_bytes, t.n_elements)
         kinds[t.tensor_type.name] = kinds.get(t.tensor_type.name, 0) + 1
     assert kinds == {"Q4_1": 210, "Q8_0": 1, "F32": 61}
+
+
+def info_format(bw, name):
+    return bw.tensors[name].format
 
 
 FULL = ["blk.0.attn_q.weight", "blk.0.ffn_down.weight", "blk.29.ffn_up.weight", "output_norm.weight",
@@ -279,7 +291,8 @@ def test_real_file_dequantizes_like_gguf_py(smollm2):
         if t.tensor_type == Q.F32:
             assert np.array_equal(bits(F.TYPES[0].dequantize(raw, t.n_elements)), bits(t.data.reshape(-1)))
             continue
-        c = B.get(int(t.tensor_type))
+        c = F.get(int(t.tensor_type))
+        assert info_format(bw, t.name) is c
         blocks = np.frombuffer(raw, np.uint8).reshape(-1, c.type_size)
         if t.name in FULL:
             pick = np.arange(blocks.shape[0])
@@ -287,7 +300,51 @@ def test_real_file_dequantizes_like_gguf_py(smollm2):
             pick = np.arange(1000 * int(t.shape[0]) // c.block_size)
         else:
             pick = np.unique(np.r_[0, blocks.shape[0] - 1, rng.integers(0, blocks.shape[0], 32)])
-        mine = c.dequantize(blocks[pick])
+        mine = c.dequantize(blocks[pick], pick.size * c.block_size)
         ref = gq.dequantize(ref_raw.reshape(-1, c.type_size)[pick], t.tensor_type).reshape(-1)
         assert np.array_equal(bits(mine), bits(ref)), t.name
     assert {n for n in FULL} <= {t.name for t in reader.tensors}
+
+
+# ---- pack (the kernel cases' and the generator's encoder of given codes and scales) -----------------
+
+@pytest.mark.parametrize("name", INTEGER)
+def test_pack_is_unpack_inverse(name):
+    """pack(unpack(b)) gives the values of b: the legacy types the same bytes, the K-quants the same
+    (q, d, m) (a super-block's fp16 scale may come out as another factor of the same sub-block scales);
+    dyadic scales (the kernel cases') round-trip exactly; and pack is gguf-py's layout: its dequantize of
+    packed bytes is q d + m."""
+    c = F.by_name(name)
+    n = 4 * c.block_size
+    x = np.random.default_rng(60 + NAMES.index(name)).standard_normal(n).astype(np.float32)
+    b = c.quantize(x)
+    q, d, m = c.unpack(b, n)
+    again = c.pack(q, d, m)
+    if c.block_size == 32:
+        assert again == b
+    q2, d2, m2 = c.unpack(again, n)
+    assert np.array_equal(q2, q) and np.array_equal(bits(d2), bits(d)) and (m is None or np.array_equal(m2, m))
+    rng = np.random.default_rng(70 + NAMES.index(name))
+    q = c.random_codes(rng, n)
+    d = rng.integers(1, 8, n // c.scale_block) / 64.0
+    m = -rng.integers(0, 8, n // c.scale_block) / 64.0 if c.offsets else None
+    packed = c.pack(q, d, m)
+    q2, d2, m2 = c.unpack(packed, n)
+    assert np.array_equal(q2, q) and np.array_equal(d2, d) and (m is None or np.array_equal(m2, m))
+    want = (q.reshape(-1, c.scale_block) * d[:, None] + (0 if m is None else m[:, None])).reshape(-1)
+    assert np.array_equal(gq.dequantize(np.frombuffer(packed, np.uint8), getattr(Q, name)).reshape(-1),
+                          want.astype(np.float32))
+
+
+def test_pack_refuses_what_it_cannot_store():
+    with pytest.raises(FormatError, match=r"Q4_K values must be in \[0, 15\]"):
+        F.Q4_K.pack(np.full(256, 16), 1.0, -1.0)
+    with pytest.raises(FormatError, match="Q4_0 has no offsets"):
+        F.Q4_0.pack(np.zeros(32, np.int8), 1.0, 0.5)
+    with pytest.raises(FormatError, match="Q2_K: the scales of super-block 1 are not integer multiples in "
+                                          r"\[0, 15\] of one fp16 value"):
+        F.Q2_K.pack(np.zeros(512, np.int8), np.r_[np.ones(16), np.arange(1, 17)] / 8)
+    with pytest.raises(FormatError, match="Q6_K: need 1 or 32 scales"):
+        F.Q6_K.pack(np.zeros(512, np.int8), np.ones(3))
+    with pytest.raises(FormatError, match="Q4_K: the mins of super-block 0"):
+        F.Q4_K.pack(np.zeros(256, np.int8), 1.0, np.r_[np.ones(4), -np.ones(4)])   # mins of both signs

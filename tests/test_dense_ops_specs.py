@@ -44,7 +44,7 @@ def test_gemv_one_step_per_shard_and_2d_grid():
 
 @pytest.mark.parametrize("call, msg", [
     (lambda: dense.gemv("F16", 66, 4), "n_in = 66 must be a positive multiple of 4"),
-    (lambda: dense.gemv("Q8_0", 48, 4), "multiple of 32"),
+    (lambda: dense.gemv("Q8_0", 64, 4), "format 'Q8_0' not supported"),        # an integer format: bitlinear reads it
     (lambda: dense.gemv("Q4_K", 64, 4), "'Q4_K' not supported"),
     (lambda: dense.gemv("F32", 64, 4, wg=48), "wg = 48 must be a power of two"),
     (lambda: dense.gemv("F32", 64, 10, shards=[(0, 4), (5, 10)]), "do not cover rows 0..10"),

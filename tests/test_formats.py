@@ -1,6 +1,7 @@
 """bitweb.formats against gguf-py's numpy quantizers (bit for bit) and hand-built layouts.
 
-Oracles: gguf.quants for F16/BF16/Q8_0/TQ1_0/TQ2_0 (quantize and dequantize);
+Oracles: gguf.quants for F16/BF16/TQ1_0/TQ2_0 (quantize and dequantize; Q8_0 and the other
+integer formats: tests/test_blockquant.py);
 for I2_S and Q1_0 (which gguf-py cannot quantize) expected bytes are built by
 hand in this file from the layouts in bitweb/formats.py's docstring, bit by bit, with
 plain Python loops that share no code with bitweb.formats.
@@ -16,7 +17,7 @@ from gguf import quants as gq
 
 from bitweb import formats as F
 
-GGUFPY = ["F16", "BF16", "Q8_0", "TQ1_0", "TQ2_0"]
+GGUFPY = ["F16", "BF16", "TQ1_0", "TQ2_0"]
 
 
 def bits_equal(a, b):
@@ -89,9 +90,10 @@ def test_i2_s_size_and_registry():
 def test_registry_is_exactly_the_supported_types():
     assert {i: f.name for i, f in F.TYPES.items()} == {
         0: "F32", 1: "F16", 30: "BF16", 8: "Q8_0", 34: "TQ1_0", 35: "TQ2_0", 36: "I2_S", 41: "Q1_0",
-        42: "Q2_0", 142: "Q2_0_G128"}
-    with pytest.raises(F.FormatError, match="Q4_K"):
-        F.by_name("Q4_K")
+        42: "Q2_0", 142: "Q2_0_G128", 2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1", 10: "Q2_K", 11: "Q3_K",
+        12: "Q4_K", 13: "Q5_K", 14: "Q6_K"}
+    with pytest.raises(F.FormatError, match="IQ4_XS"):
+        F.by_name("IQ4_XS")
 
 
 def test_registry_facts():
@@ -100,25 +102,35 @@ def test_registry_facts():
         assert f.kind in F.KINDS and f.roles and set(f.roles) <= set(F.ROLES), f
         assert f.include.startswith("fmt_") and f.packed == (f.kind != "float"), f
         assert getattr(F, f.name) is f and F.get(f) is f and F.get(f.type_id) is f, f
-        assert f.wgsl_constants()["BLK"] == f.block_size and f.wgsl_constants()["BBYTES"] == f.type_size
+        blk = f.block_size if f.packed else 16          # a float format: bitlinear.wgsl's lane unit of 16 values
+        assert f.wgsl_constants()["BLK"] == blk and f.wgsl_constants()["BBYTES"] == blk // f.block_size * f.type_size
         assert (f.planes is not None) == f.packed and (f.scale_block is None) == (f.tensor_scale or not f.packed)
     assert F.select("norm") == (F.F32,)
-    assert F.select(packed=False) == (F.F32, F.F16, F.BF16, F.Q8_0)
-    assert F.select("linear", packed=True) == (F.I2_S, F.TQ2_0, F.TQ1_0, F.Q1_0, F.Q2_0, F.Q2_0_G128)
-    assert F.select("table", packed=True) == (F.Q1_0, F.Q2_0, F.Q2_0_G128)
-    assert [f.kind for f in F.select(packed=True)] == ["ternary"] * 3 + ["binary"] + ["ternary"] * 2
+    assert F.select(packed=False) == (F.F32, F.F16, F.BF16)
+    integer = (F.Q4_0, F.Q4_1, F.Q5_0, F.Q5_1, F.Q8_0, F.Q2_K, F.Q3_K, F.Q4_K, F.Q5_K, F.Q6_K)
+    assert F.select("linear", packed=True) == (F.I2_S, F.TQ2_0, F.TQ1_0, F.Q1_0, F.Q2_0, F.Q2_0_G128) + integer
+    assert F.select("table", packed=True) == (F.Q1_0, F.Q2_0, F.Q2_0_G128) + integer
+    assert [f.kind for f in F.select(packed=True)] == ["ternary"] * 3 + ["binary"] + ["ternary"] * 2 + ["integer"] * 10
+    assert [f for f in F.TYPES.values() if f.a8] == [F.I2_S, F.TQ2_0, F.TQ1_0, F.Q1_0, F.Q2_0, F.Q2_0_G128]
     assert [f for f in F.TYPES.values() if f.tensor_scale] == [F.I2_S]
+    assert [f for f in F.TYPES.values() if f.offsets] == [F.Q4_1, F.Q5_1, F.Q2_K, F.Q4_K, F.Q5_K]
+    assert {f.name: (f.scale_block, f.q_range, f.planes) for f in integer} == {
+        "Q4_0": (32, (-8, 7), 2), "Q4_1": (32, (0, 15), 2), "Q5_0": (32, (-16, 15), 1), "Q5_1": (32, (0, 31), 1),
+        "Q8_0": (32, (-128, 127), 1), "Q2_K": (16, (0, 3), 4), "Q3_K": (16, (-4, 3), 1), "Q4_K": (32, (0, 15), 2),
+        "Q5_K": (32, (0, 31), 1), "Q6_K": (16, (-32, 31), 1)}
     # general.file_type (llama_ftype): llama.cpp's values; 40 is also bitnet.cpp's MOSTLY_I2_S, 141
     # PrismML's MOSTLY_PQ2_0 (its 128-value Q2_0)
+    # (a model of one K-quant everywhere is llama.cpp's "_S" mix: MOSTLY_Q3_K_S 11, Q4_K_S 14, Q5_K_S 16)
     assert {f.name: f.file_type for f in F.TYPES.values()} == {
         "I2_S": 40, "TQ2_0": 37, "TQ1_0": 36, "Q1_0": 40, "Q2_0": 41, "Q2_0_G128": 141, "F32": 0, "F16": 1,
-        "BF16": 32, "Q8_0": 7}
+        "BF16": 32, "Q8_0": 7, "Q4_0": 2, "Q4_1": 3, "Q5_0": 8, "Q5_1": 9, "Q2_K": 10, "Q3_K": 11, "Q4_K": 14,
+        "Q5_K": 16, "Q6_K": 18}
     with pytest.raises(F.FormatError, match="role"):
         F.select("lm_head")
     with pytest.raises(F.FormatError, match="not a packed format"):
         F.F16.pack(np.ones(4, np.int8), 1.0)
     with pytest.raises(F.FormatError, match="not a packed format"):
-        F.Q8_0.unpack(bytes(34), 32)
+        F.BF16.unpack(bytes(64), 32)
 
 
 def test_every_list_of_formats_is_derived_from_the_registry():
@@ -128,11 +140,11 @@ def test_every_list_of_formats_is_derived_from_the_registry():
     from bitweb.kernels import bitlinear, dense, lmhead, ops, requant
     assert model.LINEAR_TYPES == F.select("linear")
     assert model.EMBD_TYPES == F.select("table") and model.NORM_TYPES == F.select("norm")
-    assert bitlinear.FORMATS == F.select(packed=True)
+    assert bitlinear.FORMATS == F.select("linear")
     assert dense.WTYPES == F.select(packed=False)
     assert ops.TABLE_TYPES == F.select("table") and lmhead.TYPES == F.select("table")
     assert all(lmhead.supported(f, 4096) for f in F.select("table"))
-    assert [lmhead.unit(f) for f in F.select(packed=False)] == [4, 8, 8, 64]
+    assert [lmhead.unit(f) for f in F.select(packed=False)] == [4, 8, 8]
     assert set(requant.SRC_TYPES) == {f for f in F.TYPES.values() if not f.packed and f.block_size == 1}
     assert cli.FORMATS == [f.name.lower() for f in F.select("linear")]
     assert makemodel.LINEAR_TYPE == {f.name.lower(): f for f in F.select("linear")}
@@ -150,14 +162,23 @@ def test_random_blocks_and_weights_are_valid():
         assert np.isfinite(f.dequantize(raw + f.tail(0.5), n)).all(), f
         if f.packed:
             q, d, m = f.unpack(raw + f.tail(0.5), n)
-            assert set(np.unique(q)) <= {-1, 0, 1} and m is None, f
+            assert q.min() >= f.q_range[0] and q.max() <= f.q_range[1] and (m is None) == (not f.offsets), f
+            assert np.isfinite(d).all() and (m is None or np.isfinite(m).all()), f
     g = np.random.default_rng(3)
     for f in F.select("linear"):
         t = f.random_values(g, (4, 256))
         assert t.dtype == np.int8 and set(np.unique(t)) <= ({-1, 1} if f.kind == "binary" else {-1, 0, 1}), f
         w = f.dequantize(f.random_bytes(g, t, 0.5), t.size).reshape(t.shape)
         s = np.abs(w).max(axis=1)
-        assert np.array_equal(np.sign(w), t) and (s > 0.44).all() and (s < 0.56).all(), f
+        assert (s > 0.44).all() and (s < 0.57).all(), f
+        if f.kind == "integer":         # quantized values * scale: within a third of the scale (Q2_K's 2 bits)
+            assert np.abs(w - np.float32(0.5) * t).max() <= 0.5 / 3 + 1e-4, f
+        else:
+            assert np.array_equal(np.sign(w), t), f
+    # the kernel cases' weights: every value of q_range (random_codes)
+    for f in F.select(packed=True):
+        c = f.random_codes(g, 4096)
+        assert c.dtype == np.int8 and (c.min(), c.max()) == f.q_range or f.kind == "binary", f
 
 
 # ------------------------------------------------------------ hand-built layouts

@@ -236,7 +236,7 @@ CASES = [
      "ne0 = 33 is not a multiple of the Q8_0 block size 32"),
     ("I2_S ne0 not 128-multiple", patched(f"{T0}.dims", u64(64)), "tensor_info.dims", "I2_S block size 128"),
     *[(f"type id {v}", patched(f"{TB}.type", u32(v)), "tensor_info.type", f"unknown GGML type id {v} ")
-      for v in (2, 12, 37, 40, 99, 2**32 - 1)],
+      for v in (4, 16, 23, 37, 40, 99, 2**32 - 1)],
     ("offset misaligned", patched(f"{TB}.offset", u64(TB_OFFSET + 1)), "tensor_info.offset",
      "not a multiple of the alignment 32"),
     *[(f"offset {v}", patched(f"{TB}.offset", u64(v)), "tensor_info.offset", "past end of file")

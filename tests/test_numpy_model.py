@@ -117,10 +117,10 @@ def test_unsupported_tensor_types(tiny, tmp_path):
     gf = rewrite(tiny, tmp_path / "f16norm.gguf", retype=("blk.1.ffn_norm.weight", "F16", norm))
     with pytest.raises(ModelError, match=r"'blk.1.ffn_norm.weight' has type F16.*supported: F32"):
         Model.from_gguf(gf)
-    # a GGML type nobody here implements (Q4_K = 12): the reader names it
+    # a GGML type nobody here implements (IQ4_XS = 23): the reader names it
     ti = tiny.tensors["blk.0.attn_k.weight"]
-    path = write_copy(tiny, tmp_path / "q4k.gguf", retype=(ti.name, 12, bytes(ti.n_elements // 256 * 144)))
-    with pytest.raises(GGUFError, match="'blk.0.attn_k.weight': unknown GGML type id 12"):
+    path = write_copy(tiny, tmp_path / "iq4xs.gguf", retype=(ti.name, 23, bytes(ti.n_elements // 256 * 136)))
+    with pytest.raises(GGUFError, match="'blk.0.attn_k.weight': unknown GGML type id 23"):
         open_gguf(path)
 
 

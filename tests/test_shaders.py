@@ -142,7 +142,7 @@ def test_include_format_declares_the_objects_geometry():
     out = code(lines("#include format\nm\n", {"FORMAT": formats.Q2_0_G128}, files))
     assert out[:2] == ["m", "x"] and out[2].startswith("const BLK: u32 = 128u; const BBYTES: u32 = 34u; const NP: u32 = 4u;")
     out = code(lines("#include format\nm\n", {"FORMAT": formats.F16}, files))
-    assert out[2].startswith("const BLK: u32 = 1u; const BBYTES: u32 = 2u;") and "NP" not in out[2]
+    assert out[2].startswith("const BLK: u32 = 16u; const BBYTES: u32 = 32u;") and "NP" not in out[2]   # bitlinear's lane unit
 
 
 def test_shader_name_is_a_define_of_its_own_includes():

@@ -31,7 +31,10 @@ from bitweb.numpy_model import Linear, NumpyModel
 CASES = ("qwen3:q1_0:q1_0", "qwen3:q2_0:q2_0", "qwen3:tq2_0:f16", "qwen3:tq1_0:q8_0", "qwen3:bf16:f32",
          "llama:q1_0:q1_0", "llama:q2_0:f16", "llama:tq2_0:f16", "llama:tq1_0:bf16", "llama:f16:f16",
          "bitnet:tq2_0:f16", "bitnet:tq1_0:q8_0",
-         "qwen2:q8_0:f16", "qwen2:q8_0:q8_0", "qwen2:tq2_0:f16", "qwen2:q1_0:q1_0")
+         "qwen2:q8_0:f16", "qwen2:q8_0:q8_0", "qwen2:tq2_0:f16", "qwen2:q1_0:q1_0",
+         # ggml's integer types as linears and as tables (issue 26 item 1: generated files load in llama.cpp)
+         "llama:q4_0:q8_0", "llama:q4_1:q8_0", "llama:q5_0:q4_0", "llama:q5_1:q5_1", "llama:q8_0:q4_1",
+         "llama:q2_k:q4_k", "llama:q3_k:q6_k", "llama:q4_k:q5_k", "llama:q5_k:q2_k", "llama:q6_k:q3_k")
 F32 = np.float32
 
 
@@ -62,7 +65,11 @@ def bf16(x):
 
 
 ACT = {formats.Q1_0: q8_0, formats.Q2_0: q8_0, formats.Q8_0: q8_0, formats.TQ1_0: q8_k, formats.TQ2_0: q8_k,
-       formats.F16: lambda x: x.astype(np.float16).astype(F32), formats.BF16: bf16, formats.F32: lambda x: x}
+       formats.F16: lambda x: x.astype(np.float16).astype(F32), formats.BF16: bf16, formats.F32: lambda x: x,
+       # ggml's vec_dot_type: Q8_0 for Q4_0 / Q5_0, Q8_1 (the same values, plus a block sum) for Q4_1 /
+       # Q5_1, Q8_K for the K-quants
+       formats.Q4_0: q8_0, formats.Q5_0: q8_0, formats.Q4_1: q8_0, formats.Q5_1: q8_0,
+       formats.Q2_K: q8_k, formats.Q3_K: q8_k, formats.Q4_K: q8_k, formats.Q5_K: q8_k, formats.Q6_K: q8_k}
 
 
 class GgmlLinear(Linear):

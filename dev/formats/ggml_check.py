@@ -1,4 +1,4 @@
-"""bitweb.blockquant against ggml's own C code, bit for bit, through ctypes (issue 26 item 1).
+"""bitweb.formats' block-quantized types against ggml's own C code, bit for bit, through ctypes (issue 26 item 1).
 
     python dev/formats/ggml_check.py --lib PATH/libggml-base.so [--rows 2048] [--seed 0]
                                      [--gguf build/assets/SmolLM2-135M-Instruct.Q4_1.gguf]
@@ -9,9 +9,9 @@ the library is in site-packages/llama_cpp/lib/). It exports quantize_row_<t>_ref
 dequantize_row_<t> for every type here. ggml-base is built without -march flags (no FMA, software
 fp16), so its float32 arithmetic is the plain order of ggml-quants.c, which the numpy port follows.
 
-For every type: the bytes of quantize_row_<t>_ref against blockquant.quantize on the same floats
+For every type: the bytes of quantize_row_<t>_ref against Format.quantize on the same floats
 (rows of 256 values from the families in `inputs`, and rows of a real model's weights with --gguf),
-and dequantize_row_<t> against blockquant.dequantize and gguf-py on ggml's bytes and on random bytes
+and dequantize_row_<t> against Format.dequantize and gguf-py on ggml's bytes and on random bytes
 (NaN / inf scales included). Prints one line per type, the first differing blocks, and exits 1 on
 any difference but one: the legacy quantizers follow gguf-py's, which differ from ggml's only in the
 sign of a zero scale or min when a block holds -0.0 (numpy's min / argmax pick another zero than C's
@@ -26,7 +26,11 @@ import numpy as np
 from gguf import GGMLQuantizationType as Q
 from gguf import quants as gq
 
-from bitweb import blockquant as B
+from bitweb import formats as F
+
+# the types checked: ggml's block-quantized ones (the integer kind) and Q8_0
+CODECS = [f for f in F.TYPES.values() if f.kind == "integer"] + [F.Q8_0]
+F16_AT = {"Q8_0": (0,)}
 
 
 def inputs(rng, rows):
@@ -62,7 +66,7 @@ def model_rows(path, rows, rng):
     for t in rng.choice(len(ts), rows, replace=True):
         t = ts[t]
         raw = np.asarray(t.data).reshape(-1).view(np.uint8)
-        bsz, tsz = B.get(int(t.tensor_type)).block_size, B.get(int(t.tensor_type)).type_size
+        bsz, tsz = F.get(int(t.tensor_type)).block_size, F.get(int(t.tensor_type)).type_size
         k = rng.integers(0, t.n_elements // 256)
         out.append(gq.dequantize(raw[k * 256 // bsz * tsz:(k + 1) * 256 // bsz * tsz], t.tensor_type))
     return np.stack(out).astype(np.float32)
@@ -73,7 +77,7 @@ class Ggml:
         self.lib = ctypes.CDLL(path)
 
     def quantize(self, name, x):
-        c = B.get(name)
+        c = F.by_name(name)
         x = np.ascontiguousarray(x, dtype=np.float32).reshape(-1)
         out = np.zeros(c.nbytes(x.size), np.uint8)
         fn = getattr(self.lib, f"quantize_row_{name.lower().replace('_k', '_K')}_ref")
@@ -82,7 +86,7 @@ class Ggml:
         return out.tobytes()
 
     def dequantize(self, name, data):
-        c = B.get(name)
+        c = F.by_name(name)
         raw = np.frombuffer(data, np.uint8)
         n = raw.size // c.type_size * c.block_size
         out = np.zeros(n, np.float32)
@@ -99,7 +103,7 @@ def same_bits(a, b):
 def unsigned_zeros(c, blocks):
     """A copy of [n, type_size] blocks with -0.0 fp16 scales (0x8000) made +0.0."""
     out = blocks.copy()
-    for at in c.f16_at:
+    for at in F16_AT.get(c.name) or c.f16_at:
         neg0 = (out[:, at] == 0) & (out[:, at + 1] == 0x80)
         out[neg0, at + 1] = 0
     return out
@@ -108,7 +112,7 @@ def unsigned_zeros(c, blocks):
 def check(ggml, x, rng, show=3):
     """Compare every codec on x [rows, 256]; returns the number of failing checks."""
     bad = 0
-    for c in B.CODECS.values():
+    for c in CODECS:
         ref = ggml.quantize(c.name, x)
         mine = c.quantize(x)
         a = np.frombuffer(ref, np.uint8).reshape(-1, c.type_size)
@@ -118,9 +122,9 @@ def check(ggml, x, rng, show=3):
         deq = ggml.dequantize(c.name, ref)
         raw = rng.integers(0, 256, c.type_size * 512, dtype=np.uint8).tobytes()
         with np.errstate(all="ignore"):
-            ok_deq = same_bits(c.dequantize(ref), deq) and same_bits(
+            ok_deq = same_bits(c.dequantize(ref, deq.size), deq) and same_bits(
                 gq.dequantize(a, getattr(Q, c.name)).reshape(-1), deq)
-            ok_raw = same_bits(c.dequantize(raw), ggml.dequantize(c.name, raw))
+            ok_raw = same_bits(c.dequantize(raw, len(raw) // c.type_size * c.block_size), ggml.dequantize(c.name, raw))
         print(f"{c.name:5} blocks {a.shape[0]:6}  quantize: {a.shape[0] - diff.size} equal, "
               f"{diff.size - zsign.size} differ in a zero's sign only, {zsign.size} differ;"
               f"  dequantize: {'equal' if ok_deq else 'DIFFERS'}; random bytes: {'equal' if ok_raw else 'DIFFERS'}")
@@ -150,8 +154,8 @@ def main():
     if a.write:
         x = inputs(np.random.default_rng(12345), 45)        # three rows of each family
         np.savez_compressed(a.write, x=x, **{c.name: np.frombuffer(ggml.quantize(c.name, x), np.uint8)
-                                            for c in B.CODECS.values()})
-        print(f"wrote {a.write}: {x.shape[0]} rows x 256 and ggml's bytes for {', '.join(B._BY_NAME)}")
+                                            for c in CODECS})
+        print(f"wrote {a.write}: {x.shape[0]} rows x 256 and ggml's bytes for {', '.join(c.name for c in CODECS)}")
     print("all equal" if not bad else f"{bad} checks differ")
     return 1 if bad else 0
 

@@ -54,7 +54,7 @@ def w_bitweb(a: dict) -> dict:
     import asyncio
 
     async def go():
-        from bitweb import gpu
+        from bitweb import bench, gpu
         from bitweb.engine import Engine
         from bitweb.gguf import FileSource, open_gguf
         from bitweb.sampling import SamplingParams
@@ -70,10 +70,20 @@ def w_bitweb(a: dict) -> dict:
             warm_s = time.perf_counter() - t0
             eng.reset()
             res = await eng.generate(a["ids"], SamplingParams(), a["tokens"] + 1, ignore_eos=True)
+            # the hardware bound: GPU time of one decode step (the recorded plan, GPU timestamps) over a
+            # streaming read of the bytes that step reads (bench.bytes_per_token), this run
+            gpu_s = await bench.timed(dev, eng.plan_greedy, None, budget_s=1.0)
+            bpt = bench.bytes_per_token(eng, len(a["ids"]) + a["tokens"] / 2)
+            ts, _ = await bench.Stream(dev, None).seconds(bpt["total"])
+            roof_s = bpt["total"] / ((bpt["total"] // 16 * 16) / ts)
         finally:
             eng.close()
+        prefill = len(a["ids"]) / res.prefill_ms * 1e3
         return {"load_s": load_s, "warm_s": warm_s, "prompt_tokens": len(a["ids"]), "decoded": len(res.ids) - 1,
-                "prefill_tok_s": len(a["ids"]) / res.prefill_ms * 1e3, "decode_ms_per_token": res.decode_ms_per_token,
+                "prefill_tok_s": prefill, "decode_ms_per_token": res.decode_ms_per_token,
+                "prefill_over_decode": prefill * res.decode_ms_per_token / 1e3,
+                "gpu_ms_per_token": gpu_s * 1e3, "roofline_ms": roof_s * 1e3, "gpu_vs_roofline": gpu_s / roof_s,
+                "bytes_per_token": bpt["total"], "dispatches_per_layer": eng.dispatches_per_layer,
                 "device": dev.describe()}
     return asyncio.run(go())
 
@@ -172,6 +182,14 @@ def make_files(d: pathlib.Path, preset: str) -> dict:
     return out
 
 
+def real_file(path: str) -> dict:
+    from bitweb.gguf import open_gguf
+    from bitweb.model import Model
+    cfg = Model.from_gguf(open_gguf(path)).cfg
+    return {"path": str(pathlib.Path(path).resolve()), "arch": cfg.arch, "format": cfg.linear_type.name,
+            "bytes": pathlib.Path(path).stat().st_size}
+
+
 def prompt(path: str, n: int) -> tuple[list, str]:
     from bitweb.bench import prompt_for
     from bitweb.gguf import open_gguf
@@ -188,6 +206,8 @@ def med(xs):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="bitweb vs llama.cpp and oxbitnet on the same generated files")
     ap.add_argument("--preset", default="small", choices=("tiny", "small", "2b4t"))
+    ap.add_argument("--model", help="a GGUF file both bitweb and llama.cpp read (e.g. "
+                                    "build/assets/SmolLM2-135M-Instruct.Q4_1.gguf) instead of the generated ones")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--tokens", type=int, default=16)
     ap.add_argument("--prompt-tokens", type=int, default=64)
@@ -205,10 +225,14 @@ def main(argv=None) -> int:
         print(json.dumps(WORKERS[a.worker](json.loads(a.worker_arg))))
         return 0
     say = (lambda m: print(m, file=sys.stderr, flush=True)) if a.json else (lambda m: print(m, flush=True))
-    files = make_files(pathlib.Path(a.dir), a.preset)
     pys = {"bitweb": sys.executable, "llama.cpp": a.llama_python, "oxbitnet": a.oxbitnet_python}
-    # (engine, file key): bitweb on both files, each peer on the file it reads
-    pairs = [("bitweb", "tq2_0"), ("llama.cpp", "tq2_0"), ("bitweb", "i2_s"), ("oxbitnet", "i2_s")]
+    if a.model:                    # one file: bitweb and llama.cpp
+        files = {"file": real_file(a.model)}
+        pairs = [("bitweb", "file"), ("llama.cpp", "file")]
+    else:
+        files = make_files(pathlib.Path(a.dir), a.preset)
+        # (engine, file key): bitweb on both files, each peer on the file it reads
+        pairs = [("bitweb", "tq2_0"), ("llama.cpp", "tq2_0"), ("bitweb", "i2_s"), ("oxbitnet", "i2_s")]
     missing = {e: INSTALL[e].format(py=pys[e]) for e in ("llama.cpp", "oxbitnet") if not importable(pys[e], IMPORT[e])}
     for e, why in missing.items():
         say(f"# {e}: {why}")
@@ -235,6 +259,9 @@ def main(argv=None) -> int:
                "prefill_tok_s": med([r["prefill_tok_s"] for r in ok]),
                "decode_ms_per_token": med([r["decode_ms_per_token"] for r in ok]),
                "device": ok[0]["device"] if ok else None}
+        for k in ("prefill_over_decode", "gpu_ms_per_token", "roofline_ms", "gpu_vs_roofline", "dispatches_per_layer"):
+            if ok and k in ok[0]:
+                row[k] = med([r[k] for r in ok])
         rows.append(row)
     base = {r["key"]: r for r in rows if r["engine"] == "bitweb"}
     for r in rows:
@@ -248,7 +275,7 @@ def main(argv=None) -> int:
     if a.json:
         print(json.dumps(out))
         return 0
-    print(f"\n{a.preset} preset, prompt {a.prompt_tokens} tokens, {a.tokens} decoded, median of {a.rounds} interleaved rounds; "
+    print(f"\n{a.model or (a.preset + ' preset')}, prompt {a.prompt_tokens} tokens, {a.tokens} decoded, median of {a.rounds} interleaved rounds; "
           f"load average {load0[0]:.1f} before, {load1[0]:.1f} after")
     print(f"{'engine':10} {'file':20} {'load s':>7} {'ready s':>8} {'prefill tok/s':>14} {'decode ms/tok':>14}  "
           f"peer vs bitweb (decode, prefill, ready)")
@@ -258,6 +285,11 @@ def main(argv=None) -> int:
             f"  x{r['decode_vs_bitweb']:.2f}, x{r['prefill_vs_bitweb']:.2f}, x{r['ready_vs_bitweb']:.2f}"
         print(f"{r['engine']:10} {r['file']:20} {f(r['load_s']):>7} {f(r['ready_s']):>8} {f(r['prefill_tok_s'], 1):>14} "
               f"{f(r['decode_ms_per_token'], 1):>14}{ratio}" + (f"  errors: {r['errors']}" if r["errors"] else ""))
+    for r in rows:
+        if "gpu_vs_roofline" in r:
+            print(f"{r['engine']} {r['file']}: GPU {r['gpu_ms_per_token']:.1f} ms per decoded token, a streaming read of its "
+                  f"bytes {r['roofline_ms']:.1f} ms: x{r['gpu_vs_roofline']:.2f} (target <= 1.5); prefill / decode "
+                  f"tokens/s x{r['prefill_over_decode']:.2f} (target >= 6); {r['dispatches_per_layer']:g} dispatches per layer")
     for e, why in missing.items():
         print(f"{e}: {why}")
     return 0

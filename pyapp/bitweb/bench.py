@@ -12,7 +12,7 @@ submission followed by a sync; the median over the repeats (see bitweb.gpu.Devic
 kernels  `bench_kernels(dev, shapes=SHAPES, quick=False)` -> {"bench", "device", "timing", "results"}
     one result per (kernel, variant, shape):
       kernel      "I2_S a8" | "I2_S f32" | ... | "Q1_0 f32" (bitlinear gemv, norm fused, as the engine
-                  runs it) | "F16" | "F32" | "Q8_0" (dense gemv, norm fused) | "lmhead F16" |
+                  runs it) | "F16" | "F32" (dense gemv, norm fused) | "lmhead F16" |
                   "lmhead Q8_0" (the engine's LM head kernel, shapes with n_in <= 4096) | "stream"
       variant     what runs (bitlinear.variant(); dense: reduction and f16 path; stream: workgroups)
       shape       "n_in x rows" (weight rows = outputs); stream: the byte count it was run over
@@ -62,9 +62,9 @@ from bitweb.tokenizer import Tokenizer
 
 SHAPES = ((2560, 2560), (2560, 640), (2560, 6912), (6912, 2560), (2560, 16384))
 QUICK_SHAPES = ((256, 256), (512, 128))
-PACKED = tuple(bitlinear.FORMATS)              # every packed format (bitweb.formats)
-DENSE = (formats.F16, formats.F32, formats.Q8_0)
-LMHEAD = (formats.F16, formats.Q8_0)          # shaders/lmhead.wgsl: the LM head (n_in <= 4096)
+PACKED = tuple(f for f in bitlinear.FORMATS if f.packed)   # every packed format (bitweb.formats)
+DENSE = (formats.F16, formats.F32)
+LMHEAD = (formats.F16, formats.Q8_0)          # shaders/lmhead.wgsl: the LM head (n_in <= 4096; Q8_0 packed, f32)
 STREAM_WG = 256
 STREAM_GRIDS = (16, 64, 256, 1024, 4096)      # workgroup counts tried for the streaming read
 CHUNK = 1 << 20                               # upload chunk (bytes) for generated weights
@@ -119,10 +119,10 @@ def _fill(dev, buf, pat: bytes, nbytes: int) -> None:
 
 def upload_weight(dev, fmt, n_in: int, rows: int, seed: int = 0) -> list:
     """A random valid weight of `rows` x `n_in` in fmt (a Format): [(r0, r1, Buffer)] (float types
-    sharded by whole rows to fit maxStorageBufferBindingSize; packed types in one buffer)."""
+    and LM heads sharded by whole rows to fit maxStorageBufferBindingSize; packed linears in one buffer)."""
     fmt = formats.get(fmt)
     pat = pattern(fmt, seed)
-    if fmt in dense.WTYPES:
+    if fmt in dense.WTYPES or fmt in LMHEAD:
         rb = dense.row_bytes(fmt, n_in)
         out = []
         for r0, r1 in dense.shard_rows(rows, rb, dev.max_binding):
@@ -294,10 +294,15 @@ async def bench_kernels(dev, shapes=SHAPES, quick: bool = False, repeats: int | 
                 steps = dense.gemv(wtype, n_in, rows, shards=[(a, b) for a, b, _ in shards], norm=True, **kw)
                 items = [await s.instantiate(dev, bufs) for s in steps]
                 await record(wtype.name, variant, items, nbytes, f16=wtype is formats.F16)
-            if wtype in LMHEAD and lmhead.supported(wtype, n_in):     # the engine's decode LM head kernel
-                steps = lmhead.gemv(wtype, n_in, rows, shards=[(a, b) for a, b, _ in shards], dev=dev)
-                await record(f"lmhead {wtype.name}", lmhead.variant(steps[0], dev),
-                             [await s.instantiate(dev, bufs) for s in steps], nbytes)
+            for *_, b in shards:
+                b.destroy()
+        for wtype in (f for f in LMHEAD if lmhead.supported(f, n_in)):     # the engine's decode LM head kernel
+            shards = upload_weight(dev, wtype, n_in, rows)
+            bufs = {"x": x, "y": y, "norm": norm}
+            bufs.update({f"w{i}": b for i, (_, _, b) in enumerate(shards)})
+            steps = lmhead.gemv(wtype, n_in, rows, shards=[(a, b) for a, b, _ in shards], dev=dev)
+            await record(f"lmhead {wtype.name}", lmhead.variant(steps[0], dev),
+                         [await s.instantiate(dev, bufs) for s in steps], tensor_bytes(wtype, n_in, rows))
             for *_, b in shards:
                 b.destroy()
         for fmt in packed:

@@ -44,8 +44,8 @@ class GPUModel:
     whose buffers are stand-in names."""
     dev: object
     model: Model
-    a8: bool                  # A8 activations in the packed linears
-    packed: bool              # block linears of a packed format (bitlinear kernels), else dense (float)
+    a8: bool                  # A8 activations in the block linears (model.a8_linears: ternary / binary ones)
+    packed: bool              # block linears of a packed format (prefill: bitlinear_tiled), else float (dense)
     n_ctx: int                # KV cache positions
     kv_cache: str             # the KV cache's value type: "f16" | "f32"
     kv_f16: bool | None       # an f16 cache as array<f16> (True) or u32 pairs (False); None: f32
@@ -121,22 +121,22 @@ class _Ops:
 
 
 class DecodeOps(_Ops):
-    """The block at decode (one row). Packed linears: one bitlinear gemv per group, its
-    norm, output multipliers and residual add fused (5 dispatches per block). Float linears
-    (F16 / BF16 / F32 / Q8_0): a dense gemv per weight (norm fused), residual add and gate
-    activation as glue steps (11 per block). Where bitlinear.split_parts (SwiftShader) q, k and v
-    are one gemv each (7 dispatches per block), so that every one-part linear shares bitlinear's
-    run-time shape pipeline; n_cap: the largest n_in of the linears (it sizes that pipeline)."""
+    """The block at decode (one row). Every linear, packed or float (F32 / F16 / BF16: f32
+    activations), is one bitlinear gemv per group with its norm, output multipliers and residual
+    add fused, gate and up one gate_up (5 dispatches per block). Where bitlinear.split_parts
+    (SwiftShader) q, k and v are one gemv each (7 dispatches per block), so that every one-part
+    linear shares bitlinear's run-time shape pipeline; n_cap: the largest n_in of the linears (it
+    sizes that pipeline)."""
 
     def __init__(self, h):
         super().__init__(h)
         self.n_cap = max(self.cfg.n_embd, self.cfg.q_dim, self.cfg.n_ff)
 
     def linear(self, i, group, x, y, norm, residual=False):
-        B, names, nw = self.B, GROUPS[group], self.w(i, norm)
+        names, nw = GROUPS[group], self.w(i, norm)
         n_in = self.shapes[names[0]][0]
         outs = [self.shapes[n][1] for n in names]
-        if self.h.packed and len(names) > 1 and bitlinear.split_parts(self.h.dev):
+        if len(names) > 1 and bitlinear.split_parts(self.h.dev):
             steps, col = [], 0                    # one gemv per part, into its columns of y
             for n, n_out in zip(names, outs):
                 st = bitlinear.gemv(self.fmt, n_in, n_out, a8=self.h.a8, norm=nw is not None, eps=self.eps,
@@ -145,24 +145,11 @@ class DecodeOps(_Ops):
                 steps.append((st, bufs if nw is None else dict(bufs, norm=nw)))
                 col += n_out
             return steps
-        if self.h.packed:
-            st = bitlinear.gemv(self.fmt, n_in, tuple(outs) if len(outs) > 1 else outs[0], a8=self.h.a8,
-                                norm=nw is not None, residual=residual, eps=self.eps, dev=self.h.dev,
-                                n_cap=self.n_cap)
-            bufs = {"x": self.buf(x), "mult": self.h.mult(i, names), "y": self.buf(y)}
-            bufs.update({f"w{j}": self.w(i, n) for j, n in enumerate(names)})
-            return [(st, bufs if nw is None else dict(bufs, norm=nw))]
-        steps, col = [], 0
-        for n, n_out in zip(names, outs):
-            st = dense.gemv(self.fmt, n_in, n_out, norm=nw is not None, eps=self.eps)[0]
-            if len(names) > 1:                    # the part's columns of y
-                st = st.with_constants(ROW0=col)
-            bufs = {"w0": self.w(i, n), "x": self.buf(x), "y": B["tmp"] if residual else self.buf(y)}
-            steps.append((st, bufs if nw is None else dict(bufs, norm=nw)))
-            col += n_out
-        if residual:
-            steps.append((glue.add(outs[0]), {"y": self.buf(y), "a": B["tmp"], "mult": self.h.mult(i, names)}))
-        return steps
+        st = bitlinear.gemv(self.fmt, n_in, tuple(outs) if len(outs) > 1 else outs[0], a8=self.h.a8,
+                            norm=nw is not None, residual=residual, eps=self.eps, dev=self.h.dev, n_cap=self.n_cap)
+        bufs = {"x": self.buf(x), "mult": self.h.mult(i, names), "y": self.buf(y)}
+        bufs.update({f"w{j}": self.w(i, n) for j, n in enumerate(names)})
+        return [(st, bufs if nw is None else dict(bufs, norm=nw))]
 
     def attention(self, i, qkv, o):
         cfg, B = self.cfg, self.B
@@ -175,21 +162,12 @@ class DecodeOps(_Ops):
         return [(attn[0], dict(kv, qkv=self.buf(qkv), o=self.buf(o), **qk_buffers(self.h, i)))]
 
     def ffn(self, i, x, g, norm):
-        cfg, B, nw = self.cfg, self.B, self.w(i, norm)
-        if self.h.packed:
-            st = bitlinear.gate_up(self.fmt, cfg.n_embd, cfg.n_ff, a8=self.h.a8, act=cfg.ffn, norm=nw is not None,
-                                   eps=self.eps, dev=self.h.dev, n_cap=self.n_cap)
-            bufs = {"x": self.buf(x), "mult": self.h.mult(i, GROUPS["gu"]), "y": self.buf(g),
-                    "gate": self.w(i, "ffn_gate"), "up": self.w(i, "ffn_up")}
-            return [(st, bufs if nw is None else dict(bufs, norm=nw))]
-        steps = []
-        for n, out in (("ffn_gate", B["gate"]), ("ffn_up", B["up"])):
-            bufs = {"w0": self.w(i, n), "x": self.buf(x), "y": out}
-            steps.append((dense.gemv(self.fmt, cfg.n_embd, cfg.n_ff, norm=nw is not None, eps=self.eps)[0],
-                          bufs if nw is None else dict(bufs, norm=nw)))
-        steps.append((glue.act_mul(cfg.n_ff, cfg.ffn), {"y": self.buf(g), "a": B["gate"], "u": B["up"],
-                                                        "mult": self.h.mult(i, GROUPS["gu"])}))
-        return steps
+        cfg, nw = self.cfg, self.w(i, norm)
+        st = bitlinear.gate_up(self.fmt, cfg.n_embd, cfg.n_ff, a8=self.h.a8, act=cfg.ffn, norm=nw is not None,
+                               eps=self.eps, dev=self.h.dev, n_cap=self.n_cap)
+        bufs = {"x": self.buf(x), "mult": self.h.mult(i, GROUPS["gu"]), "y": self.buf(g),
+                "gate": self.w(i, "ffn_gate"), "up": self.w(i, "ffn_up")}
+        return [(st, bufs if nw is None else dict(bufs, norm=nw))]
 
 
 class PrefillOps(_Ops):
@@ -324,7 +302,7 @@ def head_gemv(h: GPUModel, wtype, rows, last_row=False):
     engine's activation mode as the block linears), else dense.gemv (float rows over 4096)."""
     cfg = h.cfg
     if lmhead.supported(wtype, cfg.n_embd):
-        a8 = h.a8 and wtype.packed
+        a8 = h.a8 and wtype.a8
         return lmhead.gemv(wtype, cfg.n_embd, cfg.n_vocab, a8=a8, shards=rows, eps=cfg.eps, last_row=last_row,
                            dev=h.dev)
     return dense.gemv(wtype, cfg.n_embd, cfg.n_vocab, shards=rows, norm=True, eps=cfg.eps, last_row=last_row)

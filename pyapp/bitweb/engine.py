@@ -55,7 +55,7 @@ from bitweb.blocks import EngineError, GPUModel, decode_steps, prefill_steps
 from bitweb.generation import (KV_CACHE, ContextError, GenerateResult, GenerationRun, check_prompt,
                                common_prefix, kv_bytes, now_ms)
 from bitweb.kernels import ops
-from bitweb.model import Model
+from bitweb.model import Model, a8_linears
 from bitweb.options import ACTIVATIONS, LM_HEADS    # lm_head= options: re-quantize the LM head on load (None: as in the file)
 from bitweb.sampling import Sampler, SamplingError, SamplingParams, choose, penalty_ids
 from bitweb.upload import (MAX_PENALTY_IDS, PREFILL_ROWS, Fit, check_kv_cache, check_limits, check_support,
@@ -96,7 +96,7 @@ class Engine:
         self.kv_f16 = f16 if kv_cache == "f16" else None
         self.kv_variant = ops.kv_variant(kv_cache, f16)        # its name (logged at load)
         self.dev, self.model, self.cfg = dev, model, model.cfg
-        self.activations, self.a8 = activations, activations == "a8"
+        self.activations, self.a8 = activations, a8_linears(model.cfg, activations)   # (f32 for non-ternary linears)
         self.n_ctx = n_ctx
         self.log = log
         self.overlap = True           # greedy decode one step ahead of the host (module docstring)
@@ -210,7 +210,8 @@ class Engine:
         if log and note:
             log(f"engine: {note}")
         if log:
-            log(f"engine: {cfg.summary()}; {activations} activations; context {n_ctx}; KV cache "
+            mode = "a8" if eng.a8 else ("f32" if activations == "f32" else f"f32 ({cfg.linear_type.name} linears take no a8)")
+            log(f"engine: {cfg.summary()}; {mode} activations; context {n_ctx}; KV cache "
                 f"{eng.kv_variant} ({eng.kv_bytes / 2**20:.1f} MiB); "
                 f"loaded in {eng.load_ms:.0f} ms; decode plan {eng.plan_greedy.n_dispatches} dispatches "
                 f"({eng.dispatches_per_layer} per layer)")

@@ -80,6 +80,14 @@ EMBD_TYPES = formats.select("table")
 NORM_TYPES = formats.select("norm")
 
 
+def a8_linears(cfg, activations: str) -> bool:
+    """Whether the block linears (and a packed LM head of such a format) quantize their inputs to int8
+    per token: the "a8" mode, on linears of a format trained that way (Format.a8: the ternary and
+    binary kinds, W1.58A8). Other formats (ggml's block types, floats) run f32 activations in either
+    mode, the exact one; the engine and the numpy model both ask this."""
+    return activations == "a8" and cfg.linear_type is not None and cfg.linear_type.a8
+
+
 class ModelError(ValueError):
     """The file is not a model this engine runs: names the architecture, key or tensor."""
 

@@ -39,7 +39,7 @@ from __future__ import annotations
 import numpy as np
 
 from bitweb.generation import KV_CACHE, GenerationRun, check_kv, check_prompt, common_prefix, fit_context
-from bitweb.model import BIASES, LINEARS, NORMS, Model, ModelError
+from bitweb.model import BIASES, LINEARS, NORMS, Model, ModelError, a8_linears
 from bitweb.options import ACTIVATIONS
 from bitweb.ref.bitlinear import activations
 from bitweb.ref.ops import kv_round
@@ -149,6 +149,7 @@ class NumpyModel:
             raise ValueError(f"activations {activations!r}: must be one of {ACTIVATIONS}")
         cfg, gf = model.cfg, model.gguf
         self.model, self.cfg, self.activations = model, cfg, activations
+        self.a8 = a8_linears(cfg, activations)   # int8 activations: "a8" on ternary / binary linears
         self.kv_cache = check_kv(kv_cache)       # "f16": K / V rows stored rounded as the GPU's f16 cache
         self.n_ctx, self.context_note = fit_context(cfg, max_context, kv=kv_cache)   # the engine's default, less GPU limits
 
@@ -207,13 +208,13 @@ class NumpyModel:
             x = x + self.linear(L, "ffn_down", g, "ffn_sub_norm")
         # logits = head . rmsnorm(x, output_norm); a packed head as a block linear     (n, V)
         if self.head is not None:
-            return self.head(x, self.output_norm, c.eps, self.activations == "a8")
+            return self.head(x, self.output_norm, c.eps, self.a8 and self.model.lm_head.format.a8)
         return rmsnorm(x, self.output_norm, c.eps) @ self.lm_head.T
 
     # the block's vocabulary (as bitweb.blocks.block's): each honours the Config flags it meets
     def linear(self, L, w, x, norm):
         """L[w] . rmsnorm(x, L[norm]) (x as is when the architecture has no such norm): (n, n_out)."""
-        return L[w](x, L[norm], self.cfg.eps, self.activations == "a8")
+        return L[w](x, L[norm], self.cfg.eps, self.a8)
 
     def attention(self, i, q, k, v, pos):
         """Q / K / V biases (Config.qkv_bias: added to q, k, v), QK-norm (Config.qk_norm: each q

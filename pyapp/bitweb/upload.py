@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from bitweb import formats, gpu
 from bitweb.blocks import MULTIPLIERS, EngineError, GPUModel, decode_steps, prefill_steps
 from bitweb.generation import KV_BUDGET, KV_CACHE, fit_context, kv_bytes
-from bitweb.kernels import dense, lmhead, ops, requant
+from bitweb.kernels import bitlinear, dense, lmhead, ops, requant
 from bitweb.model import LINEARS, Model
 
 PREFILL_ROWS = 64            # prompt rows per multi-row (prefill) plan run
@@ -103,14 +103,26 @@ def check_support(h: GPUModel):
         if scaled:
             raise EngineError(f"tensor {scaled[0]!r}: .scale tensors with float ({cfg.linear_type.name}) "
                               f"linears are not supported by the GPU engine")
+    blk = bitlinear.block(cfg.linear_type)
+    for name, shape in cfg.tensor_shapes().items():
+        n_in = shape[0]
+        if name in LINEARS and n_in % blk:
+            raise EngineError(f"{name}: rows of {n_in} values; the GPU's {cfg.linear_type.name} linears read "
+                              f"them {blk} values a lane (a multiple of {blk} is needed)")
     for ti in (m.token_embd, m.lm_head):
         if ti.format not in ops.TABLE_TYPES:
             raise EngineError(f"tensor {ti.name!r} type {ti.format.name}: the GPU engine runs tables of "
                               f"{', '.join(f.name for f in ops.TABLE_TYPES)}")
-    head = m.lm_head.format
-    if not lmhead.supported(head, cfg.n_embd) and head not in dense.WTYPES:
-        raise EngineError(f"LM head {m.lm_head.name!r} ({head.name}, rows of {cfg.n_embd}): a packed head runs in "
-                          f"kernels/lmhead.py, rows of at most {lmhead.MAX_K} values")
+    if h.lm_head is not None and m.lm_head.format is not h.lm_head and m.lm_head.format not in requant.SRC_TYPES:
+        raise EngineError(f"lm_head {h.lm_head.name.lower()}: {m.lm_head.name} is {m.lm_head.format.name}; "
+                          f"re-quantization reads {', '.join(f.name for f in requant.SRC_TYPES)}")
+    heads = [(m.lm_head.format, "")]
+    if h.lm_head is not None:
+        heads.append((h.lm_head, f" re-quantized (lm_head={h.lm_head.name.lower()!r})"))
+    for head, what in heads:
+        if not lmhead.supported(head, cfg.n_embd) and head not in dense.WTYPES:
+            raise EngineError(f"LM head {m.lm_head.name!r} ({head.name}{what}, rows of {cfg.n_embd}): a packed head "
+                              f"runs in kernels/lmhead.py, rows of at most {lmhead.MAX_K} values")
 
 
 def table_shards(h: GPUModel, ti):
@@ -237,10 +249,6 @@ def state_buffers(h: GPUModel, prefill_rows: int):
     B["pids"] = dev.create_buffer(4 * MAX_PENALTY_IDS, label="penalty_ids")
     B["freqs"] = dev.create_buffer(cfg.head_dim // 2 * f4, label="freqs")
     dev.write_buffer(B["freqs"], 0, ops.rope_freqs(cfg.head_dim, cfg.rope_base))
-    if not h.packed:
-        B["tmp"] = dev.create_buffer(cfg.n_embd * f4, label="tmp")
-        B["gate"] = dev.create_buffer(cfg.n_ff * f4, label="gate")
-        B["up"] = dev.create_buffer(cfg.n_ff * f4, label="up")
     if prefill_rows > 1:
         prefill_buffers(h, prefill_rows)
     kv = kv_bytes(cfg, h.n_ctx, h.kv_cache, per_buffer=True)
@@ -270,6 +278,15 @@ def prefill_buffers(h: GPUModel, C: int):
         B["p.up"] = dev.create_buffer(C * cfg.n_ff * f4, label="prefill up")
 
 
+def stand_in(h: GPUModel) -> GPUModel:
+    """A copy of the handle whose buffers are stand-ins (their names): the steps of its plans can be
+    listed (decode_steps, prefill_steps) before any buffer exists, for their kernels or their count."""
+    m = h.model
+    return replace(h, w=_Names(), buf=_Names(),
+                   shards={ti.name: [(r0, r1, ti.name) for r0, r1 in table_shards(h, ti)[0]]
+                           for ti in (m.token_embd, m.lm_head)})
+
+
 def compile_keys(h: GPUModel, prefill_rows: int, topk: int) -> tuple:
     """The pipeline keys of every step the plans use, as (first, later): first the greedy decode
     plans' and the LM head's re-quantization; later the sampler's top-k of `topk` candidates (the app's
@@ -277,9 +294,7 @@ def compile_keys(h: GPUModel, prefill_rows: int, topk: int) -> tuple:
     (prefill_rows rows) that are not among the first. Listed before any buffer exists, on a copy of
     the handle whose buffers are stand-ins (their names): only the kernels matter."""
     cfg, m = h.cfg, h.model
-    dry = replace(h, w=_Names(), buf=_Names(),
-                  shards={ti.name: [(r0, r1, ti.name) for r0, r1 in table_shards(h, ti)[0]]
-                          for ti in (m.token_embd, m.lm_head)})
+    dry = stand_in(h)
     requant_head = h.lm_head is not None and m.lm_head.format is not h.lm_head
     if requant_head:
         dry.table_types = dict(h.table_types, **{m.lm_head.name: h.lm_head})

@@ -16,7 +16,8 @@ is the default model with its I2_S linears written as TQ2_0 and its architecture
 both engines run the same, slightly different, model). The engines take turns (interleaved);
 printed: ready time, first reply, prefill and decode tokens/s per engine and the ratios
 (bitweb / wllama for times). The suite runs one round of first visits and times the loads only
-(replies=0); BITWEB_BENCH=full runs BITWEB_READY_ROUNDS (default 3) rounds, each a first visit
+(replies=0); BITWEB_READY_MODEL=path: another file for both (the SmolLM2 Q4_1 file: issue 26's
+figures); BITWEB_BENCH=full runs BITWEB_READY_ROUNDS (default 3) rounds, each a first visit
 and a second (cached) one, with the replies. Without
 wllama installed it says so and runs bitweb alone (in CI wllama must be there: it is a
 devDependency). Stage times are checked as tests/e2e/test_app.py checks the app's.
@@ -125,8 +126,21 @@ def ready_visits(browser, server, engine: str, model: str, visits: int, replies:
     return out
 
 
+def ready_model() -> str:
+    """URL path of the file both engines load: BITWEB_READY_MODEL (a path, e.g. the SmolLM2 Q4_1 file
+    in build/assets, copied under build/web/bench/) or the default model's TQ2_0 twin."""
+    want = os.environ.get("BITWEB_READY_MODEL")
+    if not want:
+        return tq2_0_twin()
+    path = ROOT / "build" / "web" / "bench" / os.path.basename(want)
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(want, path)
+    return "build/web/bench/" + path.name
+
+
 def test_ready_time_against_wllama(browser, server):
-    model = tq2_0_twin()
+    model = ready_model()
     rounds = int(os.environ.get("BITWEB_READY_ROUNDS", "3")) if FULL else 1
     visits = 2 if FULL else 1
     load0 = os.getloadavg()

@@ -18,8 +18,9 @@ API
     split_parts(dev=None) -> bool    run q | k | v as one one-part gemv each (y0 = its first column)
     shape_bytes(n_in, rows, rpw, y0=0, residual=False) -> bytes   the run-time shape (Step.data "shape")
     variant(step, dev) -> str     which variant runs, e.g. "gemv I2_S A8 dot4 subgroup WG64 RPW320 RB4"
-    FORMATS                       the packed formats (bitweb.formats Format objects); fmt is one of them
-                                  (or its type id or name)
+    FORMATS                       the linear formats (bitweb.formats Format objects); fmt is one of them
+                                  (or its type id or name); a float one (F32, F16, BF16) f32 only
+    block(fmt) -> int             values per block as the kernel walks a row (a float format: 16)
 
 Buffers (all storage; binding i = bind[i]):
     x     f32[n_in]        input; read only. Must not alias y.
@@ -39,7 +40,8 @@ staged in workgroup memory (xshared) when n_in * 4 bytes fit. Every combination 
 tune (keyword overrides, see Tune): wg, rpw, rb, lanes, subgroups (None: the device decides; False:
 shared-memory reduction forced), xshared (f32 activations staged in workgroup memory), dot4 (None:
 the device decides; False: plain-integer A8 dot products forced).
-Formats: the packed formats of bitweb.formats (n_in a multiple of their block).
+Formats: every linear format of bitweb.formats (n_in a multiple of block(fmt)); the float ones
+(F32, F16, BF16) with f32 activations only.
 Activations: a8=True is W1.58A8 (per-token absmax int8, dot4I8Packed where the device has it, else
 plain integer maths); a8=False keeps f32 activations. The maths is in the shader header.
 """
@@ -51,8 +53,16 @@ from dataclasses import dataclass, replace
 from bitweb import formats
 from bitweb.kernels import Step, format_arg, format_defines, rasteriser
 
-FORMATS = formats.select(packed=True)
+# every linear format: the packed ones in both activation modes, the float ones (F32, F16, BF16: lanes
+# of 16 values, common_float_unit.wgsl) with f32 activations; and the packed table formats (lmhead)
+FORMATS = formats.select("linear")
 MIN_WG_STORAGE = 16384          # WebGPU's guaranteed maxComputeWorkgroupStorageSize
+
+
+def block(fmt) -> int:
+    """Values per block as the kernel walks a row: the format's block (a float format: its lane unit
+    of 16 values, the BLK its include declares); n_in must be a multiple."""
+    return formats.get(fmt).wgsl_constants()["BLK"]
 
 
 class BitLinearError(ValueError):
@@ -108,9 +118,9 @@ def split_parts(dev=None) -> bool:
 
 
 def _check(fmt, n_in, rows, tune: Tune):
-    if n_in <= 0 or n_in % fmt.block_size:
+    if n_in <= 0 or n_in % block(fmt):
         raise BitLinearError(f"bitlinear: n_in = {n_in} is not a positive multiple of the {fmt.name} block "
-                             f"({fmt.block_size})")
+                             f"({block(fmt)})")
     if not rows or any(r <= 0 for r in rows) or len(rows) > 3:
         raise BitLinearError(f"bitlinear: rows per part must be 1..3 positive counts, got {rows}")
     wg = tune.wg
@@ -118,7 +128,7 @@ def _check(fmt, n_in, rows, tune: Tune):
         raise BitLinearError(f"bitlinear: wg = {wg} must be a power of two in 4..1024")
     if tune.lanes & (tune.lanes - 1) or not 1 <= tune.lanes <= wg:
         raise BitLinearError(f"bitlinear: lanes = {tune.lanes} must be a power of two <= wg ({wg})")
-    if tune.shape and tune.n_cap and (tune.n_cap < n_in or tune.n_cap % fmt.block_size):
+    if tune.shape and tune.n_cap and (tune.n_cap < n_in or tune.n_cap % block(fmt)):
         raise BitLinearError(f"bitlinear: n_cap = {tune.n_cap} must be a multiple of the {fmt.name} block >= n_in ({n_in})")
     if not 1 <= tune.rb <= 4:
         raise BitLinearError(f"bitlinear: rb = {tune.rb} must be 1..4")
@@ -142,6 +152,8 @@ def shape_bytes(n_in: int, rows, rpw: int, y0: int = 0, residual: bool = False) 
 
 def _step(entry, fmt, n_in, rows, a8, norm, residual, eps, tune: Tune, extra: dict, bind, y0: int = 0):
     fmt = format_arg(fmt, FORMATS, "bitlinear", BitLinearError)
+    if a8 and not fmt.packed:
+        raise BitLinearError(f"bitlinear: a8 needs a packed format; {fmt.name} runs with f32 activations")
     _check(fmt, n_in, rows, tune)
     if y0 and not tune.shape:
         raise BitLinearError(f"bitlinear: y0 = {y0} needs the run-time shape variant (shape=True)")

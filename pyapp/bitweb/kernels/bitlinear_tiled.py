@@ -32,13 +32,13 @@ Buffers
     mult    f32[1] (gate_up: f32[2])   output multiplier(s); 1.0 when the model has none
     y       f32[M][n_out]    output; residual=True: holds the residual on entry, y += P
     w, gate, up              raw GGUF tensor bytes (zero-padded to a multiple of 4; I2_S: of 16)
-Formats: those of bitlinear.FORMATS, the packed formats (n_in a multiple of their block).
+Formats: FORMATS, the packed formats (n_in a multiple of their block).
 
 Tiles per device (measured with dev/bitlinear/tiled_bench.py, tile_tune.py and tiled_browser.py, see
 the README there): lavapipe, weights of at least WIDE values: 16 rows x 16 outputs, 16 invocations,
 with octets (I2_S, TQ2_0, Q2_0: gate_up the same x 2 tensors) and pairs (I2_S), else 16 x 16 / gate_up
-16 x 8 in 32; smaller: 16 x 8, 16 (gate_up 16 x 4, 64); SwiftShader 16
-rows x 8 outputs, 64 invocations (gate_up: 16 x 4); GPUs (untested) 8 rows x 4 outputs.
+16 x 8 in 32; smaller: 16 x 8, 16 (gate_up 16 x 4, 64); f32 rows 16 x 16, 16; SwiftShader 16
+rows x 8 outputs, 64 invocations (gate_up and f32: 16 x 4); GPUs (untested) 8 rows x 4 outputs.
 """
 from __future__ import annotations
 
@@ -46,8 +46,11 @@ import re
 
 from dataclasses import dataclass, replace
 
+from bitweb import formats
 from bitweb.kernels import Step, format_arg, format_defines, rasteriser
-from bitweb.kernels.bitlinear import FORMATS, BitLinearError
+from bitweb.kernels.bitlinear import BitLinearError
+
+FORMATS = formats.select(packed=True)      # the packed formats (float linears' prefill: dense.matmul)
 
 
 @dataclass(frozen=True)
@@ -86,14 +89,17 @@ def choose(dev=None, a8: bool = True, gate_up: bool = False, n_in: int = 0, n_ou
     (gate_up 16 x 4, it holds two tiles). lavapipe (and no device), A8, from WIDE weights on: 16 x 16
     (gate_up 16 x 8; ~0.8-0.9x the CPU time at 2B4T shapes, twice the compile time, so not for small
     models); matmul workgroups of 16 (2B4T's 640-row k / v: 5 workgroups per 16 rows, not 2 with
-    37 % of their outputs thrown away). SwiftShader keeps 64 invocations (tuned in Chromium); f32
-    activations (4x the activation loads, no sharing) take 16 x 4.
+    37 % of their outputs thrown away). SwiftShader keeps 64 invocations (tuned in Chromium). f32
+    activations (4 values a load, no quad sharing) on lavapipe: 16 x 16 in workgroups of 16, gate_up
+    too: the activation loads per multiply-add decide there.
     lavapipe's wide tiles also share each activation load among 8 lanes (octets, when its subgroups
     are a multiple of 8 lanes) and, for I2_S, sum two rows per multiply-add (pairs): 0.8x the CPU
     time of the 16 x 16 tile at 2B4T shapes; gate_up then takes 16 x 16 (x 2) in workgroups of 16."""
     cpu = rasteriser(dev) or ("llvmpipe" if dev is None else None)
-    if cpu == "swiftshader" or (cpu and not a8):
+    if cpu == "swiftshader":
         return Tile(rq=4, nq=1 if (gate_up or not a8) else 2, wg=64)
+    if cpu and not a8:           # f32 rows: 4 values a load, none shared; 16 outputs share each (Q4_1 576 x
+        return Tile(rq=4, nq=4, wg=16)     # 1536, 64 rows: 0.35x the CPU time of 16 x 4, gate_up too)
     if cpu:
         wide = n_in * n_out >= WIDE
         if wide and cpu == "llvmpipe" and dev is not None:

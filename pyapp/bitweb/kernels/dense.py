@@ -1,7 +1,7 @@
 """Launch specs for shaders/dense.wgsl: the generic float-weight matmul (stdlib only).
 
-One WGSL source for F32 / F16 / BF16 / Q8_0 weights with fp32 accumulation (the LM head, the
-embedding table used as a tied head, any float tensor). Weights are the GGUF bytes unchanged.
+One WGSL source for F32 / F16 / BF16 weights with fp32 accumulation (an LM head wider than
+lmhead.MAX_K, the prefill matmuls of float linears). Weights are the GGUF bytes unchanged.
 
     wtype: a Format of WTYPES (or its type id or name)
     row_bytes(wtype, n_in) -> int                       bytes of one weight row (any table format too)
@@ -23,7 +23,7 @@ Bindings (names in Step.bind):
 Switches: `subgroups` None = as the device has them (define SUBGROUPS), False = shared-memory tree,
 True = subgroupAdd (device must have subgroups). `f16` None = native f16 reads when the device has
 shader-f16, False = the u32 + unpack2x16float fallback. `shards` is a list of (r0, r1) from
-shard_rows (default: one shard of all rows). n_in % 4 == 0 (Q8_0: n_in % 32 == 0).
+shard_rows (default: one shard of all rows). n_in % 4 == 0.
 """
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ class DenseSpecError(ValueError):
 
 
 def row_bytes(wtype: str, n_in: int) -> int:
-    """Bytes of one row of n_in elements (a whole number of the format's blocks: Q8_0 n_in % 32 == 0)
+    """Bytes of one row of n_in elements (a whole number of the format's blocks: Q4_K n_in % 256 == 0)
     of a float format or a table format (the packed LM heads and embeddings are sharded alike)."""
     f = format_arg(wtype, tuple(dict.fromkeys(WTYPES + formats.select("table"))), "dense", DenseSpecError)
     blk = f.block_size

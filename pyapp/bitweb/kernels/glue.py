@@ -1,6 +1,6 @@
-"""Launch specs for shaders/glue.wgsl (stdlib only): the element-wise steps a block with float
-(F32/F16/BF16/Q8_0) linears needs around dense.wgsl, which has no residual or gating fusion.
-Blocks of packed linears never use them (bitlinear.wgsl fuses both).
+"""Launch specs for shaders/glue.wgsl (stdlib only): the element-wise steps the prefill of a block
+with float (F32/F16/BF16) linears needs around dense.wgsl's matmul, which has no residual or gating
+fusion. Decode never uses them (bitlinear.wgsl fuses both for every linear format).
 
     add(n) -> Step              y[i] += a[i] * mult[0]                     bind ("y", "a", "mult")
     act_mul(n, act) -> Step     y[i] = act(a[i] * mult[0]) * (u[i] * mult[1])   bind ("y", "a", "mult", "u")

@@ -5,9 +5,9 @@
 
     supported(wtype, n_in) -> bool          the table formats of bitweb.formats (TYPES): a float one
                                             (n_in a multiple of its unit: the values of one 16-byte
-                                            read, F32 4, F16 / BF16 8; a block format two blocks, Q8_0
-                                            64), a packed one (Q1_0, Q2_0 ...: n_in a multiple of its
-                                            block); n_in <= 4096 (m lives in workgroup memory)
+                                            read, F32 4, F16 / BF16 8), a packed one (Q1_0, Q2_0, Q8_0,
+                                            Q4_K ...: n_in a multiple of its block); n_in <= 4096 (m
+                                            lives in workgroup memory)
     choose(dev) -> Tune                     CPU adapters: 128 rows per workgroup; GPUs: 16;
                                             SwiftShader: xdirect (float rows: m = x * g read where
                                             it is used, no workgroup array: compiles faster there)
@@ -61,12 +61,11 @@ def choose(dev=None) -> Tune:
 
 
 def unit(f: formats.Format) -> int:
-    """n_in must be a multiple of this: a float format's lane unit, the values of one 16-byte read
-    (one value per element) or of two blocks (Q8_0: a pair of 34-byte blocks is 17 whole words);
+    """n_in must be a multiple of this: a float format's lane unit, the values of one 16-byte read;
     a packed format's block."""
     if f.packed:
         return f.block_size
-    return 16 // f.type_size if f.block_size == 1 else 2 * f.block_size
+    return 16 // f.type_size
 
 
 def supported(wtype, n_in: int) -> bool:

@@ -49,6 +49,9 @@ def unpack(fmt, data: bytes, rows: int, n_in: int):
     offsets of a format with offsets, else None): value = w d + o, times ws."""
     fmt = formats.get(fmt)
     n = rows * n_in
+    if not fmt.packed:               # a float format: its values (exact dyadic case data), d = 1 per lane unit
+        w = fmt.dequantize(bytes(data[:fmt.nbytes(n)]), n).reshape(rows, n_in)
+        return w, np.ones((rows, n_in // spec.block(fmt)), F32), F32(1.0), None
     t, s, m = fmt.unpack(bytes(data[:fmt.nbytes(n)]), n)
     w = t.reshape(rows, n_in)
     if fmt.tensor_scale:
@@ -92,7 +95,7 @@ def row_sums(w, d, act, o=None):
             oo = o[r0:r0 + 256].astype(np.float64)
             s[r0:r0 + 256] += (a.sum(axis=1) * oo).sum(axis=1)
             mag[r0:r0 + 256] += (np.abs(a).sum(axis=1) * np.abs(oo)).sum(axis=1)
-    exact_terms(mag, lsb(a) * lsb(d if o is None else np.concatenate([d, o], axis=1)))
+    exact_terms(mag, lsb(a) * lsb(w) * lsb(d if o is None else np.concatenate([d, o], axis=1)))
     return s.astype(F32)
 
 
@@ -110,7 +113,8 @@ def lsb(v) -> float:
 
 def exact_terms(mag, unit: float):
     """Refuse case data whose f32 sums could round: each row's terms d * w * act are multiples of
-    `unit` (= lsb(act) * lsb(d)); with sum |terms| < 2^24 units every order of f32 additions is exact."""
+    `unit` (= lsb(act) * lsb(w) * lsb(d): w integer codes, or a float format's dyadic values); with
+    sum |terms| < 2^24 units every order of f32 additions is exact."""
     worst = float(np.max(mag, initial=0.0))
     if worst / unit >= 2.0 ** 24:
         raise ValueError(f"case data not exact in f32: sum|terms| = {worst / unit:.3g} units of {unit:g} >= 2^24")
@@ -160,18 +164,24 @@ def rand_norm(rng, n):
 
 
 def rand_tensor(rng, fmt, rows, n_in) -> bytes:
-    """Random weights in fmt (its random_values: ternary, signs or codes) with dyadic scales i / 64
-    per scale_block (a tensor scale: uniform) and dyadic offsets j / 64 for a format with them,
-    zero-padded to a multiple of 4 bytes (as uploaded). 1 <= i < 64 / (max|code| + 1) and |j| < that:
-    i < 32 for ternary / binary values; codes up to 15 take i < 4, so the sums stay exact (exact_terms)."""
+    """Random weights in fmt (its random_codes: ternary, signs, or every code of an integer format; a
+    float format stores ternary values times i / 64 per row)
+    with dyadic scales i / 64 per scale_block (a tensor scale: uniform) and dyadic offsets -j / 64 for
+    a format with them (non-positive, as ggml's mins), zero-padded to a multiple of 4 bytes (as
+    uploaded). 1 <= i < hi and 0 <= j < hi, hi = max(2, 64 / (max|code| + 1)): i < 32 for ternary /
+    binary values, codes up to 15 take i < 4, 5- and 6-bit codes i = 1, so the sums stay exact
+    (exact_terms), and a K-quant's super-block stores them exactly (integer multiples of one scale)."""
     n = rows * n_in
-    t = fmt.random_values(rng, n)
-    hi = 64 // (int(np.abs(t.astype(np.int32)).max(initial=1)) + 1)
-    if fmt.tensor_scale:
+    t = fmt.random_codes(rng, n)
+    hi = max(2, 64 // (int(np.abs(t.astype(np.int32)).max(initial=1)) + 1))
+    if not fmt.packed:             # a float format: ternary values times i / 64 per row, exact in F16 / BF16
+        d = rng.integers(1, hi, rows) / 64.0
+        data = fmt.quantize((t.reshape(rows, n_in) * d[:, None]).astype(F32))
+    elif fmt.tensor_scale:
         data = fmt.pack(t, F32(rng.uniform(0.5, 3.0)))
     elif fmt.offsets:
         d = rng.integers(1, hi, n // fmt.scale_block) / 64.0
-        data = fmt.pack(t, d, rng.integers(1 - hi, hi, n // fmt.scale_block) / 64.0)
+        data = fmt.pack(t, d, -rng.integers(0, hi, n // fmt.scale_block) / 64.0)
     else:
         data = fmt.pack(t, rng.integers(1, hi, n // fmt.scale_block) / 64.0)
     return data + bytes(-len(data) % 4)
@@ -291,9 +301,10 @@ def shape_cases(builder, rng, fmt, i, few=False):
     buffer, n_cap above n_in). Every format: one part into a wider y (the engine's q / k / v, the
     residual add on odd i); the fusions (PARTS3, gate_up, a residual at n_in = n_cap) on two
     formats, modes, reductions and RB rotating with i. few: the browser's scope, 1 case each."""
-    n, blk = fmt.block_size * 3, fmt.block_size
+    blk = spec.block(fmt)
+    n = blk * 3
     t = dict(shape=True, n_cap=n + blk, rb=(1, 3, 4, 2)[i % 4], wg=64, **({"subgroups": False} if i % 2 else {}))
-    a8 = i % 2 == 0
+    a8 = i % 2 == 0 and fmt.packed
     if few:
         if i % 2 == 0:
             part_case(builder, rng, fmt, n, 11, 13 + i, a8=a8, residual=i % 4 == 2, rpw=4, **t)
@@ -315,14 +326,30 @@ SHAPES_2B4T = ((2560, 2560), (2560, 640), (2560, 6912), (6912, 2560))   # (n_in,
 
 
 def browser_formats() -> list:
-    """One format per WGSL include (Q2_0_G128 shares Q2_0's): the browser cases stay few."""
-    return list({f.include: f for f in reversed(list(spec.FORMATS))}.values())[::-1]
+    """One format per WGSL include (Q2_0_G128 shares Q2_0's) of the ternary and binary kinds, whose
+    browser cases run every fusion: the browser cases stay few. (The integer and float kinds:
+    integer_browser.)"""
+    return list({f.include: f for f in reversed([f for f in spec.FORMATS if f.a8])}.values())[::-1]
+
+
+def integer_browser(builder, rng):
+    """Every integer format (ggml's block types) and float format in the browser: what SwiftShader's
+    engine runs (f32 activations: they take no A8), the run-time shape gemv of one part into a wider
+    y (q, k, v, the residual linears) and gate_up; A8 on one of the two in turn for an integer format
+    (the kernels run it)."""
+    for i, fmt in enumerate(f for f in spec.FORMATS if f.kind in ("integer", "float")):
+        blk = spec.block(fmt)
+        n = blk * 2
+        t = dict(shape=True, n_cap=n + blk, rb=1, wg=64)
+        part_case(builder, rng, fmt, n, 11, 5 + i, a8=i % 2 == 1 and fmt.packed, residual=i % 2 == 0, rpw=4, **t)
+        gate_up_case(builder, rng, fmt, n, 9, a8=i % 2 == 0 and fmt.packed, act="silu", mult=[0.5, 1.0], rpw=16, **t)
 
 
 def cases(builder, scope: str = "full"):
     rng = np.random.default_rng(1234)
     fmts = list(spec.FORMATS)
     if scope == "browser":
+        integer_browser(builder, np.random.default_rng(1235))
         for i, fmt in enumerate(browser_formats()):
             n = fmt.block_size * 3
             gemv_case(builder, rng, fmt, n, (5, 3, 6), a8=i % 2 == 0, norm=True)
@@ -333,8 +360,10 @@ def cases(builder, scope: str = "full"):
             shape_cases(builder, rng, fmt, i, few=True)
         return
     for fmt in fmts:
-        n = fmt.block_size * 3                       # a multiple of the block, not of 256 for I2_S/Q1_0
-        for a8 in (False, True):
+        blk = spec.block(fmt)
+        n = blk * 3                                  # a multiple of the block, not of 256 for I2_S/Q1_0
+        modes = (False, True) if fmt.packed else (False,)      # a float format: f32 activations only
+        for a8 in modes:
             for sg in (None, False):
                 kw = {} if sg is None else {"subgroups": False}
                 gemv_case(builder, rng, fmt, n, 37, a8=a8, rpw=8, rb=3, **kw)
@@ -343,19 +372,25 @@ def cases(builder, scope: str = "full"):
                 gate_up_case(builder, rng, fmt, n, 21, a8=a8, act="relu2", mult=[1.0, 0.5], rpw=8, rb=1, **kw)
                 gate_up_case(builder, rng, fmt, n, 10, a8=a8, act="silu", mult=[0.125, 1.0], rpw=4, rb=2, lanes=8, **kw)
         gemv_case(builder, rng, fmt, n, 12, a8=False, norm=True, xshared=True, rpw=4)
-        gemv_case(builder, rng, fmt, n, 12, a8=True, zero=True, norm=True, residual=True)
-        gemv_case(builder, rng, fmt, n, 9, a8=True, wg=32, lanes=32, rpw=3, rb=1)
-        gemv_case(builder, rng, fmt, n, 17, a8=True, norm=True, dot4=False, rb=2, rpw=8)
-        gemv_case(builder, rng, fmt, fmt.block_size, (1, 2, 1), a8=True, norm=True, rb=4, rpw=3)
-        gemv_case(builder, rng, fmt, fmt.block_size, 1, a8=False, residual=True, subgroups=False)
-        gate_up_case(builder, rng, fmt, n, 6, a8=True, dot4=False, subgroups=False)
+        gemv_case(builder, rng, fmt, blk, 1, a8=False, residual=True, subgroups=False)
         gate_up_case(builder, rng, fmt, n, 7, a8=False, norm=False, subgroups=False, lanes=4, wg=16, rpw=5)
+        if fmt.packed:
+            gemv_case(builder, rng, fmt, n, 12, a8=True, zero=True, norm=True, residual=True)
+            gemv_case(builder, rng, fmt, n, 9, a8=True, wg=32, lanes=32, rpw=3, rb=1)
+            gemv_case(builder, rng, fmt, n, 17, a8=True, norm=True, dot4=False, rb=2, rpw=8)
+            gemv_case(builder, rng, fmt, blk, (1, 2, 1), a8=True, norm=True, rb=4, rpw=3)
+            gate_up_case(builder, rng, fmt, n, 6, a8=True, dot4=False, subgroups=False)
+        else:
+            gemv_case(builder, rng, fmt, blk, (1, 2, 1), a8=False, norm=True, rb=4, rpw=3)
     for i, fmt in enumerate(fmts):
         shape_cases(builder, rng, fmt, i)
-    # the 2B4T shapes, each once per format (variants and modes rotate)
+    # the 2B4T shapes, each once per format (variants and modes rotate); an integer format (ggml's block
+    # types, 4-7 times the bytes of a ternary one) takes one of them, in turn, a float one the smallest
     for i, fmt in enumerate(fmts):
         for j, (n_in, rows) in enumerate(SHAPES_2B4T):
-            a8 = (i + j) % 2 == 0
+            if fmt.kind == "integer" and j != i % len(SHAPES_2B4T) or fmt.kind == "float" and j != 1:
+                continue
+            a8 = (i + j) % 2 == 0 and fmt.packed
             kw = {"subgroups": False} if (i + j) % 4 == 3 else {}
             if j % 2:
                 kw.update(wg=64, rpw=320, rb=4)        # the CPU-adapter tuning of choose()

@@ -25,7 +25,7 @@ import numpy as np
 
 from bitweb import formats
 from bitweb.kernels import bitlinear_tiled as spec
-from bitweb.kernels.bitlinear import FORMATS
+from bitweb.kernels.bitlinear_tiled import FORMATS
 from bitweb.ref.bitlinear import F32, U, add_case, browser_formats, exact_terms, f32b, lsb, rand_tensor, rand_x, unpack
 
 
@@ -38,19 +38,15 @@ def sums(w, d, act, o=None):
     n_out, n_in = w.shape
     nb = d.shape[1]
     blk = n_in // nb
-    a = act.astype(np.float64)
-    s = np.zeros((a.shape[0], n_out))
-    mag = np.zeros((a.shape[0], n_out))
-    for b in range(nb):
-        wb = w[:, b * blk:(b + 1) * blk].astype(np.float64)
-        ab = a[:, b * blk:(b + 1) * blk]
-        db = d[:, b].astype(np.float64)
-        s += (ab @ wb.T) * db
-        mag += (np.abs(ab) @ np.abs(wb).T) * db
-        if o is not None:
-            ob = o[:, b].astype(np.float64)
-            s += ab.sum(axis=1, keepdims=True) * ob
-            mag += np.abs(ab).sum(axis=1, keepdims=True) * np.abs(ob)
+    a = act.astype(np.float64).reshape(-1, nb, blk).transpose(1, 0, 2)          # (nb, M, blk)
+    wb = w.astype(np.float64).reshape(n_out, nb, blk).transpose(1, 2, 0)        # (nb, blk, n_out)
+    dd = d.astype(np.float64).T[:, None, :]                                      # (nb, 1, n_out)
+    s = (np.matmul(a, wb) * dd).sum(axis=0)
+    mag = (np.matmul(np.abs(a), np.abs(wb)) * dd).sum(axis=0)
+    if o is not None:
+        oo = o.astype(np.float64)
+        s += a.sum(axis=2).T @ oo.T
+        mag += np.abs(a).sum(axis=2).T @ np.abs(oo).T
     exact_terms(mag, lsb(a) * lsb(d if o is None else np.concatenate([d, o], axis=1)))
     return s.astype(F32)
 
@@ -170,6 +166,10 @@ def cases(builder, scope: str = "full"):
         for i, fmt in enumerate(browser_formats()):
             n = fmt.block_size * 2
             matmul_case(builder, rng, fmt, n, 37, 5, 8, a8=i % 2 == 0, residual=True, rq=1, nq=4 if i == 0 else 2, wg=8)
+        # every integer format (ggml's block types: f32 rows, the engine's mode for them), SwiftShader's tile
+        irng = np.random.default_rng(4322)
+        for i, fmt in enumerate(f for f in fmts if f.kind == "integer"):
+            matmul_case(builder, irng, fmt, fmt.block_size * 2, 19, 5, 8, a8=False, residual=i % 2 == 0, rq=4, nq=1, wg=4)
         gate_up_case(builder, rng, formats.I2_S, 256, 19, 3, 4, a8=True, act="relu2", rq=1, nq=1, wg=4)
         matmul_case(builder, rng, formats.I2_S, 256, 23, 10, 16, a8=True, residual=True, rq=4, nq=2, wg=8, pairs=True)
         matmul_case(builder, rng, formats.TQ1_0, 256, 21, 6, 8, a8=True, rq=2, nq=2, wg=4, subgroups=False)

@@ -131,7 +131,7 @@ def cases(b, scope: str = "full"):
     rng = np.random.default_rng(1234)
     if scope == "browser":
         gemv_case(b, rng, "dense.gemv.F16.norm", "F16", 256, 45, norm=True)
-        gemv_case(b, rng, "dense.gemv.Q8_0.shared.sharded", "Q8_0", 96, 50, subgroups=False, max_binding=1024)
+        gemv_case(b, rng, "dense.gemv.BF16.shared.sharded", "BF16", 96, 50, subgroups=False, max_binding=1024)
         matmul_case(b, rng, "dense.matmul.BF16", "BF16", 64, 20, 5)
         return
     for wtype in spec.WTYPES:
@@ -139,7 +139,6 @@ def cases(b, scope: str = "full"):
             for f16 in ((None, False) if wtype is formats.F16 else (None,)):
                 tag = f"{wtype.name}.{'subgroup' if sg else 'shared'}" + (".f16emul" if f16 is False else "")
                 gemv_case(b, rng, f"dense.gemv.{tag}", wtype, 256, 67, subgroups=sg, f16=f16)
-    gemv_case(b, rng, "dense.gemv.Q8_0.oddblocks", "Q8_0", 96, 37)          # 3 blocks: rows alternate 2-byte alignment
     gemv_case(b, rng, "dense.gemv.F16.wg256.rows1", "F16", 1024, 9, wg=256, rows=1)
     gemv_case(b, rng, "dense.gemv.F32.rows8", "F32", 100, 29, rows=8, subgroups=False)
     gemv_case(b, rng, "dense.gemv.F32.dispatch2d", "F32", 8, 65540, rows=1, wg=4, subgroups=False)  # > 65535 workgroups: 2-D grid
@@ -147,10 +146,10 @@ def cases(b, scope: str = "full"):
         gemv_case(b, rng, f"dense.gemv.F16.norm.lastrow.{'subgroup' if sg else 'shared'}", "F16", 320, 41,
                   norm=True, last_row=3, subgroups=sg)
     gemv_case(b, rng, "dense.gemv.F16.norm.f16emul", "F16", 320, 41, norm=True, f16=False)
-    gemv_case(b, rng, "dense.gemv.Q8_0.norm", "Q8_0", 320, 41, norm=True)
+    gemv_case(b, rng, "dense.gemv.BF16.norm", "BF16", 320, 41, norm=True)
     # sharded: small forced binding size -> 8 shards, the last one short
     gemv_case(b, rng, "dense.gemv.F16.sharded.norm", "F16", 64, 1000, norm=True, max_binding=128 * 128)
-    gemv_case(b, rng, "dense.gemv.Q8_0.sharded.f16emul", "Q8_0", 64, 301, max_binding=68 * 40, f16=False)
+    gemv_case(b, rng, "dense.gemv.F32.sharded", "F32", 64, 301, max_binding=256 * 40)
     # 2B4T LM head shard: 16384 rows of 2560 F16 (84 MB), output_norm fused
     gemv_case(b, rng, "dense.gemv.F16.2b4t_lm_head_shard", "F16", 2560, 16384, norm=True)
     for wtype in spec.WTYPES:

@@ -522,7 +522,7 @@ def embedding_cases(b, rng, scope):
     embedding_shape_cases(b, rng, shapes)
     # the packed table formats (Q1_0, Q2_0 ...: Bonsai's embeddings), with their own generator; any
     # other packed table format of the registry gets a case of its own
-    packed = [("Q1_0", 128, 100, 30, 8)] if scope == "browser" else \
+    packed = [("Q1_0", 128, 100, 30, 8), ("Q4_K", 256, 20, 7, 8), ("Q5_0", 64, 33, None, 8)] if scope == "browser" else \
         [("Q1_0", 256, 37, None, 8), ("Q2_0", 128, 41, None, 8), ("Q2_0_G128", 256, 300, 40, 3),
          ("Q1_0", 128, 1000, 99, 3)]
     embedding_shape_cases(b, np.random.default_rng(2121), packed)

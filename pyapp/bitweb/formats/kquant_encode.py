@@ -16,7 +16,7 @@ The searches (names as in ggml-quants.c):
       -(nmax + 0.1 is) / max, is = -9..9, by (sum w x l)^2 / (sum w l^2), w = x^2
 Then each super-block's group scales (and mins) are quantized (4 bits in Q2_K, 6 in Q3_K / Q4_K /
 Q5_K, int8 in Q6_K) against one fp16 d (and dmin), and every code is recomputed from its group's
-quantized scale. Inputs are [n_blocks, 256] float32, finite (blockquant.quantize checks); outputs are
+quantized scale. Inputs are [n_blocks, 256] float32, finite (IntegerFormat.quantize checks); outputs are
 [n_blocks, type_size] uint8.
 """
 from __future__ import annotations
