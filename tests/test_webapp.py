@@ -88,11 +88,13 @@ def test_header_larger_than_the_bound_is_refused_before_it_is_read(model, monkey
     assert max(b for _, b in blob.reads) <= 64 << 10
 
 
-def test_advice_names_every_format_from_the_registry():
+def test_advice_names_every_architecture_and_format_from_the_registries():
     from bitweb import formats
+    from bitweb.model import ARCHS
     for kind in ("format", "unsupported"):
-        (line,) = webapp.advice(kind)
-        assert all(f.name in line for f in formats.select("linear") + formats.select("table")), line
+        archs, fmts = webapp.advice(kind)
+        assert all(a in archs for a in ARCHS) and "llama" in archs, archs
+        assert all(f.name in fmts for f in formats.select("linear") + formats.select("table")), fmts
     assert webapp.advice("context") == []
     err = json.loads(webapp.error_json(gguf.GGUFError("bad magic")))["error"]    # what the worker sends
     assert err["kind"] == "format" and err["advice"] == webapp.advice("format")

@@ -115,11 +115,13 @@ def error_json(e: BaseException) -> str:
 
 
 def advice(kind: str) -> list:
-    """Lines the page adds to its own advice for an error kind: the weight formats (bitweb.formats)
-    for a file it cannot read or run."""
+    """Lines the page adds to its own advice for an error kind: the architectures (bitweb.model.ARCHS)
+    and the weight formats (bitweb.formats) for a file it cannot read or run."""
     if kind not in ("format", "unsupported"):
         return []
-    return [f"Weight formats bitweb runs: block linears {', '.join(f.name for f in formats.select('linear'))}; "
+    from bitweb.model import ARCHS
+    return [f"Architectures bitweb runs (general.architecture): {', '.join(ARCHS)}.",
+            f"Weight formats bitweb runs: block linears {', '.join(f.name for f in formats.select('linear'))}; "
             f"token embedding and LM head {', '.join(f.name for f in formats.select('table'))}."]
 
 
