@@ -216,7 +216,7 @@ def test_smollm2_equals_hf():
     `smollm` (llama.cpp runs it as starcoder's split: digits one at a time, then GPT-2's regex),
     against HF's Digits + ByteLevel on the file's own vocabulary; `bitweb tokenize` reads it."""
     need(SMOLLM2.is_file(), f"{SMOLLM2} is missing (run tools/setup.sh --test)")
-    with open_gguf(SMOLLM2, tensors=False) as gf:      # the metadata only: bitweb does not run Q4_1 yet
+    with open_gguf(SMOLLM2, tensors=False) as gf:      # the metadata only (the model: tests/test_smollm2.py)
         md = gf.metadata
         assert (gf.tensors, gf.data_offset) == ({}, None)
     assert (md["tokenizer.ggml.model"], md["tokenizer.ggml.pre"], len(md["tokenizer.ggml.tokens"])) == \
