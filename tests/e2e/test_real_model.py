@@ -10,9 +10,13 @@ headless Chromium on SwiftShader:
   token for token, and it names Paris;
 - a soak (issue 25): turns across conversations in a small context, overflowing it and going on
   "without the oldest turns" on the way: no growth in the wasm heap, the live GPU buffers, the
-  worker's or the page's JS heap, and the answers after it equal a fresh page's. The default run
-  is SOAK_TURNS turns; `npm run soak` runs the full 200 turns in 20 conversations and prints its
-  figures (PERFORMANCE.md keeps them).
+  worker's or the page's JS heap, and the answers after it equal the page's answers when it was
+  fresh (right after the load, before any other chat). `npm run real` runs this module with a short
+  soak (a warm-up conversation, then one of 6 turns); `npm run soak` the full one (200 turns in 20
+  conversations); both print the figures (SOAK {...}, test-results/soak.json; PERFORMANCE.md).
+
+Not in `npm test` (tools/test.sh leaves it out): on 2 shared cores it takes about 15 minutes
+(engine 380 s, app 170 s, short soak 320 s), the whole suite's budget.
 """
 from __future__ import annotations
 
