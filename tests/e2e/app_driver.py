@@ -301,3 +301,50 @@ asyncio.run(main())
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert p.returncode == 0, p.stderr
     return json.loads(p.stdout.splitlines()[-1])
+
+
+# ---------------------------------------------------------------- memory
+
+class WorkerHeap:
+    """The used JS heap of the page's worker after a full GC, through the DevTools protocol."""
+
+    def __init__(self, page):
+        self.page = page
+        self.events = []
+        self.cdp = page.context.new_cdp_session(page)
+        self.cdp.on("Target.attachedToTarget", lambda e: self.events.append(e))
+        self.cdp.on("Target.receivedMessageFromTarget", lambda e: self.events.append(e))
+        self.cdp.send("Target.setAutoAttach", {"autoAttach": True, "waitForDebuggerOnStart": False, "flatten": False})
+        for _ in range(100):
+            sid = [e["sessionId"] for e in self.events if e.get("targetInfo", {}).get("type") == "worker"]
+            if sid:
+                break
+            page.wait_for_timeout(50)
+        assert sid, "no worker to measure"
+        self.sid, self.n = sid[0], 1000
+
+    def call(self, method):
+        self.n += 1
+        self.cdp.send("Target.sendMessageToTarget",
+                      {"sessionId": self.sid, "message": json.dumps({"id": self.n, "method": method})})
+        for _ in range(600):
+            for e in self.events:
+                msg = json.loads(e.get("message", "{}"))
+                if e.get("sessionId") == self.sid and msg.get("id") == self.n:
+                    return msg["result"]
+            self.page.wait_for_timeout(50)
+        raise AssertionError(f"no answer to {method}")
+
+    def used(self):
+        self.call("HeapProfiler.collectGarbage")
+        return self.call("Runtime.getHeapUsage")["usedSize"]
+
+
+def page_heap(page) -> int:
+    """The used JS heap of the page itself (not its worker) after a full GC, through the DevTools protocol."""
+    cdp = page.context.new_cdp_session(page)
+    try:
+        cdp.send("HeapProfiler.collectGarbage")
+        return cdp.send("Runtime.getHeapUsage")["usedSize"]
+    finally:
+        cdp.detach()

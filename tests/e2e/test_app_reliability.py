@@ -25,7 +25,7 @@ import threading
 import pytest
 
 from tests.conftest import ROOT
-from tests.e2e.app_driver import PROMPT, READY_MS, REPLY_MS, clis, make_model, no_errors
+from tests.e2e.app_driver import PROMPT, READY_MS, REPLY_MS, WorkerHeap, clis, make_model, no_errors
 from tests.e2e.app_driver import app  # noqa: F401  (the app page fixture, over this module's models)
 
 MiB = 1 << 20
@@ -312,41 +312,6 @@ def stop_20_times_then_answer(app, models):
 
 
 # ---------------------------------------------------------------- soak
-
-class WorkerHeap:
-    """The used JS heap of the page's worker after a full GC, through the DevTools protocol."""
-
-    def __init__(self, page):
-        self.page = page
-        self.events = []
-        self.cdp = page.context.new_cdp_session(page)
-        self.cdp.on("Target.attachedToTarget", lambda e: self.events.append(e))
-        self.cdp.on("Target.receivedMessageFromTarget", lambda e: self.events.append(e))
-        self.cdp.send("Target.setAutoAttach", {"autoAttach": True, "waitForDebuggerOnStart": False, "flatten": False})
-        for _ in range(100):
-            sid = [e["sessionId"] for e in self.events if e.get("targetInfo", {}).get("type") == "worker"]
-            if sid:
-                break
-            page.wait_for_timeout(50)
-        assert sid, "no worker to measure"
-        self.sid, self.n = sid[0], 1000
-
-    def call(self, method):
-        self.n += 1
-        self.cdp.send("Target.sendMessageToTarget",
-                      {"sessionId": self.sid, "message": json.dumps({"id": self.n, "method": method})})
-        for _ in range(600):
-            for e in self.events:
-                msg = json.loads(e.get("message", "{}"))
-                if e.get("sessionId") == self.sid and msg.get("id") == self.n:
-                    return msg["result"]
-            self.page.wait_for_timeout(50)
-        raise AssertionError(f"no answer to {method}")
-
-    def used(self):
-        self.call("HeapProfiler.collectGarbage")
-        return self.call("Runtime.getHeapUsage")["usedSize"]
-
 
 def test_soak_30_conversations_no_growth(app, oracle):
     if app.info() is None:
