@@ -79,6 +79,19 @@ async function writeIndex(d, idx) {
 
 const fileOf = (name, e) => e.file || name;
 
+// Index `entry` (its `file` holds the bytes) as `name`, under the index lock: then `then()` (the
+// copy's own bookkeeping), and the file of an older copy of that name goes.
+function putEntry(d, name, entry, then) {
+  return underIndexLock(async () => {
+    const idx = await readIndex(d);
+    const old = idx[name];
+    idx[name] = { saved: Date.now(), ...entry };
+    await writeIndex(d, idx);
+    await then();
+    if (old && fileOf(name, old) !== entry.file) await d.removeEntry(fileOf(name, old)).catch(() => {});
+  });
+}
+
 // {models: [{name, size, source, saved}], downloads: [{name, source, have, size, complete}], usage, quota}.
 // Drops entries whose file is gone or has the wrong size, and files that are neither in the index,
 // nor pending, nor a download's part or record (interrupted copies); a download whose name's lock
@@ -225,14 +238,7 @@ async function startWrite(name, next, onBytes, meta, size = -1) {
     async commit() {
       await written;
       close();
-      await underIndexLock(async () => {
-        const idx = await readIndex(d);
-        const old = idx[name];
-        idx[name] = { size: pos, saved: Date.now(), file: fname, ...meta };
-        await writeIndex(d, idx);
-        pending.delete(fname);
-        if (old && fileOf(name, old) !== fname) await d.removeEntry(fileOf(name, old)).catch(() => {});
-      });
+      await putEntry(d, name, { size: pos, file: fname, ...meta }, async () => { pending.delete(fname); });
     },
     async discard() {
       stopped ??= fail('aborted', 'the copy was stopped');
@@ -476,15 +482,8 @@ async function startDownload(url, name, progress, signal, opts) {
 async function index(job, name, url) {
   const d = await dir();
   const rec = job.record;
-  await underIndexLock(async () => {
-    const idx = await readIndex(d);
-    const old = idx[name];
-    idx[name] = { size: rec.size, saved: Date.now(), file: job.fname, source: url, lastModified: rec.lastModified,
-      etag: rec.etag, sha256: rec.sha256 };
-    await writeIndex(d, idx);
-    await d.removeEntry(job.fname + '.json').catch(() => {});
-    if (old && fileOf(name, old) !== job.fname) await d.removeEntry(fileOf(name, old)).catch(() => {});
-  });
+  await putEntry(d, name, { size: rec.size, file: job.fname, source: url, lastModified: rec.lastModified,
+    etag: rec.etag, sha256: rec.sha256 }, () => d.removeEntry(job.fname + '.json').catch(() => {}));
 }
 
 // The bytes of `url`: {file, cached: true} when the cached copy is still current (or the network
