@@ -67,9 +67,12 @@ export async function read(device, buffer, offset, size) {
 // default reader and its pieces (tens of KiB) are copied in. (A BYOB reader would skip that copy,
 // but in Chromium 156 its reads of an OPFS File in the library's worker sometimes never resolved
 // while pipeline compiles were in flight.)
-// Every `settle` bytes (over all calls) it waits for the queue, so the GPU process's staging memory stays bounded too.
-let spare = null, unsettled = 0;
-export async function uploadBlob(device, buffer, bufferOffset, blob, start, end, chunk = 16 << 20, onBytes = null, settle = 64 << 20) {
+// writeBuffer's bytes wait in shared memory (counted in the renderer and the GPU process) until the
+// GPU process takes them, which lags on a busy machine: every `settle` bytes (over all calls) it
+// waits for the queue as it was one window before (the window since runs on meanwhile), so at most
+// two windows and a chunk are in flight, whatever the file's size.
+let spare = null, unsettled = 0, inFlight = null;
+export async function uploadBlob(device, buffer, bufferOffset, blob, start, end, chunk = 16 << 20, onBytes = null, settle = 4 << 20) {
   const size = end - start;
   const cap = Math.max(4, Math.ceil(Math.min(chunk, size) / 4) * 4);
   let reader = null, fill;
@@ -95,7 +98,12 @@ export async function uploadBlob(device, buffer, bufferOffset, blob, start, end,
       unsettled += filled;
       if (onBytes) onBytes(filled);
       if (filled < want) break;
-      if (unsettled >= settle) { unsettled = 0; await device.queue.onSubmittedWorkDone(); }
+      if (unsettled >= settle) {
+        unsettled = 0;
+        const before = inFlight;
+        inFlight = device.queue.onSubmittedWorkDone();
+        if (before) await before;
+      }
     }
   } finally {
     if (reader) {
