@@ -341,8 +341,8 @@ def integer_browser(builder, rng):
         blk = spec.block(fmt)
         n = blk * 2
         t = dict(shape=True, n_cap=n + blk, rb=1, wg=64)
-        part_case(builder, rng, fmt, n, 11, 5 + i, a8=i % 2 == 1 and fmt.packed, residual=i % 2 == 0, rpw=4, **t)
-        gate_up_case(builder, rng, fmt, n, 9, a8=i % 2 == 0 and fmt.packed, act="silu", mult=[0.5, 1.0], rpw=16, **t)
+        part_case(builder, rng, fmt, n, 11, 5 + i, a8=i % 2 == 1 and fmt.a8, residual=i % 2 == 0, rpw=4, **t)
+        gate_up_case(builder, rng, fmt, n, 9, a8=i % 2 == 0 and fmt.a8, act="silu", mult=[0.5, 1.0], rpw=16, **t)
 
 
 def cases(builder, scope: str = "full"):
@@ -362,7 +362,9 @@ def cases(builder, scope: str = "full"):
     for fmt in fmts:
         blk = spec.block(fmt)
         n = blk * 3                                  # a multiple of the block, not of 256 for I2_S/Q1_0
-        modes = (False, True) if fmt.packed else (False,)      # a float format: f32 activations only
+        # A8 activations only where the engine takes them (model.a8_linears: Format.a8, the ternary and
+        # binary formats); ggml's block types and floats run f32 in either mode
+        modes = (False, True) if fmt.a8 else (False,)
         for a8 in modes:
             for sg in (None, False):
                 kw = {} if sg is None else {"subgroups": False}
@@ -374,7 +376,7 @@ def cases(builder, scope: str = "full"):
         gemv_case(builder, rng, fmt, n, 12, a8=False, norm=True, xshared=True, rpw=4)
         gemv_case(builder, rng, fmt, blk, 1, a8=False, residual=True, subgroups=False)
         gate_up_case(builder, rng, fmt, n, 7, a8=False, norm=False, subgroups=False, lanes=4, wg=16, rpw=5)
-        if fmt.packed:
+        if fmt.a8:
             gemv_case(builder, rng, fmt, n, 12, a8=True, zero=True, norm=True, residual=True)
             gemv_case(builder, rng, fmt, n, 9, a8=True, wg=32, lanes=32, rpw=3, rb=1)
             gemv_case(builder, rng, fmt, n, 17, a8=True, norm=True, dot4=False, rb=2, rpw=8)
@@ -390,7 +392,7 @@ def cases(builder, scope: str = "full"):
         for j, (n_in, rows) in enumerate(SHAPES_2B4T):
             if fmt.kind == "integer" and j != i % len(SHAPES_2B4T) or fmt.kind == "float" and j != 1:
                 continue
-            a8 = (i + j) % 2 == 0 and fmt.packed
+            a8 = (i + j) % 2 == 0 and fmt.a8
             kw = {"subgroups": False} if (i + j) % 4 == 3 else {}
             if j % 2:
                 kw.update(wg=64, rpw=320, rb=4)        # the CPU-adapter tuning of choose()

@@ -176,7 +176,7 @@ def cases(builder, scope: str = "full"):
         return
     for fmt in fmts:
         n = fmt.block_size * 3
-        for a8 in (False, True):
+        for a8 in (False, True) if fmt.a8 else (False,):     # (A8: model.a8_linears' formats only)
             matmul_case(builder, rng, fmt, n, 70, 11, 16, a8=a8, rq=2, nq=4 if a8 and fmt is formats.TQ1_0 else 2, wg=8)  # M tile past M
             matmul_case(builder, rng, fmt, n, 33, 3, 3, a8=a8, residual=True, mult=1.5, rq=1, nq=1, wg=16)
             gate_up_case(builder, rng, fmt, n, 45, 9, 12, a8=a8, act="relu2", mult=(0.5, 2.0), rq=4 if a8 else 2,
@@ -184,16 +184,16 @@ def cases(builder, scope: str = "full"):
             gate_up_case(builder, rng, fmt, n, 20, 2, 2, a8=a8, act="silu", mult=(0.125, 1.0), rq=1, nq=1, wg=4)
     for i, fmt in enumerate(fmts):                 # 2B4T-sized rows, a few tokens
         n_in, n_out = ((2560, 640), (6912, 2560), (2560, 2560), (2560, 6912))[i % 4]
-        matmul_case(builder, rng, fmt, n_in, n_out, 7, 8, a8=i % 2 == 0, residual=i % 2 == 1)
-        matmul_case(builder, rng, fmt, fmt.block_size, 9, 13, 16, a8=True, rq=4, nq=2, wg=4, subgroups=False)
+        matmul_case(builder, rng, fmt, n_in, n_out, 7, 8, a8=i % 2 == 0 and fmt.a8, residual=i % 2 == 1)
+        matmul_case(builder, rng, fmt, fmt.block_size, 9, 13, 16, a8=fmt.a8, rq=4, nq=2, wg=4, subgroups=False)
         matmul_case(builder, rng, fmt, fmt.block_size, 1, 1, 2, a8=False, rq=1, nq=1, wg=4)
-        matmul_case(builder, rng, fmt, fmt.block_size * 2, 24, 5, 6, a8=True, residual=True, rq=3, nq=1, wg=4,
+        matmul_case(builder, rng, fmt, fmt.block_size * 2, 24, 5, 6, a8=fmt.a8, residual=True, rq=3, nq=1, wg=4,
                     y_stride=60, y_col0=19)
     # lavapipe's wide-tile paths (bitlinear_tiled.choose): pairs (I2_S: two rows per f32) and octets
     # (8 subgroup lanes share the activation loads: these cases need subgroups of a multiple of 8
     # lanes, as lavapipe's and GPUs'; SwiftShader's 4-lane subgroups never take them, nor the browser cases)
     octets = True
-    for fmt in (f for f in fmts if spec.octets_fit(f)):
+    for fmt in (f for f in fmts if spec.octets_fit(f) and f.a8):
         matmul_case(builder, rng, fmt, fmt.block_size * 3, 70, 11, 16, a8=True, rq=4, nq=4, wg=16, octets=True,
                     pairs=spec.pairs_fit(fmt))
     matmul_case(builder, rng, formats.I2_S, 384, 40, 14, 16, a8=True, residual=True, mult=1.5, rq=4, nq=4, wg=16,
