@@ -15,6 +15,13 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+# lavapipe (Mesa's CPU Vulkan driver: the native tests' adapter) compiles each pipeline with LLVM at
+# its first dispatch, and on a fresh machine (no Mesa shader cache) those compiles were most of the
+# suite's time. Without LLVM's optimisation passes they take about half as long, and the tests'
+# shapes run no slower (tests/test_engine.py's long prompt: 83 -> 31 s; the real SmolLM2's 64 GPU
+# tokens: 151 -> 102 s). Mesa's NIR passes still run; an explicit GALLIVM_PERF wins. Set before wgpu
+# loads the driver; subprocesses (the CLI tests) inherit it.
+os.environ.setdefault("GALLIVM_PERF", "nopt")
 
 
 def need(ok: bool, why: str) -> None:
