@@ -4,8 +4,9 @@ so a second run reuses them):
 
   2b4t.gguf     `make-model --preset 2b4t --vocab llama3` (BitNet b1.58 2B4T's shapes, I2_S, 1.19 GB)
   smollm2.gguf  SmolLM2-135M-Instruct's shapes (llama, n_embd 576, 30 blocks, n_ff 1536, 9 / 3
-                heads, tied 49152-row table) with Q8_0 linears and table: the real file is Q4_1,
-                which bitweb does not run yet; the Stop bound depends on the shapes, not the format.
+                heads, tied 49152-row table) with Q8_0 linears and table, made here so the script
+                needs no download (the real file is Q4_1); the Stop bound depends on the shapes,
+                not the format.
 
     .venv/bin/python dev/perf/stop_to_idle.py [--dir build/perf] [--prompt-tokens 2000] [--before smollm2]
 
