@@ -17,7 +17,7 @@ function to float rounding. In a8 (per-token int8 activations, as BitNet was tra
 which was not trained that way, is chaotic: computing only the numpy model's attention in float64
 instead of float32 moves a8 logits by up to 3.4 (f32 logits: 8e-3), so a8 greedy runs of the GPU and
 the numpy model part after a few tokens (measured: at token 5 of 64), as two numpy runs would
-(ARCHITECTURE.md, "Activations"); the a8 test here checks the answer, not the tokens.
+(ARCHITECTURE.md, "Weight formats"); the a8 test here checks the answer, not the tokens.
 """
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ a chat prompt (the file's own template, or the built-in 2B4T format), decode --t
 tokens twice (cold and warm: the same tokens), and print the figures (JSON with --json): load
 time, shards, decode dispatches (per layer), host calls per token, prefill ms, decode ms/token,
 GPU buffer bytes and the process's peak RSS growth (on a CPU adapter the GPU buffers are process
-memory). Not part of the test suite (minutes on lavapipe); see ARCHITECTURE.md "Engine checks".
+memory). Not part of the test suite (minutes on lavapipe); figures in PERFORMANCE.md.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """BitNet b1.58 2B4T architecture at a small size, with W1.58A8 quantization-aware training.
 
-One block (ARCHITECTURE.md, "Architectures and the block recipe"; same as transformers' BitNetDecoderLayer):
+One block (the block recipe of pyapp/bitweb/blocks.py; same as transformers' BitNetDecoderLayer):
     a = rmsnorm(x, attn_norm); q, k, v = linear(a); rope(q, k)  (NEOX: pairs i, i + head_dim/2)
     o = attention(q, k, v)  (causal, GQA: query head h uses kv head h // (n_head / n_kv), scale 1/sqrt(head_dim))
     x = x + attn_output(rmsnorm(o, attn_sub_norm))

@@ -16,6 +16,14 @@
 // its key in boot-snapshot.json), when that key names this Pyodide and this archive and the bytes
 // are the ones it names; else (none, another build's, spoiled) the boot is fresh, with no error.
 // The worker then keeps those bytes in the Cache API like a snapshot of its own.
+//
+// What a snapshot freezes: the interpreter's start-up state, the str hash seed among it (with the
+// shipped snapshot every browser shares one public seed: a crafted model file's metadata could make
+// its load slower, not wrong; nothing in bitweb uses hashes as secrets; random.Random() seeds itself
+// when made, so sampling seeds stay fresh) and the time zone read at start (time.tzname is the
+// build machine's; datetime.now(), a chat template's strftime_now, reads the browser's clock). The
+// snapshot comes from the same server as the code that restores it: its key and hash guard against
+// old and torn files, not against a hostile server.
 import { loadPyodide, version as PYODIDE_VERSION } from '../node_modules/pyodide/pyodide.mjs';
 import * as gpu from './gpu.mjs';
 

@@ -9,7 +9,17 @@ bitweb.engine binds the steps and records them as plans; bitweb.upload makes the
 lists the kernels (compile_keys) on a GPUModel whose buffers are stand-in names.
 
 A new value of a block feature (a model.Arch flag) changes the one op method here that meets it,
-and its twin in bitweb.numpy_model (ARCHITECTURE.md, "Adding an architecture").
+and its twin in bitweb.numpy_model (ARCHITECTURE.md, "An architecture").
+
+The block, per row: qkv = [Wq|Wk|Wv] . rmsnorm(x, attn_norm) (`linear`); RoPE, the K/V cache
+write and causal GQA (`attention`); x += Wo . rmsnorm(o, attn_sub_norm) (`linear`, residual);
+g = act(Wg . n) * (Wu . n), n = rmsnorm(x, ffn_norm) (`ffn`); x += Wd . rmsnorm(g, ffn_sub_norm)
+(`linear`, residual). `linear` hides packed vs float weights and the fused norm, output
+multipliers and residual (decode: one `bitlinear: gemv` per group; prefill: an rmsnorm step, A8
+quantizing the rows, and a matmul per weight chosen in one place, PrefillOps.mm). Norms are looked
+up by name, so a norm a row lacks is None in one place (GPUModel.weight); qkv_bias, qk_norm and
+rope belong to `attention` (qk_buffers: what the rope / attention kernels bind besides q, k, v),
+`ffn` to `ffn`, `scales` to the output multipliers (MULTIPLIERS, GPUModel.mult).
 """
 from __future__ import annotations
 

@@ -32,6 +32,16 @@ exactly one), a named function one call of it, "auto" either calls or a reply th
 start as a call would (`<tool_call>`; "llama3": `{`), "none" only such a reply. A response_format
 or grammar with tools is that reply's grammar. Constrained replies turn a template's thinking off
 (the grammar starts at the first token).
+
+The reply. `Reply` holds text back while it may still become the call marker (auto), then streams
+content as text events and a call as {type: "tool_call", index, call_id, name} once its name is
+known and {type: "tool_call", index, arguments} pieces of its arguments' JSON text (the arguments
+object's span, found by bracket depth outside strings), which add up to `function.arguments`.
+finish_reason is "tool_calls" when calls ended the reply and "stop" when max_tokens ended JSON or
+calls the grammar accepts (the token budget makes them complete: only free text cut short is
+"length"). Stop strings apply to content only and are refused with a grammar or schema. The
+library (web/bitweb.mjs) checks the messages' roles, tool_calls and tool_call_id, returns
+`message.tool_calls` (content null) and streams `delta.tool_calls` as OpenAI's stream does.
 """
 from __future__ import annotations
 

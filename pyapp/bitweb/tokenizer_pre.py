@@ -7,7 +7,31 @@ one cutting every piece the previous ones left into its matches and the text bet
 written there, except the contractions: HF's `(?i:'s|...)` folds U+017F (long s) to "s", so the
 splits that come from a `(?i:...)` regex (llama3, qwen2, qwen35) take "'ſ" as a contraction too.
 `PRE_TOKENIZERS` maps each name llama.cpp knows for one of these splits to its behaviour (the
-split, `ignore_merges`, the add_bos_token default, NFC first); ARCHITECTURE.md has the table.
+split, `ignore_merges`, the add_bos_token default, NFC first). A missing key means `llama-bpe` (the
+published 2B4T file has none); any other name, `default` included, is a TokenizerError naming it.
+NFC first only where noted (HF's Qwen2Tokenizer; llama.cpp skips it; Qwen3.5's vectors show none).
+The splits, in short (the exact regexes: SPLITS):
+
+    llama3          (?i) contractions; letters with one leading non-letter; digits in threes;
+                    punctuation runs with trailing newlines; newlines; spaces.
+                    llama-bpe llama3 llama-v3 falcon3 falcon-h1 pixtral midm-2.0 lfm2 jina-v5-nano
+                    (ignore_merges, add_bos true); dbrx smaug-bpe
+    qwen2           llama3's, digits one at a time. qwen2 deepseek-r1-qwen (NFC); stablelm2 hunyuan
+                    megrez solar-open grok-2 kormo f2llmv2
+    qwen35          qwen2's with marks (\\p{M}) joining letters. qwen35
+    gpt2            GPT-2's: contractions; ` ?` letter / digit / other runs; spaces. gpt-2 phi-2 mpt
+                    olmo jais trillion granite-docling exaone4 gigachat a.x-4.0 mellum jina-es jina-de
+    starcoder       each digit alone, then gpt2. starcoder refact command-r smollm codeshell exaone
+                    minerva-7b mellum2
+    falcon          punctuation runs, then gpt2, then ASCII digits in threes. falcon
+    deepseek-llm    newlines; DeepSeek's cased-letter runs; ASCII / CJK punctuation runs; trailing
+                    spaces; CJK runs; digit runs. deepseek-llm
+    deepseek-coder  newlines; letter runs; punctuation runs; CJK runs; each digit alone. deepseek-coder
+    deepseek-v3     digits in threes; CJK / kana runs; ASCII punctuation + letters, letters and
+                    marks, punctuation and symbols, newlines, spaces. deepseek-v3 hunyuan-dense
+                    joyai-llm hy_v4
+    bloom           runs up to a space or one of .,!?…。，、।۔،. bloom poro-chat gpt3-finnish;
+                    viking (then each digit alone)
 
 Python's `re` has no \\p{L}, so the text is first "collapsed" as llama.cpp collapses it: ASCII
 characters stay themselves and every other character becomes one code for its class (letter,

@@ -13,7 +13,33 @@ only; runs in Pyodide).
 
 Modules: gbnf (the GBNF parser, llama.cpp's syntax), schema (JSON Schema -> GBNF), regex (a JSON
 Schema `pattern` -> GBNF), automaton (the byte-level pushdown automaton), masks (the vocabulary trie
-and the mask caches). ARCHITECTURE.md ("Structured output") has the design and its costs.
+and the mask caches); bench measures their costs (`python -m bitweb bench grammar`, PERFORMANCE.md).
+
+Grammars: GBNF as llama.cpp parses it (rules, `|`, groups, `*` `+` `?` `{m,n}`, classes with ranges
+and `^`, `.`, escapes, comments, `<[id]>` / `<text>` / `!` token elements); errors carry line and
+column. A JSON Schema becomes GBNF first (llama.cpp's rule shapes and whitespace): type (lists:
+nullable), properties / required / additionalProperties, enum / const, items / prefixItems /
+minItems / maxItems, anyOf, oneOf (branches that provably exclude each other), allOf of one, local
+`$ref` (recursion too), minLength / maxLength, `pattern` (ECMA regex without lookaround or
+backreferences), format date / time / date-time / uuid, integer bounds; any other keyword is a
+SchemaError naming it and its location.
+
+Automaton: each rule is an NFA over bytes (classes compiled to UTF-8 byte sequences, surrogates
+excluded, so only valid UTF-8 passes); rules with a finite language are inlined, the rest are call
+frames. A state is a set of stacks of local states (determinized on demand); `step(state, byte)` is
+memoized. Left recursion and grammars that match nothing fail at compile time; unproductive paths
+are pruned, so every reachable state can be completed. `X{m,n}` with n >= 6 is not unrolled: a
+count element under X's frame holds the iterations done, so `char{1,100}` costs one walk.
+
+Masks: tokens consumed inside the top frame depend on its local state alone and are cached per
+local state; tokens that end the frame part way (`",` `"}`) are trie nodes whose subtrees are
+walked against what follows, cached per (node, state); a state's mask and the state after a token
+are cached too, so a state reached again costs dict lookups. Masks are kept by the fewest bytes
+that complete the grammar after the token, so `remaining` keeps only tokens after which the output
+can still finish in time (each byte is at worst one token): constrained output ends complete at
+max_tokens. Stop tokens are allowed exactly when the grammar accepts; control / unused /
+user-defined tokens never match text. Keep one Grammar per schema (its caches are the speed) and
+one Vocabulary per model: a frame first seen walks the trie under it (0.1-0.3 s on 49k-152k tokens).
 """
 from __future__ import annotations
 
