@@ -110,7 +110,7 @@ def candidates(text: str) -> list[str]:
         word = word.split("=", 1)[-1].split("?", 1)[0]
         word = word.strip("\"'()[],;:*!").rstrip(".")
         if (not word or "://" in word or word.startswith(("-", "/", "$", "hf:", "http")) or "@" in word
-                or word.startswith("bitweb/") is False and "/" in word and word.split("/")[0] not in ROOTS):
+                or ("/" in word and word.split("/")[0] not in ROOTS)):
             continue
         if "/" in word or (FILE.match(word) and word not in NOT_FILES) or (MODULE.match(word) and not DATA.search(word)):
             out.append(word)

@@ -111,7 +111,7 @@ SOAK = (20, 10) if FULL_SOAK else (1, 6)
 # linears) in f32 in either mode (model.a8_linears): the test also checks that the app's Activations
 # switch reloads the model and reports the mode. (When a8 still quantised these linears' inputs to
 # int8, this prompt's first token was a near-tie and the page's reply depended on the plan that read
-# the prompt: PERFORMANCE.md, "The real file in the browser".)
+# the prompt: PERFORMANCE.md, "The real file".)
 ACTIVATIONS = "f32"
 SOAK_TOKENS = 3          # each soak reply: a few tokens (SwiftShader decodes ~1 token / s here)
 
