@@ -19,7 +19,7 @@ const el = (tag, props = {}, ...kids) => {
 /**
  * Show the catalogue in `root` (and unfinished downloads in `downloads`).
  * hooks: {bitweb, load(source) (the app's loadModel), address: {capLimits, gpuMemory}}
- * Returns {refresh()}: call it when the cache changes.
+ * Returns {refresh(), load(source)}: call refresh() when the cache changes; load is the app's loadModel.
  */
 export function mountCatalogue(root, downloads, { bitweb, load, address }) {
   let pass = 0;
@@ -87,5 +87,5 @@ export function mountCatalogue(root, downloads, { bitweb, load, address }) {
     return b;
   }
 
-  return { refresh };
+  return { refresh, load };
 }
