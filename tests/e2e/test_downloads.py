@@ -432,6 +432,17 @@ def test_the_catalogue_shows_the_engines_verdict_for_each_cap(app, hub, cap):
             assert f"fits (context {want['context']}," in row["text"], (cap, row)
         verdicts.add(want["verdict"])
     assert len(verdicts) >= 2, (cap, verdicts)                # each case tells models apart
+    # beside the download button: what rests on one public source or none, as text
+    notes = dict(app.page.evaluate("""() => [...document.querySelectorAll('#catalogue-list li')].map((li) =>
+      [li.dataset.id, li.querySelector('.note.sources')?.textContent ?? null])"""))
+    names = {"size": "its size", "sha256": "its SHA-256", "revision": "its revision", "shape": "its shapes"}
+    for m in MODELS:
+        weak = [f for f in names if m["sources"][f]["agree"] < 2]
+        if not weak:
+            assert notes[m["id"]] is None, (m["id"], notes[m["id"]])
+        for f in weak:
+            n = m["sources"][f]["agree"]
+            assert f"{names[f]} rests on {['no', 'one'][n]} public source" in notes[m["id"]], (m["id"], notes[m["id"]])
 
 
 def test_too_little_storage_shows_in_the_catalogue_and_load_refuses_before_downloading(app, hub):
