@@ -564,6 +564,15 @@ def test_a_catalogue_model_loads_by_its_header_and_the_difference_is_logged(app,
         assert any("loaded by its header, which differs from the catalogue" in w for w in warned), warned
         panel = app.page.evaluate("document.getElementById('model-info').textContent")
         assert "Not as the catalogue says" in panel and f"n_layer 2 (catalogue: {s['n_layer']})" in panel, panel
+        # cached whole, it is not refused by the catalogue's verdict: its header decides (tiny fits 512 KiB bindings)
+        cap = {"maxStorageBufferBindingSize": 512 << 10}
+        verdict = app.page.evaluate("""([id, cap]) => { const b = window.bitwebApp.bitweb;
+            return b.checkFit(b.models.find((e) => e.id === id), { capLimits: cap }); }""", [SMOL, cap])
+        assert verdict["verdict"] == "no" and verdict["cached"] is True, verdict
+        layers = settle(app.page, """async ([url, sha256, cap]) => {
+            const e = await window.bitwebApp.bitweb.load({ url, sha256 }, { capLimits: cap, replace: 'always' });
+            const n = e.info.layers; await e.unload(); return n; }""", [m["url"], sha(tiny), cap], what="loading the cached model")
+        assert layers == 2
     finally:
         app.context.unroute("https://huggingface.co/**")
         app.page.evaluate("(n) => window.bitwebApp.bitweb.cache.delete(n)", m["file"])
