@@ -44,13 +44,18 @@ def test_gpu_figures_are_the_ones_the_shapes_give():
     assert CAT.main(["--check"]) == 0, "web/catalogue.json is stale: run tools/catalogue.py"
 
 
+@pytest.mark.parametrize("m", MODELS, ids=lambda m: m["id"])
+def test_fit_figures_equal_the_recomputation(m):
+    """Each entry's fit figures are what tools/catalogue.py computes from its shapes now."""
+    assert m["gpu"] == CAT.gpu_figures(m), m["id"]
+
+
 def test_entries_are_well_formed():
     ids = [m["id"] for m in MODELS]
     assert len(set(ids)) == len(ids) >= 10
     for m in MODELS:
-        assert m["url"] == f"https://huggingface.co/{m['repo']}/resolve/main/{m['file']}", m["id"]
         assert m["sha256"] is None or re.fullmatch(r"[0-9a-f]{64}", m["sha256"]), m["id"]
-        assert m["license"] and m["family"] and m["name"] and m["sources"], m["id"]
+        assert m["license"] and m["family"] and m["name"], m["id"]
         assert m["unconfirmed"] is None or len(m["unconfirmed"]) > 20, m["id"]
         if not m["sizeExact"]:                       # an estimated size is said to be one
             assert "size" in (m["unconfirmed"] or ""), m["id"]
@@ -58,6 +63,57 @@ def test_entries_are_well_formed():
     for want in ("BitNet b1.58 2B4T", "Bonsai 1.7B", "Bonsai 4B", "Bonsai 8B", "Ternary Bonsai 1.7B",
                  "Falcon3 1B Instruct 1.58-bit", "Falcon3 3B Instruct 1.58-bit"):
         assert want in names
+
+
+FACTS = ("size", "sha256", "revision", "shape")
+
+
+@pytest.mark.parametrize("m", MODELS, ids=lambda m: m["id"])
+def test_url_names_the_revision_or_says_why_not(m):
+    """A URL of a branch (resolve/main) serves whatever is uploaded next: the file is pinned by its
+    commit. Without a published commit the reason is stated and the SHA-256 refuses other bytes."""
+    if m["revision"] is not None:
+        assert re.fullmatch(r"[0-9a-f]{40}", m["revision"]), m["id"]
+        assert m["url"] == f"https://huggingface.co/{m['repo']}/resolve/{m['revision']}/{m['file']}", m["id"]
+    else:
+        assert m["url"] == f"https://huggingface.co/{m['repo']}/resolve/main/{m['file']}", m["id"]
+        assert m["sources"]["revision"]["agree"] == 0 and len(m["sources"]["revision"]["from"]) > 30, m["id"]
+        assert m["sha256"] is not None, f"{m['id']}: neither a revision nor a SHA-256 pins the file"
+
+
+@pytest.mark.parametrize("m", MODELS, ids=lambda m: m["id"])
+def test_every_fact_says_where_it_comes_from(m):
+    """sources: per fact, how many independent public sources agree and where; a fact no source
+    publishes is null (sha256, revision) or flagged (sizeExact) with the reason in `from`."""
+    assert set(m["sources"]) == set(FACTS), m["id"]
+    for fact, s in m["sources"].items():
+        assert isinstance(s["agree"], int) and s["agree"] >= 0 and len(s["from"]) > 15, (m["id"], fact, s)
+    if m["sha256"] is None:
+        assert m["sources"]["sha256"]["agree"] == 0, m["id"]
+    else:
+        assert m["sources"]["sha256"]["agree"] >= 1, m["id"]
+    assert (m["revision"] is None) == (m["sources"]["revision"]["agree"] == 0), m["id"]
+    assert m["sizeExact"] == (m["sources"]["size"]["agree"] >= 1), m["id"]
+
+
+def test_published_values_are_the_catalogues():
+    """Values public sources pin (the catalogue's `sources`): a typo here would make a download fail."""
+    by = {m["id"]: m for m in MODELS}
+    want = {
+        "bonsai-1.7b": (248_302_272, "3d7c6c90dd98717a203adb22d5eacd2581850e40aa5327e144b97766cae5f7e3", "210a9e99f79cb184909d49595906526eb2b3dd9a"),
+        "bonsai-4b": (572_270_624, "4524b3f997f0f06444e568d1f26e2efd69effa3218c7ad3047432fb171e42168", "78f2c2bacd0904ffaba24b4873ed975e5818354a"),
+        "bonsai-8b": (1_158_654_496, "284a335aa3fb2ced3b1b01fcb40b08aa783e3b70832767f0dd2e3fdfa134bd54", "48516770dd04643643e9f9019a2a349cf26c5dbd"),
+        "ternary-bonsai-1.7b": (463_290_464, "d97d94eb564590c9f0300e54d3f87bbbb25a78693d0ade9f6e177973dcb8228a", "cd31c84cdd826a33dd297ceac6e66e08dcd8f253"),
+        "qwen2.5-0.5b-instruct": (675_710_816, "ca59ca7f13d0e15a8cfa77bd17e65d24f6844b554a7b6c12e07a5f89ff76844e", "9217f5db79a29953eb74d5343926648285ec7e67"),
+        "smollm2-135m-instruct": (144_811_072, "c4a3dd037301b6ecea31d6da37f5cd793ead920dd5ddfe6d589294628d6ce66a", "9e6855bc4be717fca1ef21360a1db4b29d5c559a"),
+    }
+    for i, (size, sha, rev) in want.items():
+        assert (by[i]["fileSize"], by[i]["sha256"], by[i]["revision"]) == (size, sha, rev), i
+    # Bonsai's table has Qwen3's 151,669 rows: the 1.7B file's published tensor payload is exactly the layout's
+    assert by["bonsai-1.7b"]["gpu"]["weightBytes"] == 242_357_152
+    for i in ("bonsai-1.7b", "bonsai-4b", "bonsai-8b", "ternary-bonsai-1.7b"):
+        assert by[i]["shape"]["n_vocab"] == 151_669, i
+    assert by["smollm2-135m-instruct"]["repo"] == "unsloth/SmolLM2-135M-Instruct-GGUF"
 
 
 @pytest.mark.parametrize("m", [m for m in MODELS if m["sizeExact"]], ids=lambda m: m["id"])
@@ -217,3 +273,67 @@ def test_pasted_addresses_become_resolve_urls():
         "models/x.gguf": "http://127.0.0.1:8080/models/x.gguf",
     }
     assert node(URL_JS, list(cases)) == list(cases.values())
+
+
+def test_readme_model_list_is_the_catalogue():
+    """README's table under "Models to download" has one row per entry, with its repository,
+    revision, file, size and SHA-256 as the catalogue has them."""
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## Models to download\n"):]
+    section = section[:section.index("\n## ", 5)]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| Model |")]
+    got = [[c.strip() for c in r.strip("|").split("|")] for r in rows]
+    want = []
+    for m in MODELS:
+        rev = f"`{m['revision'][:12]}`" if m["revision"] else "`main` (none published)"
+        want.append([m["name"], f"`{m['repo']}` @ {rev}", f"`{m['file']}`", f"{m['fileSize']:,}", f"`{m['sha256']}`"])
+    assert got == want
+
+
+NOTE_JS = """
+const c = await import('./web/catalogue.mjs');
+console.log(JSON.stringify(c.models.map((m) => [m.id, c.sourceNote(m)])));
+"""
+
+
+def test_the_app_says_what_rests_on_one_source_or_none():
+    """web/catalogue.mjs sourceNote (shown beside the download button): every fact with fewer than two
+    sources is named with its count, and nothing else."""
+    got = dict(node(NOTE_JS, None))
+    names = {"size": "its size", "sha256": "its SHA-256", "revision": "its revision", "shape": "its shapes"}
+    seen = set()
+    for m in MODELS:
+        weak = [f for f in FACTS if m["sources"][f]["agree"] < 2]
+        note = got[m["id"]]
+        if not weak:
+            assert note is None, (m["id"], note)
+            continue
+        for f in FACTS:
+            n = m["sources"][f]["agree"]
+            said = f"{names[f]} rests on {['no', 'one'][n]} public source" if n < 2 else None
+            assert (said is not None and said in note) or (said is None and names[f] + " rests" not in note), (m["id"], f, note)
+            if said:
+                seen.add(n)
+    assert seen == {0, 1}, seen                # the catalogue has facts on one source and on none (Falcon3)
+
+
+DIFF_JS = """
+const c = await import('./web/catalogue.mjs');
+const m = c.models.find((e) => e.id === 'bonsai-1.7b');
+const infos = JSON.parse(process.argv[1]);
+console.log(JSON.stringify(infos.map((i) => c.headerDiff(m, i))));
+"""
+
+
+def test_header_diff_names_each_fact_the_header_decides():
+    m = next(e for e in MODELS if e["id"] == "bonsai-1.7b")
+    s = m["shape"]
+    same = dict(arch="qwen3", n_ctx=32768, linear_type="Q1_0", n_layer=s["n_layer"], n_embd=s["n_embd"], n_head=s["n_head"],
+                n_head_kv=s["n_head_kv"], n_ff=s["n_ff"], n_vocab=s["n_vocab"], tied=True, name="x.gguf")
+    other = {**same, "n_vocab": 151936, "n_ctx": 40960, "linear_type": "Q2_0", "tied": False}
+    got = node(DIFF_JS, [same, other, {}])
+    assert got[0] == [] and got[2] == []
+    assert got[1] == [{"fact": "context", "catalogue": 32768, "header": 40960},
+                      {"fact": "weights", "catalogue": "Q1_0", "header": "Q2_0"},
+                      {"fact": "n_vocab", "catalogue": 151669, "header": 151936},
+                      {"fact": "tied", "catalogue": True, "header": False}]

@@ -23,6 +23,8 @@ export declare class BitwebError extends Error {
   context?: number;
   /** format / unsupported errors: lines of advice from the engine (the architectures and weight formats bitweb runs) */
   advice?: string[];
+  /** download errors: "sign-in" (HTTP 401 / 403), "gone" (404 / 410), "sha256" (not the expected file), "http" (another status); nothing of the URL is cached */
+  reason?: 'sign-in' | 'gone' | 'sha256' | 'http';
   constructor(kind: ErrorKind, message: string, extra?: object);
 }
 /** One subclass per kind: `e instanceof bitweb.errors.context`. */
@@ -185,6 +187,8 @@ export interface EngineInfo {
     pipelines: number; stages: Record<string, [number, number]>; boot: BootInfo;
     /** a fresh download: the bytes it resumed from, its retries, its notes, the SHA-256 it was verified against */
     download?: { resumedFrom: number; retries: number; notes: string[]; sha256: string | null };
+    /** a catalogue model: where its header differs from the catalogue (it loaded by its header; logged) */
+    catalogueDiff: { fact: string; catalogue: string | number | boolean; header: string | number | boolean }[];
     prepared: { offered: number; taken: number; askedMs: number; startedMs: number | null } | null };
   cacheError: string | null;
 }
@@ -268,20 +272,24 @@ export interface CatalogueEntry {
   /** GGUF types: block linears, token_embd, an untied output.weight (null: tied) */
   weights: string; table: string; output: string | null;
   context: number; fileSize: number; sizeExact: boolean; sha256: string | null; license: string;
-  /** Hugging Face repository and file; url: its resolve/main address */
-  repo: string; file: string; url: string;
+  /** Hugging Face repository, the commit pinned (null: none published; sources.revision says why) and file;
+   *  url: its resolve/<revision> address (resolve/main without a revision) */
+  repo: string; revision: string | null; file: string; url: string;
   /** true, or why this bitweb does not run it yet */
   runs: true | string;
   shape: { n_layer: number; n_embd: number; n_head: number; n_head_kv: number; head_dim: number; n_ff: number; n_vocab: number;
     pre_tokenizer: string | null };
-  sources: string; unconfirmed: string | null;
+  /** per fact: how many independent public sources agree on it (0: none published) and where they are */
+  sources: Record<'size' | 'sha256' | 'revision' | 'shape', { agree: number; from: string }>; unconfirmed: string | null;
   gpu: { weightBytes: number; largestBuffer: number; largestBufferName: string; tables: { name: string; rows: number; rowBytes: number }[];
     kvBytesPerPosition: number; storageBuffersPerStage: number; defaultContext: number; memoryAtDefaultContext: number };
 }
 export declare const models: readonly CatalogueEntry[];
 /** 'fits' (context: its default), 'smaller' (fits with a smaller context), 'no' (limit: the one that does not let it fit,
  *  short: by how many bytes); text says it in words. */
-export interface FitVerdict { verdict: 'fits' | 'smaller' | 'no'; text: string; context?: number; memory?: number; limit?: string; short?: number }
+export interface FitVerdict { verdict: 'fits' | 'smaller' | 'no'; text: string; context?: number; memory?: number; limit?: string; short?: number;
+  /** (checkFit) the model is cached whole: load() then leaves the verdict to its header */
+  cached?: boolean }
 export interface FitEnvironment {
   limits?: Partial<Record<'maxBufferSize' | 'maxStorageBufferBindingSize' | 'maxStorageBuffersPerShaderStage', number>>;
   gpuMemory?: number | null; storage?: { usage: number | null; quota: number | null }; have?: number; cached?: boolean;

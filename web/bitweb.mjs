@@ -11,7 +11,7 @@
 // writes it beside the Python archive.
 import OPTIONS_DATA from '../build/web/options.json' with { type: 'json' };
 
-import { models, fit, resolveUrl, entryForUrl } from './catalogue.mjs';
+import { models, fit, resolveUrl, entryForUrl, headerDiff } from './catalogue.mjs';
 
 export const DEFAULT_MODEL = new URL('./models/bitweb-chat-i2_s.gguf', import.meta.url).href;
 /** The model catalogue (web/catalogue.json), its fit check and the addresses people paste (web/catalogue.mjs). */
@@ -37,7 +37,7 @@ export async function checkFit(entry, { capLimits = null, gpuMemory = null } = {
   const c = await call('cache-list');
   const cached = c.models.some((m) => m.source === entry.url);
   const part = c.downloads.find((d) => d.source === entry.url);
-  return fit(entry, { limits, gpuMemory, storage: { usage: c.usage, quota: c.quota }, cached, have: part?.have || 0 });
+  return { ...fit(entry, { limits, gpuMemory, storage: { usage: c.usage, quota: c.quota }, cached, have: part?.have || 0 }), cached };
 }
 const FIT_KINDS = { 'browser storage': 'storage', 'GPU memory': 'out-of-memory' };
 
@@ -297,9 +297,11 @@ export async function load(source, options = {}) {
   const entry = src.url ? entryForUrl(src.url) : null;
   if (entry) {                                  // a catalogue model that cannot fit is not downloaded
     const f = await checkFit(entry, opts);
-    if (f.verdict === 'no') throw error(FIT_KINDS[f.limit] || 'limits', `${entry.name} ${f.text} (checked before downloading it)`);
+    if (f.verdict === 'no' && !f.cached) throw error(FIT_KINDS[f.limit] || 'limits', `${entry.name} ${f.text} (checked before downloading it)`);
   }
   const v = await call('load', { source: src, options: opts }, { signal, onProgress });
+  v.load.catalogueDiff = entry ? headerDiff(entry, v.info) : [];      // the header wins; the difference is logged
+  if (v.load.catalogueDiff.length) console.warn(`bitweb: ${entry.name} loaded by its header, which differs from the catalogue:`, v.load.catalogueDiff);
   const engine = new Engine(v);
   live.set(v.engine, engine);
   return engine;

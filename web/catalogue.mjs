@@ -1,5 +1,6 @@
 // The model catalogue (web/catalogue.json, exported by the library as bitweb.models), the fit
-// check that runs before any byte is downloaded, and the model addresses people paste.
+// check that runs before any byte is downloaded, the model addresses people paste, what of an entry
+// rests on one public source (sourceNote) and where a loaded header disagrees with it (headerDiff).
 //
 // fit(entry, env) mirrors what the engine checks when it loads (pyapp/bitweb: generation.fit_context,
 // webapp.estimate_bytes, Engine.check_limits), from the figures tools/catalogue.py computed from
@@ -122,6 +123,46 @@ export function resolveUrl(text, base) {
     }
   }
   return u.href;
+}
+
+const FACTS = { size: 'its size', sha256: 'its SHA-256', revision: 'its revision', shape: 'its shapes' };
+const COUNT = ['no', 'one', 'two'];
+
+/**
+ * What of an entry rests on one public source or none (its `sources`: {size, sha256, revision,
+ * shape}, each {agree, from}), in words for the app to show beside the download button; null when
+ * every fact has two sources or more. Plain text: the app sets it as text.
+ */
+export function sourceNote(entry) {
+  const weak = Object.entries(FACTS).filter(([k]) => (entry.sources?.[k]?.agree ?? 0) < 2);
+  if (!weak.length) return null;
+  return weak.map(([k, what]) => {
+    const s = entry.sources?.[k];
+    const n = s?.agree ?? 0;
+    return `${what} rests on ${COUNT[n]} public source${n === 1 ? '' : 's'}${s?.from ? ` (${s.from})` : ''}`;
+  }).join('; ');
+}
+
+// The catalogue's facts of a model against what its GGUF header says once loaded (the engine's
+// info: webapp.model_info), [catalogue name, info name, how to read the info].
+const HEADER_FACTS = [
+  ['architecture', 'arch'], ['context', 'n_ctx'], ['weights', 'linear_type'], ['n_layer'], ['n_embd'], ['n_head'],
+  ['n_head_kv'], ['n_ff'], ['n_vocab'], ['tied', 'tied'],
+];
+/**
+ * Where a loaded model's header and its catalogue entry disagree: [{fact, catalogue, header}]
+ * ([] when they agree). The model has loaded by its header (the engine reads only the file); the
+ * catalogue's figures were used only before the download (the fit check), so this is what to log.
+ */
+export function headerDiff(entry, info) {
+  const cat = { ...entry.shape, architecture: entry.architecture, context: entry.context, weights: entry.weights, tied: entry.output === null };
+  const out = [];
+  for (const [fact, key = fact] of HEADER_FACTS) {
+    const header = info?.[key];
+    if (header == null || header === cat[fact]) continue;
+    out.push({ fact, catalogue: cat[fact], header });
+  }
+  return out;
 }
 
 /** The catalogue entry whose url is `url` (after resolveUrl), or null. */

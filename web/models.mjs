@@ -19,7 +19,7 @@
 // then finds the model in the cache, or resumes the part a closed tab left.
 
 import * as downloads from './download.mjs';
-import { ModelsError } from './download.mjs';
+import { ModelsError, httpError } from './download.mjs';
 
 export { ModelsError };
 export const DEFAULT_URL = new URL('./models/bitweb-chat-i2_s.gguf', import.meta.url).href;
@@ -92,7 +92,7 @@ function putEntry(d, name, entry, then) {
   });
 }
 
-// {models: [{name, size, source, saved}], downloads: [{name, source, have, size, complete}], usage, quota}.
+// {models: [{name, size, source, saved, sha256}], downloads: [{name, source, have, size, complete}], usage, quota}.
 // Drops entries whose file is gone or has the wrong size, and files that are neither in the index,
 // nor pending, nor a download's part or record (interrupted copies); a download whose name's lock
 // is held (being written, here or in another tab) is left alone.
@@ -109,7 +109,7 @@ async function listLocked(d) {
     let size = -1;
     try { size = (await (await d.getFileHandle(fileOf(name, e))).getFile()).size; } catch { /* gone */ }
     if (size !== e.size) { delete idx[name]; changed = true; continue; }
-    models.push({ name, size: e.size, source: e.source, saved: e.saved });
+    models.push({ name, size: e.size, source: e.source, saved: e.saved, sha256: e.sha256 || null });
   }
   const used = new Set(Object.entries(idx).map(([n, e]) => fileOf(n, e)));
   const files = [];
@@ -375,7 +375,7 @@ async function download(url, signal) {
   } catch (e) {
     throw await whyNoResponse(url, e, signal);
   }
-  if (!r.ok) throw fail('download', `could not download ${url}: HTTP ${r.status} ${r.statusText}`.trim());
+  if (!r.ok) throw httpError(url, r.status, r.statusText);
   return r;
 }
 
@@ -486,8 +486,11 @@ async function index(job, name, url) {
     etag: rec.etag, sha256: rec.sha256 }, () => d.removeEntry(job.fname + '.json').catch(() => {}));
 }
 
+// Answers of a host that refuses the file (sign-in, gone): a cached copy of it is still used.
+const REFUSED = [401, 403, 404, 410];
+
 // The bytes of `url`: {file, cached: true} when the cached copy is still current (or the network
-// cannot be reached), else {file, pending}: a download (resumed when a part of it is there) that the
+// cannot be reached, or the host now refuses the file), or it is the file `opts.sha256` names, else {file, pending}: a download (resumed when a part of it is there) that the
 // caller commits once the model has loaded (it enters the index) or discards (error: why the load
 // failed; a download that failed or was stopped keeps its part for the next attempt, a file that
 // does not load is deleted). `file` is a GrowingFile the load reads while the download goes on
@@ -499,9 +502,11 @@ export async function fromUrl(url, name, progress, signal, streaming = false, op
   let job = null;
   try {
     const e = await entry(name);
-    if (e && e.source === url) {
-      const h = await head(url, signal);
-      const same = h.offline || (h.status === 200 && h.size === e.size && (h.lastModified || null) === (e.lastModified || null));
+    const verified = e && opts.sha256 && e.sha256 === opts.sha256.toLowerCase();
+    if (verified || (e && e.source === url)) {
+      const h = verified ? null : await head(url, signal);
+      const same = verified || h.offline || REFUSED.includes(h.status)
+        || (h.status === 200 && h.size === e.size && (h.lastModified || null) === (e.lastModified || null));
       if (same) {
         const file = await open(name);
         release();
@@ -553,7 +558,7 @@ export async function fetchToCache(url, name, progress, signal, opts = {}) {
   const release = await acquire(name, signal, () => hearOthers(name, progress));
   try {
     const e = await entry(name);
-    if (e && e.source === url) return { name, size: e.size, cached: true };
+    if (e && (e.source === url || (opts.sha256 && e.sha256 === opts.sha256.toLowerCase()))) return { name, size: e.size, cached: true };
     const job = await startDownload(url, name, progress, signal, opts);
     try {
       const r = await job.written;

@@ -112,7 +112,7 @@ function unwrap(json) {
 
 function errorOf(e) {
   if (e instanceof Failed) return e.error;
-  if (e instanceof models.ModelsError) return { kind: e.kind, message: e.message };
+  if (e instanceof models.ModelsError) return { kind: e.kind, message: e.message, ...(e.reason ? { reason: e.reason } : {}) };
   if (e?.name === 'QuotaExceededError') return { kind: 'storage', message: e.message };
   if (e?.name === 'AbortError') return { kind: 'aborted', message: 'aborted' };
   return { kind: 'internal', message: `${e?.name || 'Error'}: ${e?.message || e}` };

@@ -5,8 +5,11 @@ Two origins on 127.0.0.1 (two ports): the hub answers `/<owner>/<repo>/resolve/m
 Content-Range), `If-Range`, `ETag` and `Last-Modified`. Both answer CORS preflights (the client's
 Range / If-Range headers are not CORS-safelisted). Faults are planned per file, one per request in
 order ("drop@N": send N bytes of the answer, wait for go, then close the connection; "stall@N": send
-N bytes then nothing until released; "503"), and a file can change (new bytes, new ETag), serve without ranges, or lose its
-CORS headers. Every request is logged: (origin, method, file, Range, If-Range, status).
+N bytes then nothing until released; an HTTP status such as "503" or "404": that answer, empty), and
+a file can change (new bytes, new ETag), serve without ranges, lose its CORS headers, or be refused
+by the hub itself (`status`: 401 / 403 for a gated repository, 404 for one that is gone, as
+huggingface.co answers its resolve route). Every request is logged: (origin, method, file, Range,
+If-Range, status).
 """
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ class File:
     cors: bool = True                   # the CDN sends CORS headers
     faults: list = field(default_factory=list)     # one per GET of the bytes, in order
     then: tuple | None = None           # (data, etag): what the file becomes after its next fault
+    status: int | None = None           # the hub's answer to every request of it instead of the redirect
 
 
 class Hub:
@@ -107,6 +111,8 @@ class Hub:
                 rng, if_range = self.headers.get("Range"), self.headers.get("If-Range")
                 if f is None:
                     return self.plain(404, name, rng, if_range, head)
+                if role == "hub" and f.status:          # gated (401 / 403) or gone (404), with CORS as the hub sends
+                    return self.plain(f.status, name, rng, if_range, head)
                 if role == "hub":                       # resolve -> the CDN, as the hub does
                     hub.log.append((role, "HEAD" if head else "GET", name, rng, if_range, 302))
                     self.send_response(302)
@@ -121,8 +127,8 @@ class Hub:
                         data2, etag2 = f.then
                         f.then = None
                         hub.files[name] = File(data2, etag2, ranges=f.ranges, cors=f.cors, faults=f.faults)
-                if fault == "503":
-                    return self.plain(503, name, rng, if_range, head, f)
+                if fault and fault.isdigit():           # an HTTP status, e.g. "503" or "404"
+                    return self.plain(int(fault), name, rng, if_range, head, f)
                 data, status, start = f.data, 200, 0
                 if f.ranges and rng and (if_range is None or if_range in (f.etag, f.modified)):
                     start = int(rng.removeprefix("bytes=").split("-")[0])

@@ -74,7 +74,7 @@ DOWNLOAD_JS = """async ([url, opts]) => {
       { download: opts.download, onProgress: (p) => { if (p.note) window.__notes.push(p.note); } });
     return { ok: r, notes: window.__notes };
   } catch (e) {
-    return { error: { kind: e.kind, message: e.message }, notes: window.__notes };
+    return { error: { kind: e.kind, message: e.message, reason: e.reason ?? null, cls: e.constructor.name }, notes: window.__notes };
   }
 }"""
 
@@ -201,11 +201,51 @@ def test_a_wrong_sha256_deletes_the_file_with_a_clear_error(page, hub):
     url = hub.put("wrong.gguf", data)
     want = sha(b"another file")
     got = download(page, url, source={"sha256": want}, download=FAST)
-    assert got.get("error", {}).get("kind") == "download", got
+    assert got.get("error", {}).get("kind") == "download" and got["error"]["reason"] == "sha256", got
     msg = got["error"]["message"]
     assert f"its SHA-256 is {sha(data)}" in msg and f"{want} was expected" in msg and "was deleted" in msg, msg
     assert not [f for f in opfs(page, "wrong.gguf")["files"] if f.startswith("wrong.gguf.")]
     assert page.evaluate("window.bitweb.cache.downloads()") == []
+
+
+def nothing_cached(page, name):
+    assert not [f for f in opfs(page, name)["files"] if f.startswith(name + ".")], opfs(page, name)
+    assert [d for d in page.evaluate("window.bitweb.cache.downloads()") if d["name"] == name] == []
+    assert [m for m in page.evaluate("window.bitweb.cache.list()") if m["name"] == name] == []
+
+
+@pytest.mark.parametrize("status", [401, 403])
+def test_a_gated_file_says_its_host_requires_signing_in(page, hub, status):
+    name = f"gated{status}.gguf"
+    url = hub.put(name, blob(MiB, 12), status=status)
+    got = download(page, url, source={"sha256": sha(b"x")}, download=FAST)
+    err = got.get("error", {})
+    assert err.get("kind") == "download" and err["reason"] == "sign-in" and err["cls"] == "DownloadError", got
+    assert err["message"].startswith("this model's host requires signing in: ") and f"HTTP {status}" in err["message"], err
+    assert url in err["message"] and "Nothing was cached" in err["message"], err
+    assert hub.gets(name, "hub") == [(None, None, status)] and hub.gets(name) == []     # asked once: no retry
+    nothing_cached(page, name)
+
+
+def test_a_missing_file_says_it_is_gone(page, hub):
+    url = hub.url("nowhere.gguf")                                    # the hub has no such file: 404
+    got = download(page, url, download=FAST)
+    err = got.get("error", {})
+    assert err.get("kind") == "download" and err["reason"] == "gone", got
+    assert err["message"].startswith("the file is gone: ") and "HTTP 404" in err["message"] and url in err["message"], err
+    assert hub.gets("nowhere.gguf", "hub") == [(None, None, 404)]
+    nothing_cached(page, "nowhere.gguf")
+
+
+def test_a_file_gone_while_resuming_leaves_nothing_cached(page, hub):
+    """A part on disk whose file is then gone (404 at the resume) is deleted with the error."""
+    data = blob(3 * MiB + 5, 13)
+    url = hub.put("vanished.gguf", data)
+    hub.plan("vanished.gguf", f"drop@{2 * MiB + 300}", "404")
+    got = download_dropped(page, hub, url, "vanished.gguf", download=FAST)
+    assert got.get("error", {}).get("reason") == "gone", got
+    assert [st for _, st in ranges(hub, "vanished.gguf")] == [200, 404]
+    nothing_cached(page, "vanished.gguf")
 
 
 def test_a_server_without_ranges_starts_again_and_says_so(page, hub):
@@ -392,6 +432,17 @@ def test_the_catalogue_shows_the_engines_verdict_for_each_cap(app, hub, cap):
             assert f"fits (context {want['context']}," in row["text"], (cap, row)
         verdicts.add(want["verdict"])
     assert len(verdicts) >= 2, (cap, verdicts)                # each case tells models apart
+    # beside the download button: what rests on one public source or none, as text
+    notes = dict(app.page.evaluate("""() => [...document.querySelectorAll('#catalogue-list li')].map((li) =>
+      [li.dataset.id, li.querySelector('.note.sources')?.textContent ?? null])"""))
+    names = {"size": "its size", "sha256": "its SHA-256", "revision": "its revision", "shape": "its shapes"}
+    for m in MODELS:
+        weak = [f for f in names if m["sources"][f]["agree"] < 2]
+        if not weak:
+            assert notes[m["id"]] is None, (m["id"], notes[m["id"]])
+        for f in weak:
+            n = m["sources"][f]["agree"]
+            assert f"{names[f]} rests on {['no', 'one'][n]} public source" in notes[m["id"]], (m["id"], notes[m["id"]])
 
 
 def test_too_little_storage_shows_in_the_catalogue_and_load_refuses_before_downloading(app, hub):
@@ -437,3 +488,91 @@ def test_an_hf_address_loads_through_its_resolve_url(app, tiny):
         assert app.page.errors == []
     finally:
         app.context.unroute("https://huggingface.co/**")
+
+
+# ---------------------------------------------------------------- the app: a host that refuses, a wrong file, a header that differs
+
+SMOL = "smollm2-135m-instruct"
+
+
+def catalogue_entry(i):
+    from tests.test_catalogue import MODELS
+    return next(m for m in MODELS if m["id"] == i)
+
+
+def click_download(app, entry_id):
+    from tests.test_catalogue import MODELS
+    catalogue_rows(app, len(MODELS))
+    app.page.click(f'#catalogue-list li[data-id="{entry_id}"] .row button:not(.danger)')
+
+
+@pytest.mark.parametrize("case", ["401", "404", "sha256"])
+def test_the_app_says_sign_in_gone_or_wrong_file_and_caches_nothing(app, hub, tiny, case):
+    """A catalogue model's Download button against a host that wants signing in, has lost the file,
+    or sends other bytes than the catalogue's SHA-256: the error says which, and nothing is cached."""
+    m = catalogue_entry(SMOL)
+    seen = []
+
+    def serve(route):
+        seen.append(route.request.url)
+        cors = {"access-control-allow-origin": "*"}
+        if case == "sha256":
+            route.fulfill(status=200, body=tiny, headers={**cors, "content-type": "application/octet-stream"})
+        else:
+            route.fulfill(status=int(case), body="", headers=cors)
+    app.context.route("https://huggingface.co/**", serve)
+    try:
+        app.page.goto(app.server + f"?model={hub.url('absent.gguf')}", timeout=READY_MS)   # (no model to load)
+        want = {"401": "this model's host requires signing in: ", "404": "the file is gone: ",
+                "sha256": f"its SHA-256 is {sha(tiny)}, {m['sha256']} was expected"}[case]
+        app.page.wait_for_function("document.getElementById('error-text').textContent.includes('the file is gone')",
+                                   timeout=READY_MS)                                    # the start's own error first
+        click_download(app, SMOL)
+        app.page.wait_for_function("([w, url]) => { const t = document.getElementById('error-text').textContent;"
+                                   " return t.includes(w) && t.includes(url); }", arg=[want, m["url"]], timeout=READY_MS)
+        assert app.page.evaluate("document.getElementById('error').dataset.kind") == "download"
+        text = app.page.evaluate("document.getElementById('error-text').textContent")
+        assert ("was deleted" if case == "sha256" else "Nothing was cached") in text, text
+        assert seen and set(seen) == {m["url"]}, seen                                  # the pinned revision's URL
+        assert app.page.evaluate("window.bitwebApp.bitweb.cache.downloads()") == []
+        assert m["file"] not in app.cached()
+    finally:
+        app.context.unroute("https://huggingface.co/**")
+
+
+def test_a_catalogue_model_loads_by_its_header_and_the_difference_is_logged(app, hub, tiny):
+    """The catalogue's shapes for a URL are not the file's (its bytes given with their own SHA-256):
+    the model loads as its header says (tiny: 2 layers, 256 wide), the console logs the difference
+    and the model panel shows it."""
+    m = catalogue_entry(SMOL)
+    warned = []
+    app.page.on("console", lambda msg: warned.append(msg.text) if msg.type == "warning" else None)
+    app.context.route("https://huggingface.co/**", lambda r: r.fulfill(status=200, body=tiny, headers={
+        "access-control-allow-origin": "*", "content-type": "application/octet-stream"}))
+    try:
+        app.page.goto(app.server + f"?model={hub.url('absent.gguf')}", timeout=READY_MS)   # (no model to load)
+        app.page.wait_for_function("document.getElementById('error-text').textContent.includes('the file is gone')",
+                                   timeout=READY_MS)
+        app.page.evaluate("([url, sha256]) => { window.bitwebApp.catalogue.load({ url, sha256 }); }", [m["url"], sha(tiny)])
+        info = app.wait_ready(m["file"])
+        assert (info["layers"], info["width"]) == (2, 256), info
+        diff = {d["fact"]: (d["catalogue"], d["header"]) for d in info["load"]["catalogueDiff"]}
+        s = m["shape"]
+        assert diff["n_layer"] == (s["n_layer"], 2) and diff["n_embd"] == (s["n_embd"], 256), diff
+        assert diff["architecture"] == ("llama", "bitnet-b1.58") and diff["weights"] == ("Q8_0", "I2_S"), diff
+        assert diff["n_vocab"] == (s["n_vocab"], info["vocabulary"]), diff
+        assert any("loaded by its header, which differs from the catalogue" in w for w in warned), warned
+        panel = app.page.evaluate("document.getElementById('model-info').textContent")
+        assert "Not as the catalogue says" in panel and f"n_layer 2 (catalogue: {s['n_layer']})" in panel, panel
+        # cached whole, it is not refused by the catalogue's verdict: its header decides (tiny fits 512 KiB bindings)
+        cap = {"maxStorageBufferBindingSize": 512 << 10}
+        verdict = app.page.evaluate("""([id, cap]) => { const b = window.bitwebApp.bitweb;
+            return b.checkFit(b.models.find((e) => e.id === id), { capLimits: cap }); }""", [SMOL, cap])
+        assert verdict["verdict"] == "no" and verdict["cached"] is True, verdict
+        layers = settle(app.page, """async ([url, sha256, cap]) => {
+            const e = await window.bitwebApp.bitweb.load({ url, sha256 }, { capLimits: cap, replace: 'always' });
+            const n = e.info.layers; await e.unload(); return n; }""", [m["url"], sha(tiny), cap], what="loading the cached model")
+        assert layers == 2
+    finally:
+        app.context.unroute("https://huggingface.co/**")
+        app.page.evaluate("(n) => window.bitwebApp.bitweb.cache.delete(n)", m["file"])

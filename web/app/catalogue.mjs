@@ -1,8 +1,10 @@
 // The Models list of the app: the catalogue (bitweb.models) with each model's facts, what could not
 // be confirmed, and its fit verdict here (bitweb.checkFit: this GPU's limits with ?cap= applied,
 // the GPU memory ?cap=memory: says, the storage the site has left) before any byte is downloaded;
-// a model that cannot fit has no download button. Unfinished downloads (any URL) are listed with
-// Resume (the load asks for the rest) and Delete. All text is set as text (no HTML).
+// a model that cannot fit has no download button. Beside the button: what of the entry rests on one
+// public source or none (web/catalogue.mjs sourceNote). Unfinished downloads (any URL) are listed
+// with Resume (the load asks for the rest) and Delete. All text is set as text (no HTML).
+import { sourceNote } from '../catalogue.mjs';
 
 const mb = (n) => (n == null ? '?' : n < 1e9 ? `${(n / 1e6).toFixed(0)} MB` : `${(n / 1e9).toFixed(2)} GB`);   // (as the hub says them)
 const el = (tag, props = {}, ...kids) => {
@@ -17,7 +19,7 @@ const el = (tag, props = {}, ...kids) => {
 /**
  * Show the catalogue in `root` (and unfinished downloads in `downloads`).
  * hooks: {bitweb, load(source) (the app's loadModel), address: {capLimits, gpuMemory}}
- * Returns {refresh()}: call it when the cache changes.
+ * Returns {refresh(), load(source)}: call refresh() when the cache changes; load is the app's loadModel.
  */
 export function mountCatalogue(root, downloads, { bitweb, load, address }) {
   let pass = 0;
@@ -39,7 +41,7 @@ export function mountCatalogue(root, downloads, { bitweb, load, address }) {
   }
 
   function row(m, fit, cached, parts) {
-    const isCached = cached.some((c) => c.source === m.url);
+    const isCached = cached.some((c) => c.source === m.url || (m.sha256 && c.sha256 === m.sha256));
     const part = parts.find((d) => d.source === m.url);
     const facts = [m.family, `${m.architecture}, ${m.weights}`, `${mb(m.fileSize)}${m.sizeExact ? '' : ' (about)'}`,
       `context ${m.context}`, m.license].join(' · ');
@@ -48,8 +50,10 @@ export function mountCatalogue(root, downloads, { bitweb, load, address }) {
       el('small', { class: 'facts', textContent: facts }),
       el('span', { class: `fit fit-${fit.verdict}`, textContent: isCached ? `cached; ${fit.text}` : fit.text }));
     if (m.runs !== true) li.append(el('small', { class: 'note', textContent: `Not run by this bitweb yet: ${m.runs}.` }));
-    if (m.unconfirmed) li.append(el('small', { class: 'note', textContent: `Not confirmed: ${m.unconfirmed.replace(/; no published SHA-256 found$/, '')}.` }));
+    if (m.unconfirmed) li.append(el('small', { class: 'note', textContent: `Note: ${m.unconfirmed}.` }));
     if (!m.sha256) li.append(el('small', { class: 'note', textContent: 'No published SHA-256 found: the download is not verified.' }));
+    const weak = sourceNote(m);
+    if (weak) li.append(el('small', { class: 'note sources', textContent: `Few sources: ${weak}.` }));
     const row = el('div', { class: 'row' });
     const repo = el('a', { href: `https://huggingface.co/${m.repo}`, textContent: m.repo, target: '_blank', rel: 'noopener noreferrer' });
     if (fit.verdict !== 'no' && m.runs === true) {
@@ -83,5 +87,5 @@ export function mountCatalogue(root, downloads, { bitweb, load, address }) {
     return b;
   }
 
-  return { refresh };
+  return { refresh, load };
 }

@@ -129,6 +129,8 @@ function showModel(engine) {
     ['Heads (KV)', i.heads != null ? `${i.heads} (${i.kvHeads})` : null],
     ['Vocabulary', i.vocabulary], ['Context', i.context !== i.contextMax ? `${i.context} of ${i.contextMax}` : i.context],
     ['Context note', i.contextNote || null],
+    ['Not as the catalogue says', i.load.catalogueDiff?.length
+      ? `${i.load.catalogueDiff.map((d) => `${d.fact} ${d.header} (catalogue: ${d.catalogue})`).join(', ')}; loaded as its header says` : null],
     ['Weights', i.weights], ['Activations', i.activations],
     ['KV cache', i.kvCache ? `${i.kvCache}, ${mb(i.load.kv_cache_bytes)}` : null],
   ]);
