@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from bitweb import commands, engine, generation, gpu, kernels, numpy_model, options, sampling, webapp
+from bitweb import commands, completions, engine, generation, gpu, kernels, numpy_model, options, sampling
 from bitweb.kernels import ops
 from tests.conftest import ROOT, need
 
@@ -103,17 +103,17 @@ def test_the_sampler_takes_its_defaults_and_ranges():
 
 
 def test_requests_are_checked_against_the_table():
-    assert webapp.SETTINGS == {n: (b.integer, b.lo, b.hi, b.lo_open,
+    assert completions.SETTINGS == {n: (b.integer, b.lo, b.hi, b.lo_open,
                                    options.SAMPLER[b.sampler].default if b.sampler else None)
                                for n, b in options.REQUEST.items()}
     for name, b in options.REQUEST.items():
         step = 1 if b.integer else 1e-6
-        assert webapp.checked_setting(name, b.hi) == b.hi
+        assert completions.checked_setting(name, b.hi) == b.hi
         for bad in (b.hi + step, b.lo if b.lo_open else b.lo - step):
-            with pytest.raises(webapp.AppError, match=name):
-                webapp.checked_setting(name, bad)
+            with pytest.raises(completions.AppError, match=name):
+                completions.checked_setting(name, bad)
         if b.sampler:                                      # the value reaches its sampler parameter
-            p, _, _ = webapp.params_from({name: b.hi})
+            p, _, _ = completions.params_from({name: b.hi})
             assert getattr(p, b.sampler) == b.hi
 
 
@@ -128,7 +128,7 @@ def test_cpu_rasterisers_have_one_list():
 # Sources that take their option lists from bitweb.options: no literal list of option values
 # ("a8", "f16", ...) may be left in them, nor a table keyed by the sampling settings.
 READERS = ["commands/__init__.py", "engine.py", "numpy_model.py", "generation.py", "sampling.py", "webapp.py",
-           "gpu/__init__.py", "kernels/__init__.py"]
+           "completions.py", "gpu/__init__.py", "gpu/caps.py", "kernels/__init__.py"]
 
 
 def literal_copies(src: str) -> list:
@@ -201,7 +201,7 @@ def library(tmp_path_factory):
 def test_the_library_reads_the_table(library):
     assert library["OPTIONS"] == json.loads(json.dumps(options.DATA)) and library["frozen"]
     assert library["SETTINGS"] == {n: [b.integer, b.lo, b.hi, b.lo_open] for n, b in options.REQUEST.items()}
-    assert list(library["SETTINGS"]) == list(webapp.SETTINGS)        # (the same order: the same first error)
+    assert list(library["SETTINGS"]) == list(completions.SETTINGS)        # (the same order: the same first error)
 
 
 def test_the_library_checks_load_options_against_the_table(library):
@@ -215,15 +215,15 @@ def test_the_library_checks_load_options_against_the_table(library):
 
 
 def test_the_library_checks_settings_as_the_worker_does(library):
-    """checkSetting (JS) and webapp.checked_setting (Python) accept and refuse the same values."""
+    """checkSetting (JS) and completions.checked_setting (Python) accept and refuse the same values."""
     for name, rows in library["check"].items():
         for value, why in rows:
             if value is None:
                 continue
             try:
-                webapp.checked_setting(name, value)
+                completions.checked_setting(name, value)
                 py_ok = True
-            except webapp.AppError:
+            except completions.AppError:
                 py_ok = False
             assert (why is None) == py_ok, (name, value, why)
         open_ = library["SETTINGS"][name][3]        # lo, beside lo (inside when excluded), hi, above hi
