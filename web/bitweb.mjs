@@ -78,7 +78,7 @@ const deepFreeze = (o) => { if (o && typeof o === 'object') { Object.values(o).f
  *  kv_cache (each {default, choices: {value: label}}), lm_head, context ({min}), sampler, request
  *  (the create() settings' ranges), software_adapters. */
 export const OPTIONS = deepFreeze(OPTIONS_DATA);
-// name -> [integer?, lowest, highest, lowest excluded?], from OPTIONS.request (as webapp.SETTINGS).
+// name -> [integer?, lowest, highest, lowest excluded?], from OPTIONS.request (as bitweb.completions SETTINGS).
 export const SETTINGS = Object.freeze(Object.fromEntries(Object.entries(OPTIONS.request)
   .map(([name, r]) => [name, Object.freeze([r.integer, r.min, r.max, !!r.min_excluded])])));
 const MIN_CONTEXT = OPTIONS.context.min;

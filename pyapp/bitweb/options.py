@@ -1,16 +1,22 @@
 """The options and bounds every side of bitweb shares, in one place: the activation modes, the KV
 cache types, the LM-head options, the context's lower bound, the sampler's parameters and what a
-request may ask of them, and the words that mark a CPU rasteriser among GPU adapters.
+request may ask of them, the GPU features and limits a weaker GPU may drop, the library's load
+options, and the words that mark a CPU rasteriser among GPU adapters.
 
-This module is their one source. The library's load() options are a table here too (LOAD: the
-library's camelCase name -> the Python name, the values it takes), checked in Python by
-check_load alone, in JS by web/bitweb.mjs from the same table. The Python sides import it: the CLI (bitweb.commands: choices
+This module is their one source. The Python sides import it: the CLI (bitweb.commands: choices
 and defaults), the engine and the numpy model (activations, LM heads), the kernels and generation
 (KV cache types), the sampler (bitweb.sampling: defaults and the values its maths takes), the
-library's worker (bitweb.webapp: the request checks) and bitweb.gpu (CPU rasterisers). The browser
-library (web/bitweb.mjs) and the app read DATA as build/web/options.json, which
+request checks (bitweb.completions), the worker (bitweb.webapp: the load options through
+check_load) and bitweb.gpu (features, limits, CPU rasterisers). The browser library
+(web/bitweb.mjs, web/worker.mjs) and the app read DATA as build/web/options.json, which
 tools/build_web.py writes. tests/test_options.py checks that each side reads these values and
 keeps no copy of its own (web/bitweb.d.ts spells them as types: checked against DATA).
+
+Load options (LOAD): the library's camelCase name -> the Python name (the one place a name is
+mapped), its type and values; check_load is the Python side's one check, web/bitweb.mjs checks
+the same table with the same rules and messages (tests/test_options.py runs both on the same
+values). A new load option: a row here, its use in webapp (opts["python_name"]), its type in
+web/bitweb.d.ts (LoadOptionName, LoadOptions); the tests name whatever is missing.
 
 Stdlib only (a browser module). Numbers keep their type: a float bound is a float (JSON 0.0), an
 integer one an int, so messages read the same in Python and JS.

@@ -1,10 +1,11 @@
 """The Python side of the library's worker (web/worker.mjs): engines driven by bitweb.engine in Pyodide.
 
-Stdlib (+ Pyodide's `js` / `pyodide.ffi`) only. The worker calls the coroutines of `WebApp` with
+Stdlib (+ Pyodide's `js`) only. The worker calls the coroutines of `WebApp` with
 JS objects (a Blob/File for the model) and JSON strings; each returns a JSON string, either the
 result or {"error": {"kind", "message", ...}} (bitweb.errors); progress and streamed text go
-out through `post(json)` tagged with the request id. The protocol is written at the top of
-web/worker.mjs.
+out through `post(json)` tagged with the request id. The protocol is defined once in
+web/protocol.mjs (the messages posted here are checked against it: tests/test_protocol.py). What a
+chat completion means (the request's fields, the streamed reply) is bitweb.completions'.
 
 Several engines can live on the one GPU device at a time. A load never touches the engines that
 are already there: the new model's header is parsed, checked against the device limits and

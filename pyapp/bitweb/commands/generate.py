@@ -26,12 +26,13 @@ import asyncio
 import json
 import sys
 
+from bitweb.options import SAMPLER
 from bitweb.sampling import SamplingParams
 
 
 def params_from_args(args) -> SamplingParams:
-    return SamplingParams(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p,
-                          repeat_penalty=args.repeat_penalty, seed=args.seed)
+    """The sampler's parameters (bitweb.options SAMPLER) the command line has flags for."""
+    return SamplingParams(**{k: getattr(args, k) for k in SAMPLER if hasattr(args, k)})
 
 
 def prompt_ids(tokenizer, args) -> tuple:

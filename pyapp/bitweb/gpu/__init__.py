@@ -298,6 +298,18 @@ class Device(Pipelines):
         self.run(then)
         return out
 
+    def bind_group(self, pipeline: Pipeline, entries: list):
+        """entries[i] is binding i: a Buffer or (Buffer, offset, size)."""
+        self.check_alive()
+        norm = []
+        for i, e in enumerate(entries):
+            buf, off, size = (e, 0, e.size) if isinstance(e, Buffer) else e
+            if size > self.max_binding:
+                raise LimitsError(f"binding {i} of {pipeline.key[0]}:{pipeline.key[1]} is {size} bytes, over "
+                                  f"maxStorageBufferBindingSize = {self.max_binding}")
+            norm.append((buf.raw, int(off), int(size)))
+        return self._bind_group(pipeline.raw, norm)
+
     # ---- running ------------------------------------------------------------
     def plan(self, items: list) -> Plan:
         """Prepare a list of (pipeline, bind_group, (x, y, z)) for replay."""

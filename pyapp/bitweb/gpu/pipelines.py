@@ -136,15 +136,3 @@ class Pipelines:
                               f"defines {dict(defs)}) failed to compile: {e}") from e
         self.counters["pipelines"] += 1
         return Pipeline(raw, key)
-
-    def bind_group(self, pipeline: Pipeline, entries: list):
-        """entries[i] is binding i: a Buffer or (Buffer, offset, size)."""
-        self.check_alive()
-        norm = []
-        for i, e in enumerate(entries):
-            buf, off, size = (e, 0, e.size) if isinstance(e, Buffer) else e
-            if size > self.max_binding:
-                raise LimitsError(f"binding {i} of {pipeline.key[0]}:{pipeline.key[1]} is {size} bytes, over "
-                                  f"maxStorageBufferBindingSize = {self.max_binding}")
-            norm.append((buf.raw, int(off), int(size)))
-        return self._bind_group(pipeline.raw, norm)
