@@ -4,7 +4,9 @@ defaults, the engine's lists, the sampler's defaults and ranges, the worker's re
 CPU-rasteriser words) and by a scan for literal lists of option values left in their sources. The
 browser library (web/bitweb.mjs) runs in node against the options.json tools/build_web.py writes;
 its types (web/bitweb.d.ts) spell the values, checked here; the browser side's sources have no
-literal option value left (the app's form is built from the library: tests/e2e/test_app_options.py)."""
+literal option value left (the app's form is built from the library: tests/e2e/test_app_options.py).
+The load options (options.LOAD) are checked by the library in node and by options.check_load on the
+same values, message for message; each is read by the worker, named in the types, renamed nowhere."""
 import argparse
 import ast
 import json

@@ -75,8 +75,9 @@ const settingsError = (field, message) => error('settings', `${field}: ${message
 // ------------------------------------------------------------------ checks (also done in Python)
 const deepFreeze = (o) => { if (o && typeof o === 'object') { Object.values(o).forEach(deepFreeze); Object.freeze(o); } return o; };
 /** The options and bounds bitweb shares with its Python side (pyapp/bitweb/options.py): activations,
- *  kv_cache (each {default, choices: {value: label}}), lm_head, context ({min}), sampler, request
- *  (the create() settings' ranges), software_adapters. */
+ *  kv_cache, replace (each {default, choices: {value: label}}), lm_head, context ({min}), sampler, request
+ *  (the create() settings' ranges), features and limits (what maskFeatures / capLimits name), download
+ *  (its options' ranges), load (the load options: their types, their Python names), software_adapters. */
 export const OPTIONS = deepFreeze(OPTIONS_DATA);
 // name -> [integer?, lowest, highest, lowest excluded?], from OPTIONS.request (as bitweb.completions SETTINGS).
 export const SETTINGS = Object.freeze(Object.fromEntries(Object.entries(OPTIONS.request)
