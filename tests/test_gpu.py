@@ -237,3 +237,75 @@ def test_bitlinear_rows_per_lane_group_on_cpu_adapters(info, rb):
     assert shape == (rb == 1)
     rpw = struct.unpack("<8I", st.data["shape"])[4] if shape else st.constants["RPW"]
     assert st.constants["RB"] == rb and rpw == 64 and st.constants["WG"] == 64
+
+
+# ---------------------------------------------------------------- error scopes and device loss
+
+class ScopedDevice(gpu_mod.Device):
+    """A backend that records the scopes it is asked for and says an error for each popped one
+    (as a browser whose allocation failed would)."""
+
+    def __init__(self):
+        super().__init__(backend="test")
+        self.pushed, self.destroyed = [], 0
+
+    def _push_error_scope(self, filter):
+        self.pushed.append(filter)
+
+    async def _pop_error_scope(self):
+        return f"{self.pushed.pop()}: 1 GiB buffer"
+
+    def _destroy(self):
+        self.destroyed += 1              # (the browser's device.lost resolves later)
+
+
+def test_error_scopes_nest_and_name_a_bad_filter():
+    dev = ScopedDevice()
+    dev.push_error_scope("out-of-memory")
+    dev.push_error_scope("validation")
+    assert run(dev.pop_error_scope()) == "validation: 1 GiB buffer"
+    assert run(dev.pop_error_scope()) == "out-of-memory: 1 GiB buffer"
+    with pytest.raises(gpu_mod.GPUError, match="no error scope is open"):
+        run(dev.pop_error_scope())
+    with pytest.raises(gpu_mod.GPUError, match="'oom' is not an error filter"):
+        dev.push_error_scope("oom")
+    assert dev.pushed == []
+
+
+def test_on_lost_callbacks_run_once_when_the_backend_says_so():
+    dev = ScopedDevice()
+    seen = []
+    dev.on_lost(lambda reason, message: seen.append(("first", reason, message)))
+    dev.destroy()
+    assert dev.destroyed == 1 and dev.lost is None and seen == []      # lost only once the backend says so
+    dev._set_lost("destroyed", "Device was destroyed.")
+    dev._set_lost("unknown", "again")                                   # (a second report changes nothing)
+    dev.on_lost(lambda reason, message: seen.append(("late", reason, message)))   # already lost: at once
+    assert seen == [("first", "destroyed", "Device was destroyed."), ("late", "destroyed", "Device was destroyed.")]
+    assert dev.lost == "destroyed: Device was destroyed."
+    dev.destroy()
+    assert dev.destroyed == 1                                           # a lost device is not destroyed again
+    with pytest.raises(gpu_mod.DeviceLostError, match="destroyed"):
+        dev.create_buffer(16)
+
+
+def test_native_device_scopes_and_destroy():
+    """Natively (wgpu-py raises each error at its call) a scope captures nothing; destroy() loses
+    the device at once, with WebGPU's reason."""
+    from bitweb.gpu import GPUError, request_device
+    try:
+        dev = run(request_device("native"))
+    except GPUError as e:
+        from tests.conftest import need
+        need(False, f"no native WebGPU adapter: {e}")
+    buf = dev.create_buffer(64, label="x")
+    dev.push_error_scope("out-of-memory")
+    dev.write_buffer(buf, 0, bytes(range(64)))
+    assert run(dev.pop_error_scope()) is None
+    assert run(dev.read(buf, 0, 8)) == bytes(range(8))
+    seen = []
+    dev.on_lost(lambda reason, message: seen.append(reason))
+    dev.destroy()
+    assert seen == ["destroyed"] and dev.lost.startswith("destroyed")
+    with pytest.raises(gpu_mod.DeviceLostError):
+        dev.write_buffer(buf, 0, bytes(4))

@@ -4,7 +4,9 @@ defaults, the engine's lists, the sampler's defaults and ranges, the worker's re
 CPU-rasteriser words) and by a scan for literal lists of option values left in their sources. The
 browser library (web/bitweb.mjs) runs in node against the options.json tools/build_web.py writes;
 its types (web/bitweb.d.ts) spell the values, checked here; the browser side's sources have no
-literal option value left (the app's form is built from the library: tests/e2e/test_app_options.py)."""
+literal option value left (the app's form is built from the library: tests/e2e/test_app_options.py).
+The load options (options.LOAD) are checked by the library in node and by options.check_load on the
+same values, message for message; each is read by the worker, named in the types, renamed nowhere."""
 import argparse
 import ast
 import json
@@ -14,7 +16,7 @@ import subprocess
 
 import pytest
 
-from bitweb import commands, engine, generation, gpu, kernels, numpy_model, options, sampling, webapp
+from bitweb import commands, completions, engine, generation, gpu, kernels, numpy_model, options, sampling
 from bitweb.kernels import ops
 from tests.conftest import ROOT, need
 
@@ -103,17 +105,17 @@ def test_the_sampler_takes_its_defaults_and_ranges():
 
 
 def test_requests_are_checked_against_the_table():
-    assert webapp.SETTINGS == {n: (b.integer, b.lo, b.hi, b.lo_open,
+    assert completions.SETTINGS == {n: (b.integer, b.lo, b.hi, b.lo_open,
                                    options.SAMPLER[b.sampler].default if b.sampler else None)
                                for n, b in options.REQUEST.items()}
     for name, b in options.REQUEST.items():
         step = 1 if b.integer else 1e-6
-        assert webapp.checked_setting(name, b.hi) == b.hi
+        assert completions.checked_setting(name, b.hi) == b.hi
         for bad in (b.hi + step, b.lo if b.lo_open else b.lo - step):
-            with pytest.raises(webapp.AppError, match=name):
-                webapp.checked_setting(name, bad)
+            with pytest.raises(completions.AppError, match=name):
+                completions.checked_setting(name, bad)
         if b.sampler:                                      # the value reaches its sampler parameter
-            p, _, _ = webapp.params_from({name: b.hi})
+            p, _, _ = completions.params_from({name: b.hi})
             assert getattr(p, b.sampler) == b.hi
 
 
@@ -128,7 +130,7 @@ def test_cpu_rasterisers_have_one_list():
 # Sources that take their option lists from bitweb.options: no literal list of option values
 # ("a8", "f16", ...) may be left in them, nor a table keyed by the sampling settings.
 READERS = ["commands/__init__.py", "engine.py", "numpy_model.py", "generation.py", "sampling.py", "webapp.py",
-           "gpu/__init__.py", "kernels/__init__.py"]
+           "completions.py", "gpu/__init__.py", "gpu/caps.py", "kernels/__init__.py"]
 
 
 def literal_copies(src: str) -> list:
@@ -170,6 +172,11 @@ for (const [k, vals] of Object.entries(tries)) {
     try { await b.load(42, { [k]: v }); } catch (e) { out.load[k].push([v, e.field, e.message]); }
   }
 }
+out.loadAll = [];
+for (const [name, v] of JSON.parse(process.argv[2])) {       // every load option, good and bad values
+  try { await b.load(42, { [name]: v }); out.loadAll.push([name, v, null, 'loaded?']); }
+  catch (e) { out.loadAll.push([name, v, e.field ?? null, e.message]); }
+}
 for (const [name, [integer, lo, hi, open]] of Object.entries(b.SETTINGS)) {
   const step = integer ? 1 : 1e-6;
   out.check[name] = [lo, open ? lo + step : lo - step, hi, hi + step, integer ? lo + 1.5 : null]
@@ -189,10 +196,11 @@ def library(tmp_path_factory):
     spec.loader.exec_module(bw)
     tmp = tmp_path_factory.mktemp("lib")
     (tmp / "web").mkdir()
-    for name in ("bitweb.mjs", "catalogue.mjs", "catalogue.json"):       # the library and what it imports
+    for name in ("bitweb.mjs", "catalogue.mjs", "catalogue.json", "protocol.mjs"):   # the library and what it imports
         shutil.copy(ROOT / "web" / name, tmp / "web" / name)
     bw.write_options(tmp / "build" / "web" / "options.json")
-    p = subprocess.run(["node", "--no-warnings", "--input-type=module", "-e", LIBRARY_JS, str(tmp / "web" / "bitweb.mjs")],
+    p = subprocess.run(["node", "--no-warnings", "--input-type=module", "-e", LIBRARY_JS, str(tmp / "web" / "bitweb.mjs"),
+                        json.dumps(load_trials())],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     return json.loads(p.stdout)
@@ -201,7 +209,7 @@ def library(tmp_path_factory):
 def test_the_library_reads_the_table(library):
     assert library["OPTIONS"] == json.loads(json.dumps(options.DATA)) and library["frozen"]
     assert library["SETTINGS"] == {n: [b.integer, b.lo, b.hi, b.lo_open] for n, b in options.REQUEST.items()}
-    assert list(library["SETTINGS"]) == list(webapp.SETTINGS)        # (the same order: the same first error)
+    assert list(library["SETTINGS"]) == list(completions.SETTINGS)        # (the same order: the same first error)
 
 
 def test_the_library_checks_load_options_against_the_table(library):
@@ -215,15 +223,15 @@ def test_the_library_checks_load_options_against_the_table(library):
 
 
 def test_the_library_checks_settings_as_the_worker_does(library):
-    """checkSetting (JS) and webapp.checked_setting (Python) accept and refuse the same values."""
+    """checkSetting (JS) and completions.checked_setting (Python) accept and refuse the same values."""
     for name, rows in library["check"].items():
         for value, why in rows:
             if value is None:
                 continue
             try:
-                webapp.checked_setting(name, value)
+                completions.checked_setting(name, value)
                 py_ok = True
-            except webapp.AppError:
+            except completions.AppError:
                 py_ok = False
             assert (why is None) == py_ok, (name, value, why)
         open_ = library["SETTINGS"][name][3]        # lo, beside lo (inside when excluded), hi, above hi
@@ -276,3 +284,79 @@ def test_the_browser_scan_finds_a_copy():
 @pytest.mark.parametrize("path", BROWSER_READERS)
 def test_no_browser_side_keeps_its_own_copy(path):
     assert browser_copies((ROOT / path).read_text(encoding="utf-8")) == [], path
+
+
+# ---------------------------------------------------------------- the load options (options.LOAD)
+
+def load_trials() -> list:
+    """[name, value] for every load option: values of its type that pass and that fail."""
+    lim, feat = options.LIMITS[0], options.FEATURES[0]
+    by_type = {
+        "context": [options.MIN_CONTEXT - 1, options.MIN_CONTEXT, 2.5, True],
+        "number": [0, -1, 1, 1 << 33, "5"],
+        "limits": [{lim: 5}, {"maxFoo": 5}, {lim: 0}, {lim: 2.5}, "x"],
+        "features": [[feat], ["fp64"], feat, []],
+        "boolean": [True, False, 0, "yes"],
+        "download": [{"retries": 3}, {"retries": -1}, {"nope": 1}, {"stallMs": 0}, 5],
+    }
+    out = []
+    for name, spec in options.LOAD.items():
+        if spec["type"] == "choice":
+            vals = ["x", 7, *options.DATA[spec["of"]]["choices"]]
+        else:
+            vals = by_type[spec["type"]]                 # (a new type: a KeyError here until it has trials)
+        out += [[name, v] for v in vals]
+    return out
+
+
+def test_the_load_table_is_consistent():
+    pys = [s["python"] for s in options.LOAD.values() if s["python"]]
+    assert len(pys) == len(set(pys)) and all(re.fullmatch(r"[a-z0-9_]+", p) for p in pys), pys
+    assert all(re.fullmatch(r"[a-z][A-Za-z0-9]*", n) for n in options.LOAD)     # the library's camelCase names
+    for name, spec in options.LOAD.items():
+        if spec["type"] == "choice":
+            assert set(options.DATA[spec["of"]]) == {"default", "choices"}, name
+    assert options.check_load({}) == {s["python"]: (options.DATA[s["of"]]["default"] if s["type"] == "choice"
+                                                    else s.get("default")) for s in options.LOAD.values() if s["python"]}
+    with pytest.raises(options.OptionError, match="not a load option") as e:
+        options.check_load({"kv_cache": "f16"})                 # the Python name is not the library's
+    assert e.value.field == "kv_cache"
+
+
+def test_the_library_and_the_python_side_check_load_options_alike(library):
+    """load() in JS and bitweb.options.check_load accept and refuse the same values of every load
+    option, naming the same field with the same message: one table, two readers of it."""
+    trials = load_trials()
+    assert [[n, v] for n, v, _, _ in library["loadAll"]] == trials
+    kinds = set()
+    for name, value, field, message in library["loadAll"]:
+        try:
+            options.check_load({name: value})
+            py = ("source", None)                       # accepted: the JS load went on to the bad source
+        except options.OptionError as e:
+            py = (e.field, str(e))
+        assert (field, message if field != "source" else None) == py, (name, value, message)
+        kinds.add(field == "source")
+    assert kinds == {True, False}                       # (both outcomes seen)
+
+
+def test_every_load_option_reaches_its_reader():
+    """A load option the Python side takes is read by the worker's load (webapp: opts["name"]); the
+    library's names reach Python as they are (no hand renaming in web/: the Python names never
+    appear there) and the types list each option."""
+    src = (PKG / "webapp.py").read_text(encoding="utf-8")
+    for name, spec in options.LOAD.items():
+        if spec["python"]:
+            assert f'opts["{spec["python"]}"]' in src, name
+    for path in ("web/worker.mjs", "web/bitweb.mjs"):
+        text = (ROOT / path).read_text(encoding="utf-8")
+        renamed = [s["python"] for n, s in options.LOAD.items() if s["python"] and s["python"] != n
+                   and re.search(rf"\b{s['python']}\s*:", text)]          # ({kv_cache: opts.kvCache ...})
+        assert renamed == [], (path, renamed)
+    assert re.search(r"\bkv_cache\s*:", "const py = { kv_cache: o.kvCache };")       # (the scan can fail)
+    dts = (ROOT / "web" / "bitweb.d.ts").read_text(encoding="utf-8")
+    assert _ts_union(dts, "LoadOptionName") == list(options.LOAD)
+    load = re.search(r"export interface LoadOptions \{(.*?)\n\}", dts, re.S).group(1)
+    assert all(re.search(rf"^\s*{n}\?:", load, re.M) for n in options.LOAD), load
+    assert _ts_union(dts, "GPULimit") == list(options.LIMITS) and _ts_union(dts, "GPUFeature") == list(options.FEATURES)
+    assert _ts_union(dts, "Replace") == list(options.DATA["replace"]["choices"])

@@ -6,7 +6,7 @@ import pathlib
 
 import pytest
 
-from bitweb import gguf, webapp
+from bitweb import blob as blob_mod, completions, gguf, webapp
 from bitweb.gpu import DeviceLostError, GPUError, LimitsError, NoAdapterError
 
 
@@ -45,7 +45,7 @@ def model(tiny_model):
 
 
 def test_header_parsed_from_growing_prefixes(model, monkeypatch):
-    monkeypatch.setattr(webapp, "HEADER_FIRST", 1024)      # force several NeedMoreBytes rounds
+    monkeypatch.setattr(blob_mod, "HEADER_FIRST", 1024)      # force several NeedMoreBytes rounds
     blob = FakeBlob(model)
     gf = drive(webapp.parse_header(blob))
     want = gguf.read_gguf(gguf.BytesSource(model))
@@ -79,7 +79,7 @@ def test_header_larger_than_the_bound_is_refused_before_it_is_read(model, monkey
     data = b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", 4) + b"name" + struct.pack("<IQ", 8, big)
     blob = FakeBlob(data + bytes(16))
     blob.size = big + 4096                       # as if the file went on
-    monkeypatch.setattr(webapp, "HEADER_FIRST", 1024)
+    monkeypatch.setattr(blob_mod, "HEADER_FIRST", 1024)
     monkeypatch.setattr(gguf, "MAX_HEADER_BYTES", 64 << 10)
     with pytest.raises(gguf.GGUFError) as e:
         drive(webapp.parse_header(blob))
@@ -117,11 +117,11 @@ def test_error_kinds():
 
 
 def test_settings_to_sampling_params():
-    p, n, stops = webapp.params_from({"temperature": 0.7, "top_k": 40.0, "top_p": 0.9, "min_p": 0.05,
+    p, n, stops = completions.params_from({"temperature": 0.7, "top_k": 40.0, "top_p": 0.9, "min_p": 0.05,
                                       "repetition_penalty": 1.1, "seed": 7, "max_tokens": 33, "stop": "\n\n"})
     assert (p.temperature, p.top_k, p.top_p, p.min_p, p.repeat_penalty, p.seed, n) == (0.7, 40, 0.9, 0.05, 1.1, 7, 33)
     assert isinstance(p.top_k, int) and isinstance(p.seed, int) and stops == ["\n\n"]
-    p, n, stops = webapp.params_from({"temperature": None})
+    p, n, stops = completions.params_from({"temperature": None})
     assert p.temperature == 0.0 and n is None and stops == []
 
 
@@ -134,7 +134,7 @@ def test_settings_to_sampling_params():
 def test_a_bad_setting_names_its_field(field, value):
     """No value reaches the engine unchecked: each bad one is a settings error naming the field."""
     with pytest.raises(webapp.AppError) as e:
-        webapp.params_from({field: value})
+        completions.params_from({field: value})
     assert e.value.kind == "settings" and e.value.extra["field"] == field
     assert field in str(e.value)
 
@@ -148,6 +148,6 @@ def test_messages_are_checked():
 
 
 def test_stop_string_overlap():
-    assert webapp._overlap("hello wor", "world") == 3
-    assert webapp._overlap("hello", "world") == 0
-    assert webapp._overlap("abc", "c") == 0            # a one-character stop is found, never held
+    assert completions.overlap("hello wor", "world") == 3
+    assert completions.overlap("hello", "world") == 0
+    assert completions.overlap("abc", "c") == 0            # a one-character stop is found, never held

@@ -8,6 +8,11 @@ export type KVCacheType = 'f16' | 'f32';
 export type LMHead = 'q8_0';
 export type SettingName = 'temperature' | 'top_k' | 'top_p' | 'min_p' | 'repetition_penalty' | 'seed' | 'max_tokens';
 export type SamplerParameter = 'temperature' | 'top_k' | 'top_p' | 'min_p' | 'repeat_penalty' | 'repeat_last_n' | 'seed';
+export type GPULimit = 'maxBufferSize' | 'maxStorageBufferBindingSize' | 'maxStorageBuffersPerShaderStage'
+  | 'maxComputeWorkgroupStorageSize' | 'maxComputeInvocationsPerWorkgroup' | 'maxComputeWorkgroupSizeX'
+  | 'maxComputeWorkgroupsPerDimension';
+export type GPUFeature = 'shader-f16' | 'subgroups' | 'timestamp-query' | 'packed_4x8_integer_dot_product';
+export type Replace = 'ask' | 'always';
 
 export type ErrorKind =
   | 'no-webgpu' | 'limits' | 'format' | 'unsupported' | 'download' | 'cors' | 'storage' | 'device-lost'
@@ -30,8 +35,9 @@ export declare class BitwebError extends Error {
 /** One subclass per kind: `e instanceof bitweb.errors.context`. */
 export declare const errors: { readonly [K in ErrorKind]: new (message: string, extra?: object) => BitwebError };
 
+export type ProgressStage = 'boot' | 'download' | 'cache' | 'header' | 'upload' | 'compile';
 export interface Progress {
-  stage: 'boot' | 'download' | 'cache' | 'header' | 'upload' | 'compile';
+  stage: ProgressStage;
   done: number;
   total: number;
   label?: string;
@@ -58,16 +64,14 @@ export interface LoadOptions {
   signal?: AbortSignal;
   /** 'ask' (default): fail with kind "no-room" when this model and the loaded ones do not fit
    *  together; 'always': unload the others first then */
-  replace?: 'ask' | 'always';
+  replace?: Replace;
   /** bytes of GPU memory the models may use (WebGPU does not tell; default: unknown) */
   gpuMemory?: number | null;
   /** behave like a GPU with at most these limits (testing) */
-  capLimits?: Partial<Record<'maxBufferSize' | 'maxStorageBufferBindingSize' | 'maxStorageBuffersPerShaderStage'
-    | 'maxComputeWorkgroupStorageSize' | 'maxComputeInvocationsPerWorkgroup' | 'maxComputeWorkgroupSizeX'
-    | 'maxComputeWorkgroupsPerDimension', number>> | null;
+  capLimits?: Partial<Record<GPULimit, number>> | null;
   /** behave like a GPU without these features: the kernels take their fallbacks (testing; the
    *  app's ?cap=-subgroups, ?cap=mobile) */
-  maskFeatures?: Array<'shader-f16' | 'subgroups' | 'timestamp-query' | 'packed_4x8_integer_dot_product'> | null;
+  maskFeatures?: GPUFeature[] | null;
   /** keep the model in the browser cache once it has loaded (default true) */
   cache?: boolean;
   download?: DownloadOptions;
@@ -247,7 +251,23 @@ export declare const OPTIONS: {
     readonly sampler: SamplerParameter | null }>>;
   /** words in an adapter's names that mark a CPU rasteriser -> the name said (info.adapter.software) */
   readonly software_adapters: Readonly<Record<string, string>>;
+  /** the GPU features maskFeatures may turn off, the limits capLimits may lower */
+  readonly features: readonly GPUFeature[];
+  readonly limits: readonly GPULimit[];
+  readonly replace: OptionChoices<Replace>;
+  /** the ranges of DownloadOptions */
+  readonly download: Readonly<Record<keyof DownloadOptions, { readonly integer: true; readonly min: number; readonly max: number }>>;
+  /** the load options that reach the worker: the name its Python side takes (null: the worker's JS alone), what
+   *  it is, whether it changes the kernels a load compiles (key) */
+  readonly load: Readonly<Record<LoadOptionName, { readonly python: string | null; readonly type: string; readonly of?: string;
+    readonly min?: number; readonly default?: unknown; readonly key?: boolean }>>;
 };
+/** the load options the worker takes (OPTIONS.load; LoadOptions adds onProgress and signal) */
+export type LoadOptionName = 'activations' | 'kvCache' | 'context' | 'capLimits' | 'maskFeatures' | 'gpuMemory' | 'replace'
+  | 'cache' | 'download';
+/** the GPU limits and features bitweb uses (OPTIONS.limits, OPTIONS.features) */
+export declare const LIMITS: readonly GPULimit[];
+export declare const FEATURES: readonly GPUFeature[];
 /** why `value` is not a valid value of setting `name`, or null */
 export declare function checkSetting(name: keyof typeof SETTINGS, value: unknown): string | null;
 
@@ -300,3 +320,35 @@ export declare function fit(entry: CatalogueEntry, env?: FitEnvironment): FitVer
 export declare function checkFit(entry: CatalogueEntry, options?: { capLimits?: LoadOptions['capLimits']; gpuMemory?: number | null }): Promise<FitVerdict>;
 /** `hf:owner/repo[@rev]/file.gguf` and huggingface.co/.../blob/REV/... addresses as the file's resolve URL; others as given. */
 export declare function resolveUrl(text: string, base?: string): string;
+
+// ---------------------------------------------------------------- the worker protocol (web/protocol.mjs)
+// What web/bitweb.mjs and web/worker.mjs exchange (tests/test_protocol.py checks these against the table).
+
+/** page -> worker: each request's fields, besides id and op */
+export interface WorkerRequests {
+  load: { source: { url: string; sha256?: string; size?: number } | { file: Blob; name?: string } | { cached: string };
+    options: { [K in LoadOptionName]: LoadOptions[K] | null } };
+  download: { source: { url: string; sha256?: string; size?: number; name?: string }; options: { download: DownloadOptions | null } };
+  generate: { engine: number; request: CreateRequest };
+  tokenize: { engine: number; request: { text: string } | { messages: Message[]; tools?: FunctionTool[]; enable_thinking?: boolean } };
+  abort: { target: number };
+  unload: { engine: number };
+  'cache-list': {};
+  'cache-delete': { name: string };
+  stats: {};
+  'debug-lose-device': {};
+}
+export type WorkerRequest = { [Op in keyof WorkerRequests]: { id: number; op: Op } & WorkerRequests[Op] }[keyof WorkerRequests];
+
+/** worker -> page: each message's fields, besides type */
+export interface WorkerMessages {
+  result: { id: number; value: unknown };
+  error: { id: number; error: { kind: ErrorKind; message: string; field?: string; advice?: string[] } };
+  progress: { id: number; stage: ProgressStage; done: number; total: number; label?: string; bytesPerSecond?: number;
+    etaSeconds?: number; note?: string };
+  text: { id: number; text: string };
+  tool_call: { id: number; index: number; call_id?: string; name?: string; arguments?: string };
+  'device-lost': { id: null; engines: number[]; message: string };
+  alive: {};
+}
+export type WorkerMessage = { [T in keyof WorkerMessages]: { type: T } & WorkerMessages[T] }[keyof WorkerMessages];

@@ -12,6 +12,7 @@
 import OPTIONS_DATA from '../build/web/options.json' with { type: 'json' };
 
 import { models, fit, resolveUrl, entryForUrl, headerDiff } from './catalogue.mjs';
+import { requestProblem } from './protocol.mjs';
 
 export const DEFAULT_MODEL = new URL('./models/bitweb-chat-i2_s.gguf', import.meta.url).href;
 /** The model catalogue (web/catalogue.json), its fit check and the addresses people paste (web/catalogue.mjs). */
@@ -74,13 +75,13 @@ const settingsError = (field, message) => error('settings', `${field}: ${message
 // ------------------------------------------------------------------ checks (also done in Python)
 const deepFreeze = (o) => { if (o && typeof o === 'object') { Object.values(o).forEach(deepFreeze); Object.freeze(o); } return o; };
 /** The options and bounds bitweb shares with its Python side (pyapp/bitweb/options.py): activations,
- *  kv_cache (each {default, choices: {value: label}}), lm_head, context ({min}), sampler, request
- *  (the create() settings' ranges), software_adapters. */
+ *  kv_cache, replace (each {default, choices: {value: label}}), lm_head, context ({min}), sampler, request
+ *  (the create() settings' ranges), features and limits (what maskFeatures / capLimits name), download
+ *  (its options' ranges), load (the load options: their types, their Python names), software_adapters. */
 export const OPTIONS = deepFreeze(OPTIONS_DATA);
-// name -> [integer?, lowest, highest, lowest excluded?], from OPTIONS.request (as webapp.SETTINGS).
+// name -> [integer?, lowest, highest, lowest excluded?], from OPTIONS.request (as bitweb.completions SETTINGS).
 export const SETTINGS = Object.freeze(Object.fromEntries(Object.entries(OPTIONS.request)
   .map(([name, r]) => [name, Object.freeze([r.integer, r.min, r.max, !!r.min_excluded])])));
-const ACTIVATIONS = Object.keys(OPTIONS.activations.choices), KV_CACHES = Object.keys(OPTIONS.kv_cache.choices);
 const MIN_CONTEXT = OPTIONS.context.min;
 const oneOf = (values) => values.map((v) => JSON.stringify(v)).join(' or ');
 /** The error message for one sampling setting, or null when `value` is fine. */
@@ -91,45 +92,61 @@ export function checkSetting(name, value) {
     && (!integer || Number.isInteger(value));
   return ok ? null : `must be ${want} (got ${value === '' ? 'nothing' : JSON.stringify(value) ?? String(value)})`;
 }
-/** The GPU limits bitweb uses (capLimits may lower them; bitweb.gpu WANTED_LIMITS). */
-export const LIMITS = Object.freeze(['maxBufferSize', 'maxStorageBufferBindingSize', 'maxStorageBuffersPerShaderStage', 'maxComputeWorkgroupStorageSize',
-  'maxComputeInvocationsPerWorkgroup', 'maxComputeWorkgroupSizeX', 'maxComputeWorkgroupsPerDimension']);
-/** The GPU features bitweb uses when the adapter has them (maskFeatures may turn them off; bitweb.gpu MASKABLE). */
-export const FEATURES = Object.freeze(['shader-f16', 'subgroups', 'timestamp-query', 'packed_4x8_integer_dot_product']);
+/** The GPU limits bitweb uses (capLimits may lower them; OPTIONS.limits, bitweb.gpu WANTED_LIMITS). */
+export const LIMITS = OPTIONS.limits;
+/** The GPU features bitweb uses when the adapter has them (maskFeatures may turn them off; OPTIONS.features, bitweb.gpu MASKABLE). */
+export const FEATURES = OPTIONS.features;
+
+// The load options are OPTIONS.load (pyapp/bitweb/options.py LOAD): each is checked here by its type, with
+// the rules and messages of the Python side's check (bitweb.options check_load), before the worker starts.
+const LOAD_CHECKS = {
+  choice: (v, spec) => { const values = Object.keys(OPTIONS[spec.of].choices); return values.includes(v) ? null : `must be ${oneOf(values)} (got ${JSON.stringify(v)})`; },
+  context: (v) => (Number.isInteger(v) && v >= MIN_CONTEXT ? null
+    : `must be an integer of at least ${MIN_CONTEXT}, the positions the KV cache holds (got ${JSON.stringify(v)})`),
+  number: (v, spec) => (Number.isFinite(v) && v > spec.min ? null : `must be a positive number of bytes (got ${JSON.stringify(v)})`),
+  boolean: (v) => (typeof v === 'boolean' ? null : `must be true or false (got ${JSON.stringify(v)})`),
+  limits: (v, spec, name) => {
+    if (typeof v !== 'object') return 'must be an object {limitName: bytes or count}';
+    for (const [k, n] of Object.entries(v)) {
+      if (!LIMITS.includes(k)) throw settingsError(`${name}.${k}`, `not a limit bitweb uses (one of ${LIMITS.join(', ')})`);
+      if (!(Number.isInteger(n) && n > 0)) throw settingsError(`${name}.${k}`, `must be a positive integer (got ${String(n)})`);
+    }
+    return null;
+  },
+  features: (v) => {
+    if (!Array.isArray(v)) return `must be an array of feature names (${FEATURES.join(', ')})`;
+    const bad = v.find((f) => !FEATURES.includes(f));
+    return bad === undefined ? null : `${JSON.stringify(bad)} is not a feature bitweb uses (one of ${FEATURES.join(', ')})`;
+  },
+  download: (v, spec, name) => { checkDownload(v, name); return null; },
+};
 
 function checkLoadOptions(o) {
-  if (o.activations != null && !ACTIVATIONS.includes(o.activations)) throw settingsError('activations', `must be ${oneOf(ACTIVATIONS)} (got ${JSON.stringify(o.activations)})`);
-  if (o.kvCache != null && !KV_CACHES.includes(o.kvCache)) throw settingsError('kvCache', `must be ${oneOf(KV_CACHES)} (got ${JSON.stringify(o.kvCache)})`);
-  if (o.context != null && !(Number.isInteger(o.context) && o.context >= MIN_CONTEXT)) {
-    throw settingsError('context', `must be an integer of at least ${MIN_CONTEXT}, the positions the KV cache holds (got ${JSON.stringify(o.context)})`);
+  for (const [name, spec] of Object.entries(OPTIONS.load)) {
+    if (o[name] == null) continue;
+    const why = LOAD_CHECKS[spec.type](o[name], spec, name);
+    if (why) throw settingsError(name, why);
   }
-  if (o.capLimits != null) {
-    if (typeof o.capLimits !== 'object') throw settingsError('capLimits', 'must be an object {limitName: bytes or count}');
-    for (const [k, v] of Object.entries(o.capLimits)) {
-      if (!LIMITS.includes(k)) throw settingsError(`capLimits.${k}`, `not a limit bitweb uses (one of ${LIMITS.join(', ')})`);
-      if (!(Number.isInteger(v) && v > 0)) throw settingsError(`capLimits.${k}`, `must be a positive integer (got ${String(v)})`);
-    }
-  }
-  if (o.maskFeatures != null) {
-    if (!Array.isArray(o.maskFeatures)) throw settingsError('maskFeatures', `must be an array of feature names (${FEATURES.join(', ')})`);
-    for (const f of o.maskFeatures) {
-      if (!FEATURES.includes(f)) throw settingsError('maskFeatures', `${JSON.stringify(f)} is not a feature bitweb uses (one of ${FEATURES.join(', ')})`);
-    }
-  }
-  if (o.gpuMemory != null && !(Number.isFinite(o.gpuMemory) && o.gpuMemory > 0)) throw settingsError('gpuMemory', `must be a positive number of bytes (got ${JSON.stringify(o.gpuMemory)})`);
-  if (o.replace != null && !['ask', 'always'].includes(o.replace)) throw settingsError('replace', `must be "ask" or "always" (got ${JSON.stringify(o.replace)})`);
   if (o.onProgress != null && typeof o.onProgress !== 'function') throw settingsError('onProgress', 'must be a function');
-  checkDownload(o.download);
 }
 
-const DOWNLOAD = { stallMs: [1, 3_600_000], retries: [0, 100], retryDelayMs: [0, 600_000] };
-function checkDownload(d) {
+// The load options as the worker takes them: each of OPTIONS.load, its default when unset.
+function loadOptions(o) {
+  const out = {};
+  for (const [name, spec] of Object.entries(OPTIONS.load)) {
+    out[name] = o[name] ?? (spec.type === 'choice' ? OPTIONS[spec.of].default : spec.default ?? null);
+  }
+  return out;
+}
+
+function checkDownload(d, name = 'download') {
   if (d == null) return;
-  if (typeof d !== 'object') throw settingsError('download', 'must be an object {stallMs, retries, retryDelayMs}');
+  const ranges = OPTIONS.download;
+  if (typeof d !== 'object') throw settingsError(name, `must be an object {${Object.keys(ranges).join(', ')}}`);
   for (const [k, v] of Object.entries(d)) {
-    if (!DOWNLOAD[k]) throw settingsError(`download.${k}`, `not a download option (one of ${Object.keys(DOWNLOAD).join(', ')})`);
-    const [lo, hi] = DOWNLOAD[k];
-    if (!(Number.isInteger(v) && v >= lo && v <= hi)) throw settingsError(`download.${k}`, `must be an integer from ${lo} to ${hi} (got ${String(v)})`);
+    if (!ranges[k]) throw settingsError(`${name}.${k}`, `not a download option (one of ${Object.keys(ranges).join(', ')})`);
+    const { min, max } = ranges[k];
+    if (!(Number.isInteger(v) && v >= min && v <= max)) throw settingsError(`${name}.${k}`, `must be an integer from ${min} to ${max} (got ${String(v)})`);
   }
 }
 
@@ -232,6 +249,8 @@ function progressOf(m) {
 }
 
 function call(op, body = {}, { signal, onProgress, onText, onToolCall } = {}) {
+  const why = requestProblem({ op, ...body });        // (web/protocol.mjs: what the worker takes)
+  if (why) throw error('internal', why);
   const w = theWorker();
   const id = nextId++;
   return new Promise((resolve, reject) => {
@@ -291,9 +310,7 @@ export async function load(source, options = {}) {
   const src = sourceOf(source);
   const { signal, onProgress } = options;
   if (signal?.aborted) throw error('aborted', 'the load was aborted before it started');
-  const opts = { activations: options.activations || OPTIONS.activations.default, kvCache: options.kvCache || OPTIONS.kv_cache.default, context: options.context ?? null, capLimits: options.capLimits || null,
-    gpuMemory: options.gpuMemory ?? null, replace: options.replace || 'ask', maskFeatures: options.maskFeatures?.length ? [...options.maskFeatures] : null,
-    cache: options.cache !== false, download: options.download || null };
+  const opts = loadOptions({ ...options, maskFeatures: options.maskFeatures?.length ? [...options.maskFeatures] : null });
   const entry = src.url ? entryForUrl(src.url) : null;
   if (entry) {                                  // a catalogue model that cannot fit is not downloaded
     const f = await checkFit(entry, opts);

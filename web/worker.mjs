@@ -1,58 +1,24 @@
 // The library's worker (started by web/bitweb.mjs): Pyodide + the bitweb engine (Python side:
 // pyapp/bitweb/webapp.py), model bytes from the network / OPFS cache / local files (models.mjs).
 //
-// Protocol (postMessage; plain objects). Every request carries an `id` chosen by the page; every
-// request ends in exactly one {id, type: 'result', value} or {id, type: 'error', error}.
-//
-// page -> worker
-//   {id, op: 'load', source, options}   a new engine; the engines already loaded stay (see webapp.py)
-//        source: {url, sha256?, size?}  downloaded into a pending cache copy (or the cached copy
-//                                       when current / offline), loaded from there; a download
-//                                       resumes the part an earlier one left, is verified against
-//                                       sha256 when given, and is one download across tabs (models.mjs)
-//              | {file: Blob, name?}    a local file, loaded as it is; copied into the cache after
-//              | {cached: name}         a cached model; no network at all
-//        options: {activations: 'a8'|'f32', kvCache: 'f16'|'f32', context: n|null, capLimits: {limit: n},
-//                  maskFeatures: [feature]|null, gpuMemory: n|null,
-//                  replace: 'ask'|'always', cache: bool, download: {stallMs, retries, retryDelayMs}}
-//                                       (checked by bitweb.mjs)
-//        -> result {engine, info, adapter, load}. A copy enters the cache index only when the model
-//           has loaded; a fresh copy whose load fails is deleted (a download that failed keeps its part).
-//   {id, op: 'download', source: {url, sha256?, size?, name?}, options: {download}}   into the cache
-//        without loading -> result {name, size, cached, resumedFrom, retries, notes, sha256}
-//   {id, op: 'generate', engine, request}   request: the create() body (messages, settings, stop,
-//                                           response_format, grammar, tools, tool_choice, parallel_tool_calls)
-//        -> {id, type: 'text', text} as content is decoded, {id, type: 'tool_call', index, call_id, name}
-//           when a tool call starts and {id, type: 'tool_call', index, arguments} as its arguments come,
-//           then result {text, tool_calls?, finish_reason, usage, timing}
-//   {id, op: 'tokenize', engine, request}   request: {text} | {messages, tools?} -> result {ids, context}
-//   {id, op: 'abort', target}               abort request `target` (a download, a load, a generation);
-//                                           answered at once (result null)
-//   {id, op: 'unload', engine}              free an engine's GPU buffers -> result {unloaded}
-//   {id, op: 'cache-list'} | {id, op: 'cache-delete', name}
-//        -> result {models: [{name, size, source, saved}], downloads: [{name, source, have, size, complete}],
-//                   usage, quota, persisted}
-//   {id, op: 'stats'}                       -> result {wasm_bytes, live_buffers, live_bytes, engines}
-//   {id, op: 'debug-lose-device'}           test hook: destroy the GPU device
-//
-// worker -> page (besides results)
-//   {id, type: 'progress', stage, done, total, label, bytesPerSecond?, etaSeconds?, note?}
-//        stage: boot | download | cache | header | upload | compile
-//   {type: 'device-lost', engines: [ids], message}      every engine on the device is gone
-//   {type: 'alive'}                     every HEARTBEAT_MS while a request runs: the worker's thread
-//                                       is not stuck, whatever the request says (a long prefill, a
-//                                       slow compile); web/bitweb.mjs lastHeard()
-//   error: {kind, message, field?, advice?, ...}   kinds: see README "Errors" (webapp.classify + models.mjs);
-//        advice: lines the page adds to its own (for format / unsupported: the architectures and weight
-//        formats bitweb runs)
+// The protocol (the requests it takes, the messages it posts) is defined once, in web/protocol.mjs:
+// a request that is not one of its table is answered with an error, and each message this worker
+// or its Python side posts is checked against it before it goes.
 //
 // Nothing is queued behind a download: downloads run alongside everything else. Loads run one
 // at a time in Python (after their download); generations run one at a time per engine.
+import OPTIONS from '../build/web/options.json' with { type: 'json' };
+
 import { bootPython } from './py.mjs';
 import * as models from './models.mjs';
 import * as gpu from './gpu.mjs';
+import { REQUESTS, messageProblem, requestProblem } from './protocol.mjs';
 
-const post = (m) => self.postMessage(m);
+const post = (m) => {
+  const why = messageProblem(m);
+  if (why) throw new Error(`bitweb worker: ${why}`);       // (a message bitweb.mjs would not know)
+  self.postMessage(m);
+};
 self.bitwebPost = (json) => post(JSON.parse(json));
 
 let app = null;         // bitweb.webapp.WebApp (a PyProxy)
@@ -181,7 +147,7 @@ const MANIFESTS = 'bitweb-pipelines';
 async function manifestKey(msg) {
   const s = msg.source, o = msg.options || {};
   const what = JSON.stringify([s.url ? new URL(s.url, self.location.href).href : s.cached ?? [s.name || s.file?.name, s.file?.size],
-    o.activations, o.kvCache, o.context, o.capLimits, o.maskFeatures]);
+    ...Object.entries(OPTIONS.load).filter(([, spec]) => spec.key).map(([name]) => o[name])]);   // (the options that change the kernels)
   const h = new Uint8Array(await crypto.subtle.digest('SHA-256', new TextEncoder().encode(what)));
   return new URL('__bitweb-pipelines/' + [...h].map((b) => b.toString(16).padStart(2, '0')).join(''), self.location.href).href;
 }
@@ -231,12 +197,9 @@ async function load(id, msg) {
   try {
     const py = await booted;
     if (ctl.signal.aborted) throw new models.ModelsError('aborted', 'the load was aborted');
-    const opts = msg.options;
-    const pyOpts = { activations: opts.activations, kv_cache: opts.kvCache || null, context: opts.context ?? null, cap_limits: opts.capLimits || null,
-      mask_features: opts.maskFeatures || null, gpu_memory: opts.gpuMemory ?? null, replace: opts.replace || 'ask' };
     post({ id, type: 'progress', stage: 'header', done: 0, total: 1, label: 'Reading the header of ' + name });
-    try {
-      value = unwrap(await py.load(id, file, name, JSON.stringify(pyOpts)));
+    try {                                      // (the options by the library's names: bitweb.options check_load)
+      value = unwrap(await py.load(id, file, name, JSON.stringify(msg.options || {})));
     } catch (e) {                              // a download that failed (or ended short) is what went wrong
       const ended = pending && (pending.file.error || pending.file.done);
       const dl = ended ? await pending.written.then(() => null, (err) => err) : null;
@@ -300,23 +263,30 @@ function perEngine(eid, fn) {
   return run;
 }
 
+// One handler per request of the protocol (abort: answered at once, in onmessage).
+const HANDLERS = {
+  load: (id, msg) => load(id, msg),
+  download: (id, msg) => downloadOnly(id, msg),
+  generate: (id, msg) => perEngine(msg.engine, async () => {
+    const py = await python(id);
+    return unwrap(await py.generate(id, msg.engine, JSON.stringify(msg.request)));
+  }),
+  tokenize: async (id, msg) => unwrap((await python(id)).tokenize(msg.engine, JSON.stringify(msg.request))),
+  unload: (id, msg) => perEngine(msg.engine, () => (app ? unwrap(app.unload(msg.engine)) : { unloaded: false })),
+  'cache-list': () => cacheInfo(),
+  'cache-delete': async (id, msg) => ({ removed: await models.remove(msg.name), ...(await cacheInfo()) }),
+  stats: () => ({ ...(app ? parse(app.stats()) : { wasm_bytes: 0, engines: 0 }), boot: boot.info }),
+  'debug-lose-device': async () => { if (app) await app.lose_device(); return null; },
+};
+for (const op of Object.keys(REQUESTS)) {      // (every op of the table has its handler, and no other op)
+  if (op !== 'abort' && !HANDLERS[op]) throw new Error(`bitweb worker: no handler for request ${op}`);
+}
+for (const op of Object.keys(HANDLERS)) if (!REQUESTS[op]) throw new Error(`bitweb worker: request ${op} is not in protocol.mjs`);
+
 async function handle(msg) {
-  const { id } = msg;
-  switch (msg.op) {
-    case 'load': return load(id, msg);
-    case 'download': return downloadOnly(id, msg);
-    case 'generate': return perEngine(msg.engine, async () => {
-      const py = await python(id);
-      return unwrap(await py.generate(id, msg.engine, JSON.stringify(msg.request)));
-    });
-    case 'tokenize': return unwrap((await python(id)).tokenize(msg.engine, JSON.stringify(msg.request)));
-    case 'unload': return perEngine(msg.engine, () => (app ? unwrap(app.unload(msg.engine)) : { unloaded: false }));
-    case 'cache-list': return cacheInfo();
-    case 'cache-delete': return { removed: await models.remove(msg.name), ...(await cacheInfo()) };
-    case 'stats': return { ...(app ? parse(app.stats()) : { wasm_bytes: 0, engines: 0 }), boot: boot.info };
-    case 'debug-lose-device': if (app) await app.lose_device(); return null;
-    default: throw new models.ModelsError('internal', 'unknown request ' + JSON.stringify(msg.op));
-  }
+  const why = requestProblem(msg);
+  if (why) throw new models.ModelsError('internal', why);
+  return HANDLERS[msg.op](msg.id, msg);
 }
 
 self.onmessage = ({ data: msg }) => {

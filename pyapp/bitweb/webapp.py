@@ -1,10 +1,11 @@
 """The Python side of the library's worker (web/worker.mjs): engines driven by bitweb.engine in Pyodide.
 
-Stdlib (+ Pyodide's `js` / `pyodide.ffi`) only. The worker calls the coroutines of `WebApp` with
+Stdlib (+ Pyodide's `js`) only. The worker calls the coroutines of `WebApp` with
 JS objects (a Blob/File for the model) and JSON strings; each returns a JSON string, either the
-result or {"error": {"kind", "message", ...}} (see `classify`); progress and streamed text go
-out through `post(json)` tagged with the request id. The protocol is written at the top of
-web/worker.mjs.
+result or {"error": {"kind", "message", ...}} (bitweb.errors); progress and streamed text go
+out through `post(json)` tagged with the request id. The protocol is defined once in
+web/protocol.mjs (the messages posted here are checked against it: tests/test_protocol.py). What a
+chat completion means (the request's fields, the streamed reply) is bitweb.completions'.
 
 Several engines can live on the one GPU device at a time. A load never touches the engines that
 are already there: the new model's header is parsed, checked against the device limits and
@@ -14,164 +15,26 @@ estimate against a `gpu_memory` budget the caller gives, or an out-of-memory err
 uploading), the load fails with kind "no-room" and frees what it made, unless `replace` is
 "always": then the other engines are unloaded first and the load is tried once more.
 
-Loading a model, and where its bytes go:
-
-    blob (File / OPFS File)                       JS memory        wasm heap
-      header:  blob.slice(0, n) -> PrefixSource    n bytes          n bytes (n ~ header, doubled
-               -> gguf.read_gguf; NeedMoreBytes(m)                    until the header parses;
-               -> retry with max(m, 2n)                               at most gguf.MAX_HEADER_BYTES)
-      weights: engine -> dev.upload(buf, off, blob, ...)             0: web/gpu.mjs uploadBlob reads
-               -> uploadBlob: blob.slice(chunk) -> BYOB reader        one chunk at a time from the
-               -> queue.writeBuffer                                   Blob and hands it to WebGPU
-      small host reads (norms, scales) the engine may ask gguf_file.source for go through
-      BlobSource: FileReaderSync over blob.slice (only the bytes asked for).
+Loading a model: its header and small host reads from the Blob (bitweb.blob: where the bytes
+go), the device (bitweb.gpu.request_device, one per mask / caps), the engine (bitweb.engine.Engine.load).
 """
 from __future__ import annotations
 
 import asyncio
 import json
-import math
 import time
 
-from bitweb import formats, gguf, structured
-from bitweb.gpu import DeviceLostError, GPUError, LimitsError, NoAdapterError
-from bitweb.options import MIN_CONTEXT, REQUEST, SAMPLER
+from bitweb import options, structured
+from bitweb.blob import HEADER_FIRST, BlobSource, parse_header  # noqa: F401 (the worker's names)
+from bitweb.completions import (Completion, Request, chat_format, checked_messages, prompt_ids,  # noqa: F401
+                                structured_call)
+from bitweb.errors import AppError, Aborted, OutOfMemory, advice, classify, error_json  # noqa: F401
 
 try:                                    # Pyodide; the module still imports in CPython (tests)
     import js
-    from pyodide.ffi import create_once_callable, jsnull
 except ImportError:                     # CPython (tests of the plain parts)
-    js = jsnull = None
+    js = None
 
-HEADER_FIRST = 256 << 10                # first header read; doubled until the header parses
-
-# Sampling settings a request may carry: name -> (integer?, lowest, highest, lowest excluded?, default)
-# (bitweb.options REQUEST; the default is the sampler's, max_tokens none: what the context holds)
-SETTINGS = {name: (b.integer, b.lo, b.hi, b.lo_open, SAMPLER[b.sampler].default if b.sampler else None)
-            for name, b in REQUEST.items()}
-MAX_STOPS = 4                           # stop strings per request (as OpenAI's API)
-THINK_OPEN = "<think>\n"
-
-
-class OutOfMemory(GPUError):
-    """A GPU allocation failed (WebGPU out-of-memory error scope), or the model cannot fit."""
-
-
-class AppError(Exception):
-    """An error with a kind chosen here; `extra` (plain values) goes to the page with it."""
-
-    def __init__(self, kind: str, message: str, **extra):
-        super().__init__(message)
-        self.kind = kind
-        self.extra = extra
-
-
-class Aborted(Exception):
-    """The caller aborted this request (its AbortSignal)."""
-
-
-def classify(e: BaseException) -> tuple[str, str]:
-    """(kind, message) for the page. Kinds: no-webgpu, limits, format, unsupported, context,
-    device-lost, out-of-memory, no-room, settings, aborted, unloaded, gpu, internal."""
-    name = type(e).__name__
-    msg = str(e) or name
-    if isinstance(e, AppError):
-        return e.kind, msg
-    if isinstance(e, Aborted):
-        return "aborted", msg or "aborted"
-    if isinstance(e, NoAdapterError):
-        return "no-webgpu", msg
-    if isinstance(e, LimitsError):
-        return "limits", msg
-    if isinstance(e, DeviceLostError):
-        return "device-lost", msg
-    if isinstance(e, OutOfMemory):
-        return "out-of-memory", msg
-    if isinstance(e, gguf.GGUFError):
-        return "format", msg
-    if name in ("ModelError", "TokenizerError", "EngineError", "TemplateError"):
-        return "unsupported", msg
-    if name == "ContextError":
-        return "context", msg
-    if name in ("SamplingError", "ChatError"):
-        return "settings", msg
-    if isinstance(e, MemoryError):
-        return "out-of-memory", "out of memory in the Python heap: " + msg
-    if isinstance(e, GPUError):
-        return "gpu", msg
-    return "internal", f"{name}: {msg}"
-
-
-def error_json(e: BaseException) -> str:
-    kind, msg = classify(e)
-    if kind == "internal":
-        import traceback
-        print(traceback.format_exc())
-    err = {"kind": kind, "message": msg}
-    if advice(kind):
-        err["advice"] = advice(kind)
-    err.update(getattr(e, "extra", None) or {})
-    return json.dumps({"error": err})
-
-
-def advice(kind: str) -> list:
-    """Lines the page adds to its own advice for an error kind: the architectures (bitweb.model.ARCHS)
-    and weight formats (bitweb.formats) for a file it cannot read or run."""
-    if kind not in ("format", "unsupported"):
-        return []
-    from bitweb.model import ARCHS
-    return [f"Architectures bitweb runs (general.architecture): {', '.join(ARCHS)}.",
-            f"Weight formats bitweb runs: block linears {', '.join(f.name for f in formats.select('linear'))}; "
-            f"token embedding and LM head {', '.join(f.name for f in formats.select('table'))}."]
-
-
-def checked_setting(name: str, value):
-    """`value` as the setting's type, or AppError("settings") naming the field and the range."""
-    integer, lo, hi, lo_open, _ = SETTINGS[name]
-    want = (f"an integer from {lo} to {hi}" if integer else
-            f"a number {'above' if lo_open else 'from'} {lo}{' and at most' if lo_open else ' to'} {hi}")
-    ok = (not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
-          and (value > lo if lo_open else value >= lo) and value <= hi
-          and (not integer or value == int(value)))
-    if not ok:
-        raise AppError("settings", f"{name} = {value!r}: must be {want}", field=name)
-    return int(value) if integer else float(value)
-
-
-def params_from(req: dict):
-    """SamplingParams, max_tokens (None: as many as the context holds) and the stop strings of a
-    create() request. Every value is checked (type and range); an unknown name is an error too."""
-    from bitweb.sampling import SamplingParams
-    vals = {}
-    for name in SETTINGS:
-        if req.get(name) is not None:
-            vals[name] = checked_setting(name, req[name])
-    stop = req.get("stop")
-    if stop is None:
-        stops = []
-    elif isinstance(stop, str):
-        stops = [stop]
-    elif isinstance(stop, list) and all(isinstance(s, str) for s in stop):
-        stops = list(stop)
-    else:
-        raise AppError("settings", f"stop = {stop!r}: must be a string or a list of strings", field="stop")
-    if len(stops) > MAX_STOPS or any(not s for s in stops):
-        raise AppError("settings", f"stop: at most {MAX_STOPS} non-empty strings", field="stop")
-    kw = {REQUEST[k].sampler: v for k, v in vals.items() if REQUEST[k].sampler}
-    return SamplingParams(**kw), vals.get("max_tokens"), stops
-
-
-def checked_messages(messages) -> list:
-    """The OpenAI messages list, checked (structured.check_messages: tool calls and results too)."""
-    return structured_call(structured.check_messages, messages)
-
-
-def structured_call(fn, *args):
-    """fn(*args) of bitweb.structured, its RequestError as a settings error naming the field."""
-    try:
-        return fn(*args)
-    except structured.RequestError as e:
-        raise AppError("settings", str(e), field=e.field) from None
 
 
 def model_info(gf, cfg, name: str) -> dict:
@@ -189,61 +52,6 @@ def model_info(gf, cfg, name: str) -> dict:
         if info["linear_type"] is not None:
             info["linear_type"] = info["linear_type"].name
     return info
-
-
-def chat_format(eng):
-    """The file's chat format (bitweb.chat.ChatFormat: its own template, run with jinja2 from
-    the archive, with its thinking switch; or the built-in BitNet format). A template that
-    cannot be run makes the model unsupported."""
-    from bitweb.chat import ChatFormat
-    try:
-        return ChatFormat.from_tokenizer(eng.tokenizer)
-    except Exception as e:
-        raise AppError("unsupported", f"the file's chat template cannot be used: {e}") from None
-
-
-class BlobSource:
-    """gguf byte source over a JS Blob: synchronous ranged reads with FileReaderSync (workers only).
-
-    Only for the few small reads the engine may make on the host; weights go through dev.upload.
-    """
-
-    def __init__(self, blob):
-        self.blob = blob
-        self.size = int(blob.size)
-
-    def read(self, offset: int, n: int) -> bytes:
-        if offset < 0 or n < 0 or offset + n > self.size:
-            raise gguf.GGUFError(f"read of {n} bytes at byte {offset} outside the file (size {self.size})")
-        if getattr(self.blob, "readSync", None) is not None:       # web/models.mjs GrowingFile
-            return self.blob.readSync(offset, n).to_bytes()
-        ab = js.FileReaderSync.new().readAsArrayBuffer(self.blob.slice(offset, offset + n))
-        return ab.to_bytes()
-
-
-async def blob_bytes(blob, start: int, end: int) -> bytes:
-    ab = await blob.slice(start, end).arrayBuffer()
-    return ab.to_bytes()
-
-
-async def parse_header(blob) -> gguf.GGUFFile:
-    """Parse only the header: read a prefix, grow it while the parser says NeedMoreBytes.
-    One prefix at a time (the last is dropped before the next is read), never past
-    gguf.MAX_HEADER_BYTES: the parser refuses a header that would go further before asking."""
-    size = int(blob.size)
-    n = min(size, HEADER_FIRST)
-    while True:
-        prefix = await blob_bytes(blob, 0, n)
-        try:
-            gf = gguf.read_gguf(gguf.PrefixSource(prefix, size))
-        except gguf.NeedMoreBytes as e:
-            prefix = None      # drop this copy before reading the next one (the heap never shrinks)
-            if n >= size or e.needed > gguf.MAX_HEADER_BYTES:    # cannot happen: the parser checks first
-                raise gguf.GGUFError(f"header parse needs {e.needed} bytes of a {size}-byte file") from None
-            n = min(size, gguf.MAX_HEADER_BYTES, max(e.needed, 2 * n))
-            continue
-        gf.header_read = n
-        return gf
 
 
 class Slot:
@@ -271,7 +79,7 @@ class WebApp:
         self.next_id = 1
         self.stops: set = set()          # request ids of generations asked to stop
         self.aborted: set = set()        # request ids of loads asked to abort
-        self.running: dict = {}          # request id of a generation -> [tokens so far]
+        self.running: dict = {}          # request id of a generation -> its completions.Completion
         self.stop_at: dict = {}          # request id -> tokens generated when the stop arrived
         self.loading: dict = {}          # asyncio task -> buffers it created (freed if the load fails)
         self.load_lock = asyncio.Lock()
@@ -315,7 +123,7 @@ class WebApp:
         self.dev = None
         dev = await gpu.request_device("browser", mask_features=mask, cap_limits=caps)
         self.device_ready = clock()
-        dev.device.lost.then(create_once_callable(lambda info: self._on_lost(dev, info)))
+        dev.on_lost(lambda reason, message: self._on_lost(dev, reason, message))
         self._track(dev)
         self.dev = dev
         if old is not None:
@@ -325,7 +133,7 @@ class WebApp:
     def _drop_if_unused(self, dev):
         """Destroy a device that is no longer the current one once no engine uses it."""
         if dev is not self.dev and dev.lost is None and not any(s.eng.dev is dev for s in self.engines.values()):
-            dev.device.destroy()
+            dev.destroy()
 
     def _track(self, dev):
         """Buffers created by a load's task are remembered, so a load that fails frees exactly
@@ -340,12 +148,10 @@ class WebApp:
             return b
         dev.create_buffer = create_buffer
 
-    def _on_lost(self, dev, info):
+    def _on_lost(self, dev, reason: str, message: str):
         lost = [eid for eid, s in self.engines.items() if s.eng.dev is dev]
         if dev is not self.dev and not lost:
             return                              # (a replaced device with no engine left: destroyed here)
-        reason = str(getattr(info, "reason", "") or "unknown")
-        message = str(getattr(info, "message", "") or "")
         for eid in lost:
             del self.engines[eid]
         self.send("device-lost", None, engines=lost,
@@ -368,14 +174,18 @@ class WebApp:
 
     # ------------------------------------------------------------------ requests
     async def load(self, rid, blob, name: str, options_json: str = "{}") -> str:
-        """Load the model in `blob` as a new engine (the others stay). Result: {"engine", "info"}."""
+        """Load the model in `blob` as a new engine (the others stay). Result: {"engine", "info"}.
+        options_json: the library's load options by its names (bitweb.options LOAD, check_load)."""
         try:
-            opts = json.loads(options_json)
+            try:
+                opts = options.check_load(json.loads(options_json))
+            except options.OptionError as e:
+                raise AppError("settings", str(e), field=e.field) from None
             async with self.load_lock:
                 try:
                     return json.dumps(await self._load(rid, blob, name, opts))
                 except OutOfMemory as e:
-                    if not self.engines or opts.get("replace") != "always":
+                    if not self.engines or opts["replace"] != "always":
                         if self.engines:
                             raise self._no_room(str(e)) from None
                         raise
@@ -404,10 +214,7 @@ class WebApp:
         stages = {}                                     # stage -> [start, end], epoch ms (clock())
         self.progress(rid, "header", 0, 1)
         d0 = clock()
-        try:                                            # a weaker GPU on request (the app's ?cap=)
-            mask, caps = gpu.check_weaker(opts.get("mask_features"), opts.get("cap_limits"))
-        except gpu.GPUError as e:
-            raise AppError("settings", str(e), field="maskFeatures" if "mask" in str(e) else "capLimits") from None
+        mask, caps = gpu.check_weaker(opts["mask_features"], opts["cap_limits"])   # (checked: check_load)
         getting = asyncio.ensure_future(self.device(mask, caps))  # the adapter and device while the header is read
         try:
             gf = await parse_header(blob)
@@ -423,16 +230,7 @@ class WebApp:
         gf.source = BlobSource(blob)
         dev = await getting
         stages["device"] = [d0, max(d0, self.device_ready or d0)]
-        max_context = opts.get("context")
-        if max_context is not None and (isinstance(max_context, bool) or not isinstance(max_context, int)
-                                        or max_context < MIN_CONTEXT):
-            raise AppError("settings", f"context = {max_context!r}: must be an integer of at least {MIN_CONTEXT} "
-                                       "(positions in the KV cache)", field="context")
-        kv = opts.get("kv_cache") or generation.KV_CACHE
-        if kv not in generation.KV_TYPES:
-            raise AppError("settings", f"kvCache = {kv!r}: must be one of {', '.join(generation.KV_TYPES)}",
-                           field="kvCache")
-        budget = opts.get("gpu_memory")
+        max_context, kv, budget = opts["context"], opts["kv_cache"], opts["gpu_memory"]
         try:                                            # the default context also fits gpu_memory
             fit = upload.fit_model(dev, m, max_context, kv, budget)
         except generation.ContextError as e:
@@ -444,7 +242,7 @@ class WebApp:
                 raise AppError("out-of-memory", f"{name} needs about {mib(need)} of GPU memory; this GPU "
                                                 f"has {mib(budget)} for models")
             if need + held > budget:
-                if opts.get("replace") != "always":
+                if opts["replace"] != "always":
                     raise self._no_room(f"{name} needs about {mib(need)} of GPU memory and "
                                         f"{mib(budget - held)} of {mib(budget)} is free")
                 self.unload_all()
@@ -453,21 +251,21 @@ class WebApp:
         made = []
         if task is not None:                  # (always in Pyodide: a call from JS runs as a Task)
             self.loading[task] = made
-        dev.device.pushErrorScope("out-of-memory")
+        dev.push_error_scope("out-of-memory")
         scoped = True
         try:
             e0 = clock()
             eng = await engine.Engine.load(
-                dev, gf, blob, activations=opts.get("activations", "a8"), fit=fit,
+                dev, gf, blob, activations=opts["activations"], fit=fit,
                 progress=lambda stage, done, total: self.progress(rid, stage, done, total),
                 wait_prefill=False)        # ready with the decode kernels; the prefill ones go on compiling
             stages.update({k: [e0 + a, e0 + b] for k, (a, b) in eng.stage_ms.items()})
             scoped = False
-            err = await dev.device.popErrorScope()
-            if err is not None and err is not jsnull:
+            err = await dev.pop_error_scope()
+            if err is not None:
                 eng.close()
                 raise OutOfMemory(f"the GPU ran out of memory while allocating {name}'s buffers "
-                                  f"(about {mib(need)}): {err.message}")
+                                  f"(about {mib(need)}): {err}")
             await dev.sync()
         except BaseException:
             for b in made:
@@ -477,14 +275,14 @@ class WebApp:
             self.loading.pop(task, None)
             if scoped:
                 try:
-                    await dev.device.popErrorScope()
+                    await dev.pop_error_scope()
                 except Exception:
                     pass
         eid = self.next_id
         self.next_id += 1
         load = {"ms": round((time.perf_counter() - t0) * 1000, 1), "header_ms": info["header_ms"],
                 "header_read": info["header_read"], "wasm_before": wasm0, "wasm_after": wasm_bytes(),
-                "activations": opts.get("activations", "a8"), "n_ctx": eng.n_ctx, "context_note": fit.note,
+                "activations": opts["activations"], "n_ctx": eng.n_ctx, "context_note": fit.note,
                 "kv_cache": eng.kv_variant, "kv_cache_bytes": eng.kv_bytes,
                 "estimate_bytes": need, "stages": stages, "pipelines": eng.n_pipelines}
         for k in ("weight_bytes", "gpu_bytes"):
@@ -506,7 +304,7 @@ class WebApp:
         self.aborted.add(rid)
         self.stops.add(rid)
         if rid in self.running:
-            self.stop_at[rid] = self.running[rid][0]
+            self.stop_at[rid] = self.running[rid].tokens
 
     def forget(self, rid):
         self.aborted.discard(rid)
@@ -520,11 +318,6 @@ class WebApp:
             self._drop_if_unused(s.eng.dev)
         return json.dumps({"unloaded": s is not None})
 
-    def prompt_ids(self, s: Slot, messages, enable_thinking=None, spec=None) -> list:
-        """The prompt of checked messages; spec (bitweb.structured.Spec): the request's tools."""
-        msgs, tools = structured_call(structured.prompt_messages, s.fmt, messages, spec or structured.Spec())
-        return s.fmt.ids(msgs, enable_thinking=enable_thinking, tools=tools)
-
     def tokenize(self, eid, request_json: str) -> str:
         """{"text"} -> the text's ids (no BOS); {"messages", "tools"?} -> the prompt ids of that chat."""
         try:
@@ -532,7 +325,7 @@ class WebApp:
             req = json.loads(request_json)
             if "messages" in req:
                 spec = structured.Spec(tools=structured_call(structured.check_tools, req.get("tools")))
-                ids = self.prompt_ids(s, checked_messages(req["messages"]), req.get("enable_thinking"), spec)
+                ids = prompt_ids(s.fmt, checked_messages(req["messages"]), req.get("enable_thinking"), spec)
             else:
                 if not isinstance(req.get("text"), str):
                     raise AppError("settings", "tokenize: text must be a string", field="text")
@@ -542,38 +335,23 @@ class WebApp:
             return error_json(e)
 
     async def generate(self, rid, eid, request_json: str) -> str:
-        """One chat completion: {"messages", sampling settings, "max_tokens", "stop", and the
-        structured-output fields of bitweb.structured: "response_format", "grammar", "tools",
-        "tool_choice", "parallel_tool_calls"}. Posts {"type": "text", "id", "text"} as content is
-        decoded (never text of a stop string) and {"type": "tool_call", "id", "index", "call_id"?,
-        "name"?, "arguments"?} as a tool call streams (its start, then pieces of its arguments);
-        returns {"text", "tool_calls"?, "finish_reason", "usage", "timing"}."""
+        """One chat completion (bitweb.completions: the request's fields and what the reply is).
+        Posts {"type": "text", "id", "text"} as content is decoded (never text of a stop string)
+        and {"type": "tool_call", "id", "index", "call_id"?, "name"?, "arguments"?} as a tool call
+        streams (its start, then pieces of its arguments); returns {"text", "tool_calls"?,
+        "finish_reason", "context", "usage", "timing"}."""
         try:
             s = self.slot(eid)
-            eng = s.eng
-            req = json.loads(request_json)
-            messages = checked_messages(req.get("messages"))
-            params, max_tokens, stops = params_from(req)
-            spec = structured_call(structured.request_spec, req)
-            thinking = req.get("enable_thinking")
-            if spec.constrained and s.fmt.has_thinking:
-                thinking = False               # the grammar starts at the reply's first token
-            ids = self.prompt_ids(s, messages, thinking, spec)
-            if len(ids) > eng.n_ctx - 1:
-                raise AppError("context", f"the conversation has {len(ids)} tokens but the context holds "
-                                          f"{eng.n_ctx} (room for a reply needs at most {eng.n_ctx - 1}): "
-                                          "drop old turns or start a new chat",
-                               prompt_tokens=len(ids), context=eng.n_ctx)
-            room = eng.n_ctx - len(ids)
-            max_tokens = room if max_tokens is None else min(max_tokens, room)
+            req = Request.parse(json.loads(request_json), s.fmt)
+            ids = req.prompt(s.fmt)
+            max_tokens = req.budget(ids, s.eng.n_ctx)
             if s.busy:
                 raise AppError("busy", "this engine is generating another reply")
-            constraint = structured_call(self.grammars.constraint, spec, s.fmt, s.vocabulary)
-            reply = structured.Reply(spec, structured.dialect(s.fmt)) if spec.calls else None
+            constraint = structured_call(self.grammars.constraint, req.spec, s.fmt, s.vocabulary)
+            reply = structured.Reply(req.spec, structured.dialect(s.fmt)) if req.spec.calls else None
             s.busy = True
             try:
-                return json.dumps(await self._generate(rid, s, ids, params, max_tokens, stops, thinking,
-                                                       constraint, reply))
+                return json.dumps(await self._generate(rid, s, ids, req, max_tokens, constraint, reply))
             finally:
                 s.busy = False
         except Exception as e:
@@ -581,103 +359,25 @@ class WebApp:
         finally:
             self.stops.discard(rid)
 
-    async def _generate(self, rid, s: Slot, ids, params, max_tokens: int, stops: list, enable_thinking=None,
-                        constraint=None, reply=None) -> dict:
+    async def _generate(self, rid, s: Slot, ids, req: Request, max_tokens: int, constraint, reply) -> dict:
         from bitweb.generation import common_prefix
         eng = s.eng
         cached = list(eng.cached_ids)
-        t0 = time.perf_counter()
-        first = []
-        text = []                       # all decoded text
-        sent = [0]                      # characters of it sent to the page
-        hit = [None]                    # where a stop string starts
-        count = self.running[rid] = [0]
-
-        def flush(upto: int):
-            if upto > sent[0]:
-                self.send("text", rid, text="".join(text)[sent[0]:upto])
-                sent[0] = upto
-
-        def on_token(tok_id, piece):     # tok_id None: the decoder's final flush, not a token
-            if tok_id is not None:
-                count[0] += 1
-            if not first:
-                first.append(time.perf_counter())
-            if not piece or hit[0] is not None:
-                return
-            if reply is None:
-                content(piece)
-                return
-            for kind, v in reply.push(piece):    # tool calls stream apart; stop strings cut content only
-                if kind == "content":
-                    content(v)
-                else:
-                    self.send("tool_call", rid, **v)
-
-        def content(piece):
-            text.append(piece)
-            if not stops:
-                flush(sent[0] + len(piece))
-                return
-            full = "".join(text)
-            found = [i for i in (full.find(st, sent[0]) for st in stops) if i >= 0]
-            if found:
-                hit[0] = min(found)
-                flush(hit[0])
-                return
-            hold = max(_overlap(full, st) for st in stops)   # a stop string may be starting
-            flush(len(full) - hold)
-
-        if s.fmt.prompt_opens_thinking(enable_thinking):
-            text.append(THINK_OPEN)        # the template opened the think block in the prompt:
-            flush(len(THINK_OPEN))         # the reply carries it, as a reply that opens it would
+        c = self.running[rid] = Completion(
+            req.stops, on_text=lambda text: self.send("text", rid, text=text),
+            on_tool_call=lambda event: self.send("tool_call", rid, **event), reply=reply, constraint=constraint,
+            opens_thinking=s.fmt.prompt_opens_thinking(req.thinking))
         try:
             kw = {"constraint": constraint} if constraint is not None else {}
-            res = await eng.generate(ids, params, max_tokens, on_token=on_token, stop_ids=s.fmt.stop_ids,
-                                     should_stop=lambda: hit[0] is not None or rid in self.stops, **kw)
+            res = await eng.generate(ids, req.params, max_tokens, on_token=c.on_token, stop_ids=s.fmt.stop_ids,
+                                     should_stop=lambda: c.stopped() or rid in self.stops, **kw)
         finally:
             self.running.pop(rid, None)
-        calls = []
-        if reply is not None:
-            for _, held in reply.finish():     # (text held back as the start of a call that never came)
-                if hit[0] is None:
-                    content(held)
-            calls = reply.calls
-        t1 = time.perf_counter()
-        full = "".join(text)
-        if hit[0] is not None:
-            full = full[:hit[0]]
-            finish = "stop"
-        else:
-            flush(len(full))
-            finish = {"eos": "stop", "eot": "stop", "max_tokens": "length", "context": "length",
-                      "stopped": "abort"}[res.stop_reason]
-            if finish == "length" and constraint is not None and constraint.accepts() \
-                    and (reply is None or reply.mode == "calls"):
-                finish = "stop"            # JSON or calls that are complete: the budget made them end in time
-            if calls and finish == "stop":
-                finish = "tool_calls"
-        n = len(res.ids)
+        out = c.result(res, len(ids), context=eng.n_ctx)
         keep = min(common_prefix(cached, ids), len(ids) - 1)
-        timing = {"total_ms": round((t1 - t0) * 1000, 1),
-                  "ttft_ms": round((first[0] - t0) * 1000, 1) if first else None,
-                  "prefill_ms": res.prefill_ms, "prefill_tokens": len(ids) - keep, "cached_tokens": keep,
-                  "decode_ms_per_token": res.decode_ms_per_token,
-                  "dispatches_per_token": res.dispatches_per_token,
-                  "host_calls_per_token": res.host_calls_per_token, "stop_reason": res.stop_reason,
-                  "prefill_plan": eng.prefill_path}
-        if rid in self.stop_at:
-            timing["tokens_after_stop"] = n - self.stop_at[rid]
-        if res.prefill_ms:
-            timing["prefill_tok_s"] = round((len(ids) - keep) / (res.prefill_ms / 1000), 2)
-        if first and n > 1 and t1 > first[0]:
-            timing["decode_tok_s"] = round((n - 1) / (t1 - first[0]), 2)
-        elif res.decode_ms_per_token:
-            timing["decode_tok_s"] = round(1000 / res.decode_ms_per_token, 2)
-        out = {"tool_calls": calls} if calls else {}
-        return {"text": full, **out, "finish_reason": finish, "context": eng.n_ctx,
-                "usage": {"prompt_tokens": len(ids), "completion_tokens": n, "total_tokens": len(ids) + n},
-                "timing": timing}
+        after = len(res.ids) - self.stop_at[rid] if rid in self.stop_at else None
+        out["timing"] = c.timing(res, len(ids), keep, eng.prefill_path, tokens_after_stop=after)
+        return out
 
     def stats(self) -> str:
         """Diagnostics for tests and the stats panel: wasm heap, live GPU buffers, engines."""
@@ -690,16 +390,7 @@ class WebApp:
     async def lose_device(self):
         """Test hook: destroy the device as if the GPU went away (the page must offer a reload)."""
         if self.dev is not None:
-            self.dev.device.destroy()
-
-
-def _overlap(text: str, stop: str) -> int:
-    """Length of the longest end of `text` that is a beginning of `stop` (held back: it may
-    become the stop string)."""
-    for k in range(min(len(stop) - 1, len(text)), 0, -1):
-        if text.endswith(stop[:k]):
-            return k
-    return 0
+            self.dev.destroy()
 
 
 def clock() -> float:

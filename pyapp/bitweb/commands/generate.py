@@ -26,12 +26,13 @@ import asyncio
 import json
 import sys
 
+from bitweb.options import SAMPLER
 from bitweb.sampling import SamplingParams
 
 
 def params_from_args(args) -> SamplingParams:
-    return SamplingParams(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p,
-                          repeat_penalty=args.repeat_penalty, seed=args.seed)
+    """The sampler's parameters (bitweb.options SAMPLER) the command line has flags for."""
+    return SamplingParams(**{k: getattr(args, k) for k in SAMPLER if hasattr(args, k)})
 
 
 def prompt_ids(tokenizer, args) -> tuple:
@@ -41,14 +42,14 @@ def prompt_ids(tokenizer, args) -> tuple:
     if constrained and thinking:
         raise ValueError("--thinking on: a grammar or schema starts at the reply's first token (thinking off)")
     if args.chat or args.system is not None or thinking is not None:
+        from bitweb import completions         # (the library's chat semantics: messages, thinking, prompt)
         from bitweb.chat import ChatFormat
         fmt = ChatFormat.from_tokenizer(tokenizer)
         if thinking is not None and not fmt.has_thinking:
             raise ValueError("--thinking: this model's chat template has no thinking switch")
-        if constrained and fmt.has_thinking:
-            thinking = False
         msgs = ([{"role": "system", "content": args.system}] if args.system is not None else [])
-        return fmt.ids(msgs + [{"role": "user", "content": args.prompt}], enable_thinking=thinking), fmt.stop_ids
+        msgs = completions.checked_messages(msgs + [{"role": "user", "content": args.prompt}])
+        return completions.prompt_ids(fmt, msgs, completions.thinking_for(fmt, thinking, bool(constrained))), fmt.stop_ids
     return tokenizer.encode(args.prompt), None
 
 

@@ -10,6 +10,8 @@
     plan = dev.plan([...]); dev.run(plan)        # prepared once, replayed with O(1) host calls
     cmd = dev.encode(plan); ...; dev.run(cmd)    # encoded ahead (while the GPU is busy), submitted once
     data = await dev.read(buf, 0, 4)             # bytes
+    dev.push_error_scope("out-of-memory"); ...; msg = await dev.pop_error_scope()   # None: no error
+    dev.on_lost(lambda reason, message: ...); dev.destroy()    # device loss (dev.lost: why, or None)
     secs = await dev.time_plan(plan, repeats=10) # GPU seconds per run (median), for benchmarks
 
 Names follow WebGPU (limits are camelCase as in JS: maxStorageBufferBindingSize). The limits the
@@ -40,10 +42,12 @@ closing it returns both to where they were; tests and the app's soak check use t
 """
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
 
-from bitweb.options import SOFTWARE_ADAPTERS
+from bitweb.gpu.caps import (DOT4_FEATURE, MASKABLE, SOFTWARE_NAMES, WANTED_FEATURES, WANTED_LIMITS,  # noqa: F401
+                             WEBGPU_MINIMUM, Caps, capped, check_fits, check_weaker, software_reason)
+from bitweb.gpu.errors import DeviceLostError, GPUError, LimitsError, NoAdapterError, ShaderError  # noqa: F401
+from bitweb.gpu.pipelines import Pipeline, Pipelines
 
 # GPUBufferUsage flags
 MAP_READ = 0x0001
@@ -55,79 +59,7 @@ STORAGE = 0x0080
 QUERY_RESOLVE = 0x0200
 
 DEFAULT_USAGE = STORAGE | COPY_DST | COPY_SRC
-
-# Features we ask for when the adapter has them (WebGPU names).
-WANTED_FEATURES = ("shader-f16", "subgroups", "timestamp-query")
-# Limits we raise to the adapter's maximum (defaults are small: 128 MiB bindings).
-WANTED_LIMITS = ("maxBufferSize", "maxStorageBufferBindingSize", "maxStorageBuffersPerShaderStage",
-                 "maxComputeWorkgroupStorageSize", "maxComputeInvocationsPerWorkgroup",
-                 "maxComputeWorkgroupSizeX", "maxComputeWorkgroupsPerDimension")
-# WebGPU's guaranteed minimum of each of them: what every adapter has, and about what a phone's GPU
-# offers (the app's ?cap=mobile asks for these; web/cap.mjs has the same table).
-WEBGPU_MINIMUM = {"maxBufferSize": 268435456, "maxStorageBufferBindingSize": 134217728,
-                  "maxStorageBuffersPerShaderStage": 8, "maxComputeWorkgroupStorageSize": 16384,
-                  "maxComputeInvocationsPerWorkgroup": 256, "maxComputeWorkgroupSizeX": 256,
-                  "maxComputeWorkgroupsPerDimension": 65535}
-# What request_device(mask_features=...) may turn off, to act as a GPU without it: the features above
-# and WGSL's language feature for dot4I8Packed (Caps.dot4).
-DOT4_FEATURE = "packed_4x8_integer_dot_product"
-MASKABLE = WANTED_FEATURES + (DOT4_FEATURE,)
-
-
-class GPUError(RuntimeError):
-    """Any GPU failure with a message a person can act on."""
-
-
-class NoAdapterError(GPUError):
-    pass
-
-
-class LimitsError(GPUError):
-    pass
-
-
-class DeviceLostError(GPUError):
-    pass
-
-
-class ShaderError(GPUError):
-    pass
-
-
-@dataclass
-class Caps:
-    """What the device can do, decided once at start-up and logged."""
-    subgroups: bool = False
-    shader_f16: bool = False
-    dot4: bool = False              # WGSL dot4I8Packed (packed_4x8_integer_dot_product)
-    timestamps: bool = False
-    subgroup_matrix: bool = False   # reported only: no kernel uses it yet (none could be checked)
-    subgroup_min: int = 0           # as reported (may be wrong on wgpu-native 0.32)
-    subgroup_max: int = 0
-
-    def summary(self) -> str:
-        on = [k for k in ("subgroups", "shader_f16", "dot4", "timestamps", "subgroup_matrix") if getattr(self, k)]
-        return ", ".join(on) or "none"
-
-
-# Adapter names of CPU rasterisers (WebGPU / Vulkan / D3D software implementations) -> the name said.
-# The one list (bitweb.options): the kernels' default tunes ask the same test (bitweb.kernels.rasteriser).
-SOFTWARE_NAMES = SOFTWARE_ADAPTERS
-
-
-def software_reason(info: dict, fallback: bool = False) -> str | None:
-    """Why an adapter is a software one: a CPU rasteriser's name in its vendor / architecture /
-    device / description, the browser's isFallbackAdapter (`fallback`), or wgpu's adapter_type
-    "CPU". None: a hardware GPU as far as the adapter tells."""
-    text = " ".join(str(info.get(k, "")) for k in ("vendor", "architecture", "device", "description")).lower()
-    for key, name in SOFTWARE_NAMES.items():
-        if key in text:
-            return name
-    if fallback:
-        return "fallback adapter"
-    if str(info.get("adapter_type", "")).lower() == "cpu":
-        return "CPU adapter"
-    return None
+ERROR_FILTERS = ("out-of-memory", "validation", "internal")     # GPUErrorFilter
 
 
 @dataclass
@@ -152,13 +84,6 @@ class Buffer:
         if self.dev is not None:
             self.dev._live_n -= 1
             self.dev._live_bytes -= self.size
-
-
-@dataclass
-class Pipeline:
-    raw: object
-    key: tuple
-    n_bindings: int = 0
 
 
 @dataclass
@@ -188,7 +113,7 @@ class _SyncWhenAwaited:
 
 
 @dataclass
-class Device:
+class Device(Pipelines):
     """Backend-independent part; subclasses implement the `_` primitives."""
     backend: str = ""
     info: dict = field(default_factory=dict)          # vendor, architecture, device, description
@@ -209,6 +134,50 @@ class Device:
         self._codes: dict = {}          # (shader, defines) -> WGSL specialised for this device
         self._live_n = 0                # buffers made by create_buffer and not destroyed
         self._live_bytes = 0
+        self._scopes: list = []         # error scope filters pushed and not popped
+        self._lost_fns: list = []       # on_lost callbacks still to call
+        self._lost_info = None          # (reason, message) once lost
+
+    # ---- errors and loss (WebGPU's pushErrorScope / popErrorScope, lost, destroy) ----
+    def push_error_scope(self, filter: str) -> None:
+        """Capture the errors of `filter` ("out-of-memory", "validation" or "internal") of the calls
+        from here to pop_error_scope (WebGPU pushErrorScope). Natively wgpu-py raises each error at
+        its call, so a scope there captures nothing."""
+        if filter not in ERROR_FILTERS:
+            raise GPUError(f"push_error_scope: {filter!r} is not an error filter (one of {', '.join(ERROR_FILTERS)})")
+        self._scopes.append(filter)
+        self._push_error_scope(filter)
+
+    async def pop_error_scope(self) -> str | None:
+        """The message of the first error the innermost scope captured, or None (WebGPU popErrorScope)."""
+        if not self._scopes:
+            raise GPUError("pop_error_scope: no error scope is open")
+        self._scopes.pop()
+        return await self._pop_error_scope()
+
+    def on_lost(self, fn) -> None:
+        """Call fn(reason, message) once, when the device is lost (WebGPU device.lost; reason
+        "destroyed" after destroy()); at once when it is lost already."""
+        if self._lost_info is not None:
+            fn(*self._lost_info)
+        else:
+            self._lost_fns.append(fn)
+
+    def destroy(self) -> None:
+        """Destroy the device (WebGPU destroy()): its buffers are freed and it is lost, reason
+        "destroyed" (natively at once; in the browser when device.lost resolves)."""
+        if self._lost_info is None:
+            self._destroy()
+
+    def _set_lost(self, reason: str, message: str = "") -> None:
+        """The backend's news that the device is lost: dev.lost says why, the on_lost callbacks run."""
+        if self._lost_info is not None:
+            return
+        self._lost_info = (reason, message)
+        self.lost = f"{reason}: {message}" if message else reason
+        fns, self._lost_fns = self._lost_fns, []
+        for fn in fns:
+            fn(reason, message)
 
     # ---- checks -----------------------------------------------------------
     def check_alive(self):
@@ -328,122 +297,6 @@ class Device:
         out = await self._read(raw, offset, size)
         self.run(then)
         return out
-
-    # ---- pipelines ----------------------------------------------------------
-    @staticmethod
-    def pipeline_key(shader: str, entry: str = "main", constants: dict | None = None,
-                     defines: dict | None = None) -> tuple:
-        """The cache key of a pipeline: (shader, entry, sorted constants, sorted defines)."""
-        return (shader, entry, tuple(sorted((constants or {}).items())), tuple(sorted((defines or {}).items())))
-
-    async def pipeline(self, shader: str, entry: str = "main", constants: dict | None = None,
-                       defines: dict | None = None) -> Pipeline:
-        """Compile (once) `shaders/<shader>.wgsl` specialised for this device."""
-        self.check_alive()
-        key = self.pipeline_key(shader, entry, constants, defines)
-        while True:
-            p = self._pipelines.get(key)
-            if isinstance(p, Pipeline):
-                return p
-            if p is None:
-                break
-            try:                               # in flight (pipelines() or another caller): wait for it
-                return await asyncio.shield(p)
-            except asyncio.CancelledError:
-                if not p.cancelled():          # this caller was cancelled
-                    raise
-                                               # that compile was cancelled: compile it here
-        fut = self._pipelines[key] = asyncio.get_running_loop().create_future()
-        try:
-            p = await self._compile(key)
-        except BaseException as e:
-            del self._pipelines[key]           # not cached: asked again, it compiles again
-            if isinstance(e, asyncio.CancelledError):
-                fut.cancel()
-            else:
-                fut.set_exception(e)
-                fut.exception()                # retrieved: no "never retrieved" warning when no one waits
-            raise
-        self._pipelines[key] = p
-        fut.set_result(p)
-        return p
-
-    async def pipelines(self, keys, on_done=None) -> list:
-        """Compile every (shader, entry, constants, defines) of keys not compiled yet, all at once
-        (in the browser every createComputePipelineAsync is in flight together). on_done(done,
-        total) after each distinct pipeline settles (once, with done = total, when all are cached). Returns the Pipelines in keys' order; the
-        first failure is raised once every compile has settled (none is left running)."""
-        keys = [self.pipeline_key(*k) for k in keys]
-        distinct = list(dict.fromkeys(keys))
-        todo = [k for k in distinct if not isinstance(self._pipelines.get(k), Pipeline)]
-        count = [len(distinct) - len(todo)]
-
-        async def one(k):
-            try:
-                return await self.pipeline(k[0], k[1], dict(k[2]), dict(k[3]))
-            finally:
-                count[0] += 1
-                if on_done:
-                    on_done(count[0], len(distinct))
-        if not todo and distinct and on_done:     # all cached: say so once
-            on_done(len(distinct), len(distinct))
-        res = await asyncio.gather(*[one(k) for k in todo], return_exceptions=True)
-        for r in res:
-            if isinstance(r, BaseException):
-                raise r
-        return [self._pipelines[k] for k in keys]
-
-    def _code(self, key) -> str:
-        """The WGSL of a pipeline key, specialised for this device (cached per shader and defines)."""
-        from bitweb import shaders
-        shader, _, _, defs = key
-        if (shader, defs) not in self._codes:
-            self._codes[(shader, defs)] = shaders.specialise(shaders.source(shader), self, dict(defs), shader)
-        return self._codes[(shader, defs)]
-
-    def check_pipelines(self, keys) -> None:
-        """Raise LimitsError naming the kernel and the limit when a pipeline of `keys` ((shader, entry,
-        constants, defines) as for pipelines()) needs more workgroup memory, or more invocations per
-        workgroup, than this device allows (shaders.workgroup_use; WebGPU would refuse to compile
-        it). Called by the engine before it uploads anything, and before every compile."""
-        for key in dict.fromkeys(self.pipeline_key(*k) for k in keys):
-            self._check_key(key)
-
-    def _check_key(self, key) -> None:
-        """check_pipelines for one pipeline_key."""
-        from bitweb import shaders
-        shader, entry, consts, _ = key
-        try:
-            use = shaders.workgroup_use(self._code(key), entry, dict(consts))
-        except shaders.WGSLValueError:
-            return                             # (not evaluable here: the compile says what is wrong)
-        what = f"kernel {shader}:{entry} (constants {dict(consts)})"
-        storage = int(self.limits.get("maxComputeWorkgroupStorageSize", 16384))
-        if use["storage"] > storage:
-            raise LimitsError(f"{what} needs {use['storage']} bytes of workgroup memory; this GPU allows "
-                              f"maxComputeWorkgroupStorageSize = {storage} (short by {use['storage'] - storage} bytes)")
-        x, y, z = use["size"]
-        invocations = int(self.limits.get("maxComputeInvocationsPerWorkgroup", 256))
-        if x * y * z > invocations:
-            raise LimitsError(f"{what} runs {x * y * z} invocations per workgroup; this GPU allows "
-                              f"maxComputeInvocationsPerWorkgroup = {invocations}")
-        size_x = int(self.limits.get("maxComputeWorkgroupSizeX", 256))
-        if x > size_x:
-            raise LimitsError(f"{what} has workgroup size x = {x}; this GPU allows maxComputeWorkgroupSizeX = {size_x}")
-
-    async def _compile(self, key) -> Pipeline:
-        shader, entry, consts, defs = key
-        self._check_key(key)
-        code = self._code(key)
-        try:
-            raw = await self._pipeline(code, entry, dict(consts), f"{shader}:{entry}")
-        except GPUError:
-            raise
-        except Exception as e:
-            raise ShaderError(f"shader '{shader}' entry '{entry}' (constants {dict(consts)}, "
-                              f"defines {dict(defs)}) failed to compile: {e}") from e
-        self.counters["pipelines"] += 1
-        return Pipeline(raw, key)
 
     def bind_group(self, pipeline: Pipeline, entries: list):
         """entries[i] is binding i: a Buffer or (Buffer, offset, size)."""
@@ -569,6 +422,9 @@ class Device:
         return ", ".join([f"no {f}" for f in self.masked] + [f"{k} <= {v}" for k, v in self.capped.items()])
 
     # ---- backend primitives (implemented by native.py / browser.py) ----------
+    def _push_error_scope(self, filter): raise NotImplementedError
+    async def _pop_error_scope(self): raise NotImplementedError
+    def _destroy(self): raise NotImplementedError
     def _helper_live(self) -> tuple: return 0, 0   # (buffers, bytes) the backend holds itself
     def _create_buffer(self, size, usage, label): raise NotImplementedError
     def _write(self, raw, offset, data, data_offset, size): raise NotImplementedError
@@ -587,30 +443,6 @@ class Device:
 def in_browser() -> bool:
     import sys
     return sys.platform == "emscripten"
-
-
-def check_weaker(mask_features=(), cap_limits=None) -> tuple[tuple, dict]:
-    """(mask, caps) checked: mask a tuple of MASKABLE names, caps {WANTED_LIMITS name: positive int}.
-    GPUError naming the bad entry."""
-    mask = tuple(sorted(set(mask_features or ())))
-    for f in mask:
-        if f not in MASKABLE:
-            raise GPUError(f"mask_features: {f!r} is not a feature bitweb uses (one of {', '.join(MASKABLE)})")
-    caps = dict(cap_limits or {})
-    for k, v in caps.items():
-        if k not in WANTED_LIMITS:
-            raise GPUError(f"cap_limits: {k!r} is not a limit bitweb uses (one of {', '.join(WANTED_LIMITS)})")
-        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-            raise GPUError(f"cap_limits: {k} must be a positive integer (got {v!r})")
-    return mask, caps
-
-
-def capped(limits: dict, caps: dict) -> dict:
-    """limits with each capped one at most its cap (a limit the device does not report is the cap)."""
-    out = dict(limits)
-    for k, v in caps.items():
-        out[k] = min(int(v), int(out.get(k, v)))
-    return out
 
 
 async def request_device(backend: str = "auto", log=None, mask_features=(), cap_limits=None) -> Device:
@@ -636,13 +468,3 @@ async def request_device(backend: str = "auto", log=None, mask_features=(), cap_
     if log:
         log(f"gpu: {dev.describe()}")
     return dev
-
-
-def check_fits(dev: Device, need_binding: int, need_buffer: int | None = None, what: str = "model") -> None:
-    """Raise LimitsError naming the limit and the shortfall when a model cannot run on dev."""
-    if need_binding > dev.max_binding:
-        raise LimitsError(f"{what} needs a storage binding of {need_binding} bytes; this GPU allows "
-                          f"maxStorageBufferBindingSize = {dev.max_binding} (short by {need_binding - dev.max_binding} bytes)")
-    if need_buffer is not None and need_buffer > dev.max_buffer:
-        raise LimitsError(f"{what} needs a buffer of {need_buffer} bytes; this GPU allows "
-                          f"maxBufferSize = {dev.max_buffer} (short by {need_buffer - dev.max_buffer} bytes)")

@@ -57,9 +57,17 @@ class BrowserDevice(Device):
         device.lost.then(self._on_lost)
 
     def _on_lost(self, info):
-        reason = _js_value(info, "reason", "unknown reason")
-        message = _js_value(info, "message", "")
-        self.lost = f"{reason}: {message}" if message else str(reason)
+        self._set_lost(str(_js_value(info, "reason", "unknown reason")), str(_js_value(info, "message", "")))
+
+    def _push_error_scope(self, filter):
+        self.device.pushErrorScope(filter)
+
+    async def _pop_error_scope(self):
+        err = await self.device.popErrorScope()
+        return None if _absent(err) else str(_js_value(err, "message", "") or err)
+
+    def _destroy(self):
+        self.device.destroy()             # (device.lost resolves, reason "destroyed": _on_lost)
 
     def _helper_live(self):
         n, nbytes = self.helper.live(self.device).to_py()       # web/gpu.mjs readback staging

@@ -31,6 +31,16 @@ class NativeDevice(Device):
         self.limits = {_camel(k): v for k, v in device.limits.items()}
         self.caps = caps
 
+    def _push_error_scope(self, filter):
+        pass                            # (wgpu-py raises each error at its call: nothing to capture)
+
+    async def _pop_error_scope(self):
+        return None
+
+    def _destroy(self):
+        self.device.destroy()
+        self._set_lost("destroyed", "the device was destroyed")
+
     def _create_buffer(self, size, usage, label):
         return self.device.create_buffer(size=size, usage=usage, label=label)
 
