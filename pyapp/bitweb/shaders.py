@@ -42,6 +42,10 @@ an error): kernel cases fix their bind order where no device is known.
 NAME in #if comes from `defines` (passed to Device.pipeline), from the shader being compiled:
   SHADER_<NAME>   true while compiling shaders/<name>.wgsl (name upper-cased), so an include can
               have a section for one kernel (a float format's dense / lmhead reads: `#if SHADER_DENSE`)
+from the weight format (define FORMAT):
+  OWN_<name>  the format's include declares <name> (a fn, const or alias, in any #if branch), so the
+              format interface gives a default only to a format without its own
+              (common_codes.wgsl: `#if !OWN_fmt_ws` ... the default ... `#endif`)
 or from the device:
   SUBGROUPS   the device has subgroups (subgroupAdd & co. are allowed)
   F16         shader-f16: `enable f16;` is added and `f16` may be used;
@@ -112,6 +116,7 @@ def preprocess(src: str, defines: dict, name: str = "?", loader=None) -> str:
     blocks: list = []
     if name.isidentifier():
         defines = dict(defines, **{f"SHADER_{name.upper()}": True})
+    defines = dict(defines, **_own(defines, loader or source))
     out = _process(src, name, defines, loader or source, (name,), set(), blocks)
     for inc, at, lines in blocks:
         out.append(f"// ---- {inc}.wgsl (#include at {at}) starts: its line 1 is line {len(out) + 2} here ----")
@@ -214,6 +219,22 @@ def _process(src: str, name: str, defines: dict, loader, chain: tuple, done: set
     if stack:
         raise ShaderSourceError(f"{name}.wgsl line {stack[-1][4]}: #if without #endif")
     return out
+
+
+_DECLARED = re.compile(r"^\s*(?:fn|const|alias|override)\s+(\w+)", re.M)
+
+
+def _own(defines: dict, loader) -> dict:
+    """{OWN_<name>: True} for each name the include of define FORMAT declares ({} without a usable
+    FORMAT: `#include format` then says what is wrong)."""
+    f = defines.get("FORMAT")
+    if f is None or f is False:
+        return {}
+    try:
+        text = loader(formats.get(f).include)
+    except (formats.FormatError, ShaderSourceError):
+        return {}
+    return {f"OWN_{n}": True for n in _DECLARED.findall(re.sub(r"//[^\n]*", "", text))}
 
 
 def format_of(defines: dict, where: str = "?") -> formats.Format:
