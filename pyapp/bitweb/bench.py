@@ -11,14 +11,11 @@ submission followed by a sync; the median over the repeats (see bitweb.gpu.Devic
 
 kernels  `bench_kernels(dev, shapes=SHAPES, quick=False)` -> {"bench", "device", "timing", "results"}
     one result per (kernel, variant, shape):
-      kernel      "<format> a8" | "<format> f32" (bitlinear gemv, norm fused, as the engine runs a
-                  linear of that format: every linear format in f32, the a8 ones (Format.a8:
-                  ternary, binary) in A8 too; the float formats F32 / F16 / BF16 f32 only; not
-                  where the tensor is over maxStorageBufferBindingSize) |
-                  "lmhead F16" | "lmhead Q8_0" (the engine's LM head: lmhead.wgsl where it takes
-                  the shape, n_in <= 4096; else F16 through dense gemv as blocks.head_gemv) | "stream"
-      variant     what runs (bitlinear.variant(), lmhead.variant(); dense: its reduction; stream:
-                  workgroups)
+      kernel      "<format> f32" | "<format> a8" (bitlinear gemv, norm fused, as the engine runs a linear:
+                  every linear format in f32, the Format.a8 ones (ternary, binary) in A8 too; not over
+                  maxStorageBufferBindingSize) | "lmhead F16" | "lmhead Q8_0" (blocks.head_gemv's LM
+                  head: lmhead.wgsl for n_in <= 4096, else F16 by dense gemv) | "stream"
+      variant     what runs (bitlinear / lmhead.variant(); dense: its reduction; stream: workgroups)
       shape       "n_in x rows" (weight rows = outputs); stream: the byte count it was run over
       median_ms   median time of one dispatch (sharded dense weights: all shards of the shape)
       bytes       weight bytes read (the GGUF tensor bytes; activations are not counted)
@@ -306,10 +303,9 @@ async def bench_kernels(dev, shapes=SHAPES, quick: bool = False, repeats: int | 
         for b in (x, norm, mult, y):
             b.destroy()
     for n, (t, grid) in sorted(stream.best.items()):
-        say({"kernel": "stream", "variant": f"stream WG{STREAM_WG} x {grid} workgroups",
-                        "shape": f"{n} bytes", "median_ms": sig(t * 1e3), "bytes": n,
-                        "gbps": sig(n / t / 1e9), "stream_gbps": sig(n / t / 1e9),
-                        "p1_vs_stream": 1.0, "p2_vs_f16": None})
+        say({"kernel": "stream", "variant": f"stream WG{STREAM_WG} x {grid} workgroups", "shape": f"{n} bytes",
+             "median_ms": sig(t * 1e3), "bytes": n, "gbps": sig(n / t / 1e9), "stream_gbps": sig(n / t / 1e9),
+             "p1_vs_stream": 1.0, "p2_vs_f16": None})
     return {"bench": "kernels", "device": dev.describe(), "timing": timing(dev), "results": results}
 
 
