@@ -261,10 +261,11 @@ def test_bindings_auto_alias_and_restart():
     ("#if SUBGROUPS\n" + _b("x") + "\n#endif\n", "main.wgsl line 2: a binding inside #if on a device define"),
     ("#if A\n#elif !F16\n" + _b("x") + "\n#endif\n", "main.wgsl line 3: a binding inside #if on a device define"),
     ("@group(0) @binding(auto)\nvar<storage> x: array<f32>;\n", "main.wgsl line 1: a binding is written"),
+    ("#include inc\n", "inc.wgsl line 2: a binding in an include file"),
 ])
 def test_binding_errors(src, msg):
     with pytest.raises(ShaderSourceError) as e:
-        preprocess(src, {}, "main")
+        preprocess(src, {}, "main", loader=_loader({"inc": "fn f() {}\n" + _b("x") + "\n"}))
     assert msg in str(e.value)
 
 

@@ -37,7 +37,7 @@ Binding numbers are the loader's, given in the order of declaration among the li
                                                           set starts again at 0); auto goes on from it
 so a launch spec binds its buffers by variable name and asks bindings() for the numbers
 (bitweb.kernels.bound). A binding may not depend on a device define (#if SUBGROUPS around a binding is
-an error): kernel cases fix their bind order where no device is known.
+an error: kernel cases fix their bind order where no device is known), nor sit in an include file.
 
 NAME in #if comes from `defines` (passed to Device.pipeline), from the shader being compiled:
   SHADER_<NAME>   true while compiling shaders/<name>.wgsl (name upper-cased), so an include can
@@ -160,7 +160,8 @@ _NUMBERED = re.compile(r"@binding\((\d+)\)\s*var\b(?:\s*<[^>]*>)?\s*(\w+)")
 
 @functools.lru_cache(maxsize=512)
 def _bindings(name: str, defines: tuple) -> tuple:
-    code = re.sub(r"//[^\n]*", "", preprocess(source(name), dict(defines), name))
+    # the shader's own lines only (an include declares no binding): includes read as empty
+    code = re.sub(r"//[^\n]*", "", preprocess(source(name), dict(defines), name, loader=lambda inc: ""))
     return tuple((m.group(2), int(m.group(1))) for m in _NUMBERED.finditer(code))
 
 
@@ -184,9 +185,13 @@ def _process(src: str, name: str, defines: dict, loader, chain: tuple, done: set
     for lineno, line in enumerate(src.splitlines(), 1):
         s = line.strip()
         if not s.startswith("#"):
-            if "@binding" in line.split("//", 1)[0] and any(k in DEVICE_DEFINES for top in stack for k in top[5]):
-                raise ShaderSourceError(f"{name}.wgsl line {lineno}: a binding inside #if on a device define "
-                                        f"({', '.join(DEVICE_DEFINES)}): bind orders are fixed without a device")
+            if "@binding" in line.split("//", 1)[0]:
+                if len(chain) > 1:
+                    raise ShaderSourceError(f"{name}.wgsl line {lineno}: a binding in an include file (the "
+                                            f"including shader declares its bindings)")
+                if any(k in DEVICE_DEFINES for top in stack for k in top[5]):
+                    raise ShaderSourceError(f"{name}.wgsl line {lineno}: a binding inside #if on a device define "
+                                            f"({', '.join(DEVICE_DEFINES)}): bind orders are fixed without a device")
             out.append(line if active else "")
             continue
         where = f"{name}.wgsl line {lineno}"
