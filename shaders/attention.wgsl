@@ -29,11 +29,12 @@
 //   invocation (see the entry); HD % 16 == 0, HD <= 256.
 // prefill_wg: the same for any HD (the fallback): workgroup (g, m), the decode tiles (attend).
 //
-// Bindings: decode  0 k cache, 1 v cache, 2 qkv, 3 out, 4 params, 5 freqs f32[HD/2],
-//                   6 qkn f32[2][HD] (QK_NORM: attn_q_norm | attn_k_norm),
-//                   then qkvb f32[(NH + 2 NKV) HD] (QKV_BIAS: q | k | v biases; binding 7 with QK_NORM, else 6)
-//           prefill 0 k cache, 1 v cache, 2 qkv f32[M][(NH + 2 NKV) HD], 3 o, 4 params
-//           combine 0 partials, 1 o
+// Bindings, in order: decode  k cache, v cache, qkv, out, params, freqs f32[HD/2],
+//                   qkn f32[2][HD] (QK_NORM: attn_q_norm | attn_k_norm),
+//                   qkvb f32[(NH + 2 NKV) HD] (QKV_BIAS: q | k | v biases)
+//           prefill k cache, v cache, qkv f32[M][(NH + 2 NKV) HD], o, params (vcv, outv: the
+//                   same bindings as vc, out)
+//           combine partials, o (a set of its own from 0)
 // Thread mapping (decode): in a tile, thread t computes the G scores of position t0 + t (one K row read
 // serves G heads); threads d < HD then accumulate o[j][d] for the G heads (one V row read serves
 // G heads). Decode with QK_NORM: threads j <= G first sum the squares of q head j (j < G) or of the
@@ -49,21 +50,17 @@ override EPS: f32 = 1e-6;      // QK_NORM epsilon (the model's RMS norm epsilon)
 
 #include common_params
 
-@group(0) @binding(0) var<storage, read_write> kc: array<KV4>;
-@group(0) @binding(1) var<storage, read_write> vc: array<KV1>;     // decode's scalar view of the v cache
-@group(0) @binding(2) var<storage, read> qkv: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read_write> out: array<f32>;
-@group(0) @binding(4) var<storage, read> params: Params;
-@group(0) @binding(5) var<storage, read> freqs: array<vec4<f32>>;
+@group(0) @binding(auto) var<storage, read_write> kc: array<KV4>;
+@group(0) @binding(auto) var<storage, read_write> vc: array<KV1>;     // decode's scalar view of the v cache
+@group(0) @binding(auto) var<storage, read> qkv: array<vec4<f32>>;
+@group(0) @binding(auto) var<storage, read_write> out: array<f32>;
+@group(0) @binding(auto) var<storage, read> params: Params;
+@group(0) @binding(auto) var<storage, read> freqs: array<vec4<f32>>;
 #if QK_NORM
-@group(0) @binding(6) var<storage, read> qkn: array<vec4<f32>>;
+@group(0) @binding(auto) var<storage, read> qkn: array<vec4<f32>>;
 #endif
 #if QKV_BIAS
-#if QK_NORM
-@group(0) @binding(7) var<storage, read> qkvb: array<vec4<f32>>;
-#else
-@group(0) @binding(6) var<storage, read> qkvb: array<vec4<f32>>;
-#endif
+@group(0) @binding(auto) var<storage, read> qkvb: array<vec4<f32>>;
 #endif
 
 const FMIN: f32 = -3.4028234e38;
@@ -222,8 +219,8 @@ fn decode(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
 // chunks are written out (HD is an override: `if (HD > ..)` folds away): CPU compilers keep a head
 // vector in registers only with constant indices. HD % 16 == 0, HD <= 256.
 
-@group(0) @binding(1) var<storage, read_write> vcv: array<KV4>;        // prefill's views of v cache and out
-@group(0) @binding(3) var<storage, read_write> outv: array<vec4<f32>>;
+@group(0) @binding(vc) var<storage, read_write> vcv: array<KV4>;        // prefill's views of v cache and out
+@group(0) @binding(out) var<storage, read_write> outv: array<vec4<f32>>;
 
 struct HV { c0: mat4x4<f32>, c1: mat4x4<f32>, c2: mat4x4<f32>, c3: mat4x4<f32>, c4: mat4x4<f32>, c5: mat4x4<f32>, c6: mat4x4<f32>, c7: mat4x4<f32>, c8: mat4x4<f32>, c9: mat4x4<f32>, c10: mat4x4<f32>, c11: mat4x4<f32>, c12: mat4x4<f32>, c13: mat4x4<f32>, c14: mat4x4<f32>, c15: mat4x4<f32> }
 
@@ -409,7 +406,7 @@ fn prefill_wg(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_i
 }
 
 @group(0) @binding(0) var<storage, read> part: array<f32>;
-@group(0) @binding(1) var<storage, read_write> co: array<f32>;
+@group(0) @binding(auto) var<storage, read_write> co: array<f32>;
 
 @compute @workgroup_size(WG)
 fn combine(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {

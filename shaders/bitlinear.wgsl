@@ -36,7 +36,7 @@
 // f32 turns them into vec4<f32> c - ZP. I2_S's A8 unit sums the codes directly, sum (c-1) q =
 // sum c q - sum q: the row's sum q, times the format's ZROW, is subtracted once (finish).
 //
-// Buffers (binding i = i-th of these that exists):
+// Buffers (in binding order, the loader numbers those that exist):
 //   x     f32[N_IN]             input (the residual stream, or the attention / FFN output)
 //   nw    f32[N_IN]             norm weight                                      (NORM)
 //   mult  f32[PARTS] / f32[2]   output multipliers per part (gate, up); 1.0 when the model has none
@@ -79,46 +79,21 @@ const MAXRB: u32 = 4u;
 
 #include format
 
-@group(0) @binding(0) var<storage, read> x: array<vec4<f32>>;
+@group(0) @binding(auto) var<storage, read> x: array<vec4<f32>>;
 #if NORM
-@group(0) @binding(1) var<storage, read> nw: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read> mult: array<f32>;
-@group(0) @binding(3) var<storage, read_write> y: array<f32>;
-@group(0) @binding(4) var<storage, read> w0: array<WT>;
+@group(0) @binding(auto) var<storage, read> nw: array<vec4<f32>>;
+#endif
+@group(0) @binding(auto) var<storage, read> mult: array<f32>;
+@group(0) @binding(auto) var<storage, read_write> y: array<f32>;
+@group(0) @binding(auto) var<storage, read> w0: array<WT>;
 #if PARTS2
-@group(0) @binding(5) var<storage, read> w1: array<WT>;
+@group(0) @binding(auto) var<storage, read> w1: array<WT>;
 #endif
 #if PARTS3
-@group(0) @binding(6) var<storage, read> w2: array<WT>;
+@group(0) @binding(auto) var<storage, read> w2: array<WT>;
 #endif
 #if SHAPE
-#if PARTS3
-@group(0) @binding(7) var<storage, read> shape: Shape;
-#elif PARTS2
-@group(0) @binding(6) var<storage, read> shape: Shape;
-#else
-@group(0) @binding(5) var<storage, read> shape: Shape;
-#endif
-#endif
-#else
-@group(0) @binding(1) var<storage, read> mult: array<f32>;
-@group(0) @binding(2) var<storage, read_write> y: array<f32>;
-@group(0) @binding(3) var<storage, read> w0: array<WT>;
-#if PARTS2
-@group(0) @binding(4) var<storage, read> w1: array<WT>;
-#endif
-#if PARTS3
-@group(0) @binding(5) var<storage, read> w2: array<WT>;
-#endif
-#if SHAPE
-#if PARTS3
-@group(0) @binding(6) var<storage, read> shape: Shape;
-#elif PARTS2
-@group(0) @binding(5) var<storage, read> shape: Shape;
-#else
-@group(0) @binding(4) var<storage, read> shape: Shape;
-#endif
-#endif
+@group(0) @binding(auto) var<storage, read> shape: Shape;
 #endif
 
 // ---- the shape: override constants, or (SHAPE) read at run time ---------------------------------

@@ -33,7 +33,7 @@
 // word, 4 groups of its last 16 values) are one extra plane each, after the last unit; with
 // SUBGROUPS its activations come in the spare second load of quad lane 1 (5 planes use 2 loads).
 //
-// Buffers (binding i = i-th that exists):
+// Buffers (in binding order, the loader numbers those that exist):
 //   params  u32[8]              word 0: M (the ops params block)
 //   x       f32[M][N_IN]        (f32 mode)   or   q u32[M][N_IN / 4], s f32[M] (inv_s)   (A8)
 //   mult    f32[1] / f32[2]     output multiplier(s) (gate_up: gate, up)
@@ -71,24 +71,18 @@ override Y_COL0: u32 = 0u;     // column of y where output n = 0 goes    into on
 
 #include format
 
-@group(0) @binding(0) var<storage, read> params: array<u32>;
+@group(0) @binding(auto) var<storage, read> params: array<u32>;
 #if A8
-@group(0) @binding(1) var<storage, read> q: array<vec4<u32>>;
-@group(0) @binding(2) var<storage, read> s: array<f32>;
-@group(0) @binding(3) var<storage, read> mult: array<f32>;
-@group(0) @binding(4) var<storage, read_write> y: array<f32>;
-@group(0) @binding(5) var<storage, read> w0: array<WT>;
-#if GATE_UP
-@group(0) @binding(6) var<storage, read> w1: array<WT>;
-#endif
+@group(0) @binding(auto) var<storage, read> q: array<vec4<u32>>;
+@group(0) @binding(auto) var<storage, read> s: array<f32>;
 #else
-@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read> mult: array<f32>;
-@group(0) @binding(3) var<storage, read_write> y: array<f32>;
-@group(0) @binding(4) var<storage, read> w0: array<WT>;
-#if GATE_UP
-@group(0) @binding(5) var<storage, read> w1: array<WT>;
+@group(0) @binding(auto) var<storage, read> x: array<vec4<f32>>;
 #endif
+@group(0) @binding(auto) var<storage, read> mult: array<f32>;
+@group(0) @binding(auto) var<storage, read_write> y: array<f32>;
+@group(0) @binding(auto) var<storage, read> w0: array<WT>;
+#if GATE_UP
+@group(0) @binding(auto) var<storage, read> w1: array<WT>;
 #endif
 
 fn wv(t: u32, i: u32) -> WT {

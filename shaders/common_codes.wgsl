@@ -10,7 +10,8 @@
 // packed int8; f32: a vec4<f32>), numbered within the block (value 4p .. 4p + 3 is word p).
 //
 // Declared by the loader from bitweb.formats (Format.wgsl_constants): BLK, BBYTES, NP.
-// Declared by the format's include:
+// Declared by the format's include (those marked * have a default below, used by a format whose
+// include does not declare its own: the loader defines OWN_<name> for what it declares):
 //   WT, WPT, fmt_wt(v, k)  how the kernels bind its tensors: array<WT>, WPT u32 words per element,
 //                         fmt_wt = word k of an element (u32 words; I2_S 16-byte vec4<u32>)
 //   QW, QG                code words per block; groups of 4 values per code word
@@ -21,8 +22,8 @@
 //   fmt_group(w, g)       fmt_codes(w)[g] for any g < QG (no array: g need not be a constant)
 //   fmt_pos(k, g)         p: group g of code word k holds values 4p .. 4p + 3 of its block (< BLK / 4,
 //                         also for a group that holds nothing)
-//   fmt_has(k, g)         false for a group that holds no values (TQ1_0's last word, group 4)
-//   fmt_ws(t, nb)         the tensor scale of a tensor of nb blocks (1.0 without one)
+// * fmt_has(k, g)         false for a group that holds no values (TQ1_0's last word, group 4)
+// * fmt_ws(t, nb)         the tensor scale of a tensor of nb blocks (1.0 without one)
 //   PDM, fmt_dm(t, bi, u, p)   scale d and offset m (vec2) of plane p of quad u of block bi; PDM
 //                         false: one d per block (fmt_dm(t, bi, 0, 0)), no offset: kernels load it once
 //                         per block; PDM true: per plane, with its offset (sub-block scales)
@@ -34,12 +35,12 @@
 //                         the UW = 4 words is one aligned vec4 of activation words; 2 the 4 groups
 //                         of word c are; 3 (QG = 1, UW a multiple of 4, at most 16) words 4i .. 4i + 3
 //                         are; 0 one activation word at a time
-//   XA, fmt_xpos(j, i), fmt_xhas(j, i)   XA extra activation words of unit j past its UW QG (word
+// * XA, fmt_xpos(j, i), fmt_xhas(j, i)   XA extra activation words of unit j past its UW QG (word
 //                         fmt_xpos of the block; zero where fmt_xhas is false): TQ1_0's 13th word
 //   fmt_unit(t, bi, j, a) the unit's sum of w . a, scales (and offsets) applied, as f32: a (UActs)
 //                         holds its UN = UW QG + XA activation words, group g of word c at slot(c, g),
 //                         extra word i at UW QG + i (read with uact)
-//   ZROW                  A8: a zero code the kernel subtracts once per row, ZROW sum_j q_j (I2_S:
+// * ZROW                  A8: a zero code the kernel subtracts once per row, ZROW sum_j q_j (I2_S:
 //                         its fmt_unit sums raw codes c q, no block scale); 0.0 otherwise
 //  The M > 1 quad (bitlinear_tiled.wgsl):
 //   fmt_quad(t, bi, u)    code words 4u .. 4u + 3 of block bi (a quad: one 16-byte read), u < QW / 4
@@ -49,7 +50,7 @@
 //                         (QW % 4 words after the last quad are one plane each: their 4 groups)
 //  A table format (role "table") also: fmt_value(t, e), value e of the tensor as f32.
 // So w[value 4 fmt_pos(k, g) + i of block bi] = (byte i of fmt_group(fmt_word(t, bi, k), g) - ZP)
-// * d (+ m) * fmt_ws(t, nb).
+// d (+ m) * fmt_ws(t, nb).
 // Needs from the including shader: fn wv(t: u32, i: u32) -> WT and fn wl(t: u32, i: u32) -> u32,
 // element / u32 word i of weight tensor t (wl(t, i) = fmt_wt(wv(t, i / WPT), i % WPT)).
 //
@@ -76,6 +77,26 @@
 const M3: u32 = 0x03030303u;
 const UN: u32 = UW * QG + XA;
 const UPK: u32 = QW / UW;
+
+// ---- defaults: what a format's include does not declare itself (the loader's OWN_<name>) --------
+#if !OWN_XA
+const XA: u32 = 0u;                                         // no extra activation words
+#endif
+#if !OWN_ZROW
+const ZROW: f32 = 0.0;                                      // no zero code to subtract per row
+#endif
+#if !OWN_fmt_has
+fn fmt_has(k: u32, g: u32) -> bool { return true; }         // every group holds values
+#endif
+#if !OWN_fmt_xpos
+fn fmt_xpos(j: u32, i: u32) -> u32 { return 0u; }
+#endif
+#if !OWN_fmt_xhas
+fn fmt_xhas(j: u32, i: u32) -> bool { return false; }
+#endif
+#if !OWN_fmt_ws
+fn fmt_ws(t: u32, nb: u32) -> f32 { return 1.0; }           // no tensor scale
+#endif
 
 fn dot4(a: u32, b: u32) -> i32 {
 #if DOT4

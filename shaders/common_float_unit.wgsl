@@ -20,8 +20,6 @@ const ZP: u32 = 0u;
 const PDM: bool = false;
 const UACT: u32 = 0u;
 const UW: u32 = 4u;
-const XA: u32 = 0u;
-const ZROW: f32 = 0.0;
 
 fn fmt_word(t: u32, bi: u32, k: u32) -> u32 { return 0u; }
 fn fmt_quad(t: u32, bi: u32, u: u32) -> vec4<u32> { return vec4<u32>(); }
@@ -30,10 +28,6 @@ fn fmt_codes(w: u32) -> array<u32, QG> { return array<u32, QG>(w); }
 fn fmt_pslot(p: u32, e: u32) -> vec2<u32> { return vec2<u32>(e, 0u); }
 fn fmt_dm(t: u32, bi: u32, u: u32, p: u32) -> vec2<f32> { return vec2<f32>(1.0, 0.0); }
 fn fmt_pos(k: u32, g: u32) -> u32 { return k; }
-fn fmt_has(k: u32, g: u32) -> bool { return true; }
-fn fmt_xpos(j: u32, i: u32) -> u32 { return 0u; }
-fn fmt_xhas(j: u32, i: u32) -> bool { return false; }
-fn fmt_ws(t: u32, nb: u32) -> f32 { return 1.0; }
 
 fn fmt_unit(t: u32, bi: u32, j: u32, a: UActs) -> f32 {
     let w = fmt_v16(t, bi);

@@ -43,21 +43,19 @@ override EPS: f32 = 1e-5;
 // decoded by the format's include (`#include format`: shaders/fmt_<name>.wgsl, its dense section:
 // DW, dense_wl, dense4)
 #include format
-@group(0) @binding(0) var<storage, read> w: array<DW>;
+@group(0) @binding(auto) var<storage, read> w: array<DW>;
 fn wl(t: u32, i: u32) -> u32 { return dense_wl(i); }
 fn wload(row: u32, k4: u32) -> vec4<f32> { return dense4(row * (K / 4u) + k4); }
 
-@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+@group(0) @binding(auto) var<storage, read> x: array<vec4<f32>>;
+@group(0) @binding(auto) var<storage, read_write> y: array<f32>;
 #if NORM
-@group(0) @binding(3) var<storage, read> g: array<vec4<f32>>;
+@group(0) @binding(auto) var<storage, read> g: array<vec4<f32>>;
+#endif
 #if LASTROW
-@group(0) @binding(4) var<storage, read> params: Params;
+@group(0) @binding(auto) var<storage, read> params: Params;
 #endif
-#elif LASTROW
-@group(0) @binding(3) var<storage, read> params: Params;
-#endif
-@group(0) @binding(3) var<storage, read> mparams: Params;   // matmul only
+@group(0) @binding(3) var<storage, read> mparams: Params;   // matmul's own 4th (after w, x, y)
 
 // ---- gemv -------------------------------------------------------------------------------
 const NV: u32 = 9u;                                 // ROWS + 1 partial sums at most

@@ -23,29 +23,29 @@ override NSB: u32 = 1u;          // shards bound here
 override ROW0: u32 = 0u;         // first row of w0
 override WG: u32 = 64u;
 
-@group(0) @binding(0) var<storage, read> ids: array<u32>;
-@group(0) @binding(1) var<storage, read_write> x: array<u32>;   // f32 bits (NaN rows written as bits)
-@group(0) @binding(2) var<storage, read> w0: array<WT>;
+@group(0) @binding(auto) var<storage, read> ids: array<u32>;
+@group(0) @binding(auto) var<storage, read_write> x: array<u32>;   // f32 bits (NaN rows written as bits)
+@group(0) @binding(auto) var<storage, read> w0: array<WT>;
 #if NS1
-@group(0) @binding(3) var<storage, read> w1: array<WT>;
+@group(0) @binding(auto) var<storage, read> w1: array<WT>;
 #endif
 #if NS2
-@group(0) @binding(4) var<storage, read> w2: array<WT>;
+@group(0) @binding(auto) var<storage, read> w2: array<WT>;
 #endif
 #if NS3
-@group(0) @binding(5) var<storage, read> w3: array<WT>;
+@group(0) @binding(auto) var<storage, read> w3: array<WT>;
 #endif
 #if NS4
-@group(0) @binding(6) var<storage, read> w4: array<WT>;
+@group(0) @binding(auto) var<storage, read> w4: array<WT>;
 #endif
 #if NS5
-@group(0) @binding(7) var<storage, read> w5: array<WT>;
+@group(0) @binding(auto) var<storage, read> w5: array<WT>;
 #endif
 #if NS6
-@group(0) @binding(8) var<storage, read> w6: array<WT>;
+@group(0) @binding(auto) var<storage, read> w6: array<WT>;
 #endif
 #if NS7
-@group(0) @binding(9) var<storage, read> w7: array<WT>;
+@group(0) @binding(auto) var<storage, read> w7: array<WT>;
 #endif
 
 // element i of shard s (bound as the format's WT), and its u32 word i

@@ -22,7 +22,6 @@ const ZP: u32 = 1u;
 const PDM: bool = false;
 const UACT: u32 = 1u;
 const UW: u32 = 4u;
-const XA: u32 = 0u;
 #if A8
 const ZROW: f32 = 1.0;
 #else
@@ -40,9 +39,6 @@ fn fmt_codes(w: u32) -> array<u32, QG> {
     return array<u32, QG>((w >> 6u) & M3, (w >> 4u) & M3, (w >> 2u) & M3, w & M3);
 }
 fn fmt_pos(k: u32, g: u32) -> u32 { return 8u * g + k; }
-fn fmt_has(k: u32, g: u32) -> bool { return true; }
-fn fmt_xpos(j: u32, i: u32) -> u32 { return 0u; }
-fn fmt_xhas(j: u32, i: u32) -> bool { return false; }
 fn fmt_pslot(p: u32, e: u32) -> vec2<u32> { return vec2<u32>(e, p); }
 fn fmt_dm(t: u32, bi: u32, u: u32, p: u32) -> vec2<f32> { return vec2<f32>(1.0, 0.0); }
 fn fmt_ws(t: u32, nb: u32) -> f32 { return bitcast<f32>(wl(t, nb * 8u)); }

@@ -18,8 +18,6 @@ const ZP: u32 = 1u;
 const PDM: bool = false;
 const UACT: u32 = 0u;
 const UW: u32 = 1u;
-const XA: u32 = 0u;
-const ZROW: f32 = 0.0;
 
 fn fmt_word(t: u32, bi: u32, k: u32) -> u32 { return ldb(t, bi * BBYTES + 2u + 4u * k); }
 fn fmt_quad(t: u32, bi: u32, u: u32) -> vec4<u32> { return ld16(t, bi * BBYTES + 2u); }   // u = 0: one quad
@@ -35,12 +33,8 @@ fn fmt_codes(w: u32) -> array<u32, QG> {
     return c;
 }
 fn fmt_pos(k: u32, g: u32) -> u32 { return 8u * k + g; }
-fn fmt_has(k: u32, g: u32) -> bool { return true; }
-fn fmt_xpos(j: u32, i: u32) -> u32 { return 0u; }
-fn fmt_xhas(j: u32, i: u32) -> bool { return false; }
 fn fmt_pslot(p: u32, e: u32) -> vec2<u32> { return vec2<u32>(p / 2u, 4u * (p % 2u) + e); }
 fn fmt_dm(t: u32, bi: u32, u: u32, p: u32) -> vec2<f32> { return vec2<f32>(ldh(t, bi * BBYTES), 0.0); }
-fn fmt_ws(t: u32, nb: u32) -> f32 { return 1.0; }
 
 fn fmt_value(t: u32, e: u32) -> f32 {
     let bb = (e / BLK) * BBYTES;

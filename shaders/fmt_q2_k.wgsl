@@ -13,6 +13,7 @@
 #include common_bytes
 #include common_u32
 #include common_codes
+#include common_kquant
 
 const QW: u32 = 16u;
 const QG: u32 = 4u;
@@ -20,29 +21,21 @@ const ZP: u32 = 0u;
 const PDM: bool = true;
 const UACT: u32 = 1u;
 const UW: u32 = 4u;
-const XA: u32 = 0u;
-const ZROW: f32 = 0.0;
 
-fn q2k_w(bi: u32) -> u32 { return bi * (BBYTES / 4u); }           // first u32 word of block bi
-fn fmt_word(t: u32, bi: u32, k: u32) -> u32 { return wl(t, q2k_w(bi) + 4u + k); }
+fn fmt_word(t: u32, bi: u32, k: u32) -> u32 { return wl(t, kq_w(bi) + 4u + k); }
 fn fmt_quad(t: u32, bi: u32, u: u32) -> vec4<u32> {
-    let i = q2k_w(bi) + 4u + 4u * u;
-    return vec4<u32>(wl(t, i), wl(t, i + 1u), wl(t, i + 2u), wl(t, i + 3u));
+    return kq_v4(t, kq_w(bi) + 4u + 4u * u);
 }
 fn fmt_group(w: u32, g: u32) -> u32 { return (w >> (2u * g)) & M3; }
 fn fmt_codes(w: u32) -> array<u32, QG> {
     return array<u32, QG>(w & M3, (w >> 2u) & M3, (w >> 4u) & M3, (w >> 6u) & M3);
 }
 fn fmt_pos(k: u32, g: u32) -> u32 { return 32u * (k / 8u) + 8u * g + k % 8u; }
-fn fmt_has(k: u32, g: u32) -> bool { return true; }
-fn fmt_xpos(j: u32, i: u32) -> u32 { return 0u; }
-fn fmt_xhas(j: u32, i: u32) -> bool { return false; }
 fn fmt_pslot(p: u32, e: u32) -> vec2<u32> { return vec2<u32>(e, p); }
-fn fmt_ws(t: u32, nb: u32) -> f32 { return 1.0; }
 
 // (d sc, -(dmin mn)) of sub-block u from its scales byte and the block's (d, dmin)
 fn q2k_scale(sc: u32, dd: vec2<f32>) -> vec2<f32> { return vec2<f32>(dd.x * f32(sc & 15u), -(dd.y * f32(sc >> 4u))); }
-fn q2k_dd(t: u32, bi: u32) -> vec2<f32> { return unpack2x16float(wl(t, q2k_w(bi) + 20u)); }
+fn q2k_dd(t: u32, bi: u32) -> vec2<f32> { return unpack2x16float(wl(t, kq_w(bi) + 20u)); }
 fn fmt_dm(t: u32, bi: u32, u: u32, p: u32) -> vec2<f32> {
     return q2k_scale(ld8(t, bi * BBYTES + 8u * (u / 2u) + 2u * p + u % 2u), q2k_dd(t, bi));
 }
@@ -61,8 +54,8 @@ fn plane_sum(a: UActs, p: u32) -> WSUM {
 fn fmt_unit(t: u32, bi: u32, j: u32, a: UActs) -> f32 {
     let ws = fmt_quad(t, bi, j);
     let dd = q2k_dd(t, bi);
-    let sw = wl(t, q2k_w(bi) + 2u * (j / 2u));          // scales bytes 8 (j / 2) ..: sub-block 2p + j % 2
-    let sx = wl(t, q2k_w(bi) + 2u * (j / 2u) + 1u);
+    let sw = wl(t, kq_w(bi) + 2u * (j / 2u));          // scales bytes 8 (j / 2) ..: sub-block 2p + j % 2
+    let sx = wl(t, kq_w(bi) + 2u * (j / 2u) + 1u);
     let o = 8u * (j % 2u);
     let s0 = q2k_scale((sw >> o) & 0xFFu, dd);
     let s1 = q2k_scale((sw >> (16u + o)) & 0xFFu, dd);

@@ -22,8 +22,6 @@ const ZP: u32 = 4u;
 const PDM: bool = true;
 const UACT: u32 = 3u;
 const UW: u32 = 16u;
-const XA: u32 = 0u;
-const ZROW: f32 = 0.0;
 const M1: u32 = 0x01010101u;
 
 // codes of 4 values from a qs word and an hmask word, for (h, l)
@@ -49,14 +47,10 @@ fn fmt_word(t: u32, bi: u32, k: u32) -> u32 { return fmt_quad(t, bi, k / 4u)[k %
 fn fmt_group(w: u32, g: u32) -> u32 { return w; }
 fn fmt_codes(w: u32) -> array<u32, QG> { return array<u32, QG>(w); }
 fn fmt_pos(k: u32, g: u32) -> u32 { return 32u * (k / 32u) + 8u * ((k / 4u) % 4u) + 4u * ((k / 16u) % 2u) + k % 4u; }
-fn fmt_has(k: u32, g: u32) -> bool { return true; }
-fn fmt_xpos(j: u32, i: u32) -> u32 { return 0u; }
-fn fmt_xhas(j: u32, i: u32) -> bool { return false; }
 fn fmt_pslot(p: u32, e: u32) -> vec2<u32> { return vec2<u32>(e, 0u); }
 fn fmt_dm(t: u32, bi: u32, u: u32, p: u32) -> vec2<f32> {
     return vec2<f32>(q3k_scale(t, bi, 8u * (u / 8u) + 2u * (u % 4u) + (u / 4u) % 2u), 0.0);
 }
-fn fmt_ws(t: u32, nb: u32) -> f32 { return 1.0; }
 
 // plane l (4 code words) against activation slots 4l .. 4l + 3
 fn q3k_dot4(q: vec4<u32>, m: vec4<u32>, h: u32, l: u32, a: UActs) -> WSUM {

@@ -21,8 +21,6 @@ const ZP: u32 = 8u - 8u * OFFS;
 const PDM: bool = OFFS == 1u;
 const UACT: u32 = 1u;
 const UW: u32 = 4u;
-const XA: u32 = 0u;
-const ZROW: f32 = 0.0;
 const M4: u32 = 0x0F0F0F0Fu;
 
 // d and m of block bi (m = 0 without OFFS)
@@ -47,12 +45,8 @@ fn fmt_words(t: u32, bi: u32, j: u32) -> array<u32, UW> {
 fn fmt_group(w: u32, g: u32) -> u32 { return (w >> (4u * g)) & M4; }
 fn fmt_codes(w: u32) -> array<u32, QG> { return array<u32, QG>(w & M4, (w >> 4u) & M4); }
 fn fmt_pos(k: u32, g: u32) -> u32 { return 4u * g + k; }
-fn fmt_has(k: u32, g: u32) -> bool { return true; }
-fn fmt_xpos(j: u32, i: u32) -> u32 { return 0u; }
-fn fmt_xhas(j: u32, i: u32) -> bool { return false; }
 fn fmt_pslot(p: u32, e: u32) -> vec2<u32> { return vec2<u32>(e, p); }
 fn fmt_dm(t: u32, bi: u32, u: u32, p: u32) -> vec2<f32> { return q4_dm(t, bi); }
-fn fmt_ws(t: u32, nb: u32) -> f32 { return 1.0; }
 
 // d sum (q - ZP) a over the block's 4 words (+ m sum a with OFFS)
 fn fmt_unit(t: u32, bi: u32, j: u32, a: UActs) -> f32 {

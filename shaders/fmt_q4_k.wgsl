@@ -3,8 +3,8 @@
 //
 // 256 values per 144-byte block (16-byte aligned): f16 d, f16 dmin, scales[12], qs[128]. Value
 // 64c + 32k + m (c < 4, k < 2, m < 32) is the low (k 0) or high (k 1) nibble of qs[32c + m]; its
-// sub-block u = 2c + k has a 6-bit scale sc and min mn (q4k_scm: ggml's get_scale_min_k4), w =
-// (d sc) q - dmin mn. The first 16 bytes (d, dmin, scales) are one aligned 16-byte read (q4k_head).
+// sub-block u = 2c + k has a 6-bit scale sc and min mn (kq_scm: ggml's get_scale_min_k4), w =
+// (d sc) q - dmin mn. The first 16 bytes (d, dmin, scales) are one aligned 16-byte read (kq_head).
 // Code word k (qs bytes 4k .. 4k + 3) holds in group 0 the low nibbles (values 64 (k / 8) +
 // 4 (k % 8) ..) and in group 1 the high ones (+ 32). A unit (M = 1) and a quad (M > 1) are 4 words,
 // one 16-byte read (32 values); the quad's 2 planes are the low and the high nibbles (plane p,
@@ -13,6 +13,7 @@
 #include common_bytes
 #include common_u32
 #include common_codes
+#include common_kquant
 
 const QW: u32 = 32u;
 const QG: u32 = 2u;
@@ -20,43 +21,15 @@ const ZP: u32 = 0u;
 const PDM: bool = true;
 const UACT: u32 = 1u;
 const UW: u32 = 4u;
-const XA: u32 = 0u;
-const ZROW: f32 = 0.0;
 const M4: u32 = 0x0F0F0F0Fu;
 
-fn q4k_w(bi: u32) -> u32 { return bi * (BBYTES / 4u); }
-fn q4k_head(t: u32, bi: u32) -> vec4<u32> {
-    let i = q4k_w(bi);
-    return vec4<u32>(wl(t, i), wl(t, i + 1u), wl(t, i + 2u), wl(t, i + 3u));
-}
-// (d sc, -(dmin mn)) of sub-block u (< 8) from the block's first 16 bytes h: h.x = d | dmin << 16,
-// h.y = scales[0..3], h.z = scales[4..7], h.w = scales[8..11]
-fn q4k_scm(h: vec4<u32>, u: u32) -> vec2<f32> {
-    let dd = unpack2x16float(h.x);
-    let i = 8u * (u % 4u);
-    var sc = (h.y >> i) & 63u;
-    var mn = (h.z >> i) & 63u;
-    if (u >= 4u) {
-        sc = ((h.w >> i) & 15u) | ((((h.y >> i) >> 6u) & 3u) << 4u);
-        mn = (((h.w >> i) >> 4u) & 15u) | ((((h.z >> i) >> 6u) & 3u) << 4u);
-    }
-    return vec2<f32>(dd.x * f32(sc), -(dd.y * f32(mn)));
-}
-
-fn fmt_word(t: u32, bi: u32, k: u32) -> u32 { return wl(t, q4k_w(bi) + 4u + k); }
-fn fmt_quad(t: u32, bi: u32, u: u32) -> vec4<u32> {
-    let i = q4k_w(bi) + 4u + 4u * u;
-    return vec4<u32>(wl(t, i), wl(t, i + 1u), wl(t, i + 2u), wl(t, i + 3u));
-}
+fn fmt_word(t: u32, bi: u32, k: u32) -> u32 { return wl(t, kq_w(bi) + 4u + k); }
+fn fmt_quad(t: u32, bi: u32, u: u32) -> vec4<u32> { return kq_v4(t, kq_w(bi) + 4u + 4u * u); }
 fn fmt_group(w: u32, g: u32) -> u32 { return (w >> (4u * g)) & M4; }
 fn fmt_codes(w: u32) -> array<u32, QG> { return array<u32, QG>(w & M4, (w >> 4u) & M4); }
 fn fmt_pos(k: u32, g: u32) -> u32 { return 16u * (k / 8u) + 8u * g + k % 8u; }
-fn fmt_has(k: u32, g: u32) -> bool { return true; }
-fn fmt_xpos(j: u32, i: u32) -> u32 { return 0u; }
-fn fmt_xhas(j: u32, i: u32) -> bool { return false; }
 fn fmt_pslot(p: u32, e: u32) -> vec2<u32> { return vec2<u32>(e, p); }
-fn fmt_dm(t: u32, bi: u32, u: u32, p: u32) -> vec2<f32> { return q4k_scm(q4k_head(t, bi), 2u * (u / 2u) + p); }
-fn fmt_ws(t: u32, nb: u32) -> f32 { return 1.0; }
+fn fmt_dm(t: u32, bi: u32, u: u32, p: u32) -> vec2<f32> { return kq_scm(kq_head(t, bi), 2u * (u / 2u) + p); }
 
 // plane p of the unit's 4 words against its activations (group p of words 0..3), and the plane's
 // activations summed
@@ -71,9 +44,9 @@ fn plane_sum(a: UActs, p: u32) -> WSUM {
 
 fn fmt_unit(t: u32, bi: u32, j: u32, a: UActs) -> f32 {
     let ws = fmt_quad(t, bi, j);
-    let h = q4k_head(t, bi);
-    let s0 = q4k_scm(h, 2u * (j / 2u));
-    let s1 = q4k_scm(h, 2u * (j / 2u) + 1u);
+    let h = kq_head(t, bi);
+    let s0 = kq_scm(h, 2u * (j / 2u));
+    let s1 = kq_scm(h, 2u * (j / 2u) + 1u);
     return f32(plane_dot(ws, a, 0u)) * s0.x + f32(plane_sum(a, 0u)) * s0.y
          + f32(plane_dot(ws, a, 1u)) * s1.x + f32(plane_sum(a, 1u)) * s1.y;
 }
@@ -82,6 +55,6 @@ fn fmt_value(t: u32, e: u32) -> f32 {
     let bi = e / 256u;
     let v = e % 256u;
     let q = (ld8(t, bi * BBYTES + 16u + 32u * (v / 64u) + v % 32u) >> (4u * ((v / 32u) % 2u))) & 15u;
-    let s = q4k_scm(q4k_head(t, bi), v / 32u);
+    let s = kq_scm(kq_head(t, bi), v / 32u);
     return f32(q) * s.x + s.y;
 }

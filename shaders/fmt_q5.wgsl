@@ -22,8 +22,6 @@ const ZP: u32 = 16u - 16u * OFFS;
 const PDM: bool = OFFS == 1u;
 const UACT: u32 = 3u;
 const UW: u32 = 8u;
-const XA: u32 = 0u;
-const ZROW: f32 = 0.0;
 const M4: u32 = 0x0F0F0F0Fu;
 
 fn q5_dm(t: u32, bi: u32) -> vec2<f32> {
@@ -58,12 +56,8 @@ fn fmt_quad(t: u32, bi: u32, u: u32) -> vec4<u32> {
 fn fmt_group(w: u32, g: u32) -> u32 { return w; }
 fn fmt_codes(w: u32) -> array<u32, QG> { return array<u32, QG>(w); }
 fn fmt_pos(k: u32, g: u32) -> u32 { return k; }
-fn fmt_has(k: u32, g: u32) -> bool { return true; }
-fn fmt_xpos(j: u32, i: u32) -> u32 { return 0u; }
-fn fmt_xhas(j: u32, i: u32) -> bool { return false; }
 fn fmt_pslot(p: u32, e: u32) -> vec2<u32> { return vec2<u32>(e, 0u); }
 fn fmt_dm(t: u32, bi: u32, u: u32, p: u32) -> vec2<f32> { return q5_dm(t, bi); }
-fn fmt_ws(t: u32, nb: u32) -> f32 { return 1.0; }
 
 // the whole block: d sum (q - ZP) a (+ m sum a with OFFS)
 fn fmt_unit(t: u32, bi: u32, j: u32, a: UActs) -> f32 {

@@ -13,6 +13,7 @@
 #include common_bytes
 #include common_u32
 #include common_codes
+#include common_kquant
 
 const QW: u32 = 64u;
 const QG: u32 = 1u;
@@ -20,26 +21,9 @@ const ZP: u32 = 0u;
 const PDM: bool = true;
 const UACT: u32 = 3u;
 const UW: u32 = 16u;
-const XA: u32 = 0u;
-const ZROW: f32 = 0.0;
 const M4: u32 = 0x0F0F0F0Fu;
 const M1: u32 = 0x01010101u;
 
-fn q5k_w(bi: u32) -> u32 { return bi * (BBYTES / 4u); }
-fn q5k_v4(t: u32, i: u32) -> vec4<u32> { return vec4<u32>(wl(t, i), wl(t, i + 1u), wl(t, i + 2u), wl(t, i + 3u)); }
-fn q5k_head(t: u32, bi: u32) -> vec4<u32> { return q5k_v4(t, q5k_w(bi)); }
-// (d sc, -(dmin mn)) of sub-block u (< 8): Q4_K's scales (see fmt_q4_k.wgsl)
-fn q5k_scm(h: vec4<u32>, u: u32) -> vec2<f32> {
-    let dd = unpack2x16float(h.x);
-    let i = 8u * (u % 4u);
-    var sc = (h.y >> i) & 63u;
-    var mn = (h.z >> i) & 63u;
-    if (u >= 4u) {
-        sc = ((h.w >> i) & 15u) | ((((h.y >> i) >> 6u) & 3u) << 4u);
-        mn = (((h.w >> i) >> 4u) & 15u) | ((((h.z >> i) >> 6u) & 3u) << 4u);
-    }
-    return vec2<f32>(dd.x * f32(sc), -(dd.y * f32(mn)));
-}
 // codes of 4 values from a qs word (nibble k) and a qh word (bit b = 2c + k)
 fn q5k_code(qs: u32, qh: u32, k: u32, b: u32) -> u32 { return ((qs >> (4u * k)) & M4) | (((qh >> b) & M1) << 4u); }
 
@@ -47,8 +31,8 @@ fn q5k_code(qs: u32, qh: u32, k: u32, b: u32) -> u32 { return ((qs >> (4u * k)) 
 fn fmt_quad(t: u32, bi: u32, u: u32) -> vec4<u32> {
     let c = u / 4u;
     let k = (u / 2u) % 2u;
-    let qs = q5k_v4(t, q5k_w(bi) + 12u + 8u * c + 4u * (u % 2u));
-    let qh = q5k_v4(t, q5k_w(bi) + 4u + 4u * (u % 2u));
+    let qs = kq_v4(t, kq_w(bi) + 12u + 8u * c + 4u * (u % 2u));
+    let qh = kq_v4(t, kq_w(bi) + 4u + 4u * (u % 2u));
     let b = 2u * c + k;
     return vec4<u32>(q5k_code(qs.x, qh.x, k, b), q5k_code(qs.y, qh.y, k, b), q5k_code(qs.z, qh.z, k, b),
                      q5k_code(qs.w, qh.w, k, b));
@@ -57,12 +41,8 @@ fn fmt_word(t: u32, bi: u32, k: u32) -> u32 { return fmt_quad(t, bi, k / 4u)[k %
 fn fmt_group(w: u32, g: u32) -> u32 { return w; }
 fn fmt_codes(w: u32) -> array<u32, QG> { return array<u32, QG>(w); }
 fn fmt_pos(k: u32, g: u32) -> u32 { return k; }
-fn fmt_has(k: u32, g: u32) -> bool { return true; }
-fn fmt_xpos(j: u32, i: u32) -> u32 { return 0u; }
-fn fmt_xhas(j: u32, i: u32) -> bool { return false; }
 fn fmt_pslot(p: u32, e: u32) -> vec2<u32> { return vec2<u32>(e, 0u); }
-fn fmt_dm(t: u32, bi: u32, u: u32, p: u32) -> vec2<f32> { return q5k_scm(q5k_head(t, bi), u / 2u); }
-fn fmt_ws(t: u32, nb: u32) -> f32 { return 1.0; }
+fn fmt_dm(t: u32, bi: u32, u: u32, p: u32) -> vec2<f32> { return kq_scm(kq_head(t, bi), u / 2u); }
 
 // 4 code words (values 4w0 .. of the unit's 64) against activation slots s .. s + 3
 fn q5k_dot4(q: vec4<u32>, h: vec4<u32>, k: u32, b: u32, a: UActs, s: u32) -> WSUM {
@@ -72,14 +52,14 @@ fn q5k_dot4(q: vec4<u32>, h: vec4<u32>, k: u32, b: u32, a: UActs, s: u32) -> WSU
 
 // unit j = chunk c: sub-blocks 2c (words 0..7, low nibbles) and 2c + 1 (words 8..15, high nibbles)
 fn fmt_unit(t: u32, bi: u32, j: u32, a: UActs) -> f32 {
-    let w = q5k_w(bi);
-    let q0 = q5k_v4(t, w + 12u + 8u * j);
-    let q1 = q5k_v4(t, w + 16u + 8u * j);
-    let h0 = q5k_v4(t, w + 4u);
-    let h1 = q5k_v4(t, w + 8u);
-    let hd = q5k_head(t, bi);
-    let s0 = q5k_scm(hd, 2u * j);
-    let s1 = q5k_scm(hd, 2u * j + 1u);
+    let w = kq_w(bi);
+    let q0 = kq_v4(t, w + 12u + 8u * j);
+    let q1 = kq_v4(t, w + 16u + 8u * j);
+    let h0 = kq_v4(t, w + 4u);
+    let h1 = kq_v4(t, w + 8u);
+    let hd = kq_head(t, bi);
+    let s0 = kq_scm(hd, 2u * j);
+    let s1 = kq_scm(hd, 2u * j + 1u);
     let lo = q5k_dot4(q0, h0, 0u, 2u * j, a, 0u) + q5k_dot4(q1, h1, 0u, 2u * j, a, 4u);
     let hi = q5k_dot4(q0, h0, 1u, 2u * j + 1u, a, 8u) + q5k_dot4(q1, h1, 1u, 2u * j + 1u, a, 12u);
     return f32(lo) * s0.x + f32(gsum(a, 0u, 8u)) * s0.y + f32(hi) * s1.x + f32(gsum(a, 8u, 8u)) * s1.y;
@@ -92,6 +72,6 @@ fn fmt_value(t: u32, e: u32) -> f32 {
     let m = v % 32u;
     let q = ((ld8(t, bi * BBYTES + 48u + 32u * (v / 64u) + m) >> (4u * (u % 2u))) & 15u)
           | (((ld8(t, bi * BBYTES + 16u + m) >> u) & 1u) << 4u);
-    let s = q5k_scm(q5k_head(t, bi), u);
+    let s = kq_scm(kq_head(t, bi), u);
     return f32(q) * s.x + s.y;
 }

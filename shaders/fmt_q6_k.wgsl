@@ -22,8 +22,6 @@ const ZP: u32 = 32u;
 const PDM: bool = true;
 const UACT: u32 = 3u;
 const UW: u32 = 16u;
-const XA: u32 = 0u;
-const ZROW: f32 = 0.0;
 const M4: u32 = 0x0F0F0F0Fu;
 
 fn q6k_kk(i: u32) -> u32 { return select(select(1u, 3u, i == 3u), select(0u, 2u, i == 1u), i < 2u); }
@@ -45,14 +43,10 @@ fn fmt_word(t: u32, bi: u32, k: u32) -> u32 { return fmt_quad(t, bi, k / 4u)[k %
 fn fmt_group(w: u32, g: u32) -> u32 { return w; }
 fn fmt_codes(w: u32) -> array<u32, QG> { return array<u32, QG>(w); }
 fn fmt_pos(k: u32, g: u32) -> u32 { return 32u * (k / 32u) + 8u * q6k_kk((k / 8u) % 4u) + k % 8u; }
-fn fmt_has(k: u32, g: u32) -> bool { return true; }
-fn fmt_xpos(j: u32, i: u32) -> u32 { return 0u; }
-fn fmt_xhas(j: u32, i: u32) -> bool { return false; }
 fn fmt_pslot(p: u32, e: u32) -> vec2<u32> { return vec2<u32>(e, 0u); }
 fn fmt_dm(t: u32, bi: u32, u: u32, p: u32) -> vec2<f32> {
     return vec2<f32>(q6k_scale(t, bi, 8u * (u / 8u) + 2u * q6k_kk((u / 2u) % 4u) + u % 2u), 0.0);
 }
-fn fmt_ws(t: u32, nb: u32) -> f32 { return 1.0; }
 
 // 4 code words against activation slots s .. s + 3
 fn q6k_dot4(l: vec4<u32>, h: vec4<u32>, k: u32, a: UActs, s: u32) -> WSUM {

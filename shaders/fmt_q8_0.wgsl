@@ -17,8 +17,6 @@ const ZP: u32 = 128u;
 const PDM: bool = false;
 const UACT: u32 = 3u;
 const UW: u32 = 8u;
-const XA: u32 = 0u;
-const ZROW: f32 = 0.0;
 const SIGN: u32 = 0x80808080u;
 
 fn fmt_word(t: u32, bi: u32, k: u32) -> u32 { return ldb(t, bi * BBYTES + 2u + 4u * k) ^ SIGN; }
@@ -26,12 +24,8 @@ fn fmt_quad(t: u32, bi: u32, u: u32) -> vec4<u32> { return ld16(t, bi * BBYTES +
 fn fmt_group(w: u32, g: u32) -> u32 { return w; }
 fn fmt_codes(w: u32) -> array<u32, QG> { return array<u32, QG>(w); }
 fn fmt_pos(k: u32, g: u32) -> u32 { return k; }
-fn fmt_has(k: u32, g: u32) -> bool { return true; }
-fn fmt_xpos(j: u32, i: u32) -> u32 { return 0u; }
-fn fmt_xhas(j: u32, i: u32) -> bool { return false; }
 fn fmt_pslot(p: u32, e: u32) -> vec2<u32> { return vec2<u32>(e, 0u); }
 fn fmt_dm(t: u32, bi: u32, u: u32, p: u32) -> vec2<f32> { return vec2<f32>(ldh(t, bi * BBYTES), 0.0); }
-fn fmt_ws(t: u32, nb: u32) -> f32 { return 1.0; }
 
 // the block's d and its 8 code words from the 9 u32 words that hold it (block bi starts at byte
 // 34 bi: the low half of its first word for even bi, the high half for odd bi)

@@ -24,7 +24,6 @@ const PDM: bool = false;
 const UACT: u32 = 1u;
 const UW: u32 = 4u;
 const XA: u32 = 2u;
-const ZROW: f32 = 0.0;
 
 fn fmt_word(t: u32, bi: u32, k: u32) -> u32 { return ldb(t, bi * BBYTES + 4u * k); }
 
@@ -71,7 +70,6 @@ fn fmt_xpos(j: u32, i: u32) -> u32 { return fmt_pos(QW - 1u, select(j, 3u, i == 
 fn fmt_xhas(j: u32, i: u32) -> bool { return i == 0u || j == UPK - 1u; }
 fn fmt_pslot(p: u32, e: u32) -> vec2<u32> { return vec2<u32>(e, p); }
 fn fmt_dm(t: u32, bi: u32, u: u32, p: u32) -> vec2<f32> { return vec2<f32>(ldh(t, bi * BBYTES + 52u), 0.0); }
-fn fmt_ws(t: u32, nb: u32) -> f32 { return 1.0; }
 // common_unit.wgsl's sum over the unit's 4 words, plus its share of the 13th word (fmt_xpos)
 fn fmt_unit(t: u32, bi: u32, j: u32, a: UActs) -> f32 {
     let ws = fmt_words(t, bi, j);

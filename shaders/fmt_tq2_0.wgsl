@@ -18,8 +18,6 @@ const ZP: u32 = 1u;
 const PDM: bool = false;
 const UACT: u32 = 1u;
 const UW: u32 = 4u;
-const XA: u32 = 0u;
-const ZROW: f32 = 0.0;
 
 fn fmt_word(t: u32, bi: u32, k: u32) -> u32 { return ldb(t, bi * BBYTES + 4u * k); }
 fn fmt_quad(t: u32, bi: u32, u: u32) -> vec4<u32> { return ld16(t, bi * BBYTES + 16u * u); }
@@ -32,9 +30,5 @@ fn fmt_codes(w: u32) -> array<u32, QG> {
     return array<u32, QG>(w & M3, (w >> 2u) & M3, (w >> 4u) & M3, (w >> 6u) & M3);
 }
 fn fmt_pos(k: u32, g: u32) -> u32 { return 32u * (k / 8u) + 8u * g + k % 8u; }
-fn fmt_has(k: u32, g: u32) -> bool { return true; }
-fn fmt_xpos(j: u32, i: u32) -> u32 { return 0u; }
-fn fmt_xhas(j: u32, i: u32) -> bool { return false; }
 fn fmt_pslot(p: u32, e: u32) -> vec2<u32> { return vec2<u32>(e, p); }
 fn fmt_dm(t: u32, bi: u32, u: u32, p: u32) -> vec2<f32> { return vec2<f32>(ldh(t, bi * BBYTES + 64u), 0.0); }
-fn fmt_ws(t: u32, nb: u32) -> f32 { return 1.0; }

@@ -11,11 +11,11 @@
 override N: u32 = 256u;
 override WG: u32 = 64u;
 
-@group(0) @binding(0) var<storage, read_write> y: array<f32>;
-@group(0) @binding(1) var<storage, read> a: array<f32>;
-@group(0) @binding(2) var<storage, read> mult: array<f32>;
+@group(0) @binding(auto) var<storage, read_write> y: array<f32>;
+@group(0) @binding(auto) var<storage, read> a: array<f32>;
+@group(0) @binding(auto) var<storage, read> mult: array<f32>;
 #if ACT_MUL
-@group(0) @binding(3) var<storage, read> u: array<f32>;
+@group(0) @binding(auto) var<storage, read> u: array<f32>;
 #endif
 
 #include common_act

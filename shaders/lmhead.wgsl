@@ -51,22 +51,22 @@ override EPS: f32 = 1e-5;
 
 #include format
 #if PACKED
-@group(0) @binding(0) var<storage, read> w: array<WT>;
+@group(0) @binding(auto) var<storage, read> w: array<WT>;
 fn wv(t: u32, i: u32) -> WT { return w[i]; }
 fn wl(t: u32, i: u32) -> u32 { return fmt_wt(w[i / WPT], i % WPT); }
 const UNIT: u32 = BLK / UPK;     // values per unit: UW code words (common_packed)
 const_assert ZROW == 0.0;        // (a format whose A8 rows subtract a zero code, I2_S, is no table)
 #else
-@group(0) @binding(0) var<storage, read> w: array<HW>;
+@group(0) @binding(auto) var<storage, read> w: array<HW>;
 fn wl(t: u32, i: u32) -> u32 { return head_wl(i); }
 #endif
-@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read_write> y: array<f32>;
-@group(0) @binding(3) var<storage, read> g: array<vec4<f32>>;
+@group(0) @binding(auto) var<storage, read> x: array<vec4<f32>>;
+@group(0) @binding(auto) var<storage, read_write> y: array<f32>;
+@group(0) @binding(auto) var<storage, read> g: array<vec4<f32>>;
 
 #include common_params
 #if LASTROW
-@group(0) @binding(4) var<storage, read> params: Params;
+@group(0) @binding(auto) var<storage, read> params: Params;
 #endif
 
 #if A8

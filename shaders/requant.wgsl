@@ -26,8 +26,8 @@ override K: u32 = 32u;          // values per row
 override N_ROWS: u32 = 1u;      // rows
 override WG: u32 = 64u;         // threads per workgroup
 
-@group(0) @binding(0) var<storage, read> src: array<WT>;
-@group(0) @binding(1) var<storage, read_write> dst: array<u32>;
+@group(0) @binding(auto) var<storage, read> src: array<WT>;
+@group(0) @binding(auto) var<storage, read_write> dst: array<u32>;
 
 fn wv(t: u32, i: u32) -> WT { return src[i]; }
 fn wl(t: u32, i: u32) -> u32 { return fmt_wt(src[i / WPT], i % WPT); }

@@ -30,20 +30,15 @@ override N: u32 = 256u;
 override WG: u32 = 64u;
 override EPS: f32 = 1e-5;
 
-@group(0) @binding(0) var<storage, read> x: array<vec4<f32>>;
-#if NO_NORM
-@group(0) @binding(1) var<storage, read_write> q: array<u32>;
-@group(0) @binding(2) var<storage, read_write> s: array<f32>;
-#else
-@group(0) @binding(1) var<storage, read> w: array<vec4<f32>>;
+@group(0) @binding(auto) var<storage, read> x: array<vec4<f32>>;
+#if !NO_NORM
+@group(0) @binding(auto) var<storage, read> w: array<vec4<f32>>;
 #endif
 #if A8
-#if !NO_NORM
-@group(0) @binding(2) var<storage, read_write> q: array<u32>;
-@group(0) @binding(3) var<storage, read_write> s: array<f32>;
-#endif
+@group(0) @binding(auto) var<storage, read_write> q: array<u32>;
+@group(0) @binding(auto) var<storage, read_write> s: array<f32>;
 #else
-@group(0) @binding(2) var<storage, read_write> y: array<vec4<f32>>;
+@group(0) @binding(auto) var<storage, read_write> y: array<vec4<f32>>;
 #endif
 
 var<workgroup> red: array<f32, WG>;

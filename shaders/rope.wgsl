@@ -23,9 +23,9 @@
 //   KV_F16 f16 (array<f16> with shader-f16, else pack2x16float pairs in u32): kv_store rounds.
 // Rows with p >= MAX_CTX are not written (the engine keeps p0 + M <= MAX_CTX).
 //
-// Bindings: 0 qkv f32[M][(NH + 2 NKV) HD] (read_write), 1 freqs f32[HD/2], 2 k cache, 3 v cache (KV4),
-//           4 params (m = M rows, pos = p0 of row 0), 5 qkn f32[2][HD] (QK_NORM: q weight | k weight),
-//           then qkvb f32[(NH + 2 NKV) HD] (QKV_BIAS: binding 6 with QK_NORM, else 5).
+// Bindings, in order: qkv f32[M][(NH + 2 NKV) HD] (read_write), freqs f32[HD/2], k cache, v cache
+//           (KV4), params (m = M rows, pos = p0 of row 0), qkn f32[2][HD] (QK_NORM: q weight | k
+//           weight), qkvb f32[(NH + 2 NKV) HD] (QKV_BIAS).
 // Thread mapping: one workgroup per row; QK_NORM: thread t first sums the squares of heads t,
 // t + WG, ... (serially, into workgroup memory); then thread t handles the vec4 pair groups it,
 // it + WG, ... of the (NH + NKV) * HD/8 groups, then the NKV * HD/4 vec4 of v. HD % 8 == 0.
@@ -39,22 +39,18 @@ override EPS: f32 = 1e-6;      // QK_NORM epsilon (the model's RMS norm epsilon)
 
 #include common_params
 
-@group(0) @binding(0) var<storage, read_write> qkv: array<vec4<f32>>;
-@group(0) @binding(1) var<storage, read> freqs: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read_write> kc: array<KV4>;
-@group(0) @binding(3) var<storage, read_write> vc: array<KV4>;
-@group(0) @binding(4) var<storage, read> params: Params;
+@group(0) @binding(auto) var<storage, read_write> qkv: array<vec4<f32>>;
+@group(0) @binding(auto) var<storage, read> freqs: array<vec4<f32>>;
+@group(0) @binding(auto) var<storage, read_write> kc: array<KV4>;
+@group(0) @binding(auto) var<storage, read_write> vc: array<KV4>;
+@group(0) @binding(auto) var<storage, read> params: Params;
 #if QK_NORM
-@group(0) @binding(5) var<storage, read> qkn: array<vec4<f32>>;
+@group(0) @binding(auto) var<storage, read> qkn: array<vec4<f32>>;
 
 var<workgroup> hr: array<f32, NH + NKV>;                  // rinv of each q and k head of the row
 #endif
 #if QKV_BIAS
-#if QK_NORM
-@group(0) @binding(6) var<storage, read> qkvb: array<vec4<f32>>;
-#else
-@group(0) @binding(5) var<storage, read> qkvb: array<vec4<f32>>;
-#endif
+@group(0) @binding(auto) var<storage, read> qkvb: array<vec4<f32>>;
 #endif
 
 #include common_sincos

@@ -34,17 +34,17 @@ override WG: u32 = 256u;
 
 #include common_params
 
-@group(0) @binding(0) var<storage, read_write> logits: array<f32>;
-@group(0) @binding(1) var<storage, read_write> out: array<u32>;
-@group(0) @binding(2) var<storage, read> pids: array<u32>;
-@group(0) @binding(3) var<storage, read> params: Params;
-@group(0) @binding(4) var<storage, read_write> top_vals: array<f32>;
+@group(0) @binding(auto) var<storage, read_write> logits: array<f32>;
+@group(0) @binding(auto) var<storage, read_write> out: array<u32>;
+@group(0) @binding(auto) var<storage, read> pids: array<u32>;
+@group(0) @binding(auto) var<storage, read> params: Params;
+@group(0) @binding(auto) var<storage, read_write> top_vals: array<f32>;
 
 const NONE: u32 = 0xffffffffu;
 
 #if MASK
-@group(0) @binding(4) var<storage, read> amask: array<u32>;    // argmax's (binding 4: topk's top_vals)
-@group(0) @binding(5) var<storage, read> tmask: array<u32>;    // topk's
+@group(0) @binding(top_vals) var<storage, read> amask: array<u32>;    // argmax's (top_vals' slot is topk's)
+@group(0) @binding(auto) var<storage, read> tmask: array<u32>;    // topk's
 #endif
 
 // token i is allowed (argmax's mask; always without MASK)
@@ -270,7 +270,7 @@ fn topk(@builtin(local_invocation_index) lid: u32) {
 
 // ---- softmax ------------------------------------------------------------------------------
 @group(0) @binding(0) var<storage, read> sx: array<f32>;
-@group(0) @binding(1) var<storage, read_write> sy: array<f32>;
+@group(0) @binding(auto) var<storage, read_write> sy: array<f32>;
 
 @compute @workgroup_size(WG)
 fn softmax(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,

@@ -16,8 +16,8 @@
 
 override WG: u32 = 256u;          // threads per workgroup
 
-@group(0) @binding(0) var<storage, read> src: array<vec4<u32>>;
-@group(0) @binding(1) var<storage, read_write> out: array<u32>;
+@group(0) @binding(auto) var<storage, read> src: array<vec4<u32>>;
+@group(0) @binding(auto) var<storage, read_write> out: array<u32>;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {

@@ -8,7 +8,7 @@ import pathlib
 import pytest
 
 from bitweb import kernel_check
-from bitweb.ref import FAMILIES, build_cases
+from bitweb.ref import FAMILIES, PARTS, build_cases
 from tests.conftest import run
 
 _builder = build_cases("full")
@@ -20,7 +20,8 @@ def test_every_family_has_cases():
     """Every family (a bitweb/ref module and a bitweb/kernels launch-spec module of the same name)
     adds cases to both scopes; nothing is skipped."""
     pkg = pathlib.Path(kernel_check.__file__).parent
-    mirrors = {p.stem for p in (pkg / "ref").glob("*.py")} - {"__init__"}
+    mirrors = {p.stem for p in (pkg / "ref").glob("*.py")} - {"__init__"} - set(PARTS)
+    assert set(PARTS.values()) <= set(FAMILIES) and all((pkg / "ref" / f"{m}.py").exists() for m in PARTS)
     specs = {p.stem for p in (pkg / "kernels").glob("*.py")} - {"__init__"}
     assert mirrors == set(FAMILIES) and specs == set(FAMILIES), (mirrors, specs)
     assert list(_builder.by_family) == list(FAMILIES)

@@ -4,6 +4,7 @@ Sources are given through a dict loader, so these tests do not depend on shaders
 checks that every real shader preprocesses with its includes resolved.
 """
 import pathlib
+import re
 
 import pytest
 
@@ -205,8 +206,9 @@ def test_real_shaders_preprocess(name, subgroups):
     out_lines = out.splitlines()
     for i, s in enumerate(src_lines):                 # the file's own lines keep their numbers
         if not s.strip().startswith("#") and out_lines[i]:
-            assert out_lines[i] == s
+            assert re.sub(r"@binding\(\w+\)", "@binding()", out_lines[i]) == re.sub(r"@binding\(\w+\)", "@binding()", s)
     assert not any(s.strip().startswith("#") for s in out_lines)
+    assert all(re.fullmatch(r"\d+", n) for n in re.findall(r"@binding\((\w+)\)", out))  # all numbered
     for inc in (s.split()[1] for s in src_lines if s.startswith("#include ")):
         assert inc.startswith(("common_", "fmt_")) or inc == "format", inc
 
@@ -226,3 +228,64 @@ def test_specialise_enables_on_line_one():
     ls = code.splitlines()
     assert ls[0] == "enable f16; enable subgroups; // first"
     assert ls[1] == "fn f() {}" and "fn g() {}" in ls[3:]
+
+
+# ---- binding numbers (the loader's) ---------------------------------------------------------------
+
+def _b(var, arg="auto", rw=""):
+    return f"@group(0) @binding({arg}) var<storage, read{rw}> {var}: array<f32>;"
+
+
+def test_bindings_numbered_in_order_of_the_lines_kept():
+    src = "\n".join([_b("x"), "#if N", _b("nw"), "#endif", _b("y", rw="_write"), "#if P", _b("w1"), "#endif",
+                     _b("shape")]) + "\n"
+    def numbered(d):
+        return re.findall(r"@binding\((\d+)\) var<[^>]*> (\w+)", preprocess(src, d))
+    assert numbered({}) == [("0", "x"), ("1", "y"), ("2", "shape")]
+    assert numbered({"N": 1, "P": 1}) == [("0", "x"), ("1", "nw"), ("2", "y"), ("3", "w1"), ("4", "shape")]
+    assert numbered({"P": 1}) == [("0", "x"), ("1", "y"), ("2", "w1"), ("3", "shape")]
+
+
+def test_bindings_auto_alias_and_restart():
+    src = "\n".join([_b("kc"), _b("vc"), _b("out"), _b("vcv", "vc"), _b("outv", "out"), _b("extra"),
+                     "fn f() {}", _b("part", "0"), _b("co")]) + "\n"
+    got = re.findall(r"@binding\((\d+)\) var<[^>]*> (\w+)", preprocess(src, {}))
+    assert got == [("0", "kc"), ("1", "vc"), ("2", "out"), ("1", "vcv"), ("2", "outv"), ("3", "extra"),
+                   ("0", "part"), ("1", "co")]
+    assert preprocess(_b("x") + "  // @binding(auto) in a comment stays\n", {}).startswith(
+        "@group(0) @binding(0) var<storage, read> x: array<f32>;  // @binding(auto) in a comment")
+
+
+@pytest.mark.parametrize("src,msg", [
+    (_b("vcv", "vc") + "\n", "main.wgsl line 1: @binding(vc): no binding named 'vc' declared before 'vcv'"),
+    ("#if SUBGROUPS\n" + _b("x") + "\n#endif\n", "main.wgsl line 2: a binding inside #if on a device define"),
+    ("#if A\n#elif !F16\n" + _b("x") + "\n#endif\n", "main.wgsl line 3: a binding inside #if on a device define"),
+    ("@group(0) @binding(auto)\nvar<storage> x: array<f32>;\n", "main.wgsl line 1: a binding is written"),
+    ("#include inc\n", "inc.wgsl line 2: a binding in an include file"),
+])
+def test_binding_errors(src, msg):
+    with pytest.raises(ShaderSourceError) as e:
+        preprocess(src, {}, "main", loader=_loader({"inc": "fn f() {}\n" + _b("x") + "\n"}))
+    assert msg in str(e.value)
+
+
+def test_bindings_of_a_real_shader_follow_its_defines():
+    b = shaders.bindings("bitlinear", {"FORMAT": formats.I2_S, "NORM": True, "PARTS2": True, "SHAPE": True})
+    assert b == {"x": 0, "nw": 1, "mult": 2, "y": 3, "w0": 4, "w1": 5, "shape": 6}
+    b = shaders.bindings("bitlinear", {"FORMAT": formats.I2_S, "PARTS2": True, "PARTS3": True})
+    assert b == {"x": 0, "mult": 1, "y": 2, "w0": 3, "w1": 4, "w2": 5}
+    assert "vcv" in shaders.binding_names("attention") and "nw" in shaders.binding_names("bitlinear")
+
+
+def test_bound_orders_buffers_by_the_loaders_numbers():
+    from bitweb.kernels import bound
+    d = {"FORMAT": formats.I2_S, "PARTS2": True}
+    names = {"x": "x", "nw": "norm", "mult": "mult", "y": "y", "w0": "gate", "w1": "up", "shape": "shape"}
+    assert bound("bitlinear", d, names) == ("x", "mult", "y", "gate", "up")          # nw, shape: not declared
+    assert bound("bitlinear", dict(d, NORM=True), names) == ("x", "norm", "mult", "y", "gate", "up")
+    with pytest.raises(ValueError, match=r"declares no binding \['nope'\]"):
+        bound("bitlinear", d, dict(names, nope="z"))
+    with pytest.raises(ValueError, match="not one buffer each of 0..n-1"):       # a gap: mult unbound
+        bound("bitlinear", d, {k: v for k, v in names.items() if k != "mult"})
+    with pytest.raises(ValueError, match="not one buffer each"):                 # one slot, two buffers
+        bound("attention", {}, {"kc": "k", "vc": "v", "vcv": "other"})

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import struct
-import sys
 
 import numpy as np
 
@@ -64,4 +63,10 @@ async def main(n_layer: int = 28, pos: int = 256, repeats: int = 30):
 
 
 if __name__ == "__main__":
-    asyncio.run(main(*[int(a) for a in sys.argv[1:]]))
+    import argparse
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("n_layer", type=int, nargs="?", default=28)
+    ap.add_argument("pos", type=int, nargs="?", default=256, help="KV cache rows filled")
+    ap.add_argument("repeats", type=int, nargs="?", default=30)
+    a = ap.parse_args()
+    asyncio.run(main(a.n_layer, a.pos, a.repeats))

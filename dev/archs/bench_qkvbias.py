@@ -13,7 +13,6 @@ of `repeats` runs each: on a shared CPU the rounds vary by +-50 %, so take many;
 from __future__ import annotations
 
 import asyncio
-import sys
 
 import numpy as np
 
@@ -64,4 +63,11 @@ async def main(n_layer: int = 24, pos: int = 256, repeats: int = 20, rounds: int
 
 
 if __name__ == "__main__":
-    asyncio.run(main(*[int(a) for a in sys.argv[1:]]))
+    import argparse
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("n_layer", type=int, nargs="?", default=24)
+    ap.add_argument("pos", type=int, nargs="?", default=256, help="KV cache rows filled")
+    ap.add_argument("repeats", type=int, nargs="?", default=20)
+    ap.add_argument("rounds", type=int, nargs="?", default=8)
+    a = ap.parse_args()
+    asyncio.run(main(a.n_layer, a.pos, a.repeats, a.rounds))

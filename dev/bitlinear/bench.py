@@ -62,18 +62,11 @@ async def stream_time(dev, nbytes, reps, wgs):
     return await timed(dev, [(p, bg, (wgs, 1, 1))], reps, out)
 
 
-# v0.wgsl predates the format interface: a switch of its own per format
-V0_SWITCH = {formats.I2_S: "V0_I2S", formats.TQ2_0: "V0_TQ2", formats.TQ1_0: "V0_TQ1", formats.Q1_0: "V0_Q1"}
-
-
 async def custom(dev, path, step, bufs):
-    """The step's pipeline built from another source file (same constants, defines, bindings; and
-    v0.wgsl's own format switch)."""
+    """The step's pipeline built from another source file (same constants, defines, bindings)."""
     from bitweb import shaders
     from bitweb.gpu import Pipeline
     defines = dict(step.defines)
-    if step.format in V0_SWITCH:
-        defines[V0_SWITCH[step.format]] = True
     code = shaders.specialise(open(path).read(), dev, defines, path)
     m = dev.device.create_shader_module(code=code)
     raw = dev.device.create_compute_pipeline(layout="auto", compute={"module": m, "entry_point": step.entry,

@@ -4,10 +4,16 @@ python dev/bitlinear/gen_tile.py TR NQ OUT.wgsl [tex] [quad] [magic]
   tex:   activations from a texture_2d<u32> (texel = 16 int8), else a storage array<vec4<u32>>
   quad:  each lane of a quad loads one plane's activations, quadBroadcast shares them (1 load per row and unit)
   magic: int -> f32 by exponent tricks (bitcast(c | 0x4B000000) - 2^23) instead of f32() / extractBits"""
-import sys
+import argparse
 
-TR, NQ, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-opt = set(sys.argv[4:])
+ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+ap.add_argument("TR", type=int, help="rows per invocation / 4")
+ap.add_argument("NQ", type=int, help="outputs per invocation / 4")
+ap.add_argument("out", help="the .wgsl file to write")
+ap.add_argument("opt", nargs="*", choices=["tex", "quad", "magic"])
+_a = ap.parse_args()
+TR, NQ, out = _a.TR, _a.NQ, _a.out
+opt = set(_a.opt)
 TEX, QUAD, MAGIC = "tex" in opt, "quad" in opt, "magic" in opt
 L = []
 A = L.append

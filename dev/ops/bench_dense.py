@@ -3,13 +3,17 @@
 usage: .venv/bin/python dev/ops/bench_dense.py [rows] [n_in]
 Prints ms per dispatch (median of a few submits of 5 dispatches) and GB/s of weight bytes.
 """
-import asyncio, sys, time
-import numpy as np
-from bitweb.gpu import request_device
-from bitweb.kernels import dense
+import argparse, asyncio, time
 
-rows = int(sys.argv[1]) if len(sys.argv) > 1 else 16384
-n_in = int(sys.argv[2]) if len(sys.argv) > 2 else 2560
+ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+ap.add_argument("rows", type=int, nargs="?", default=16384)
+ap.add_argument("n_in", type=int, nargs="?", default=2560)
+args = ap.parse_args()
+rows, n_in = args.rows, args.n_in
+
+import numpy as np  # noqa: E402
+from bitweb.gpu import request_device  # noqa: E402
+from bitweb.kernels import dense  # noqa: E402
 
 
 async def main():

@@ -8,19 +8,23 @@ bitlinear, bitlinear_tiled, dense, ops, requant, lmhead) are written to build/we
 browser vectors are restored afterwards. --skip-big drops the 2B4T LM-head cases. Prints the
 adapter, the pass count, the time and every failure.
 """
-import json, os, subprocess, sys, time
+import argparse, json, os, subprocess, sys, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from chromium import ROOT, page
-argv = sys.argv[1:]
-only = argv[0] if argv and not argv[0].startswith("--") else ""
-full = [a for a in argv[argv.index("--full") + 1:] if not a.startswith("--")] if "--full" in argv else []
+from chromium import ROOT, page  # noqa: E402
+
+ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+ap.add_argument("only", nargs="?", default="", help="run the cases whose name contains this")
+ap.add_argument("--full", nargs="+", default=[], metavar="FAMILY", help="the native cases of these families")
+ap.add_argument("--skip-big", action="store_true", help="with --full: without the 2B4T LM-head cases")
+args = ap.parse_args()
+only, full = args.only, args.full
 build = [sys.executable, os.path.join(ROOT, "tools", "build_web.py")]
 subprocess.run(build, check=True, capture_output=True)
 if full:
     from bitweb.ref import build_cases
     b = build_cases("full", tuple(full))
-    if "--skip-big" in argv:
+    if args.skip_big:
         b.cases = [c for c in b.cases if "2b4t_lm_head" not in c["name"]]
     out = os.path.join(ROOT, "build", "web")
     open(os.path.join(out, "kernel_vectors.bin"), "wb").write(bytes(b.blob))

@@ -1,14 +1,21 @@
 """Run kernel cases by name substring on the native device and print results (dev tool).
 
-usage: .venv/bin/python dev/ops/run.py dense|ops [substring] [--scope browser]
+usage: .venv/bin/python dev/ops/run.py FAMILY [substring] [--scope browser]   (FAMILY: bitweb.ref.FAMILIES)
 """
-import asyncio, importlib, sys, time
-from bitweb.gpu import request_device
-from bitweb.kernel_check import CaseBuilder, run_case
+import argparse, asyncio, importlib, time
 
-fam = sys.argv[1]
-only = sys.argv[2] if len(sys.argv) > 2 and not sys.argv[2].startswith("--") else ""
-scope = "browser" if "--scope" in sys.argv and sys.argv[sys.argv.index("--scope") + 1] == "browser" else "full"
+from bitweb.ref import FAMILIES
+
+ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+ap.add_argument("family", choices=FAMILIES)
+ap.add_argument("only", nargs="?", default="", help="run the cases whose name contains this")
+ap.add_argument("--scope", choices=["full", "browser"], default="full")
+args = ap.parse_args()
+fam, only, scope = args.family, args.only, args.scope
+
+from bitweb.gpu import request_device  # noqa: E402
+from bitweb.kernel_check import CaseBuilder, run_case  # noqa: E402
+
 b = CaseBuilder()
 t = time.time()
 importlib.import_module(f"bitweb.ref.{fam}").cases(b, scope)

@@ -60,11 +60,15 @@ def probe_steps(steps, **kw):
 
 
 if __name__ == "__main__":
+    import argparse
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("files", nargs="+", metavar="FILE[:ENTRY]", help="plain WGSL files (no directives)")
+    files = ap.parse_args().files
     mods = []
-    for a in sys.argv[1:]:
+    for a in files:
         path, _, entry = a.partition(":")
         mods.append([open(path).read(), entry or None])
     r = probe(mods)
     print(json.dumps(r["lim"]), r["feats"])
-    for a, o in zip(sys.argv[1:], r["out"]):
+    for a, o in zip(files, r["out"]):
         print(a, o)

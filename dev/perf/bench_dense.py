@@ -3,7 +3,8 @@
     .venv/bin/python dev/perf/bench_dense.py [--fmt F16|Q8_0|BF16|F32] [--rows 16384] [--k 2560]
         [--src dev/perf/dense_gemv_v1.wgsl] [--tune rpw=32,rb=2 ...] [--lmtune rpw=64,rb=4 ...] [--trials 3]
 
-Every variant is checked against numpy first (max relative error of y printed), then timed with
+shaders/dense.wgsl takes the float formats only (F16, BF16, F32); Q8_0 runs lmhead.wgsl and the
+experiments. Every variant is checked against numpy first (max relative error of y printed), then timed with
 dev.time_plan (GPU timestamps, median of 5) in interleaved trials (the machine is shared); the
 best trial and the streaming read of the same bytes (shaders/stream.wgsl, bitweb.bench.Stream)
 are printed: P1 = stream time / kernel time.
@@ -33,8 +34,8 @@ async def custom(dev, path, fmt, k, rows, tune, bufs):
 
 
 async def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--fmt", default="F16")
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--fmt", default="F16", choices=["F16", "Q8_0", "BF16", "F32"])
     ap.add_argument("--rows", type=int, default=16384)
     ap.add_argument("--k", type=int, default=2560)
     ap.add_argument("--src", action="append", default=[])
@@ -56,7 +57,9 @@ async def main():
     dev.write_buffer(bufs["w0"], 0, wb + bytes(-len(wb) % 4))
     dev.write_buffer(bufs["x"], 0, x)
     dev.write_buffer(bufs["norm"], 0, g)
-    variants = [("shaders/dense.wgsl", [await dense.gemv(a.fmt, a.k, a.rows, norm=True)[0].instantiate(dev, bufs)])]
+    variants = []
+    if formats.by_name(a.fmt) in dense.WTYPES:       # dense.wgsl: the float formats only (Q8_0 reads are lmhead's)
+        variants.append(("shaders/dense.wgsl", [await dense.gemv(a.fmt, a.k, a.rows, norm=True)[0].instantiate(dev, bufs)]))
     for t in [{}] + [dict((kv.split("=")[0], int(kv.split("=")[1])) for kv in t.split(",")) for t in a.lmtune]:
         st = lmhead.gemv(a.fmt, a.k, a.rows, dev=dev, **t)[0]
         variants.append((f"shaders/lmhead.wgsl {lmhead.variant(st, dev)}", [await st.instantiate(dev, bufs)]))

@@ -22,11 +22,10 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from dev.perf.ready_ab import serve  # noqa: E402
 from tests.e2e.conftest import CHROME_ARGS  # noqa: E402
 from tests.e2e.test_bench_browser import tq2_0_twin  # noqa: E402
 sys.path.insert(0, str(ROOT / "tools"))
-from serving import dev_page  # noqa: E402  (tools/serving.py)
+from serving import dev_page, served  # noqa: E402  (tools/serving.py)
 
 
 def main():
@@ -48,9 +47,8 @@ def main():
         model = tq2_0_twin()
     (a.before / model).parent.mkdir(parents=True, exist_ok=True)
     shutil.copy(ROOT / model, a.before / model)
-    (s_after, after), (s_before, before) = serve(ROOT), serve(a.before.resolve())
     runs = {"before": [], "after": []}
-    try:
+    with served(ROOT) as after, served(a.before.resolve()) as before:
         with sync_playwright() as p:
             b = p.chromium.launch(executable_path=os.environ.get("BITWEB_CHROMIUM", "/usr/bin/chromium"), args=CHROME_ARGS)
             load0 = os.getloadavg()
@@ -71,9 +69,6 @@ def main():
                           f"(load {os.getloadavg()[0]:.1f})", flush=True)
             load1 = os.getloadavg()
             b.close()
-    finally:
-        s_after.kill()
-        s_before.kill()
     med = {n: (statistics.median(d["decode_tok_s"] for d in rs), statistics.median(d["prefill_tok_s"] for d in rs))
            for n, rs in runs.items()}
     print(f"\nload average {load0[0]:.1f} before, {load1[0]:.1f} after; {a.rounds} rounds; {model}")

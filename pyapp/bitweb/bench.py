@@ -11,17 +11,19 @@ submission followed by a sync; the median over the repeats (see bitweb.gpu.Devic
 
 kernels  `bench_kernels(dev, shapes=SHAPES, quick=False)` -> {"bench", "device", "timing", "results"}
     one result per (kernel, variant, shape):
-      kernel      "I2_S a8" | "I2_S f32" | ... | "Q1_0 f32" (bitlinear gemv, norm fused, as the engine
-                  runs it) | "F16" | "F32" (dense gemv, norm fused) | "lmhead F16" |
-                  "lmhead Q8_0" (the engine's LM head kernel, shapes with n_in <= 4096) | "stream"
-      variant     what runs (bitlinear.variant(); dense: reduction and f16 path; stream: workgroups)
+      kernel      "<format> f32" | "<format> a8" (bitlinear gemv, norm fused, as the engine runs a linear:
+                  every linear format in f32, the Format.a8 ones (ternary, binary) in A8 too; not over
+                  maxStorageBufferBindingSize) | "lmhead F16" | "lmhead Q8_0" (blocks.head_gemv's LM
+                  head: lmhead.wgsl for n_in <= 4096, else F16 by dense gemv) | "stream"
+      variant     what runs (bitlinear / lmhead.variant(); dense: its reduction; stream: workgroups)
       shape       "n_in x rows" (weight rows = outputs); stream: the byte count it was run over
       median_ms   median time of one dispatch (sharded dense weights: all shards of the shape)
       bytes       weight bytes read (the GGUF tensor bytes; activations are not counted)
       gbps        bytes / median time (1e9 bytes per second)
       stream_gbps the best plain streaming read of `bytes` bytes on this adapter, this run
       p1_vs_stream  gbps / stream_gbps (P1: 1.0 = reads its weights as fast as a plain read)
-      p2_vs_f16   median_ms of the dense F16 kernel of the same shape / median_ms (P2 speed-up)
+      p2_vs_f16   median_ms of "F16 f32" of the same shape (the engine's F16 linear) / median_ms (P2
+                  speed-up; None where F16 did not run)
     Shapes (n_in x rows) are the 2B4T linears: 2560x2560 (q, o), 2560x640 (k, v), 2560x6912 (gate,
     up), 6912x2560 (down), and 2560x16384, an LM-head shard (128256 rows of F16 are 8 such shards
     at most; 2560 x 16384 F16 is 80 MiB). Weights are random but valid (finite scales).
@@ -62,9 +64,8 @@ from bitweb.tokenizer import Tokenizer
 
 SHAPES = ((2560, 2560), (2560, 640), (2560, 6912), (6912, 2560), (2560, 16384))
 QUICK_SHAPES = ((256, 256), (512, 128))
-PACKED = tuple(f for f in bitlinear.FORMATS if f.packed)   # every packed format (bitweb.formats)
-DENSE = (formats.F16, formats.F32)
-LMHEAD = (formats.F16, formats.Q8_0)          # shaders/lmhead.wgsl: the LM head (n_in <= 4096; Q8_0 packed, f32)
+LINEARS = (formats.F16,) + tuple(f for f in bitlinear.FORMATS if f is not formats.F16)  # F16 first: P2's base
+LMHEAD = (formats.F16, formats.Q8_0)          # the LM head: lmhead.wgsl (n_in <= 4096), else F16 by dense gemv
 STREAM_WG = 256
 STREAM_GRIDS = (16, 64, 256, 1024, 4096)      # workgroup counts tried for the streaming read
 CHUNK = 1 << 20                               # upload chunk (bytes) for generated weights
@@ -117,12 +118,12 @@ def _fill(dev, buf, pat: bytes, nbytes: int) -> None:
         dev.write_buffer(buf, pos, part)
 
 
-def upload_weight(dev, fmt, n_in: int, rows: int, seed: int = 0) -> list:
-    """A random valid weight of `rows` x `n_in` in fmt (a Format): [(r0, r1, Buffer)] (float types
-    and LM heads sharded by whole rows to fit maxStorageBufferBindingSize; packed linears in one buffer)."""
+def upload_weight(dev, fmt, n_in: int, rows: int, seed: int = 0, head: bool = False) -> list:
+    """A random valid weight of `rows` x `n_in` in fmt (a Format): [(r0, r1, Buffer)] (an LM head,
+    head=True, sharded by whole rows to fit maxStorageBufferBindingSize; a linear in one buffer)."""
     fmt = formats.get(fmt)
     pat = pattern(fmt, seed)
-    if fmt in dense.WTYPES or fmt in LMHEAD:
+    if head:
         rb = dense.row_bytes(fmt, n_in)
         out = []
         for r0, r1 in dense.shard_rows(rows, rb, dev.max_binding):
@@ -214,8 +215,8 @@ class Stream:
 
 
 # ---------------------------------------------------------------------------- kernels
-def packed_variants(dev, fmt, n_in: int, rows: int, a8: bool, quick: bool) -> list:
-    """[(tune overrides, Step)]: the device's default, and what else this device can run."""
+def linear_variants(dev, fmt, n_in: int, rows: int, a8: bool, quick: bool) -> list:
+    """[(variant, Step)]: the device's default, and what else this device can run."""
     opts = [{}]
     if not quick:
         if dev.caps.subgroups:
@@ -232,29 +233,23 @@ def packed_variants(dev, fmt, n_in: int, rows: int, a8: bool, quick: bool) -> li
     return out
 
 
-def dense_variant(dev, wtype, kw: dict) -> str:
-    sg = kw.get("subgroups", dev.caps.subgroups)
-    s = f"gemv {wtype.name} " + ("subgroup" if sg else "shared")
-    if wtype is formats.F16:
-        s += " f16" if kw.get("f16", dev.caps.shader_f16) else " unpack2x16float"
-    return s
-
-
-def dense_variants(dev, wtype, quick: bool) -> list:
-    opts = [{}]
-    if not quick and wtype is formats.F16:
-        if dev.caps.shader_f16:
-            opts.append({"f16": False})
-        if dev.caps.subgroups:
-            opts.append({"subgroups": False})
-    return [(dense_variant(dev, wtype, kw), kw) for kw in opts]
+def head_steps(dev, wtype, n_in: int, rows: int, shards: list):
+    """(variant, Steps) of the engine's decode LM head (bitweb.blocks.head_gemv), or None where the
+    engine has none for this type and shape."""
+    if lmhead.supported(wtype, n_in):
+        steps = lmhead.gemv(wtype, n_in, rows, shards=shards, dev=dev)
+        return lmhead.variant(steps[0], dev), steps
+    if wtype in dense.WTYPES:
+        return f"dense gemv {'subgroup' if dev.caps.subgroups else 'shared'}", dense.gemv(
+            wtype, n_in, rows, shards=shards, norm=True)
+    return None
 
 
 async def bench_kernels(dev, shapes=SHAPES, quick: bool = False, repeats: int | None = None,
-                        packed=PACKED, log=None) -> dict:
-    """The GEMV families at each shape; see the module docstring for the fields. packed: the packed
-    formats to run (Formats, or their names)."""
-    packed = [formats.get(f) for f in packed]
+                        linears=LINEARS, log=None) -> dict:
+    """The GEMV families at each shape; see the module docstring for the fields. linears: the linear
+    formats to run (Formats, or their names; F16 is always run first, P2's base)."""
+    linears = [formats.F16] + [f for f in map(formats.get, linears) if f is not formats.F16]
     stream = Stream(dev, repeats)
     results = []
 
@@ -274,52 +269,43 @@ async def bench_kernels(dev, shapes=SHAPES, quick: bool = False, repeats: int | 
         y = dev.create_buffer(4 * rows, label="y")
         f16_ms = None
 
-        async def record(kernel, variant, items, nbytes, f16=False):
+        async def record(kernel, variant, items, nbytes):
             nonlocal f16_ms
             t = await timed(dev, dev.plan(items), repeats)
             ts, grid = await stream.seconds(nbytes)
             ms = t * 1e3
-            if f16 and f16_ms is None:        # the dense F16 kernel: P2's baseline
+            if kernel == "F16 f32" and f16_ms is None:        # the engine's F16 linear: P2's base
                 f16_ms = ms
             say({"kernel": kernel, "variant": variant, "shape": shape, "median_ms": sig(ms),
                  "bytes": nbytes, "gbps": sig(nbytes / t / 1e9), "stream_gbps": sig(nbytes / ts / 1e9),
                  "p1_vs_stream": sig(ts / t, 3), "p2_vs_f16": sig(f16_ms / ms, 3) if f16_ms else None})
 
-        for wtype in DENSE:
-            shards = upload_weight(dev, wtype, n_in, rows)
-            bufs = {"x": x, "y": y, "norm": norm}
-            bufs.update({f"w{i}": b for i, (_, _, b) in enumerate(shards)})
-            nbytes = tensor_bytes(wtype, n_in, rows)
-            for variant, kw in dense_variants(dev, wtype, quick):
-                steps = dense.gemv(wtype, n_in, rows, shards=[(a, b) for a, b, _ in shards], norm=True, **kw)
-                items = [await s.instantiate(dev, bufs) for s in steps]
-                await record(wtype.name, variant, items, nbytes, f16=wtype is formats.F16)
-            for *_, b in shards:
-                b.destroy()
-        for wtype in (f for f in LMHEAD if lmhead.supported(f, n_in)):     # the engine's decode LM head kernel
-            shards = upload_weight(dev, wtype, n_in, rows)
-            bufs = {"x": x, "y": y, "norm": norm}
-            bufs.update({f"w{i}": b for i, (_, _, b) in enumerate(shards)})
-            steps = lmhead.gemv(wtype, n_in, rows, shards=[(a, b) for a, b, _ in shards], dev=dev)
-            await record(f"lmhead {wtype.name}", lmhead.variant(steps[0], dev),
-                         [await s.instantiate(dev, bufs) for s in steps], tensor_bytes(wtype, n_in, rows))
-            for *_, b in shards:
-                b.destroy()
-        for fmt in packed:
+        for fmt in linears:
+            if tensor_bytes(fmt, n_in, rows) > dev.max_binding:
+                continue                    # a linear the engine could not bind either
             (_, _, w), = upload_weight(dev, fmt, n_in, rows)
             bufs = {"x": x, "norm": norm, "mult": mult, "y": y, "w0": w}
-            for a8 in (True, False):
-                for variant, step in packed_variants(dev, fmt, n_in, rows, a8, quick):
+            for a8 in (False, True) if fmt.a8 else (False,):
+                for variant, step in linear_variants(dev, fmt, n_in, rows, a8, quick):
                     await record(f"{fmt.name} {'a8' if a8 else 'f32'}", variant, [await step.instantiate(dev, bufs)],
                                  w.size)
             w.destroy()
+        for wtype in LMHEAD:
+            shards = upload_weight(dev, wtype, n_in, rows, head=True)
+            head = head_steps(dev, wtype, n_in, rows, [(a, b) for a, b, _ in shards])
+            if head:
+                bufs = {"x": x, "y": y, "norm": norm}
+                bufs.update({f"w{i}": b for i, (_, _, b) in enumerate(shards)})
+                await record(f"lmhead {wtype.name}", head[0], [await s.instantiate(dev, bufs) for s in head[1]],
+                             tensor_bytes(wtype, n_in, rows))
+            for *_, b in shards:
+                b.destroy()
         for b in (x, norm, mult, y):
             b.destroy()
     for n, (t, grid) in sorted(stream.best.items()):
-        say({"kernel": "stream", "variant": f"stream WG{STREAM_WG} x {grid} workgroups",
-                        "shape": f"{n} bytes", "median_ms": sig(t * 1e3), "bytes": n,
-                        "gbps": sig(n / t / 1e9), "stream_gbps": sig(n / t / 1e9),
-                        "p1_vs_stream": 1.0, "p2_vs_f16": None})
+        say({"kernel": "stream", "variant": f"stream WG{STREAM_WG} x {grid} workgroups", "shape": f"{n} bytes",
+             "median_ms": sig(t * 1e3), "bytes": n, "gbps": sig(n / t / 1e9), "stream_gbps": sig(n / t / 1e9),
+             "p1_vs_stream": 1.0, "p2_vs_f16": None})
     return {"bench": "kernels", "device": dev.describe(), "timing": timing(dev), "results": results}
 
 

@@ -27,9 +27,25 @@ Include files (shaders/common_*.wgsl, shaders/fmt_*.wgsl) hold only functions, c
 aliases (and the shared Params struct); their header comment says what the including shader must
 declare (a float format's section for one kernel uses that kernel's bindings: fmt_f32.wgsl).
 
+Binding numbers are the loader's, given in the order of declaration among the lines kept:
+    @group(0) @binding(auto) var<storage, read> x: ...   one more than the binding declared before it
+                                                          (0 for the module's first)
+    @group(0) @binding(vc) var<storage, ...> vcv: ...     the binding of the earlier variable vc (another
+                                                          view of its buffer, or another entry point's
+                                                          variable in that slot)
+    @group(0) @binding(0) var<storage, read> part: ...    a number as written (another entry point's
+                                                          set starts again at 0); auto goes on from it
+so a launch spec binds its buffers by variable name and asks bindings() for the numbers
+(bitweb.kernels.bound). A binding may not depend on a device define (#if SUBGROUPS around a binding is
+an error: kernel cases fix their bind order where no device is known), nor sit in an include file.
+
 NAME in #if comes from `defines` (passed to Device.pipeline), from the shader being compiled:
   SHADER_<NAME>   true while compiling shaders/<name>.wgsl (name upper-cased), so an include can
               have a section for one kernel (a float format's dense / lmhead reads: `#if SHADER_DENSE`)
+from the weight format (define FORMAT):
+  OWN_<name>  the format's include declares <name> (a fn, const or alias, in any #if branch), so the
+              format interface gives a default only to a format without its own
+              (common_codes.wgsl: `#if !OWN_fmt_ws` ... the default ... `#endif`)
 or from the device:
   SUBGROUPS   the device has subgroups (subgroupAdd & co. are allowed)
   F16         shader-f16: `enable f16;` is added and `f16` may be used;
@@ -74,6 +90,9 @@ def source(name: str) -> str:
     raise ShaderSourceError(f"shader '{name}.wgsl' not found in {SEARCH}")
 
 
+DEVICE_DEFINES = ("SUBGROUPS", "F16", "DOT4", "BROWSER", "NATIVE")
+
+
 def device_defines(dev) -> dict:
     c = dev.caps
     return {"SUBGROUPS": c.subgroups, "F16": c.shader_f16, "DOT4": c.dot4,
@@ -97,21 +116,82 @@ def preprocess(src: str, defines: dict, name: str = "?", loader=None) -> str:
     blocks: list = []
     if name.isidentifier():
         defines = dict(defines, **{f"SHADER_{name.upper()}": True})
+    defines = dict(defines, **_own(defines, loader or source))
     out = _process(src, name, defines, loader or source, (name,), set(), blocks)
     for inc, at, lines in blocks:
         out.append(f"// ---- {inc}.wgsl (#include at {at}) starts: its line 1 is line {len(out) + 2} here ----")
         out.extend(lines)
         out.append(f"// ---- {inc}.wgsl ends ----")
-    return "\n".join(out) + "\n"
+    return "\n".join(_number_bindings(out, name)) + "\n"
+
+
+_BINDING = re.compile(r"@binding\(\s*(\w+)\s*\)(\s*var\b(?:\s*<[^>]*>)?\s*(\w+))?")
+
+
+def _number_bindings(lines: list, name: str) -> list:
+    """The lines with each @binding(auto) / @binding(NAME) given its number (module docstring)."""
+    numbers: dict = {}
+    last = -1
+    for i, line in enumerate(lines):
+        code = line.split("//", 1)[0]
+        if "@binding" not in code:
+            continue
+        m = _BINDING.search(code)
+        where = f"{name}.wgsl line {i + 1}"
+        if not m or not m.group(2):
+            raise ShaderSourceError(f"{where}: a binding is written `@binding(auto | NAME | N) var<...> name: T;` "
+                                    f"on one line, got '{line.strip()}'")
+        arg, var = m.group(1), m.group(3)
+        if arg.isdigit():
+            n = int(arg)
+        elif arg == "auto":
+            n = last + 1
+        elif arg in numbers:
+            n = numbers[arg]
+        else:
+            raise ShaderSourceError(f"{where}: @binding({arg}): no binding named {arg!r} declared before {var!r}")
+        numbers[var], last = n, n
+        lines[i] = line[:m.start(1)] + str(n) + line[m.end(1):]
+    return lines
+
+
+_NUMBERED = re.compile(r"@binding\((\d+)\)\s*var\b(?:\s*<[^>]*>)?\s*(\w+)")
+
+
+@functools.lru_cache(maxsize=512)
+def _bindings(name: str, defines: tuple) -> tuple:
+    # the shader's own lines only (an include declares no binding): includes read as empty
+    code = re.sub(r"//[^\n]*", "", preprocess(source(name), dict(defines), name, loader=lambda inc: ""))
+    return tuple((m.group(2), int(m.group(1))) for m in _NUMBERED.finditer(code))
+
+
+def bindings(name: str, defines: dict | None = None) -> dict:
+    """{variable: binding number} of shaders/<name>.wgsl under `defines` (the kernel's: a binding never
+    depends on a device define), every entry point's variables."""
+    return dict(_bindings(name, tuple(sorted((defines or {}).items(), key=lambda kv: kv[0]))))
+
+
+@functools.lru_cache(maxsize=64)
+def binding_names(name: str) -> frozenset:
+    """Every variable shaders/<name>.wgsl declares with a @binding, in any #if branch."""
+    code = re.sub(r"//[^\n]*", "", source(name))
+    return frozenset(m.group(3) for m in _BINDING.finditer(code) if m.group(2))
 
 
 def _process(src: str, name: str, defines: dict, loader, chain: tuple, done: set, blocks: list) -> list:
     """The lines of one file after its directives; its active includes go to blocks, depth first."""
-    out, stack = [], []          # [active_now, any_branch_taken, parent_active, else_seen, line]
+    out, stack = [], []          # [active_now, any_branch_taken, parent_active, else_seen, line, names]
     active = True
     for lineno, line in enumerate(src.splitlines(), 1):
         s = line.strip()
         if not s.startswith("#"):
+            if "@binding" in line.split("//", 1)[0]:
+                if len(chain) > 1:
+                    raise ShaderSourceError(f"{name}.wgsl line {lineno}: a binding in an include file (the "
+                                            f"including shader declares its bindings)")
+                if any(k in DEVICE_DEFINES for top in stack for k in top[5]):
+                    raise ShaderSourceError(f"{name}.wgsl line {lineno}: a binding inside #if on a device define "
+                                            f"({', '.join(DEVICE_DEFINES)}): bind orders are fixed without a device")
             out.append(line if active else "")
             continue
         where = f"{name}.wgsl line {lineno}"
@@ -124,7 +204,7 @@ def _process(src: str, name: str, defines: dict, loader, chain: tuple, done: set
             continue
         if word == "#if":
             val = _eval(arg, defines, where)
-            stack.append([active and val, val, active, False, lineno])
+            stack.append([active and val, val, active, False, lineno, {arg.lstrip("!").strip()}])
         elif not stack:
             raise ShaderSourceError(f"{where}: {word} without #if")
         elif stack[-1][3] and word != "#endif":
@@ -133,6 +213,7 @@ def _process(src: str, name: str, defines: dict, loader, chain: tuple, done: set
             top = stack[-1]
             val = _eval(arg, defines, where) and not top[1]
             top[0], top[1] = top[2] and val, top[1] or val
+            top[5].add(arg.lstrip("!").strip())
         elif word == "#else":
             top = stack[-1]
             top[0], top[1], top[3] = top[2] and not top[1], True, True
@@ -143,6 +224,22 @@ def _process(src: str, name: str, defines: dict, loader, chain: tuple, done: set
     if stack:
         raise ShaderSourceError(f"{name}.wgsl line {stack[-1][4]}: #if without #endif")
     return out
+
+
+_DECLARED = re.compile(r"^\s*(?:fn|const|alias|override)\s+(\w+)", re.M)
+
+
+def _own(defines: dict, loader) -> dict:
+    """{OWN_<name>: True} for each name the include of define FORMAT declares ({} without a usable
+    FORMAT: `#include format` then says what is wrong)."""
+    f = defines.get("FORMAT")
+    if f is None or f is False:
+        return {}
+    try:
+        text = loader(formats.get(f).include)
+    except (formats.FormatError, ShaderSourceError):
+        return {}
+    return {f"OWN_{n}": True for n in _DECLARED.findall(re.sub(r"//[^\n]*", "", text))}
 
 
 def format_of(defines: dict, where: str = "?") -> formats.Format:

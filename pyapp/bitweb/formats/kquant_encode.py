@@ -21,12 +21,9 @@ quantized scale. Inputs are [n_blocks, 256] float32, finite (IntegerFormat.quant
 """
 from __future__ import annotations
 
+from bitweb.formats.base import _np
+
 GROUP_MAX_EPS = 1e-15           # ggml: a group whose largest |x| is below this quantizes to zeros
-
-
-def _np():
-    import numpy as np
-    return np
 
 
 def nearest_int(v):
@@ -232,6 +229,23 @@ def _bitplane(bits):
     """[n, n_bits, 32] booleans -> [n, 32] bytes, bit j of byte m = bits[:, j, m]."""
     np = _np()
     return np.packbits(bits.transpose(0, 2, 1).astype(np.uint8), axis=2, bitorder="little").reshape(-1, 32)
+
+
+def _unbitplane(b):
+    """[n, 32] bytes -> [n, 8, 32] bits (0 / 1 uint8), [:, j, m] = bit j of byte m (_bitplane's inverse)."""
+    np = _np()
+    return np.unpackbits(b, axis=1, bitorder="little").reshape(-1, 32, 8).transpose(0, 2, 1)
+
+
+def _nibble_pairs(b):
+    """bytes [..., m] -> [..., 2, m]: the low nibbles, then the high ones."""
+    np = _np()
+    return np.stack([b & 15, b >> 4], axis=-2)
+
+
+def _pack_nibble_pairs(c):
+    """codes 0..15 [..., 2, m] -> bytes [..., m] (_nibble_pairs' inverse)."""
+    return c[..., 0, :] | (c[..., 1, :] << 4)
 
 
 # ---- the encoders ---------------------------------------------------------------------------------

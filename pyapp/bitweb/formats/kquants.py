@@ -10,8 +10,8 @@ within the format's range, of one fp16 scale (so for mins), else raises FormatEr
 from __future__ import annotations
 
 from bitweb.formats.base import FormatError, IntegerFormat, _f16, _np
-from bitweb.formats.kquant_encode import (_bitplane, _pack_crumbs, _pack_q3k_scales, _pack_scale_min_k4,
-                                          quantize_q2_k, quantize_q3_k, quantize_q4_k, quantize_q5_k,
+from bitweb.formats.kquant_encode import (_bitplane, _nibble_pairs, _pack_crumbs, _pack_nibble_pairs,
+                                          _pack_q3k_scales, _pack_scale_min_k4, _unbitplane, quantize_q2_k, quantize_q3_k, quantize_q4_k, quantize_q5_k,
                                           quantize_q6_k, to_f16)
 
 QK_K = 256
@@ -110,7 +110,7 @@ class Q3_K(_KQuant):
 
     def _units(self, b):
         np = _np()
-        high = np.unpackbits(b[:, :32], axis=1, bitorder="little").reshape(-1, 32, 8).transpose(0, 2, 1)
+        high = _unbitplane(b[:, :32])
         q = _crumbs(b[:, 32:96]).astype(np.int8) - (np.int8(4) * (1 - high.reshape(-1, QK_K)).astype(np.int8))
         d = _f16(b, 108)
         s = d[:, None] * _q3k_scales(b[:, 96:108]).astype(np.float32)
@@ -154,12 +154,12 @@ class Q4_K(_K4):
         np = _np()
         qs = b[:, 16:].reshape(-1, 4, 32)
         s, o = self._scales(b)
-        return np.stack([qs & 15, qs >> 4], axis=2).astype(np.int8), s, o
+        return _nibble_pairs(qs).astype(np.int8), s, o
 
     def _pack(self, q, d, m):
         np = _np()
         c = q.astype(np.uint8).reshape(-1, 4, 2, 32)
-        return np.concatenate([self._head(d, m), (c[:, :, 0] | (c[:, :, 1] << 4)).reshape(-1, 128)], axis=1)
+        return np.concatenate([self._head(d, m), _pack_nibble_pairs(c).reshape(-1, 128)], axis=1)
 
     def _quantize(self, x):
         return quantize_q4_k(x)
@@ -173,8 +173,8 @@ class Q5_K(_K4):
     def _units(self, b):
         np = _np()
         qs = b[:, 48:].reshape(-1, 4, 32)
-        low = np.stack([qs & 15, qs >> 4], axis=2).reshape(-1, 8, 32)        # sub-block u = 2c + k
-        high = np.unpackbits(b[:, 16:48], axis=1, bitorder="little").reshape(-1, 32, 8).transpose(0, 2, 1)
+        low = _nibble_pairs(qs).reshape(-1, 8, 32)                           # sub-block u = 2c + k
+        high = _unbitplane(b[:, 16:48])
         s, o = self._scales(b)
         return (low | (high << 4)).astype(np.int8), s, o
 
@@ -182,8 +182,7 @@ class Q5_K(_K4):
         np = _np()
         c = q.astype(np.uint8).reshape(-1, 8, 32)
         low = (c & 15).reshape(-1, 4, 2, 32)
-        return np.concatenate([self._head(d, m), _bitplane(c > 15), (low[:, :, 0] | (low[:, :, 1] << 4)).reshape(-1, 128)],
-                              axis=1)
+        return np.concatenate([self._head(d, m), _bitplane(c > 15), _pack_nibble_pairs(low).reshape(-1, 128)], axis=1)
 
     def _quantize(self, x):
         return quantize_q5_k(x)

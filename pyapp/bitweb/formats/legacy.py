@@ -28,6 +28,32 @@ def _bits32(qh):
     return np.unpackbits(qh, axis=1, bitorder="little")
 
 
+def _pack5(c):
+    """[n, 32] codes 0..31 -> the fifth bits (a little-endian u32), then the nibbles: Q5_0 / Q5_1's qh, qs."""
+    np = _np()
+    return [np.packbits(c >> 4, axis=1, bitorder="little"), _pack_nibbles(c)]
+
+
+def _symmetric(x, nmax: int):
+    """ggml's quantize_row_q{4,5}_0_ref: d = (the value of largest |x|) / -nmax, code = min(2 nmax - 1,
+    trunc(x / d + nmax + 0.5)) -> (d [n, 1], codes uint8 [n, 32])."""
+    np = _np()
+    mx = np.take_along_axis(x, np.abs(x).argmax(axis=1)[:, None], axis=1)
+    d = mx / np.float32(-nmax)
+    inv = np.where(d == 0, np.float32(0), np.float32(1) / d)
+    return d, np.trunc(x * inv + np.float32(nmax + 0.5)).astype(np.uint8).clip(0, 2 * nmax - 1)
+
+
+def _asymmetric(x, top: int):
+    """ggml's quantize_row_q{4,5}_1_ref: d = (max - min) / top, m = min, code = min(top, trunc((x - min)
+    / d + 0.5)) -> (d [n, 1], m [n, 1], codes uint8 [n, 32])."""
+    np = _np()
+    lo, hi = x.min(axis=1, keepdims=True), x.max(axis=1, keepdims=True)
+    d = (hi - lo) / np.float32(top)
+    inv = np.where(d == 0, np.float32(0), np.float32(1) / d)
+    return d, lo, np.trunc((x - lo) * inv + np.float32(0.5)).astype(np.uint8).clip(0, top)
+
+
 class _Legacy(IntegerFormat):
     """32 values per block, one fp16 d (and fp16 m with offsets) per block. The WGSL include is shared
     by the 4-bit pair (fmt_q4) and the 5-bit pair (fmt_q5): QS (byte of the nibbles), QH (byte of the
@@ -54,12 +80,8 @@ class Q4_0(_Legacy):
         return np.concatenate([to_f16(d), _pack_nibbles((q + 8).astype(np.uint8))], axis=1)
 
     def _quantize(self, x):
-        """quantize_row_q4_0_ref: d = (the value of largest |x|) / -8, q = min(15, trunc(x/d + 8.5))."""
         np = _np()
-        mx = np.take_along_axis(x, np.abs(x).argmax(axis=1)[:, None], axis=1)
-        d = mx / np.float32(-8)
-        inv = np.where(d == 0, np.float32(0), np.float32(1) / d)
-        q = np.trunc(x * inv + np.float32(8.5)).astype(np.uint8).clip(0, 15)
+        d, q = _symmetric(x, 8)
         return np.concatenate([to_f16(d), _pack_nibbles(q)], axis=1)
 
 
@@ -76,12 +98,8 @@ class Q4_1(_Legacy):
         return np.concatenate([to_f16(d), to_f16(m), _pack_nibbles(q.astype(np.uint8))], axis=1)
 
     def _quantize(self, x):
-        """quantize_row_q4_1_ref: d = (max - min) / 15, m = min, q = min(15, trunc((x - min)/d + 0.5))."""
         np = _np()
-        lo, hi = x.min(axis=1, keepdims=True), x.max(axis=1, keepdims=True)
-        d = (hi - lo) / np.float32(15)
-        inv = np.where(d == 0, np.float32(0), np.float32(1) / d)
-        q = np.trunc((x - lo) * inv + np.float32(0.5)).astype(np.uint8).clip(0, 15)
+        d, lo, q = _asymmetric(x, 15)
         return np.concatenate([to_f16(d), to_f16(lo), _pack_nibbles(q)], axis=1)
 
 
@@ -100,17 +118,12 @@ class Q5_0(_Legacy):
 
     def _pack(self, q, d, m):
         np = _np()
-        c = (q + 16).astype(np.uint8)
-        return np.concatenate([to_f16(d), np.packbits(c >> 4, axis=1, bitorder="little"), _pack_nibbles(c)], axis=1)
+        return np.concatenate([to_f16(d)] + _pack5((q + 16).astype(np.uint8)), axis=1)
 
     def _quantize(self, x):
-        """quantize_row_q5_0_ref: d = (the value of largest |x|) / -16, q = min(31, trunc(x/d + 16.5))."""
         np = _np()
-        mx = np.take_along_axis(x, np.abs(x).argmax(axis=1)[:, None], axis=1)
-        d = mx / np.float32(-16)
-        inv = np.where(d == 0, np.float32(0), np.float32(1) / d)
-        q = np.trunc(x * inv + np.float32(16.5)).astype(np.uint8).clip(0, 31)
-        return np.concatenate([to_f16(d), np.packbits(q >> 4, axis=1, bitorder="little"), _pack_nibbles(q)], axis=1)
+        d, q = _symmetric(x, 16)
+        return np.concatenate([to_f16(d)] + _pack5(q), axis=1)
 
 
 class Q5_1(_Legacy):
@@ -127,19 +140,12 @@ class Q5_1(_Legacy):
 
     def _pack(self, q, d, m):
         np = _np()
-        c = q.astype(np.uint8)
-        return np.concatenate([to_f16(d), to_f16(m), np.packbits(c >> 4, axis=1, bitorder="little"), _pack_nibbles(c)],
-                              axis=1)
+        return np.concatenate([to_f16(d), to_f16(m)] + _pack5(q.astype(np.uint8)), axis=1)
 
     def _quantize(self, x):
-        """quantize_row_q5_1_ref: d = (max - min) / 31, m = min, q = trunc((x - min)/d + 0.5)."""
         np = _np()
-        lo, hi = x.min(axis=1, keepdims=True), x.max(axis=1, keepdims=True)
-        d = (hi - lo) / np.float32(31)
-        inv = np.where(d == 0, np.float32(0), np.float32(1) / d)
-        q = np.trunc((x - lo) * inv + np.float32(0.5)).astype(np.uint8).clip(0, 31)
-        return np.concatenate([to_f16(d), to_f16(lo), np.packbits(q >> 4, axis=1, bitorder="little"), _pack_nibbles(q)],
-                              axis=1)
+        d, lo, q = _asymmetric(x, 31)
+        return np.concatenate([to_f16(d), to_f16(lo)] + _pack5(q), axis=1)
 
 
 class Q8_0(_Legacy):

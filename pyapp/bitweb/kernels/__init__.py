@@ -7,6 +7,10 @@ run a kernel the same way:
     step = bitlinear.gemv(formats.I2_S, n_in=2560, rows=2560, ...)  # -> Step
     pipe, bg, wg = await step.instantiate(dev, {"w": wbuf, "x": xbuf, "y": ybuf, ...})
 
+A Step's `bind` is its buffer names in binding order, from bound(): a launch spec names the buffer
+of each WGSL variable its entry point uses, and the numbers are the shader loader's (bitweb.shaders:
+`@binding(auto)`, in order of declaration under the step's defines), never kept by hand here.
+
 Shapes that are fixed for a model are `override` constants (pipelines are cached
 per (shader, entry, constants, defines)); the weight format travels as the Format object itself,
 define "FORMAT" (bitweb.shaders asks it for its include; a kernel case stores its type id); values
@@ -39,7 +43,7 @@ from bitweb.gpu import software_reason
 class Step:
     shader: str                     # shaders/<shader>.wgsl
     entry: str                      # entry point
-    bind: tuple                     # buffer names, binding i = bind[i]
+    bind: tuple                     # buffer names, binding i = bind[i] (bound(): the loader's numbers)
     workgroups: tuple               # (x, y, z)
     constants: dict = field(default_factory=dict, hash=False)   # override constants
     defines: dict = field(default_factory=dict, hash=False)     # #if switches (see bitweb.shaders)
@@ -77,6 +81,26 @@ class Step:
         """The weight format this launch reads (None for kernels that read none)."""
         f = self.defines.get("FORMAT")
         return None if f is None else formats.get(f)
+
+
+def bound(shader: str, defines: dict, names) -> tuple:
+    """The buffers of a launch in binding order: names maps each WGSL variable the entry point uses
+    to its buffer name (or is a list of variables named as their buffers); the variables shaders/<shader>.wgsl
+    does not declare under `defines` are left out. A name the shader never declares, two buffers
+    in one binding or a gap in the numbers is a ValueError."""
+    from bitweb import shaders
+    names = dict(names) if isinstance(names, dict) else {n: n for n in names}
+    unknown = sorted(set(names) - shaders.binding_names(shader))
+    if unknown:
+        raise ValueError(f"{shader}.wgsl declares no binding {unknown}")
+    slots: dict = {}
+    for var, n in shaders.bindings(shader, defines).items():
+        if var in names:
+            slots.setdefault(n, set()).add(names[var])
+    if sorted(slots) != list(range(len(slots))) or any(len(b) > 1 for b in slots.values()):
+        raise ValueError(f"{shader}.wgsl: the variables {sorted(names)} take bindings "
+                         f"{ {n: sorted(b) for n, b in sorted(slots.items())} }: not one buffer each of 0..n-1")
+    return tuple(slots[n].pop() for n in range(len(slots)))
 
 
 def format_arg(fmt, allowed, what: str, error) -> formats.Format:

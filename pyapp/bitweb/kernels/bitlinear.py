@@ -51,7 +51,7 @@ import struct
 from dataclasses import dataclass, replace
 
 from bitweb import formats
-from bitweb.kernels import Step, format_arg, format_defines, rasteriser
+from bitweb.kernels import Step, bound, format_arg, format_defines, rasteriser
 
 # every linear format: the packed ones in both activation modes, the float ones (F32, F16, BF16: lanes
 # of 16 values, common_float_unit.wgsl) with f32 activations; and the packed table formats (lmhead)
@@ -150,7 +150,7 @@ def shape_bytes(n_in: int, rows, rpw: int, y0: int = 0, residual: bool = False) 
     return struct.pack("<8I", n_in, *rows, rpw, y0, int(bool(residual)), 0)
 
 
-def _step(entry, fmt, n_in, rows, a8, norm, residual, eps, tune: Tune, extra: dict, bind, y0: int = 0):
+def _step(entry, fmt, n_in, rows, a8, norm, residual, eps, tune: Tune, extra: dict, weights, y0: int = 0):
     fmt = format_arg(fmt, FORMATS, "bitlinear", BitLinearError)
     if a8 and not fmt.packed:
         raise BitLinearError(f"bitlinear: a8 needs a packed format; {fmt.name} runs with f32 activations")
@@ -173,8 +173,10 @@ def _step(entry, fmt, n_in, rows, a8, norm, residual, eps, tune: Tune, extra: di
         defines.update(SHAPE=True, RESIDUAL=False)
         constants = {"WG": tune.wg, "N_IN": tune.n_cap or n_in, "RB": tune.rb, "LANES": tune.lanes, "EPS": float(eps)}
         data = {"shape": shape_bytes(n_in, rows, tune.rpw, y0, residual)}
-        bind = list(bind) + ["shape"]
-    return Step("bitlinear", entry, tuple(bind), (-(-total // tune.rpw), 1, 1), constants, defines, data)
+    names = dict({"x": "x", "nw": "norm", "mult": "mult", "y": "y", "shape": "shape"},
+                 **{f"w{i}": w for i, w in enumerate(weights)})
+    return Step("bitlinear", entry, bound("bitlinear", defines, names), (-(-total // tune.rpw), 1, 1), constants,
+                defines, data)
 
 
 def gemv(fmt, n_in: int, rows, *, a8: bool, norm: bool = False, residual: bool = False,
@@ -186,9 +188,8 @@ def gemv(fmt, n_in: int, rows, *, a8: bool, norm: bool = False, residual: bool =
     parts = len(rows)
     if t.shape is None:         # SwiftShader: the one-part linears share one pipeline (split_parts)
         t = replace(t, shape=split_parts(dev) and parts == 1)
-    bind = ["x"] + (["norm"] if norm else []) + ["mult", "y"] + [f"w{i}" for i in range(parts)]
     extra = {"PARTS2": parts >= 2, "PARTS3": parts >= 3}
-    return _step("gemv", fmt, n_in, rows, a8, norm, residual, eps, t, extra, bind, y0)
+    return _step("gemv", fmt, n_in, rows, a8, norm, residual, eps, t, extra, [f"w{i}" for i in range(parts)], y0)
 
 
 def gate_up(fmt, n_in: int, rows: int, *, a8: bool, act: str = "relu2", norm: bool = True,
@@ -199,9 +200,8 @@ def gate_up(fmt, n_in: int, rows: int, *, a8: bool, act: str = "relu2", norm: bo
     t = _tune(dev, n_in, a8, rows, tune)
     if t.shape is None:
         t = replace(t, shape=False)
-    bind = ["x"] + (["norm"] if norm else []) + ["mult", "y", "gate", "up"]
     extra = {"GATE_UP": True, "PARTS2": True, "ACT_SILU": act == "silu"}
-    return _step("gate_up", fmt, n_in, (rows,), a8, norm, False, eps, t, extra, bind)
+    return _step("gate_up", fmt, n_in, (rows,), a8, norm, False, eps, t, extra, ["gate", "up"])
 
 
 def variant(step: Step, dev=None) -> str:

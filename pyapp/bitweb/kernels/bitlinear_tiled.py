@@ -47,7 +47,7 @@ import re
 from dataclasses import dataclass, replace
 
 from bitweb import formats
-from bitweb.kernels import Step, format_arg, format_defines, rasteriser
+from bitweb.kernels import Step, bound, format_arg, format_defines, rasteriser
 from bitweb.kernels.bitlinear import BitLinearError
 
 FORMATS = formats.select(packed=True)      # the packed formats (float linears' prefill: dense.matmul)
@@ -135,7 +135,6 @@ def _step(entry, fmt, n_in, n_out, m_max, a8, tile: Tile, subgroups, defines, we
                              f"subgroups={subgroups})")
     if y_stride and y_col0 + n_out > y_stride:
         raise BitLinearError(f"bitlinear_tiled: columns {y_col0}..{y_col0 + n_out} exceed y_stride {y_stride}")
-    bind = ["params"] + (["q", "scale"] if a8 else ["x"]) + ["mult", "y"] + weights
     d = dict(format_defines(fmt), A8=bool(a8))
     d.update({k: True for k, on in (("PAIRS", tile.pairs), ("OCTETS", tile.octets)) if on})
     d.update(defines)
@@ -145,7 +144,9 @@ def _step(entry, fmt, n_in, n_out, m_max, a8, tile: Tile, subgroups, defines, we
     if y_stride:
         consts.update(Y_STRIDE=y_stride, Y_COL0=y_col0)
     groups = (-(-n_out // (4 * tile.nq * tile.wg)), -(-m_max // (4 * tile.rq)), 1)
-    return Step("bitlinear_tiled", entry, tuple(bind), groups, consts, d)
+    names = dict({"params": "params", "q": "q", "s": "scale", "x": "x", "mult": "mult", "y": "y"},
+                 **{f"w{i}": w for i, w in enumerate(weights)})
+    return Step("bitlinear_tiled", entry, bound("bitlinear_tiled", d, names), groups, consts, d)
 
 
 def _tile(dev, a8, gate_up, rq, nq, wg, n_in, n_out, fmt, pairs, octets, subgroups) -> Tile:

@@ -28,7 +28,7 @@ shard_rows (default: one shard of all rows). n_in % 4 == 0.
 from __future__ import annotations
 
 from bitweb import formats
-from bitweb.kernels import Step, format_arg, format_defines
+from bitweb.kernels import Step, bound, format_arg, format_defines
 
 WTYPES = formats.select(packed=False)      # the float formats (bitweb.formats); their decode: shaders/fmt_*.wgsl
 MAX_WORKGROUPS = 65535
@@ -101,16 +101,14 @@ def gemv(wtype, n_in: int, n_out: int, *, shards=None, norm: bool = False, eps: 
     if not 1 <= rows <= 8:
         raise DenseSpecError(f"gemv: rows = {rows} must be in 1..8")
     defines = _defines(f, subgroups, f16)
-    bind = ["x", "y"]
     if norm:
         defines["NORM"] = True
-        bind.append("norm")
     if last_row:
         defines["LASTROW"] = True
-        bind.append("params")
     steps = []
     for i, (r0, r1) in enumerate(_shards(n_out, shards)):
-        steps.append(Step("dense", "gemv", tuple([f"w{i}"] + bind), workgroups_1d(-(-(r1 - r0) // rows)),
+        bind = bound("dense", defines, {"w": f"w{i}", "x": "x", "y": "y", "g": "norm", "params": "params"})
+        steps.append(Step("dense", "gemv", bind, workgroups_1d(-(-(r1 - r0) // rows)),
                           {"K": n_in, "N_ROWS": r1 - r0, "ROW0": r0, "WG": wg, "ROWS": rows, "EPS": float(eps)},
                           dict(defines)))
     return steps
@@ -127,6 +125,7 @@ def matmul(wtype, n_in: int, n_out: int, m: int, *, shards=None, f16=None) -> li
         nx = -(-(r1 - r0) // 16)
         if nx > MAX_WORKGROUPS:
             raise DenseSpecError(f"matmul: shard of {r1 - r0} rows needs {nx} workgroups > {MAX_WORKGROUPS}; use smaller shards")
-        steps.append(Step("dense", "matmul", (f"w{i}", "x", "y", "params"), (nx, -(-m // 16), 1),
+        bind = bound("dense", defines, {"w": f"w{i}", "x": "x", "y": "y", "mparams": "params"})
+        steps.append(Step("dense", "matmul", bind, (nx, -(-m // 16), 1),
                           {"K": n_in, "N_ROWS": r1 - r0, "ROW0": r0, "Y_STRIDE": n_out}, dict(defines)))
     return steps

@@ -9,7 +9,7 @@ One thread per element, workgroups (ceil(n / WG), 1, 1).
 """
 from __future__ import annotations
 
-from bitweb.kernels import Step
+from bitweb.kernels import Step, bound
 
 WG = 64
 ACTS = ("relu2", "silu")
@@ -27,12 +27,13 @@ def _n(n: int) -> int:
 
 def add(n: int) -> Step:
     """Residual add: y += a * mult[0] over n floats."""
-    return Step("glue", "add", ("y", "a", "mult"), (-(-_n(n) // WG), 1, 1), {"N": n, "WG": WG}, {})
+    return Step("glue", "add", bound("glue", {}, ("y", "a", "mult")), (-(-_n(n) // WG), 1, 1), {"N": n, "WG": WG}, {})
 
 
 def act_mul(n: int, act: str) -> Step:
     """FFN gate: y = act(a * mult[0]) * (u * mult[1]) over n floats."""
     if act not in ACTS:
         raise GlueSpecError(f"glue: act {act!r} must be one of {ACTS}")
-    return Step("glue", "act_mul", ("y", "a", "mult", "u"), (-(-_n(n) // WG), 1, 1), {"N": n, "WG": WG},
-                {"ACT_MUL": True, "ACT_SILU": act == "silu"})
+    d = {"ACT_MUL": True, "ACT_SILU": act == "silu"}
+    return Step("glue", "act_mul", bound("glue", d, ("y", "a", "mult", "u")), (-(-_n(n) // WG), 1, 1),
+                {"N": n, "WG": WG}, d)

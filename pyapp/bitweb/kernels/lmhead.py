@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from bitweb import formats
-from bitweb.kernels import Step, format_arg, format_defines, rasteriser
+from bitweb.kernels import Step, bound, format_arg, format_defines, rasteriser
 from bitweb.kernels.dense import workgroups_1d
 
 MAX_K = 4096
@@ -99,11 +99,10 @@ def gemv(wtype, n_in: int, n_out: int, *, a8: bool = False, shards=None, eps: fl
         defines["XDIRECT"] = True
     if t.subgroups is not None:
         defines["SUBGROUPS"] = bool(t.subgroups)
-    extra = ()
     if last_row:
         defines["LASTROW"] = True
-        extra = ("params",)
-    return [Step("lmhead", "gemv", (f"w{i}", "x", "y", "norm") + extra, workgroups_1d(-(-(r1 - r0) // t.rpw)),
+    names = {"x": "x", "y": "y", "g": "norm", "params": "params"}
+    return [Step("lmhead", "gemv", bound("lmhead", defines, dict(names, w=f"w{i}")), workgroups_1d(-(-(r1 - r0) // t.rpw)),
                  {"K": n_in, "N_ROWS": r1 - r0, "ROW0": r0, "WG": t.wg, "RPW": t.rpw, "RB": t.rb,
                   "LANES": t.lanes, "EPS": float(eps)}, dict(defines))
             for i, (r0, r1) in enumerate(shards)]

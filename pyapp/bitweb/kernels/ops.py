@@ -99,7 +99,7 @@ from __future__ import annotations
 import struct
 
 from bitweb import formats
-from bitweb.kernels import Step, format_arg, format_defines
+from bitweb.kernels import Step, bound, format_arg, format_defines
 from bitweb.kernels.dense import workgroups_1d
 
 TABLE_TYPES = formats.select("table")      # token_embd types (bitweb.formats); decode: fmt_value of their include
@@ -190,19 +190,26 @@ def rmsnorm(n: int, rows: int, *, eps: float = 1e-5, a8: bool = False, wg: int =
     if not norm:
         if not a8:
             raise OpsSpecError("rmsnorm: norm=False is the A8 quantisation of rows without a norm: needs a8=True")
-        return Step("rmsnorm", "rmsnorm", ("x", "q", "scale"), workgroups_1d(rows), {"N": n, "WG": wg},
-                    {"A8": True, "NO_NORM": True})
-    bind = ("x", "norm", "q", "scale") if a8 else ("x", "norm", "y")
-    return Step("rmsnorm", "rmsnorm", bind, workgroups_1d(rows), {"N": n, "WG": wg, "EPS": float(eps)},
-                {"A8": True} if a8 else {})
+        d = {"A8": True, "NO_NORM": True}
+        return Step("rmsnorm", "rmsnorm", _rmsnorm_bind(d), workgroups_1d(rows), {"N": n, "WG": wg}, d)
+    d = {"A8": True} if a8 else {}
+    return Step("rmsnorm", "rmsnorm", _rmsnorm_bind(d), workgroups_1d(rows), {"N": n, "WG": wg, "EPS": float(eps)}, d)
+
+
+def _rmsnorm_bind(d):
+    return bound("rmsnorm", d, {"x": "x", "w": "norm", "q": "q", "s": "scale", "y": "y"})
 
 
 ROPE_MODES = ("neox", "norm")
 
 
+# the buffer of each WGSL variable of rope.wgsl and attention.wgsl (bound(): the loader numbers them)
+_KV_NAMES = {"kc": "k_cache", "vc": "v_cache", "qkv": "qkv", "params": "params",
+             "freqs": "freqs", "qkn": "qkn", "qkvb": "qkv_bias"}
+
+
 def _rope_switches(mode: str, qk_norm: bool, eps: float, qkv_bias: bool) -> tuple:
-    """(constants, defines, extra bind names) of a RoPE mode and the QK-norm and Q / K / V bias
-    switches (the shaders bind qkn, then qkv_bias, after their fixed bindings)."""
+    """(constants, defines) of a RoPE mode and the QK-norm and Q / K / V bias switches."""
     if mode not in ROPE_MODES:
         raise OpsSpecError(f"rope: mode {mode!r} must be one of {ROPE_MODES}")
     defines = {"ROPE_NORM": True} if mode == "norm" else {}
@@ -210,17 +217,16 @@ def _rope_switches(mode: str, qk_norm: bool, eps: float, qkv_bias: bool) -> tupl
         defines["QK_NORM"] = True
     if qkv_bias:
         defines["QKV_BIAS"] = True
-    bind = (("qkn",) if qk_norm else ()) + (("qkv_bias",) if qkv_bias else ())
-    return ({"EPS": float(eps)} if qk_norm else {}), defines, bind
+    return ({"EPS": float(eps)} if qk_norm else {}), defines
 
 
 def rope(n_head: int, n_kv_head: int, head_dim: int, max_ctx: int, rows: int, *, wg: int = 64,
          mode: str = "neox", qk_norm: bool = False, eps: float = 1e-6, qkv_bias: bool = False, kv: str = "f32",
          f16=None) -> Step:
     _heads(n_head, n_kv_head, head_dim)
-    c, d, b = _rope_switches(mode, qk_norm, eps, qkv_bias)
+    c, d = _rope_switches(mode, qk_norm, eps, qkv_bias)
     d.update(_kv_defines(kv, f16))
-    return Step("rope", "rope", ("qkv", "freqs", "k_cache", "v_cache", "params") + b, workgroups_1d(rows),
+    return Step("rope", "rope", bound("rope", d, _KV_NAMES), workgroups_1d(rows),
                 dict(_consts(n_head, n_kv_head, head_dim, max_ctx), WG=wg, **c), d)
 
 
@@ -231,16 +237,17 @@ def attention_decode(n_head: int, n_kv_head: int, head_dim: int, max_ctx: int, *
     wg = _attn_wg(head_dim, wg)
     if not 1 <= splits <= 65535:
         raise OpsSpecError(f"attention: splits = {splits} out of range")
-    rc, rd, rb = _rope_switches(mode, qk_norm, eps, qkv_bias)
+    rc, rd = _rope_switches(mode, qk_norm, eps, qkv_bias)
     rd.update(_kv_defines(kv, f16))
     rd.update(_gmax(n_head // n_kv_head))
     c = dict(_consts(n_head, n_kv_head, head_dim, max_ctx), WG=wg, SPLITS=splits)
     out = "o" if splits == 1 else "attn_part"
-    steps = [Step("attention", "decode", ("k_cache", "v_cache", "qkv", out, "params", "freqs") + rb,
+    steps = [Step("attention", "decode", bound("attention", rd, dict(_KV_NAMES, out=out)),
                   (n_kv_head, splits, 1), dict(c, **rc), rd)]
 
     if splits > 1:
-        steps.append(Step("attention", "combine", ("attn_part", "o"), (n_head, 1, 1), dict(c)))
+        steps.append(Step("attention", "combine", bound("attention", {}, {"part": "attn_part", "co": "o"}),
+                          (n_head, 1, 1), dict(c)))
     return steps
 
 
@@ -250,7 +257,7 @@ def attention_prefill(n_head: int, n_kv_head: int, head_dim: int, max_ctx: int, 
     d = _kv_defines(kv, f16)
     if not 1 <= rows <= 65535:
         raise OpsSpecError(f"attention prefill: rows = {rows} out of range 1..65535")
-    bind = ("k_cache", "v_cache", "qkv", "o", "params")
+    bind = bound("attention", d, {"kc": "k_cache", "vcv": "v_cache", "qkv": "qkv", "outv": "o", "params": "params"})
     if head_dim % 16 or head_dim > 256:   # the fallback: a workgroup of >= head_dim threads per (kv head, row)
         c = dict(_consts(n_head, n_kv_head, head_dim, max_ctx), WG=_attn_wg(head_dim, wg))
         return Step("attention", "prefill_wg", bind, (n_kv_head, rows, 1), c, dict(d, **_gmax(n_head // n_kv_head)))
@@ -281,7 +288,8 @@ def embedding(wtype, n_embd: int, n_vocab: int, rows: int = 1, *, shards=None,
         nsb = min(max_shard_bindings, len(shards) - first)
         defines = format_defines(f)
         defines.update({f"NS{i}": True for i in range(1, nsb)})
-        steps.append(Step("embedding", "embed", ("ids", "x") + tuple(f"w{first + i}" for i in range(nsb)),
+        names = dict({"ids": "ids", "x": "x"}, **{f"w{i}": f"w{first + i}" for i in range(8)})
+        steps.append(Step("embedding", "embed", bound("embedding", defines, names),
                           workgroups_1d(rows),
                           {"N": n_embd, "N_VOCAB": n_vocab, "RPS": rps, "NSB": nsb, "ROW0": first * rps, "WG": wg},
                           defines))
@@ -300,19 +308,22 @@ def mask_words(n_vocab: int) -> int:
 
 def argmax(n_vocab: int, *, wg: int = 256, mask: bool = False) -> Step:
     _one_wg(wg)
-    return Step("sampling", "argmax", ("logits", "token", "penalty_ids", "params") + (("mask",) if mask else ()),
-                (1, 1, 1), {"V": n_vocab, "WG": wg}, {"MASK": True} if mask else {})
+    d = {"MASK": True} if mask else {}
+    names = {"logits": "logits", "out": "token", "pids": "penalty_ids", "params": "params", "amask": "mask"}
+    return Step("sampling", "argmax", bound("sampling", d, names), (1, 1, 1), {"V": n_vocab, "WG": wg}, d)
 
 
 def topk(n_vocab: int, k: int, *, wg: int = 256, mask: bool = False) -> Step:
     _one_wg(wg)
     if not 1 <= k <= min(256, n_vocab):
         raise OpsSpecError(f"topk: k = {k} must be in 1..min(256, n_vocab = {n_vocab})")
-    return Step("sampling", "topk", ("logits", "top_ids", "penalty_ids", "params", "top_vals")
-                + (("mask",) if mask else ()), (1, 1, 1), {"V": n_vocab, "K": k, "WG": wg},
-                {"MASK": True} if mask else {})
+    d = {"MASK": True} if mask else {}
+    names = {"logits": "logits", "out": "top_ids", "pids": "penalty_ids", "params": "params", "top_vals": "top_vals",
+             "tmask": "mask"}
+    return Step("sampling", "topk", bound("sampling", d, names), (1, 1, 1), {"V": n_vocab, "K": k, "WG": wg}, d)
 
 
 def softmax(n: int, rows: int, *, wg: int = 256) -> Step:
     _one_wg(wg)
-    return Step("sampling", "softmax", ("x", "y"), workgroups_1d(rows), {"N_ROW": n, "WG": wg})
+    return Step("sampling", "softmax", bound("sampling", {}, {"sx": "x", "sy": "y"}), workgroups_1d(rows),
+                {"N_ROW": n, "WG": wg})

@@ -12,7 +12,7 @@ the shader header for the rounding).
 from __future__ import annotations
 
 from bitweb import formats
-from bitweb.kernels import Step, format_arg, format_defines
+from bitweb.kernels import Step, bound, format_arg, format_defines
 from bitweb.kernels.dense import workgroups_1d
 
 # float formats of one value per element (bitweb.formats): fmt_value of their include decodes them
@@ -37,5 +37,6 @@ def q8_0(wtype, n_in: int, rows: int, *, wg: int = 64) -> Step:
     if wg & (wg - 1) or not 1 <= wg <= 256:
         raise RequantError(f"requant: wg = {wg} must be a power of two <= 256")
     pairs = -(-(rows * n_in // 32) // 2)
-    return Step("requant", "q8_0", ("src", "dst"), workgroups_1d(-(-pairs // wg)),
-                {"K": n_in, "N_ROWS": rows, "WG": wg}, format_defines(f))
+    d = format_defines(f)
+    return Step("requant", "q8_0", bound("requant", d, ("src", "dst")), workgroups_1d(-(-pairs // wg)),
+                {"K": n_in, "N_ROWS": rows, "WG": wg}, d)

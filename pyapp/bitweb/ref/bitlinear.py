@@ -145,13 +145,18 @@ def gate_up(fmt, gate, up, rows, n_in, x, *, a8, nw=None, mult=None, act="relu2"
     mult = np.ones(2, F32) if mult is None else np.asarray(mult, F32)
     pg = part_products(fmt, gate, rows, n_in, a, a["stat"], mult[0])
     pu = part_products(fmt, up, rows, n_in, a, a["stat"], mult[1])
-    if act == "silu":
-        e = np.exp(-np.abs(pg))
-        g = pg * np.where(pg >= 0, F32(1.0) / (F32(1.0) + e), e / (F32(1.0) + e)).astype(F32)
-    else:
-        r = np.maximum(pg, F32(0.0))
-        g = r * r
-    return (g * pu).astype(F32), pg
+    return (ffn_act(pg, act) * pu).astype(F32), pg
+
+
+def ffn_act(g, kind: str):
+    """The FFN gate activation in f32 (shaders/common_act.wgsl; every mirror's): relu(g)^2 ("relu2") or
+    silu(g) = g sigmoid(g) ("silu", sigmoid from exp(-|g|) so that it never overflows)."""
+    g = np.asarray(g, F32)
+    if kind == "silu":
+        e = np.exp(-np.abs(g))
+        return (g * np.where(g >= 0, F32(1.0) / (F32(1.0) + e), e / (F32(1.0) + e))).astype(F32)
+    r = np.maximum(g, F32(0.0))
+    return r * r
 
 
 # ---- case data ----------------------------------------------------------------------------------

@@ -26,7 +26,8 @@ import numpy as np
 from bitweb import formats
 from bitweb.kernels import bitlinear_tiled as spec
 from bitweb.kernels.bitlinear_tiled import FORMATS
-from bitweb.ref.bitlinear import F32, U, add_case, browser_formats, exact_terms, f32b, lsb, rand_tensor, rand_x, unpack
+from bitweb.ref.bitlinear import (F32, U, add_case, browser_formats, exact_terms, f32b, ffn_act, lsb, rand_tensor,
+                                  rand_x, unpack)
 
 
 UNTOUCHED = F32(-777.0)
@@ -68,13 +69,7 @@ def matmul(fmt, data, n_out, n_in, act, *, scale=None, mult=1.0, residual=None):
 def gate_up(fmt, gate, up, n_out, n_in, act, *, scale=None, mult=(1.0, 1.0), act_fn="relu2"):
     pg = products(fmt, gate, n_out, n_in, act, scale, mult[0])
     pu = products(fmt, up, n_out, n_in, act, scale, mult[1])
-    if act_fn == "silu":
-        e = np.exp(-np.abs(pg))
-        g = pg * np.where(pg >= 0, F32(1.0) / (F32(1.0) + e), e / (F32(1.0) + e)).astype(F32)
-    else:
-        r = np.maximum(pg, F32(0.0))
-        g = r * r
-    return (g * pu).astype(F32), pg
+    return (ffn_act(pg, act_fn) * pu).astype(F32), pg
 
 
 def _params(m):

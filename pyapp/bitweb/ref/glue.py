@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from bitweb.kernels import glue
-from bitweb.ref.bitlinear import U, add_case, f32b
+from bitweb.ref.bitlinear import U, add_case, f32b, ffn_act
 
 F32 = np.float32
 
@@ -20,17 +20,8 @@ def add(y, a, mult):
     return (np.asarray(y, F32) + np.asarray(a, F32) * F32(mult[0])).astype(F32)
 
 
-def act(g, kind: str):
-    g = np.asarray(g, F32)
-    if kind == "silu":
-        e = np.exp(-np.abs(g))
-        return (g * np.where(g >= 0, F32(1.0) / (F32(1.0) + e), e / (F32(1.0) + e))).astype(F32)
-    r = np.maximum(g, F32(0.0))
-    return r * r
-
-
 def act_mul(a, u, mult, kind: str):
-    return (act(np.asarray(a, F32) * F32(mult[0]), kind) * (np.asarray(u, F32) * F32(mult[1]))).astype(F32)
+    return (ffn_act(np.asarray(a, F32) * F32(mult[0]), kind) * (np.asarray(u, F32) * F32(mult[1]))).astype(F32)
 
 
 def add_cases(b, rng, name, n):
