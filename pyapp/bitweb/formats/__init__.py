@@ -16,6 +16,19 @@ Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K). A *float* format (F
 is decoded to f32 by the float kernels (dense, lmhead, embedding, requant); bitlinear.wgsl's M = 1
 kernels read it too, 16 values a lane unit, in f32.
 
+The Format object travels from the file to the kernel: TensorInfo.format -> Config.linear_type ->
+GPUModel.packed and the block ops (a table's: GPUModel.table_type) -> a launch spec's `fmt` -> the
+Step's define FORMAT (a kernel case stores its type id) -> bitweb.shaders, which asks it for its
+include and its constants. Nothing outside this package and the WGSL includes compares a format's
+name. Every list of formats is select(role, packed): model.LINEAR_TYPES, bitlinear.FORMATS,
+bitlinear_tiled.FORMATS, dense.WTYPES, ops.TABLE_TYPES, lmhead.TYPES, requant.SRC_TYPES,
+make-model's --format / --embd-format, the worker's advice; every per-format choice asks a fact
+(tensor_scale: the prefill tile's pairs; planes == 4: its octets; lmhead.unit; file_type; a8).
+A float format is read by bitlinear.wgsl's M = 1 kernels as 16-value lane units
+(shaders/common_float_unit.wgsl), f32 activations only; its prefill is dense: matmul + glue.
+Q8_0's codes are its bytes xor 0x80 with ZP 128. A format with a scale and an offset per sub-block
+(value = q d + m, llama.cpp's vec_dot shape d S + m sum a) fits the packed interface as is: codes
+with ZP 0, PDM true, and a fmt_unit that adds m sum a per sub-block.
 Element order is GGUF order: the flat tensor with ne0 contiguous, i.e. a numpy
 array with the GGUF dims reversed, flattened in C order. Blocks run over that
 flat order (a block never spans two rows because ne0 % block_size == 0).

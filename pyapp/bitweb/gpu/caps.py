@@ -1,7 +1,17 @@
 """What a device can do and what bitweb asks of it (stdlib only): the features and limits requested,
 WebGPU's guaranteed minimum, the capabilities decided at start-up (Caps), a weaker GPU on request
 (check_weaker, capped: the app's ?cap=, tests), the fit of a model's largest binding and buffer
-(check_fits) and the names of CPU rasterisers (software_reason)."""
+(check_fits) and the names of CPU rasterisers (software_reason).
+
+A weaker device (tests, the app's `?cap=`, the library's maskFeatures / capLimits): a masked
+feature's Caps flag is off, so every launch spec takes the fallback (no subgroups, no dot4, f16 as
+unpack2x16float); a capped limit is requested at most at its cap and `dev.limits` is capped in
+Python below WebGPU's defaults; dev.masked, dev.capped, dev.weaker say so. check_pipelines
+refuses a pipeline whose entry point needs more workgroup memory, invocations or width than the
+limits (shaders.workgroup_use: WebGPU's count, roundUp(16, size) per workgroup variable reached;
+checked against Chromium's own validation in tests/e2e/test_weak_gpu.py). WEBGPU_MINIMUM is the
+`mobile` preset (web/cap.mjs has the same table; tests/test_weak_gpu.py checks).
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass

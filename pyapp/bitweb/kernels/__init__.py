@@ -30,6 +30,26 @@ binds that name itself.
 | requant.py | shaders/requant.wgsl | float rows -> Q8_0 (LM head option) |
 | glue.py | shaders/glue.wgsl | residual add, gate act * up (float-weight blocks) |
 | ops.py | shaders/{rmsnorm,rope,embedding,attention,sampling}.wgsl | the rest |
+
+Switches (defines) per shader, besides the device's SUBGROUPS / F16 / DOT4 / BROWSER / NATIVE:
+  bitlinear        gemv, gate_up: FORMAT (every linear format), A8, NORM, RESIDUAL, PARTS2, PARTS3,
+                   GATE_UP, ACT_SILU, XSHARED, SHAPE (n_in, rows, y's first index and the residual
+                   from the step's `shape` buffer: SwiftShader's one pipeline for q, k, v, o, down)
+  bitlinear_tiled  matmul, gate_up: FORMAT (packed), A8, RESIDUAL, GATE_UP, ACT_SILU (tile constants
+                   RQ / NQ / WG; lavapipe's wide tiles from WIDE values on, PAIRS for I2_S A8)
+  dense            gemv, matmul: FORMAT (float), NORM, LASTROW
+  lmhead           gemv: FORMAT (a table format), PACKED, A8, LASTROW, XDIRECT
+  requant          q8_0: FORMAT (F16 / BF16 / F32)
+  rmsnorm          A8, NO_NORM;   rope: ROPE_NORM, QK_NORM, QKV_BIAS, KV_F16
+  attention        decode, prefill, prefill_wg, combine: ROPE_NORM, QK_NORM, QKV_BIAS, KV_F16, GMAX2 / GMAX4
+  embedding        FORMAT, NS1..NS7;   sampling: argmax, topk, softmax, MASK;   glue: ACT_MUL, ACT_SILU
+A8 cases are made only for the formats the engine runs in A8 (Format.a8).
+
+Where SwiftShader is the adapter (its compile time grows with workgroup arrays, about 0.25 ms per
+4-byte word; it unrolls no loop and runs both sides of every branch): workgroup arrays sized by the
+shape (lmhead XDIRECT reads m from x and g; attention's head arrays by G / GMAX; argmax by two
+atomics), small fixed loops written out, and pipelines shared only between linears that differ in
+shape alone (bitlinear SHAPE); the per-unit fusions stay defines (dev/perf/compile_times.py).
 """
 from __future__ import annotations
 
