@@ -178,14 +178,16 @@ def test_the_engine_unloads_when_its_last_page_goes(ctx, server, pages):
     d = open_page(ctx, server)
     got = run(d, "window.bitweb = await import('/bitweb.mjs'); return await window.bitweb.connect({ share: true });")
     assert got["shared"] is True and got["pages"] == 3
-    assert run(d, "return (await bitweb.stats()).engines;") == 1        # the pages' engine, not d's
+    loaded = run(d, "return await bitweb.stats();")
+    assert loaded["engines"] == 1 and loaded["live_bytes"] > 1 << 20   # the pages' engine, not d's
     pages["a"].close()
     s = wait_stats(d, "s.pages === 2")
     assert list(s["engines"].values()) == [1]                          # b still uses it
     pages["b"].close()
     s = wait_stats(d, "s.pages === 1 && Object.keys(s.engines).length === 0")
     st = run(d, "return await bitweb.stats();")
-    assert st["engines"] == 0 and st["live_buffers"] == 0, st          # unloaded: its GPU buffers freed
+    # unloaded: its GPU buffers freed (the device keeps a few bytes of its own, engine or not)
+    assert st["engines"] == 0 and st["live_bytes"] < loaded["live_bytes"] // 1000, (loaded, st)
     assert d.errors == []
 
 
