@@ -347,7 +347,8 @@ export interface WorkerRequests {
   load: { source: { url: string; sha256?: string; size?: number } | { file: Blob; name?: string } | { cached: string };
     options: { [K in LoadOptionName]: LoadOptions[K] | null } };
   download: { source: { url: string; sha256?: string; size?: number; name?: string }; options: { download: DownloadOptions | null } };
-  'cache-add': { source: { url: string; sha256?: string; size?: number; name?: string }; options: { download: DownloadOptions | null } };
+  'cache-add': { source: { url: string; sha256?: string; size?: number; name?: string } | { file: Blob; name?: string }; options: { download: DownloadOptions | null } };
+  boot: {};
   connect: { lock: string };
   'debug-hold': { hold: boolean };
   generate: { engine: number; request: CreateRequest };

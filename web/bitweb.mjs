@@ -403,9 +403,24 @@ export async function load(source, options = {}) {
   const body = { source: src, options: opts };
   let v = await call('load', body, { signal, onProgress }, conn);
   if (v.needsCache) {                           // the shared engine reads the cache only: this page's download worker fills it
-    await call('cache-add', { source: src, options: { download: opts.download } }, { signal, onProgress }, theDownloader());
+    const epoch = () => performance.timeOrigin + performance.now();
+    const d0 = epoch();
+    const [d] = await Promise.all([    // (Python boots in the shared worker meanwhile: its progress too)
+      call('cache-add', { source: src, options: { download: opts.download } }, { signal, onProgress }, theDownloader()),
+      call('boot', {}, { onProgress }, conn)]);
+    const d1 = epoch();
     v = await call('load', body, { signal, onProgress }, conn);
     if (v.needsCache) throw error('storage', `${src.url} was downloaded but the shared engine does not find it in the browser cache`);
+    // the download is a stage of this load (whole before the load reads it: no upload while it goes on)
+    Object.assign(v.load.stages, { download: [d0, d1], ready: [d0, v.load.stages.ready[1]] });
+    if (!d.cached) v.load.download = { resumedFrom: d.resumedFrom, retries: d.retries, notes: d.notes, sha256: d.sha256 };
+  }
+  if (conn.kind === 'shared' && src.file && opts.cache !== false) {   // (the shared engine does not write the cache)
+    try {
+      await call('cache-add', { source: src, options: { download: null } }, { onProgress }, theDownloader());
+    } catch (e) {
+      v.cacheError = e.message;                 // the model works; it is just not cached
+    }
   }
   v.load.catalogueDiff = entry ? headerDiff(entry, v.info) : [];      // the header wins; the difference is logged
   if (v.load.catalogueDiff.length) console.warn(`bitweb: ${entry.name} loaded by its header, which differs from the catalogue:`, v.load.catalogueDiff);
@@ -413,6 +428,10 @@ export async function load(source, options = {}) {
   conn.live.set(v.engine, engine);
   return engine;
 }
+
+// OpenAI's usage, with the prompt tokens whose KV came from the engine's cache (the longest prefix
+// this engine had computed already: earlier turns, a regenerated reply, a conversation switched back to).
+const usageOf = (v) => ({ ...v.usage, prompt_tokens_details: { cached_tokens: v.timing?.cached_tokens ?? 0 } });
 
 let completionN = 0;
 const completionId = () => `chatcmpl-${Date.now().toString(36)}${(completionN++).toString(36)}`;
@@ -495,7 +514,7 @@ export class Engine {
       const message = { role: 'assistant', content: v.text };
       if (v.tool_calls) Object.assign(message, { content: v.text || null, tool_calls: v.tool_calls });
       return { id, object: 'chat.completion', created, model,
-        choices: [{ index: 0, message, finish_reason: v.finish_reason }], usage: v.usage, timing: v.timing };
+        choices: [{ index: 0, message, finish_reason: v.finish_reason }], usage: usageOf(v), timing: v.timing };
     }
     return stream(this, req, signal, { id, created, model });
   }
@@ -519,7 +538,7 @@ function stream(engine, req, signal, head) {
       ? { index: m.index, id: m.call_id, type: 'function', function: { name: m.name, arguments: '' } }
       : { index: m.index, function: { arguments: m.arguments } }] }),
   }, engine._conn).then((v) => {
-    push(chunk(first ? { role: 'assistant', content: '' } : {}, v.finish_reason, { usage: v.usage, timing: v.timing }));
+    push(chunk(first ? { role: 'assistant', content: '' } : {}, v.finish_reason, { usage: usageOf(v), timing: v.timing }));
     finished = true; wake?.();
   }, (e) => { failure = e; finished = true; wake?.(); });
   return {

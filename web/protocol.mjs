@@ -22,8 +22,11 @@ export const REQUESTS = Object.freeze({
   load: { source: 'the model: {url, sha256?, size?} | {file, name?} | {cached}', options: 'load options (OPTIONS.load)' },
   // into the cache without loading -> result {name, size, cached, resumedFrom, retries, notes, sha256}
   download: { source: '{url, sha256?, size?, name?}', options: '{download}' },
-  // a download committed into the cache without loading it -> result {name, cached, resumedFrom?, ...}
-  'cache-add': { source: '{url, sha256?, size?, name?}', options: '{download}' },
+  // a download committed into the cache without loading it, or a local file the shared engine loaded
+  // copied there -> result {name, cached, resumedFrom?, ...}
+  'cache-add': { source: '{url, sha256?, size?, name?} | {file, name?}', options: '{download}' },
+  // Python booted (or booting): boot progress while it boots -> result {from, ms, ...} (how it booted)
+  boot: {},
   // the first request of a page to a shared engine: the Web Lock it holds while it lives (released when
   // it closes or crashes: its requests are then dropped) -> result {shared, pages, gpu}
   connect: { lock: 'a Web Lock name held by the page' },

@@ -49,7 +49,7 @@ setOutlet((m) => {
     return;
   }
   if (m.type === 'alive') {
-    for (const p of pages.values()) if (p.ids.size) p.send(m);
+    for (const p of pages.values()) if (p.ids.size || p.queue.length) p.send(m);    // (a queued request waits, not stuck)
     return;
   }
   const r = routes.get(m.id);

@@ -197,7 +197,13 @@ async function downloadOnly(id, msg) {
 // write the cache itself: web/shared.mjs asks the page to run this in its download worker first).
 async function cacheAdd(id, msg) {
   const src = msg.source || {};
-  if (!src.url) throw new models.ModelsError('settings', 'cache-add: source must be {url}');
+  if (src.file) {                               // a local file the shared engine has loaded
+    const name = models.nameFrom(src.name || src.file.name || 'model.gguf');
+    const copy = await models.saveFile(src.file, name, stage(id, 'cache', `Saving ${name} in the browser cache`));
+    await copy.commit();
+    return { name, cached: false };
+  }
+  if (!src.url) throw new models.ModelsError('settings', 'cache-add: source must be {url} or {file}');
   const url = new URL(src.url, self.location.href).href;
   const name = src.name || models.nameFrom(url);
   const r = await models.fromUrl(url, name, stage(id, 'download', 'Downloading ' + name), controllers.get(id).signal, false,
@@ -294,6 +300,7 @@ const HANDLERS = {
   load: (id, msg) => load(id, msg),
   download: (id, msg) => downloadOnly(id, msg),
   'cache-add': (id, msg) => cacheAdd(id, msg),
+  boot: async (id) => { await python(id); return boot.info; },
   // a page of a dedicated worker: the engine is its own (web/shared.mjs answers these for a shared one)
   connect: () => ({ shared: false, pages: 1, gpu: !!navigator.gpu }),
   'debug-hold': () => { throw new models.ModelsError('settings', 'debug-hold: only a shared engine (share: true) queues across pages'); },

@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.e2e.conftest import new_page, settle
-from tests.e2e.app_driver import cli
+from tests.e2e.app_driver import App, cli
 
 MODEL = ROOT / "web" / "models" / "bitweb-chat-i2_s.gguf"
 QUESTION = "What is 37 + 45?"
@@ -200,5 +200,25 @@ def test_without_shared_worker_the_page_has_its_own_engine(browser, server, want
         assert "no SharedWorker" in got["sharedNote"], got
         assert ask(pg) == want["text"]
         assert pg.errors == []
+    finally:
+        ctx.close()
+
+
+def test_the_apps_second_tab_shows_the_loaded_model_at_once(browser, server):
+    """The app shares its engine (bitweb.connect share: true): a second tab of the app attaches to
+    the model the first tab loaded, with nothing downloaded or uploaded."""
+    ctx = browser.new_context()
+    try:
+        first = App(new_page(ctx), server, None)
+        one = first.open("")
+        assert one["shared"] is True and not one["load"].get("attached")
+        second = App(new_page(ctx), server, None)
+        two = second.open("")
+        assert two["shared"] is True and two["load"]["attached"] is True and two["name"] == one["name"]
+        seen = second.page.evaluate("window.bitwebApp.state.seen")
+        assert not {"download", "upload", "compile"} & set(seen), seen
+        assert "loaded by another tab" in second.page.inner_text("#model-info")
+        assert second.page.evaluate("window.bitwebApp.state.engine.info.sharedBy") == 2
+        assert first.page.errors == [] and second.page.errors == []
     finally:
         ctx.close()

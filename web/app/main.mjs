@@ -102,6 +102,9 @@ async function boot() {
     updatePhase();
     return;
   }
+  // one engine for every tab of the site (a SharedWorker; ?share=0: this tab's own): a second tab
+  // attaches to the model the first one loaded (bitweb.connect / load share, web/shared.mjs)
+  await bitweb.connect({ share: params.get('share') !== '0' }).catch((e) => console.warn('bitweb: no shared engine:', e));
   refreshCache();
   let source = ADDRESS.defaultSource, fallback = false;
   try {
