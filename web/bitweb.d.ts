@@ -293,8 +293,9 @@ export declare function stats(): Promise<{ wasm_bytes: number; engines: number; 
     running: [number, number] | null; served: [number, number][]; hold: boolean } }>;
 
 /** Which worker this page's calls use: its own (default) or, with share: true, the origin's shared engine (a
- *  SharedWorker) where the browser has one with WebGPU; note: why a page that asked to share has its own. */
-export declare function connect(options?: { share?: boolean }): Promise<{ shared: boolean; note: string; pages: number }>;
+ *  SharedWorker) where the browser has one with WebGPU; note: why a page that asked to share has its own;
+ *  group: pages share an engine only with pages of the same group (the app: its version) */
+export declare function connect(options?: { share?: boolean; group?: string }): Promise<{ shared: boolean; note: string; pages: number }>;
 
 /** performance.now() when the worker last said anything (null: not started); while a request runs it
  *  says something every 5 s at least, so a long silence means its thread is stuck, not busy */

@@ -274,6 +274,7 @@ function workerConnection(kind, note = '', name = undefined) {
 
 let dedicated = null, downloader = null, shared = null;     // (shared: a Promise of a Connection)
 let preferShared = false;
+let shareGroup = '';               // pages share an engine only with pages of the same group (connect)
 const theDedicated = (note = '') => { needWebGPU(); dedicated ??= workerConnection('dedicated', note); return dedicated; };
 const theDownloader = () => (downloader ??= workerConnection('download', '', 'bitweb-download'));
 
@@ -287,7 +288,7 @@ function theShared() {
     const c = new Connection('shared');
     let sw;
     try {
-      sw = new SharedWorker(new URL('./shared.mjs', import.meta.url), { type: 'module', name: 'bitweb-shared' });
+      sw = new SharedWorker(new URL('./shared.mjs', import.meta.url), { type: 'module', name: `bitweb-shared ${shareGroup}`.trim() });
     } catch (e) {
       return fallback(`the shared worker could not start (${e.message}): this page has an engine of its own`);
     }
@@ -321,9 +322,13 @@ const current = () => (preferShared ? theShared() : theDedicated());
  * Which engine host this page's calls use: its own dedicated worker (default), or, with share: true,
  * the one engine host of every page of this origin (a SharedWorker), where this browser has one with
  * WebGPU (else the dedicated worker, saying why). bitweb.load(source, {share: true}) does the same.
+ * `group`: pages share an engine only with pages that name the same group (the app names the version
+ * of itself its service worker serves it, so that two versions of the app never share one engine).
  * @returns {Promise<{shared: boolean, note: string, pages: number}>}
  */
-export async function connect({ share = false } = {}) {
+export async function connect({ share = false, group = '' } = {}) {
+  if (typeof group !== 'string') throw settingsError('group', 'must be a string');
+  if (share && !shared) shareGroup = group;
   if (share) preferShared = true;
   const c = await current();
   return { shared: c.kind === 'shared', note: c.note, pages: c.pages };

@@ -148,6 +148,7 @@ async function load(page, msg) {
     done();
     if (m.type === 'error') return page.send({ ...m, id: msg.id });
     const v = m.value;
+    if (msg.options.replace === 'always') engines.clear();     // (Python unloaded the others, the other pages' too)
     engines.set(v.engine, { key, value: v, users: new Map([[page, 1]]) });
     if (page.gone) return release(page, v.engine);
     page.answer(msg.id, { ...v, sharedBy: 1 });
