@@ -166,9 +166,15 @@ def test_a_page_closed_mid_reply_frees_its_request(ctx, server, pages, want):
       await new Promise((resolve) => {{
         (async () => {{ for await (const x of await engine.chat.completions.create({{ messages: [user({QUESTION!r})], stream: true }})) {{ resolve(); }} }})();
       }});""")
+    # and one more of its requests waits in the queue (held there: nothing starts until a releases it)
+    run(c, f"""
+      await bitweb.debug.hold(true);
+      window.waiting = engine.chat.completions.create({{ messages: [user({QUESTION!r})] }}).catch(() => null);
+      for (;;) {{ if ((await bitweb.stats()).shared.queued.length === 1) break; await new Promise((r) => setTimeout(r, 50)); }}""")
     c.close()                                                          # (mid-reply: its first chunk has come)
     s = wait_stats(a, "s.pages === 2 && s.running === null && s.queued.length === 0 && Object.values(s.engines).join() === '2'")
-    assert s["pages"] == 2
+    assert s["pages"] == 2 and s["hold"] is True                       # its queued request is gone, not started
+    run(a, "await bitweb.debug.hold(false);")
     assert run(a, "return engine.info.sharedBy;") == 2
     assert ask(a) == want["text"]
     assert a.errors == []
