@@ -75,6 +75,11 @@ export interface LoadOptions {
   /** keep the model in the browser cache once it has loaded (default true) */
   cache?: boolean;
   download?: DownloadOptions;
+  /** run the engine once for every page of this origin, in a SharedWorker (web/shared.mjs): a page that loads
+   *  the same source with the same options attaches to it (no download, no upload); where the browser has no
+   *  SharedWorker (or no WebGPU in one) the page gets its own worker and info.sharedNote says why.
+   *  Unset: the connection bitweb.connect() chose (a dedicated worker by default) */
+  share?: boolean;
 }
 
 /** A URL (also `hf:owner/repo/file.gguf` and Hugging Face page addresses, see resolveUrl), with the file's SHA-256
@@ -195,6 +200,9 @@ export interface EngineInfo {
     catalogueDiff: { fact: string; catalogue: string | number | boolean; header: string | number | boolean }[];
     prepared: { offered: number; taken: number; askedMs: number; startedMs: number | null } | null };
   cacheError: string | null;
+  /** the engine runs in the shared worker (share: true); sharedBy: the pages using it now (1 for a page's own);
+   *  sharedNote: why a page that asked to share has its own engine ('' otherwise) */
+  shared: boolean; readonly sharedBy: number; sharedNote: string;
 }
 
 export declare class Engine {
@@ -278,13 +286,24 @@ export interface BootInfo { from: 'snapshot' | 'fresh'; ms: Record<string, numbe
 
 /** diagnostics of the worker: wasm heap, live GPU buffers (when the GPU layer counts them), engines, boot */
 export declare function stats(): Promise<{ wasm_bytes: number; engines: number; live_buffers?: number; live_bytes?: number;
-  boot: BootInfo | null }>;
+  boot: BootInfo | null;
+  /** a shared engine's host (web/shared.mjs): this page's number, the pages connected, the pages using each engine,
+   *  the generations queued and running ([page, request id]), the last ones started in order, debug.hold's state */
+  shared?: { page: number; pages: number; engines: Record<number, number>; queued: [number, number][];
+    running: [number, number] | null; served: [number, number][]; hold: boolean } }>;
+
+/** Which worker this page's calls use: its own (default) or, with share: true, the origin's shared engine (a
+ *  SharedWorker) where the browser has one with WebGPU; note: why a page that asked to share has its own;
+ *  group: pages share an engine only with pages of the same group (the app: its version) */
+export declare function connect(options?: { share?: boolean; group?: string }): Promise<{ shared: boolean; note: string; pages: number }>;
 
 /** performance.now() when the worker last said anything (null: not started); while a request runs it
  *  says something every 5 s at least, so a long silence means its thread is stuck, not busy */
 export declare function lastHeard(): number | null;
 
-export declare const debug: { loseDevice(): Promise<void> };
+export declare const debug: { loseDevice(): Promise<void>;
+  /** a shared engine: hold (true) or go on starting (false) the queued generations of every page */
+  hold(on: boolean): Promise<void> };
 
 /** One model of the catalogue (web/catalogue.json; README "Models to download"). */
 export interface CatalogueEntry {
@@ -329,6 +348,10 @@ export interface WorkerRequests {
   load: { source: { url: string; sha256?: string; size?: number } | { file: Blob; name?: string } | { cached: string };
     options: { [K in LoadOptionName]: LoadOptions[K] | null } };
   download: { source: { url: string; sha256?: string; size?: number; name?: string }; options: { download: DownloadOptions | null } };
+  'cache-add': { source: { url: string; sha256?: string; size?: number; name?: string } | { file: Blob; name?: string }; options: { download: DownloadOptions | null } };
+  boot: {};
+  connect: { lock: string };
+  'debug-hold': { hold: boolean };
   generate: { engine: number; request: CreateRequest };
   tokenize: { engine: number; request: { text: string } | { messages: Message[]; tools?: FunctionTool[]; enable_thinking?: boolean } };
   abort: { target: number };
@@ -349,6 +372,7 @@ export interface WorkerMessages {
   text: { id: number; text: string };
   tool_call: { id: number; index: number; call_id?: string; name?: string; arguments?: string };
   'device-lost': { id: null; engines: number[]; message: string };
+  shared: { id: null; pages: number; engines: { [engine: number]: number } };
   alive: {};
 }
 export type WorkerMessage = { [T in keyof WorkerMessages]: { type: T } & WorkerMessages[T] }[keyof WorkerMessages];

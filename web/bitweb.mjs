@@ -5,7 +5,9 @@
 //   const stream = await engine.chat.completions.create({ messages: [{ role: 'user', content: 'Hello!' }], stream: true });
 //   for await (const chunk of stream) out.textContent += chunk.choices[0].delta.content ?? '';
 //
-// The engine runs in a Web Worker (worker.mjs: Pyodide + WebGPU); this module only talks to it.
+// The engine runs in a Web Worker (worker.mjs: Pyodide + WebGPU); this module only talks to it. With
+// load(source, {share: true}) (or connect({share: true})) it runs once for all pages of the origin, in a
+// SharedWorker (shared.mjs), where the browser has one with WebGPU.
 // Types: bitweb.d.ts. Errors: BitwebError with a `kind` (README, "Errors"). The options and their
 // bounds come from bitweb's one table of them (pyapp/bitweb/options.py), as tools/build_web.py
 // writes it beside the Python archive.
@@ -26,7 +28,7 @@ let adapterLimits = null;
  * @param {object} entry one of bitweb.models
  * @param {{capLimits?: object|null, gpuMemory?: number|null}} [options]
  */
-export async function checkFit(entry, { capLimits = null, gpuMemory = null } = {}) {
+export async function checkFit(entry, { capLimits = null, gpuMemory = null } = {}, conn = null) {
   adapterLimits ??= (async () => {
     const a = await navigator.gpu?.requestAdapter();
     if (!a) throw error('no-webgpu', 'no WebGPU adapter: requestAdapter() returned null');
@@ -35,7 +37,7 @@ export async function checkFit(entry, { capLimits = null, gpuMemory = null } = {
   })();
   const limits = { ...(await adapterLimits) };
   for (const [k, v] of Object.entries(capLimits || {})) if (k in limits) limits[k] = Math.min(limits[k], v);
-  const c = await call('cache-list');
+  const c = await call('cache-list', {}, {}, conn);
   const cached = c.models.some((m) => m.source === entry.url);
   const part = c.downloads.find((d) => d.source === entry.url);
   return { ...fit(entry, { limits, gpuMemory, storage: { usage: c.usage, quota: c.quota }, cached, have: part?.have || 0 }), cached };
@@ -205,23 +207,29 @@ function checkRequest(r) {
 }
 
 // ------------------------------------------------------------------ the worker
-let worker = null;
-let heard = null;                  // performance.now() of the worker's last message (lastHeard)
+// A connection: the page's own dedicated worker (web/worker.mjs), the origin's shared engine (a
+// SharedWorker, web/shared.mjs: share: true), or the download worker that writes the model cache for
+// the shared engine (a dedicated worker.mjs that boots no Python). Each has its engines (`live`).
+let heard = null;                  // performance.now() of a worker's last message (lastHeard)
 let nextId = 1;
-const calls = new Map();           // id -> {resolve, reject, onProgress, onText}
-const live = new Map();            // engine id -> Engine
+const calls = new Map();           // id -> {resolve, reject, onProgress, onText, onToolCall, conn}
 
-function theWorker() {
-  if (worker) return worker;
-  if (!('gpu' in navigator)) {
-    throw error('no-webgpu', globalThis.isSecureContext === false
-      ? `this page is not a secure context (${location.origin}), so WebGPU is off: serve it from https, http://localhost or http://127.0.0.1`
-      : 'this browser does not expose WebGPU (navigator.gpu is missing)');
+class Connection {
+  constructor(kind, note = '') {
+    this.kind = kind;              // 'dedicated' | 'shared' | 'download'
+    this.note = note;              // why a page that asked to share has a dedicated worker ('' otherwise)
+    this.live = new Map();         // engine id -> Engine
+    this.pages = 1;                // pages connected to the shared engine
+    this.post = null;
   }
-  worker = new Worker(new URL('./worker.mjs', import.meta.url), { type: 'module' });
-  worker.onmessage = ({ data: m }) => {
+  onMessage(m) {
     heard = performance.now();
-    if (m.type === 'device-lost') return deviceLost(m);
+    if (m.type === 'device-lost') return this.deviceLost(m);
+    if (m.type === 'shared') {
+      this.pages = m.pages;
+      for (const [eid, n] of Object.entries(m.engines)) { const e = this.live.get(Number(eid)); if (e) e._sharedBy = n; }
+      return;
+    }
     const c = calls.get(m.id);
     if (!c) return;
     if (m.type === 'progress') c.onProgress?.(progressOf(m));
@@ -232,13 +240,98 @@ function theWorker() {
       if (m.type === 'result') c.resolve(m.value);
       else c.reject(error(m.error.kind, m.error.message, extraOf(m.error)));
     }
-  };
-  worker.onerror = (e) => {
+  }
+  failAll(why) {
+    for (const [id, c] of calls) if (c.conn === this) { calls.delete(id); c.reject(error('internal', why)); }
+  }
+  deviceLost(m) {
+    for (const eid of m.engines) {
+      const e = this.live.get(eid);
+      if (e) { this.live.delete(eid); e._lose(m.message); }
+    }
+  }
+}
+
+function needWebGPU() {
+  if (!('gpu' in navigator)) {
+    throw error('no-webgpu', globalThis.isSecureContext === false
+      ? `this page is not a secure context (${location.origin}), so WebGPU is off: serve it from https, http://localhost or http://127.0.0.1`
+      : 'this browser does not expose WebGPU (navigator.gpu is missing)');
+  }
+}
+
+function workerConnection(kind, note = '', name = undefined) {
+  const c = new Connection(kind, note);
+  const w = new Worker(new URL('./worker.mjs', import.meta.url), { type: 'module', ...(name ? { name } : {}) });
+  c.post = (m) => w.postMessage(m);
+  w.onmessage = ({ data }) => c.onMessage(data);
+  w.onerror = (e) => {
     e.preventDefault?.();
-    const why = `the bitweb worker failed: ${e.message || 'it could not start'}` + (e.filename ? ` (${e.filename}:${e.lineno})` : '');
-    for (const [id, c] of calls) { calls.delete(id); c.reject(error('internal', why)); }
+    c.failAll(`the bitweb worker failed: ${e.message || 'it could not start'}` + (e.filename ? ` (${e.filename}:${e.lineno})` : ''));
   };
-  return worker;
+  return c;
+}
+
+let dedicated = null, downloader = null, shared = null;     // (shared: a Promise of a Connection)
+let preferShared = false;
+let shareGroup = '';               // pages share an engine only with pages of the same group (connect)
+const theDedicated = (note = '') => { needWebGPU(); dedicated ??= workerConnection('dedicated', note); return dedicated; };
+const theDownloader = () => (downloader ??= workerConnection('download', '', 'bitweb-download'));
+
+// The shared engine, or (where this browser cannot share one) the dedicated worker, saying why.
+function theShared() {
+  shared ??= (async () => {
+    needWebGPU();
+    const fallback = (why) => (dedicated ? Object.assign(dedicated, { note: why }) : theDedicated(why));
+    if (typeof SharedWorker === 'undefined') return fallback('this browser has no SharedWorker (Chrome on Android, older browsers): this page has an engine of its own');
+    if (!navigator.locks?.request) return fallback('this browser has no Web Locks (navigator.locks): this page has an engine of its own');
+    const c = new Connection('shared');
+    let sw;
+    try {
+      sw = new SharedWorker(new URL('./shared.mjs', import.meta.url), { type: 'module', name: `bitweb-shared ${shareGroup}`.trim() });
+    } catch (e) {
+      return fallback(`the shared worker could not start (${e.message}): this page has an engine of its own`);
+    }
+    c.post = (m) => sw.port.postMessage(m);
+    sw.port.onmessage = ({ data }) => c.onMessage(data);
+    sw.onerror = (e) => { e.preventDefault?.(); c.failAll(`the shared bitweb worker failed: ${e.message || 'it could not start'}`); };
+    sw.port.start();
+    // a Web Lock held while this page lives: the shared worker knows when the page is gone
+    const lock = `bitweb-page-${crypto.randomUUID()}`;
+    await new Promise((granted) => navigator.locks.request(lock, () => { granted(); return new Promise(() => {}); }));
+    let v;
+    try {
+      v = await call('connect', { lock }, {}, c);
+    } catch (e) {
+      return fallback(`the shared worker failed (${e.message}): this page has an engine of its own`);
+    }
+    if (!v.gpu) {
+      sw.port.close();
+      return fallback('this browser has no WebGPU in shared workers: this page has an engine of its own');
+    }
+    c.pages = v.pages;
+    return c;
+  })();
+  return shared;
+}
+
+// The connection of a call that names no engine: the shared engine's once this page asked to share.
+const current = () => (preferShared ? theShared() : theDedicated());
+
+/**
+ * Which engine host this page's calls use: its own dedicated worker (default), or, with share: true,
+ * the one engine host of every page of this origin (a SharedWorker), where this browser has one with
+ * WebGPU (else the dedicated worker, saying why). bitweb.load(source, {share: true}) does the same.
+ * `group`: pages share an engine only with pages that name the same group (the app names the version
+ * of itself its service worker serves it, so that two versions of the app never share one engine).
+ * @returns {Promise<{shared: boolean, note: string, pages: number}>}
+ */
+export async function connect({ share = false, group = '' } = {}) {
+  if (typeof group !== 'string') throw settingsError('group', 'must be a string');
+  if (share && !shared) shareGroup = group;
+  if (share) preferShared = true;
+  const c = await current();
+  return { shared: c.kind === 'shared', note: c.note, pages: c.pages };
 }
 
 const extraOf = (err) => Object.fromEntries(Object.entries(err).filter(([k]) => k !== 'kind' && k !== 'message'));
@@ -248,28 +341,22 @@ function progressOf(m) {
   return p;
 }
 
-function call(op, body = {}, { signal, onProgress, onText, onToolCall } = {}) {
+async function call(op, body = {}, { signal, onProgress, onText, onToolCall } = {}, conn = null) {
   const why = requestProblem({ op, ...body });        // (web/protocol.mjs: what the worker takes)
   if (why) throw error('internal', why);
-  const w = theWorker();
+  const c = conn || await current();
   const id = nextId++;
   return new Promise((resolve, reject) => {
     let onAbort = null;
     const done = (fn) => (v) => { if (onAbort) signal.removeEventListener('abort', onAbort); fn(v); };
-    calls.set(id, { resolve: done(resolve), reject: done(reject), onProgress, onText, onToolCall });
+    calls.set(id, { resolve: done(resolve), reject: done(reject), onProgress, onText, onToolCall, conn: c });
     if (signal) {
-      onAbort = () => w.postMessage({ id: nextId++, op: 'abort', target: id });
+      onAbort = () => c.post({ id: nextId++, op: 'abort', target: id });
       signal.addEventListener('abort', onAbort, { once: true });
     }
-    w.postMessage({ id, op, ...body });
+    c.post({ id, op, ...body });
+    if (signal?.aborted) onAbort();                  // (aborted while the connection was found)
   });
-}
-
-function deviceLost(m) {
-  for (const eid of m.engines) {
-    const e = live.get(eid);
-    if (e) { live.delete(eid); e._lose(m.message); }
-  }
 }
 
 // ------------------------------------------------------------------ loading
@@ -311,18 +398,45 @@ export async function load(source, options = {}) {
   const { signal, onProgress } = options;
   if (signal?.aborted) throw error('aborted', 'the load was aborted before it started');
   const opts = loadOptions({ ...options, maskFeatures: options.maskFeatures?.length ? [...options.maskFeatures] : null });
+  if (options.share) preferShared = true;
+  const conn = options.share ? await theShared() : options.share === false ? theDedicated() : await current();
   const entry = src.url ? entryForUrl(src.url) : null;
   if (entry) {                                  // a catalogue model that cannot fit is not downloaded
-    const f = await checkFit(entry, opts);
+    const f = await checkFit(entry, opts, conn);
     if (f.verdict === 'no' && !f.cached) throw error(FIT_KINDS[f.limit] || 'limits', `${entry.name} ${f.text} (checked before downloading it)`);
   }
-  const v = await call('load', { source: src, options: opts }, { signal, onProgress });
+  const body = { source: src, options: opts };
+  let v = await call('load', body, { signal, onProgress }, conn);
+  if (v.needsCache) {                           // the shared engine reads the cache only: this page's download worker fills it
+    const epoch = () => performance.timeOrigin + performance.now();
+    const d0 = epoch();
+    const [d] = await Promise.all([    // (Python boots in the shared worker meanwhile: its progress too)
+      call('cache-add', { source: src, options: { download: opts.download } }, { signal, onProgress }, theDownloader()),
+      call('boot', {}, { onProgress }, conn)]);
+    const d1 = epoch();
+    v = await call('load', body, { signal, onProgress }, conn);
+    if (v.needsCache) throw error('storage', `${src.url} was downloaded but the shared engine does not find it in the browser cache`);
+    // the download is a stage of this load (whole before the load reads it: no upload while it goes on)
+    Object.assign(v.load.stages, { download: [d0, d1], ready: [d0, v.load.stages.ready[1]] });
+    if (!d.cached) v.load.download = { resumedFrom: d.resumedFrom, retries: d.retries, notes: d.notes, sha256: d.sha256 };
+  }
+  if (conn.kind === 'shared' && src.file && opts.cache !== false) {   // (the shared engine does not write the cache)
+    try {
+      await call('cache-add', { source: src, options: { download: null } }, { onProgress }, theDownloader());
+    } catch (e) {
+      v.cacheError = e.message;                 // the model works; it is just not cached
+    }
+  }
   v.load.catalogueDiff = entry ? headerDiff(entry, v.info) : [];      // the header wins; the difference is logged
   if (v.load.catalogueDiff.length) console.warn(`bitweb: ${entry.name} loaded by its header, which differs from the catalogue:`, v.load.catalogueDiff);
-  const engine = new Engine(v);
-  live.set(v.engine, engine);
+  const engine = new Engine(v, conn, !!options.share);
+  conn.live.set(v.engine, engine);
   return engine;
 }
+
+// OpenAI's usage, with the prompt tokens whose KV came from the engine's cache (the longest prefix
+// this engine had computed already: earlier turns, a regenerated reply, a conversation switched back to).
+const usageOf = (v) => ({ ...v.usage, prompt_tokens_details: { cached_tokens: v.timing?.cached_tokens ?? 0 } });
 
 let completionN = 0;
 const completionId = () => `chatcmpl-${Date.now().toString(36)}${(completionN++).toString(36)}`;
@@ -338,8 +452,11 @@ function pageTimes(stages) {
 }
 
 export class Engine {
-  constructor(v) {
+  constructor(v, conn, askedToShare = false) {
     this.id = v.engine;
+    this._conn = conn;
+    this._sharedBy = v.sharedBy ?? 1;
+    const engine = this;
     const i = v.info;
     v.load.stages = pageTimes(v.load.stages);
     /** What was loaded: the model, the GPU adapter and the load's own figures. */
@@ -350,6 +467,8 @@ export class Engine {
       heads: i.n_head, kvHeads: i.n_head_kv, ffn: i.n_ff, tied: i.tied,
       activations: v.load.activations, kvCache: v.load.kv_cache, thinking: !!i.thinking, thinkingDefault: !!i.thinking_default,
       adapter: v.adapter, features: v.adapter.features, load: v.load, cacheError: v.cacheError || null,
+      shared: conn.kind === 'shared', sharedNote: askedToShare || conn.kind === 'shared' ? conn.note : '',
+      get sharedBy() { return engine._sharedBy; },
     });
     this._state = 'ready';
     this._lostMessage = null;
@@ -357,7 +476,6 @@ export class Engine {
     /** Resolves with a message when the GPU device is lost (the engine is then gone). */
     this.lost = new Promise((r) => { lose = r; });
     this._lose = (message) => { this._state = 'lost'; this._lostMessage = message; lose(message); };
-    const engine = this;
     this.chat = { completions: { create: (request) => engine._create(request) } };
   }
 
@@ -379,15 +497,15 @@ export class Engine {
     let request;
     if (typeof input === 'string') request = { text: input };
     else request = { ...checkRequest({ messages: input, tools }), enable_thinking };
-    return (await call('tokenize', { engine: this.id, request })).ids;
+    return (await call('tokenize', { engine: this.id, request }, {}, this._conn)).ids;
   }
 
   /** Free the engine's GPU buffers. Later calls on it fail with kind "unloaded". */
   async unload() {
     if (this._state !== 'ready') return;
     this._state = 'unloaded';
-    live.delete(this.id);
-    await call('unload', { engine: this.id });
+    this._conn.live.delete(this.id);
+    await call('unload', { engine: this.id }, {}, this._conn);
   }
 
   async _create(request) {
@@ -397,11 +515,11 @@ export class Engine {
     if (signal?.aborted) throw error('aborted', 'the request was aborted before it started');
     const id = completionId(), created = Math.floor(Date.now() / 1000), model = this.info.name;
     if (!request.stream) {
-      const v = await call('generate', { engine: this.id, request: req }, { signal });
+      const v = await call('generate', { engine: this.id, request: req }, { signal }, this._conn);
       const message = { role: 'assistant', content: v.text };
       if (v.tool_calls) Object.assign(message, { content: v.text || null, tool_calls: v.tool_calls });
       return { id, object: 'chat.completion', created, model,
-        choices: [{ index: 0, message, finish_reason: v.finish_reason }], usage: v.usage, timing: v.timing };
+        choices: [{ index: 0, message, finish_reason: v.finish_reason }], usage: usageOf(v), timing: v.timing };
     }
     return stream(this, req, signal, { id, created, model });
   }
@@ -424,8 +542,8 @@ function stream(engine, req, signal, head) {
     onToolCall: (m) => delta({ tool_calls: [m.call_id
       ? { index: m.index, id: m.call_id, type: 'function', function: { name: m.name, arguments: '' } }
       : { index: m.index, function: { arguments: m.arguments } }] }),
-  }).then((v) => {
-    push(chunk(first ? { role: 'assistant', content: '' } : {}, v.finish_reason, { usage: v.usage, timing: v.timing }));
+  }, engine._conn).then((v) => {
+    push(chunk(first ? { role: 'assistant', content: '' } : {}, v.finish_reason, { usage: usageOf(v), timing: v.timing }));
     finished = true; wake?.();
   }, (e) => { failure = e; finished = true; wake?.(); });
   return {
@@ -470,7 +588,8 @@ export const cache = {
       : source && typeof source.url === 'string' ? urlSource(source.url, source.sha256, source.size) : null;
     if (!src) throw settingsError('source', 'must be a URL or {url, sha256?, size?}');
     if (signal?.aborted) throw error('aborted', 'the download was aborted before it started');
-    return call('download', { source: src, options: { download: download || null } }, { signal, onProgress });
+    const conn = preferShared ? theDownloader() : null;     // (a shared worker cannot write the cache)
+    return call('download', { source: src, options: { download: download || null } }, { signal, onProgress }, conn);
   },
   /** Storage figures: {usage, quota, persisted} (bytes; null when the browser does not say). */
   async estimate() { const v = await call('cache-list'); return { usage: v.usage, quota: v.quota, persisted: v.persisted }; },
@@ -480,7 +599,8 @@ export const cache = {
   async persist() { return navigator.storage?.persist ? navigator.storage.persist() : false; },
 };
 
-/** Diagnostics: {wasm_bytes, live_buffers, live_bytes, engines} of the worker (live_*: GPU buffers alive). */
+/** Diagnostics: {wasm_bytes, live_buffers, live_bytes, engines} of the worker (live_*: GPU buffers alive);
+ *  a shared engine's add `shared`: {page (this page's number), pages, engines, queued, running, served, hold}. */
 export async function stats() { return call('stats'); }
 
 /** performance.now() when the worker last said anything (null: not started). While a request runs
@@ -491,4 +611,6 @@ export function lastHeard() { return heard; }
 export const debug = {
   /** Destroy the GPU device as if the GPU went away: every engine's `lost` resolves. */
   async loseDevice() { await call('debug-lose-device'); },
+  /** A shared engine: hold (true) or go on starting (false) the queued generations of every page. */
+  async hold(on) { await call('debug-hold', { hold: !!on }); },
 };

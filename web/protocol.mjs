@@ -15,10 +15,23 @@ export const REQUESTS = Object.freeze({
   // across tabs: models.mjs) | {file: Blob, name?} (a local file, copied into the cache after) |
   // {cached: name}. options: the load options by the library's names (OPTIONS.load, checked by
   // bitweb.mjs and again by the worker's Python: bitweb.options check_load).
-  // -> result {engine, info, adapter, load, name, cacheError?}
+  // -> result {engine, info, adapter, load, name, cacheError?, sharedBy?}; a shared engine (web/shared.mjs)
+  // answers {needsCache: true} for a URL it cannot read from the cache (the page then sends cache-add to
+  // its download worker, and load again), and attaches a page to an engine of the same source and
+  // options that another page loaded (load.attached: true; nothing downloaded or uploaded).
   load: { source: 'the model: {url, sha256?, size?} | {file, name?} | {cached}', options: 'load options (OPTIONS.load)' },
   // into the cache without loading -> result {name, size, cached, resumedFrom, retries, notes, sha256}
   download: { source: '{url, sha256?, size?, name?}', options: '{download}' },
+  // a download committed into the cache without loading it, or a local file the shared engine loaded
+  // copied there -> result {name, cached, resumedFrom?, ...}
+  'cache-add': { source: '{url, sha256?, size?, name?} | {file, name?}', options: '{download}' },
+  // Python booted (or booting): boot progress while it boots -> result {from, ms, ...} (how it booted)
+  boot: {},
+  // the first request of a page to a shared engine: the Web Lock it holds while it lives (released when
+  // it closes or crashes: its requests are then dropped) -> result {shared, pages, gpu}
+  connect: { lock: 'a Web Lock name held by the page' },
+  // test hook of a shared engine: hold (true) or resume (false) starting queued generations -> result null
+  'debug-hold': { hold: 'true or false' },
   // request: the create() body (messages, settings, stop, response_format, grammar, tools,
   // tool_choice, parallel_tool_calls, enable_thinking) -> text and tool_call messages, then result
   // {text, tool_calls?, finish_reason, context, usage, timing}
@@ -33,7 +46,7 @@ export const REQUESTS = Object.freeze({
   //    usage, quota, persisted}
   'cache-list': {},
   'cache-delete': { name: 'a cached model' },       // -> result {removed, ...cache-list}
-  stats: {},                                         // -> result {wasm_bytes, live_buffers, live_bytes, engines, boot}
+  stats: {},                                         // -> result {wasm_bytes, live_buffers, live_bytes, engines, boot, shared?}
   'debug-lose-device': {},                           // test hook: destroy the GPU device -> result null
 });
 
@@ -50,6 +63,8 @@ export const MESSAGES = Object.freeze({
   tool_call: { id: 'request id', index: 'the call', 'call_id?': 'its id', 'name?': 'the function', 'arguments?': 'JSON text' },
   // every engine on the device is gone
   'device-lost': { id: 'null', engines: '[engine ids]', message: 'why' },
+  // a shared engine's pages: how many are connected, and how many use each engine (engine.info.sharedBy)
+  shared: { id: 'null', pages: 'pages connected', engines: '{engine id: pages using it}' },
   // every HEARTBEAT_MS while a request runs: the worker's thread is not stuck (bitweb.mjs lastHeard)
   alive: {},
 });

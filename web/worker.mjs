@@ -14,11 +14,21 @@ import * as models from './models.mjs';
 import * as gpu from './gpu.mjs';
 import { REQUESTS, messageProblem, requestProblem } from './protocol.mjs';
 
+// Where this worker's messages go: the page (a dedicated worker), or the shared host's router
+// (web/shared.mjs, which runs this module in a SharedWorker for every tab: setOutlet).
+let outlet = (m) => self.postMessage(m);
+export function setOutlet(fn) { outlet = fn; }
 const post = (m) => {
   const why = messageProblem(m);
   if (why) throw new Error(`bitweb worker: ${why}`);       // (a message bitweb.mjs would not know)
-  self.postMessage(m);
+  outlet(m);
 };
+// A shared worker has no OPFS sync access handles (Chromium 156: createSyncAccessHandle is only in
+// dedicated workers), so there the cache is read, never written: a page's download worker writes it
+// (bitweb.mjs, request cache-add).
+export const CAN_WRITE_CACHE = typeof FileSystemFileHandle !== 'undefined' && 'createSyncAccessHandle' in FileSystemFileHandle.prototype;
+// A page's download worker (name DOWNLOAD_ONLY) boots no Python: it only writes the model cache.
+const DOWNLOAD_ONLY = 'bitweb-download';
 self.bitwebPost = (json) => post(JSON.parse(json));
 
 let app = null;         // bitweb.webapp.WebApp (a PyProxy)
@@ -60,7 +70,7 @@ function python(id) {
   }
   return booting;
 }
-python(null).catch(() => {});       // (a failed boot is reported to each request that needs Python)
+if (self.name !== DOWNLOAD_ONLY) python(null).catch(() => {});   // (a failed boot is reported to each request that needs Python)
 
 // The wasm linear memory behind Pyodide (it never shrinks: its size shows the peak).
 function findMemory(py) {
@@ -118,8 +128,10 @@ async function bytesOf(id, src, opts, signal, times) {
   if (src.url) {
     const url = new URL(src.url, self.location.href).href;
     const name = src.name || models.nameFrom(url);
-    if (opts.cache === false || !models.hasCache()) {
-      const why = models.hasCache() ? 'not cached' : 'this browser has no OPFS: not cached';
+    const readOnly = !CAN_WRITE_CACHE && !(await models.entry(name).catch(() => null));
+    if (opts.cache === false || !models.hasCache() || readOnly) {
+      const why = !models.hasCache() ? 'this browser has no OPFS: not cached'
+        : readOnly ? 'a shared worker cannot write the cache: not cached' : 'not cached';
       return { file: await models.fetchBlob(url, timed('download', `Downloading ${name} (${why})`), signal), name };
     }
     const r = await models.fromUrl(url, name, timed('download', 'Downloading ' + name), signal, true, downloadOptions(src, opts));
@@ -129,7 +141,7 @@ async function bytesOf(id, src, opts, signal, times) {
   if (src.file) {
     const name = models.nameFrom(src.name || src.file.name || 'model.gguf');
     let copy = null;
-    if (opts.cache !== false && models.hasCache()) {
+    if (opts.cache !== false && models.hasCache() && CAN_WRITE_CACHE) {
       copy = models.saveFile(src.file, name, timed('cache', `Saving ${name} in the browser cache`), true);
       copy.catch(() => {});
     }
@@ -179,6 +191,26 @@ async function downloadOnly(id, msg) {
   const name = src.name || models.nameFrom(url);
   return models.fetchToCache(url, name, stage(id, 'download', 'Downloading ' + name), controllers.get(id).signal,
     downloadOptions(src, msg.options));
+}
+
+// A download into the cache, committed there without loading it (for a shared engine, which cannot
+// write the cache itself: web/shared.mjs asks the page to run this in its download worker first).
+async function cacheAdd(id, msg) {
+  const src = msg.source || {};
+  if (src.file) {                               // a local file the shared engine has loaded
+    const name = models.nameFrom(src.name || src.file.name || 'model.gguf');
+    const copy = await models.saveFile(src.file, name, stage(id, 'cache', `Saving ${name} in the browser cache`));
+    await copy.commit();
+    return { name, cached: false };
+  }
+  if (!src.url) throw new models.ModelsError('settings', 'cache-add: source must be {url} or {file}');
+  const url = new URL(src.url, self.location.href).href;
+  const name = src.name || models.nameFrom(url);
+  const r = await models.fromUrl(url, name, stage(id, 'download', 'Downloading ' + name), controllers.get(id).signal, false,
+    downloadOptions(src, msg.options));
+  if (r.cached) { r.file.close?.(); return { name, cached: true }; }
+  const d = await r.pending.commit();
+  return { name, cached: false, resumedFrom: d.resumedFrom, retries: d.attempts, notes: d.notes, sha256: d.sha256 };
 }
 
 async function load(id, msg) {
@@ -267,6 +299,11 @@ function perEngine(eid, fn) {
 const HANDLERS = {
   load: (id, msg) => load(id, msg),
   download: (id, msg) => downloadOnly(id, msg),
+  'cache-add': (id, msg) => cacheAdd(id, msg),
+  boot: async (id) => { await python(id); return boot.info; },
+  // a page of a dedicated worker: the engine is its own (web/shared.mjs answers these for a shared one)
+  connect: () => ({ shared: false, pages: 1, gpu: !!navigator.gpu }),
+  'debug-hold': () => { throw new models.ModelsError('settings', 'debug-hold: only a shared engine (share: true) queues across pages'); },
   generate: (id, msg) => perEngine(msg.engine, async () => {
     const py = await python(id);
     return unwrap(await py.generate(id, msg.engine, JSON.stringify(msg.request)));
@@ -289,7 +326,8 @@ async function handle(msg) {
   return HANDLERS[msg.op](msg.id, msg);
 }
 
-self.onmessage = ({ data: msg }) => {
+/** One request of the protocol: its messages and its one result or error go through the outlet. */
+export function serve(msg) {
   if (msg.op === 'abort') {
     controllers.get(msg.target)?.abort();
     if (app) app.abort(msg.target);
@@ -304,7 +342,13 @@ self.onmessage = ({ data: msg }) => {
     controllers.delete(msg.id);
     if (app) app.forget(msg.id);
   });
-};
+}
+/** Ids of the requests in flight (the shared host's heartbeat goes to the pages that wait on one). */
+export const inFlight = () => [...controllers.keys()];
+
+if (typeof DedicatedWorkerGlobalScope !== 'undefined' && self instanceof DedicatedWorkerGlobalScope) {
+  self.onmessage = ({ data: msg }) => serve(msg);
+}
 
 const HEARTBEAT_MS = 5000;
 setInterval(() => { if (controllers.size) post({ type: 'alive' }); }, HEARTBEAT_MS);

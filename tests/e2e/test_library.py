@@ -74,7 +74,8 @@ def test_abort_a_stream_mid_way_then_complete_one(page, want):
     assert full["choices"][0]["message"] == {"role": "assistant", "content": want["text"]}
     assert full["choices"][0]["finish_reason"] == "stop"
     assert full["usage"] == {"prompt_tokens": len(want["prompt_ids"]), "completion_tokens": len(want["ids"]),
-                             "total_tokens": len(want["prompt_ids"]) + len(want["ids"])}
+                             "total_tokens": len(want["prompt_ids"]) + len(want["ids"]),
+                             "prompt_tokens_details": {"cached_tokens": full["timing"]["cached_tokens"]}}
     assert full["timing"]["ttft_ms"] > 0
     # right after the load the prefill kernels are still compiling on SwiftShader (the prompt goes
     # token by token through the decode plan) or done (the prefill plan): the same reply either way
@@ -127,6 +128,7 @@ def test_stop_strings_length_and_kv_reuse(page, want):
     assert got["short"]["choices"][0]["finish_reason"] == "length" and got["short"]["usage"]["completion_tokens"] == 3
     t = got["again"]["timing"]                                      # the second turn reused the first's KV cache
     assert t["cached_tokens"] >= len(want["prompt_ids"]) and t["prefill_tokens"] < got["again"]["usage"]["prompt_tokens"]
+    assert got["again"]["usage"]["prompt_tokens_details"] == {"cached_tokens": t["cached_tokens"]}   # (OpenAI's field)
     assert got["ids"] == want["prompt_ids"]                          # tokenize(messages) = the prompt the CLI runs
     info = got["info"]
     assert info["name"] == "bitweb-chat-i2_s.gguf" and info["architecture"] == "bitnet-b1.58"

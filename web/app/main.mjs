@@ -8,6 +8,7 @@
 // chatview.onChatActions, models.onCacheChange).
 import * as bitweb from '../bitweb.mjs';
 import * as store from './store.mjs';
+import * as offline from '../offline.mjs';
 import { $ } from './util.mjs';
 import { ADDRESS, params, state, stopReply } from './state.mjs';
 import { checkFields, contextProblem, restoreSettings, saveSettings, saveThinkingChoice, showOptions } from './settings.mjs';
@@ -102,6 +103,12 @@ async function boot() {
     updatePhase();
     return;
   }
+  // one engine for every tab of the site (a SharedWorker; ?share=0: this tab's own): a second tab
+  // attaches to the model the first one loaded (bitweb.connect / load share, web/shared.mjs); only
+  // tabs of one version of the app (as its service worker serves it: web/sw.js pins) share one
+  const sw = await offline.status().catch(() => null);
+  const group = sw ? `${sw.pin}:${sw.version}` : '';
+  await bitweb.connect({ share: params.get('share') !== '0', group }).catch((e) => console.warn('bitweb: no shared engine:', e));
   refreshCache();
   let source = ADDRESS.defaultSource, fallback = false;
   try {

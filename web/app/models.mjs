@@ -133,6 +133,9 @@ function showModel(engine) {
       ? `${i.load.catalogueDiff.map((d) => `${d.fact} ${d.header} (catalogue: ${d.catalogue})`).join(', ')}; loaded as its header says` : null],
     ['Weights', i.weights], ['Activations', i.activations],
     ['KV cache', i.kvCache ? `${i.kvCache}, ${mb(i.load.kv_cache_bytes)}` : null],
+    // one engine for every tab of the site (bitweb.load share: true), or this tab's own and why
+    ['Engine', i.shared ? `shared by the tabs of this site${i.load.attached ? ' (loaded by another tab)' : ''}`
+      : i.sharedNote || 'this tab\'s own'],
   ]);
   const a = i.adapter, L = a.limits || {};
   // a CPU rasteriser (SwiftShader, llvmpipe, a fallback adapter): said as text, next to the message box

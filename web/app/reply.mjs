@@ -89,6 +89,7 @@ async function reply() {
     'Time to first token': sec(timing.ttft_ms),
     'Tokens/s (decode)': timing.decode_tok_s != null ? timing.decode_tok_s.toFixed(2) : '–',
     'Prefill tokens/s': timing.prefill_tok_s != null ? `${timing.prefill_tok_s.toFixed(1)} (${timing.prefill_tokens} tokens)` : '–',
+    'Prompt tokens from the cache': usage?.prompt_tokens_details?.cached_tokens ?? '–',
     Tokens: usage.completion_tokens, Finish: finish,
   });
   announce(m);
