@@ -196,7 +196,7 @@ def library(tmp_path_factory):
     spec.loader.exec_module(bw)
     tmp = tmp_path_factory.mktemp("lib")
     (tmp / "web").mkdir()
-    for name in ("bitweb.mjs", "catalogue.mjs", "catalogue.json", "protocol.mjs"):   # the library and what it imports
+    for name in ("bitweb.mjs", "catalogue.mjs", "catalogue.json", "protocol.mjs", "errors.mjs", "connection.mjs"):   # the library and what it imports
         shutil.copy(ROOT / "web" / name, tmp / "web" / name)
     bw.write_options(tmp / "build" / "web" / "options.json")
     p = subprocess.run(["node", "--no-warnings", "--input-type=module", "-e", LIBRARY_JS, str(tmp / "web" / "bitweb.mjs"),
@@ -259,7 +259,7 @@ def test_the_types_spell_the_table():
     assert lines == [] or all("pack2x16float" in ln for ln in lines), lines      # (info.kvCache: the variant)
 
 
-BROWSER_READERS = ["web/bitweb.mjs", "web/index.html", *sorted(p.relative_to(ROOT).as_posix()
+BROWSER_READERS = ["web/bitweb.mjs", "web/connection.mjs", "web/index.html", *sorted(p.relative_to(ROOT).as_posix()
                                                             for p in (ROOT / "web" / "app").glob("*.mjs"))]
 
 

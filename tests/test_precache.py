@@ -26,7 +26,8 @@ def test_precache_lists_the_page_its_modules_and_what_the_worker_fetches():
     bw = build_web()
     man = bw.write_precache(ROOT)                    # (written only when it changed)
     paths = [f["path"] for f in man["files"]]
-    for want in ("web/index.html", "web/app/main.mjs", "web/app/models.mjs", "web/bitweb.mjs", "web/worker.mjs", "web/py.mjs", "web/gpu.mjs",
+    for want in ("web/index.html", "web/app/main.mjs", "web/app/models.mjs", "web/bitweb.mjs", "web/connection.mjs", "web/errors.mjs",
+                 "web/shared.mjs", "web/worker.mjs", "web/py.mjs", "web/gpu.mjs",
                  "web/models.mjs", "web/offline.mjs", "web/style.css", "web/models/bitweb-chat-i2_s.gguf",
                  "build/web/bitweb.zip", "node_modules/pyodide/pyodide.mjs", "node_modules/pyodide/pyodide.asm.wasm",
                  "node_modules/pyodide/python_stdlib.zip", "node_modules/pyodide/pyodide-lock.json"):

@@ -101,7 +101,7 @@ def test_the_worker_handles_every_request_and_no_other(table):
 
 
 def test_the_library_sends_requests_of_the_table(table):
-    src = (ROOT / "web" / "bitweb.mjs").read_text(encoding="utf-8")
+    src = "".join((ROOT / "web" / f).read_text(encoding="utf-8") for f in ("bitweb.mjs", "connection.mjs"))
     sent = set(re.findall(r"\bcall\('([^']+)'", src))
     assert sent and sent <= set(table["requests"]), sent - set(table["requests"])
     assert "op: 'abort', target" in src                        # (abort goes out beside call())

@@ -5,20 +5,23 @@
 //   const stream = await engine.chat.completions.create({ messages: [{ role: 'user', content: 'Hello!' }], stream: true });
 //   for await (const chunk of stream) out.textContent += chunk.choices[0].delta.content ?? '';
 //
-// The engine runs in a Web Worker (worker.mjs: Pyodide + WebGPU); this module only talks to it. With
-// load(source, {share: true}) (or connect({share: true})) it runs once for all pages of the origin, in a
-// SharedWorker (shared.mjs), where the browser has one with WebGPU.
+// The engine runs in a Web Worker (worker.mjs: Pyodide + WebGPU); this module only talks to it, through
+// connection.mjs. With load(source, {share: true}) (or connect({share: true})) it runs once for all pages
+// of the origin, in a SharedWorker (shared.mjs), where the browser has one with WebGPU.
 // Types: bitweb.d.ts. Errors: BitwebError with a `kind` (README, "Errors"). The options and their
 // bounds come from bitweb's one table of them (pyapp/bitweb/options.py), as tools/build_web.py
 // writes it beside the Python archive.
 import OPTIONS_DATA from '../build/web/options.json' with { type: 'json' };
 
 import { models, fit, resolveUrl, entryForUrl, headerDiff } from './catalogue.mjs';
-import { requestProblem } from './protocol.mjs';
+import { ERROR_KINDS, BitwebError, errors, error, settingsError } from './errors.mjs';
+import { call, connect, hostFor, theDownloader, cacheWriter, lastHeard } from './connection.mjs';
 
 export const DEFAULT_MODEL = new URL('./models/bitweb-chat-i2_s.gguf', import.meta.url).href;
 /** The model catalogue (web/catalogue.json), its fit check and the addresses people paste (web/catalogue.mjs). */
 export { models, fit, resolveUrl };
+/** Which engine host this page's calls use (web/connection.mjs); when its worker last said anything. */
+export { connect, lastHeard };
 
 let adapterLimits = null;
 /**
@@ -44,35 +47,8 @@ export async function checkFit(entry, { capLimits = null, gpuMemory = null } = {
 }
 const FIT_KINDS = { 'browser storage': 'storage', 'GPU memory': 'out-of-memory' };
 
-/** Every error kind this library reports (README, "Errors"). */
-export const ERROR_KINDS = Object.freeze([
-  'no-webgpu', 'limits', 'format', 'unsupported', 'download', 'cors', 'storage', 'device-lost',
-  'out-of-memory', 'no-room', 'context', 'settings', 'aborted', 'unloaded', 'busy', 'gpu', 'internal',
-]);
-
-export class BitwebError extends Error {
-  /** @param {string} kind @param {string} message @param {object} [extra] */
-  constructor(kind, message, extra = {}) {
-    super(message);
-    this.name = 'BitwebError';
-    this.kind = kind;
-    Object.assign(this, extra);
-  }
-}
-const CLASS_NAMES = {
-  'no-webgpu': 'NoWebGPUError', limits: 'LimitsError', format: 'FormatError', unsupported: 'UnsupportedError',
-  download: 'DownloadError', cors: 'CorsError', storage: 'StorageError', 'device-lost': 'DeviceLostError',
-  'out-of-memory': 'OutOfMemoryError', 'no-room': 'NoRoomError', context: 'ContextError', settings: 'SettingsError',
-  aborted: 'AbortedError', unloaded: 'UnloadedError', busy: 'BusyError', gpu: 'GPUError', internal: 'InternalError',
-};
-/** One Error subclass per kind: `errors.context`, `errors['no-webgpu']` ... (all extend BitwebError). */
-export const errors = Object.fromEntries(ERROR_KINDS.map((kind) => {
-  const cls = class extends BitwebError { constructor(message, extra) { super(kind, message, extra); this.name = CLASS_NAMES[kind]; } };
-  Object.defineProperty(cls, 'name', { value: CLASS_NAMES[kind] });
-  return [kind, cls];
-}));
-const error = (kind, message, extra) => new (errors[kind] || errors.internal)(message, extra);
-const settingsError = (field, message) => error('settings', `${field}: ${message}`, { field });
+/** The errors by kind (web/errors.mjs): ERROR_KINDS, BitwebError and one subclass per kind. */
+export { ERROR_KINDS, BitwebError, errors };
 
 // ------------------------------------------------------------------ checks (also done in Python)
 const deepFreeze = (o) => { if (o && typeof o === 'object') { Object.values(o).forEach(deepFreeze); Object.freeze(o); } return o; };
@@ -206,159 +182,6 @@ function checkRequest(r) {
   return out;
 }
 
-// ------------------------------------------------------------------ the worker
-// A connection: the page's own dedicated worker (web/worker.mjs), the origin's shared engine (a
-// SharedWorker, web/shared.mjs: share: true), or the download worker that writes the model cache for
-// the shared engine (a dedicated worker.mjs that boots no Python). Each has its engines (`live`).
-let heard = null;                  // performance.now() of a worker's last message (lastHeard)
-let nextId = 1;
-const calls = new Map();           // id -> {resolve, reject, onProgress, onText, onToolCall, conn}
-
-class Connection {
-  constructor(kind, note = '') {
-    this.kind = kind;              // 'dedicated' | 'shared' | 'download'
-    this.note = note;              // why a page that asked to share has a dedicated worker ('' otherwise)
-    this.live = new Map();         // engine id -> Engine
-    this.pages = 1;                // pages connected to the shared engine
-    this.post = null;
-  }
-  onMessage(m) {
-    heard = performance.now();
-    if (m.type === 'device-lost') return this.deviceLost(m);
-    if (m.type === 'shared') {
-      this.pages = m.pages;
-      for (const [eid, n] of Object.entries(m.engines)) { const e = this.live.get(Number(eid)); if (e) e._sharedBy = n; }
-      return;
-    }
-    const c = calls.get(m.id);
-    if (!c) return;
-    if (m.type === 'progress') c.onProgress?.(progressOf(m));
-    else if (m.type === 'text') c.onText?.(m.text);
-    else if (m.type === 'tool_call') c.onToolCall?.(m);
-    else {
-      calls.delete(m.id);
-      if (m.type === 'result') c.resolve(m.value);
-      else c.reject(error(m.error.kind, m.error.message, extraOf(m.error)));
-    }
-  }
-  failAll(why) {
-    for (const [id, c] of calls) if (c.conn === this) { calls.delete(id); c.reject(error('internal', why)); }
-  }
-  deviceLost(m) {
-    for (const eid of m.engines) {
-      const e = this.live.get(eid);
-      if (e) { this.live.delete(eid); e._lose(m.message); }
-    }
-  }
-}
-
-function needWebGPU() {
-  if (!('gpu' in navigator)) {
-    throw error('no-webgpu', globalThis.isSecureContext === false
-      ? `this page is not a secure context (${location.origin}), so WebGPU is off: serve it from https, http://localhost or http://127.0.0.1`
-      : 'this browser does not expose WebGPU (navigator.gpu is missing)');
-  }
-}
-
-function workerConnection(kind, note = '', name = undefined) {
-  const c = new Connection(kind, note);
-  const w = new Worker(new URL('./worker.mjs', import.meta.url), { type: 'module', ...(name ? { name } : {}) });
-  c.post = (m) => w.postMessage(m);
-  w.onmessage = ({ data }) => c.onMessage(data);
-  w.onerror = (e) => {
-    e.preventDefault?.();
-    c.failAll(`the bitweb worker failed: ${e.message || 'it could not start'}` + (e.filename ? ` (${e.filename}:${e.lineno})` : ''));
-  };
-  return c;
-}
-
-let dedicated = null, downloader = null, shared = null;     // (shared: a Promise of a Connection)
-let preferShared = false;
-let shareGroup = '';               // pages share an engine only with pages of the same group (connect)
-const theDedicated = (note = '') => { needWebGPU(); dedicated ??= workerConnection('dedicated', note); return dedicated; };
-const theDownloader = () => (downloader ??= workerConnection('download', '', 'bitweb-download'));
-
-// The shared engine, or (where this browser cannot share one) the dedicated worker, saying why.
-function theShared() {
-  shared ??= (async () => {
-    needWebGPU();
-    const fallback = (why) => (dedicated ? Object.assign(dedicated, { note: why }) : theDedicated(why));
-    if (typeof SharedWorker === 'undefined') return fallback('this browser has no SharedWorker (Chrome on Android, older browsers): this page has an engine of its own');
-    if (!navigator.locks?.request) return fallback('this browser has no Web Locks (navigator.locks): this page has an engine of its own');
-    const c = new Connection('shared');
-    let sw;
-    try {
-      sw = new SharedWorker(new URL('./shared.mjs', import.meta.url), { type: 'module', name: `bitweb-shared ${shareGroup}`.trim() });
-    } catch (e) {
-      return fallback(`the shared worker could not start (${e.message}): this page has an engine of its own`);
-    }
-    c.post = (m) => sw.port.postMessage(m);
-    sw.port.onmessage = ({ data }) => c.onMessage(data);
-    sw.onerror = (e) => { e.preventDefault?.(); c.failAll(`the shared bitweb worker failed: ${e.message || 'it could not start'}`); };
-    sw.port.start();
-    // a Web Lock held while this page lives: the shared worker knows when the page is gone
-    const lock = `bitweb-page-${crypto.randomUUID()}`;
-    await new Promise((granted) => navigator.locks.request(lock, () => { granted(); return new Promise(() => {}); }));
-    let v;
-    try {
-      v = await call('connect', { lock }, {}, c);
-    } catch (e) {
-      return fallback(`the shared worker failed (${e.message}): this page has an engine of its own`);
-    }
-    if (!v.gpu) {
-      sw.port.close();
-      return fallback('this browser has no WebGPU in shared workers: this page has an engine of its own');
-    }
-    c.pages = v.pages;
-    return c;
-  })();
-  return shared;
-}
-
-// The connection of a call that names no engine: the shared engine's once this page asked to share.
-const current = () => (preferShared ? theShared() : theDedicated());
-
-/**
- * Which engine host this page's calls use: its own dedicated worker (default), or, with share: true,
- * the one engine host of every page of this origin (a SharedWorker), where this browser has one with
- * WebGPU (else the dedicated worker, saying why). bitweb.load(source, {share: true}) does the same.
- * `group`: pages share an engine only with pages that name the same group (the app names the version
- * of itself its service worker serves it, so that two versions of the app never share one engine).
- * @returns {Promise<{shared: boolean, note: string, pages: number}>}
- */
-export async function connect({ share = false, group = '' } = {}) {
-  if (typeof group !== 'string') throw settingsError('group', 'must be a string');
-  if (share && !shared) shareGroup = group;
-  if (share) preferShared = true;
-  const c = await current();
-  return { shared: c.kind === 'shared', note: c.note, pages: c.pages };
-}
-
-const extraOf = (err) => Object.fromEntries(Object.entries(err).filter(([k]) => k !== 'kind' && k !== 'message'));
-function progressOf(m) {
-  const p = { stage: m.stage, done: m.done, total: m.total };
-  for (const k of ['label', 'bytesPerSecond', 'etaSeconds', 'note']) if (m[k] != null) p[k] = m[k];
-  return p;
-}
-
-async function call(op, body = {}, { signal, onProgress, onText, onToolCall } = {}, conn = null) {
-  const why = requestProblem({ op, ...body });        // (web/protocol.mjs: what the worker takes)
-  if (why) throw error('internal', why);
-  const c = conn || await current();
-  const id = nextId++;
-  return new Promise((resolve, reject) => {
-    let onAbort = null;
-    const done = (fn) => (v) => { if (onAbort) signal.removeEventListener('abort', onAbort); fn(v); };
-    calls.set(id, { resolve: done(resolve), reject: done(reject), onProgress, onText, onToolCall, conn: c });
-    if (signal) {
-      onAbort = () => c.post({ id: nextId++, op: 'abort', target: id });
-      signal.addEventListener('abort', onAbort, { once: true });
-    }
-    c.post({ id, op, ...body });
-    if (signal?.aborted) onAbort();                  // (aborted while the connection was found)
-  });
-}
-
 // ------------------------------------------------------------------ loading
 // A URL source: the address resolved (hf: and Hugging Face page addresses, web/catalogue.mjs), and
 // the SHA-256 and size the catalogue knows of it unless given.
@@ -398,8 +221,7 @@ export async function load(source, options = {}) {
   const { signal, onProgress } = options;
   if (signal?.aborted) throw error('aborted', 'the load was aborted before it started');
   const opts = loadOptions({ ...options, maskFeatures: options.maskFeatures?.length ? [...options.maskFeatures] : null });
-  if (options.share) preferShared = true;
-  const conn = options.share ? await theShared() : options.share === false ? theDedicated() : await current();
+  const conn = await hostFor(options.share);
   const entry = src.url ? entryForUrl(src.url) : null;
   if (entry) {                                  // a catalogue model that cannot fit is not downloaded
     const f = await checkFit(entry, opts, conn);
@@ -588,7 +410,7 @@ export const cache = {
       : source && typeof source.url === 'string' ? urlSource(source.url, source.sha256, source.size) : null;
     if (!src) throw settingsError('source', 'must be a URL or {url, sha256?, size?}');
     if (signal?.aborted) throw error('aborted', 'the download was aborted before it started');
-    const conn = preferShared ? theDownloader() : null;     // (a shared worker cannot write the cache)
+    const conn = cacheWriter();                             // (a shared worker cannot write the cache)
     return call('download', { source: src, options: { download: download || null } }, { signal, onProgress }, conn);
   },
   /** Storage figures: {usage, quota, persisted} (bytes; null when the browser does not say). */
@@ -602,10 +424,6 @@ export const cache = {
 /** Diagnostics: {wasm_bytes, live_buffers, live_bytes, engines} of the worker (live_*: GPU buffers alive);
  *  a shared engine's add `shared`: {page (this page's number), pages, engines, queued, running, served, hold}. */
 export async function stats() { return call('stats'); }
-
-/** performance.now() when the worker last said anything (null: not started). While a request runs
- * it says something every 5 s at least, so a long silence means its thread is stuck, not busy. */
-export function lastHeard() { return heard; }
 
 /** Test hooks. */
 export const debug = {

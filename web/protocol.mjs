@@ -1,4 +1,4 @@
-// The library's worker protocol, defined once: web/bitweb.mjs (the page's side) and web/worker.mjs
+// The library's worker protocol, defined once: web/connection.mjs (the page's side) and web/worker.mjs
 // import this table and check the messages they exchange against it; web/bitweb.d.ts spells it as
 // types (WorkerRequests, WorkerMessages), which tests/test_protocol.py checks against it, with the
 // messages the worker's Python side (pyapp/bitweb/webapp.py) posts.

@@ -1,4 +1,4 @@
-// The library's worker (started by web/bitweb.mjs): Pyodide + the bitweb engine (Python side:
+// The library's worker (started by web/connection.mjs): Pyodide + the bitweb engine (Python side:
 // pyapp/bitweb/webapp.py), model bytes from the network / OPFS cache / local files (models.mjs).
 //
 // The protocol (the requests it takes, the messages it posts) is defined once, in web/protocol.mjs:
