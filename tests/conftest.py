@@ -4,6 +4,8 @@
 when CI=true and is skipped with the reason elsewhere. It never passes silently.
 `write_tiny(path, ...)` / the `tiny_model` fixture: the one factory of small random-weight models;
 `make_last_token_first(path, first)`: such a model's greedy reply starts with its last token.
+Lanes: the `quick` marker (`npm run test:quick`: QUICK_FILES, QUICK_TESTS, QUICK_KERNELS), `--part K/N`
+(tools/test.sh deals SPLIT's tests over its lanes), native pipeline compiles counted per test file.
 """
 from __future__ import annotations
 
@@ -149,13 +151,29 @@ QUICK_TESTS = {
 QUICK_KERNELS = 3
 # shapes a quick kernel case avoids (2B4T / vocabulary-sized cases: seconds each on lavapipe)
 QUICK_KERNELS_TOO_BIG = re.compile(r"2560|6912|128256|49152|2b4t|bonsai")
-# Files whose tests the full run's lanes share (`--part K/N`: the K-th of N parts, balanced by
-# SPLIT_COST, the relative cost of a test function; 1 where not named).
-SPLIT = {"tests/test_engine.py"}
-SPLIT_COST = {"test_f16_kv_cache_equals_f32": 2, "test_a8_prefill_equals_decode": 2,
-              "test_long_prompt_prefill_in_chunks": 3, "test_sampling_on_gpu_equals_numpy_and_repeats_with_seed": 2,
-              "test_chat_reuses_the_cache_and_equals_a_fresh_run": 3, "test_overlapped_greedy_equals_one_step_at_a_time": 3,
-              "test_stop_token_and_should_stop": 2}
+# Files whose tests the full run's lanes share (`--part K/N`: the K-th of N parts of about equal cost).
+# SPLIT: file -> the cost of a test SPLIT_COST does not name. SPLIT_COST: a test's cost by its name
+# (with parameters), else by its function's name; the unit is about one test_engine greedy run (~50 s
+# on the loaded 2-core machine: a cold model's compiles, 64 tokens on lavapipe and in numpy).
+SPLIT = {"tests/test_engine.py": 1.0, "tests/test_structured.py": 0.01}
+SPLIT_COST = {
+    "test_f16_kv_cache_equals_f32": 2, "test_a8_prefill_equals_decode": 2, "test_long_prompt_prefill_in_chunks": 3,
+    "test_sampling_on_gpu_equals_numpy_and_repeats_with_seed": 2, "test_chat_reuses_the_cache_and_equals_a_fresh_run": 3,
+    "test_overlapped_greedy_equals_one_step_at_a_time": 3, "test_stop_token_and_should_stop": 2,
+    # test_structured.py's GPU tests (the SmolLM2 vocabulary's grammar masks): measured
+    "test_json_responses_validate_on_the_smollm2_vocabulary[scalars]": 3.2,
+    "test_named_function_and_one_call": 2.2,
+    "test_json_responses_validate_on_the_smollm2_vocabulary[enum-const]": 1.8,
+    "test_json_responses_validate_on_the_smollm2_vocabulary[person]": 1.4,
+    "test_tool_call_round_trip[2-hermes]": 1.3,
+    "test_json_responses_validate_on_the_smollm2_vocabulary[one-of]": 1.1,
+    "test_tool_call_round_trip[3-generic]": 1.0, "test_tool_call_round_trip[1-generic]": 0.6,
+    "test_json_responses_validate_on_the_smollm2_vocabulary[nullable]": 0.3, "test_grammar_field_and_errors_by_field": 0.2,
+}
+
+
+def _cost(it) -> float:
+    return SPLIT_COST.get(it.name, SPLIT_COST.get(it.originalname, SPLIT[it.nodeid.split("::")[0]]))
 
 
 def quick_paths(browser: bool) -> list:
@@ -191,8 +209,8 @@ def _quick_kernels(items) -> set:
 
 
 def _parts(items, spec: str):
-    """The items of --part K/N: SPLIT's tests dealt into N parts of about equal SPLIT_COST (the costliest
-    first, each to the part with the least so far); others are kept."""
+    """The items of --part K/N: SPLIT's tests dealt into N parts of about equal cost (the costliest
+    first, each to the part with the least so far); other files' tests are all kept."""
     try:
         ks, n = spec.split("/")
         n, ks = int(n), {int(k) for k in ks.split(",")}
@@ -201,9 +219,9 @@ def _parts(items, spec: str):
         raise pytest.UsageError(f"--part {spec!r}: give K/N with 1 <= K <= N (K may be a list: 1,3/4)") from None
     split = [it for it in items if it.nodeid.split("::")[0] in SPLIT]
     load, part = [0.0] * n, {}
-    for it in sorted(split, key=lambda it: -SPLIT_COST.get(it.originalname, 1)):
+    for it in sorted(split, key=lambda it: -_cost(it)):
         j = min(range(n), key=lambda j: load[j])
-        load[j] += SPLIT_COST.get(it.originalname, 1)
+        load[j] += _cost(it)
         part[it.nodeid] = j + 1
     return [it for it in items if part.get(it.nodeid, next(iter(ks))) in ks]
 
