@@ -3,12 +3,13 @@
 # side so both cores of a small machine stay busy while one waits on another process (a browser's
 # GPU process, a subprocess):
 #   lane 1: the app's browser tests (tests/e2e/test_app.py, one Chromium), then the native kernel
-#           cases (tests/test_kernels.py: wgpu-py on lavapipe) and a quarter of tests/test_engine.py;
-#   lane 2: half of tests/test_engine.py, then the other browser tests (the rest of tests/e2e,
-#           another Chromium);
-#   lane 3: the other tests (wgpu-py on lavapipe, numpy, PyTorch) and the last quarter of
-#           tests/test_engine.py.
-# tests/test_engine.py (and any file in tests/conftest.py SPLIT) is dealt out by `--part K/N`.
+#           cases (tests/test_kernels.py: wgpu-py on lavapipe) and a quarter of the split tests;
+#   lane 2: half of the split tests, then the other browser tests (the rest of tests/e2e, another
+#           Chromium);
+#   lane 3: the other tests (wgpu-py on lavapipe, numpy, PyTorch) and the last quarter of the
+#           split tests.
+# The split tests (tests/test_engine.py, tests/test_structured.py: tests/conftest.py SPLIT) are
+# dealt out by cost with `--part K/N`.
 # The browser lanes' output is printed after the others', then each lane's time; the exit status
 # is non-zero if any run failed. Arguments go to every run (e.g. -x, -k name). Each lane's native
 # pipeline compiles are counted (test-results/pipelines-*.json). tests/e2e/test_real_model.py (the
@@ -50,17 +51,17 @@ fi
 app_log=test-results/lane1-app-kernels.log
 e2e_log=test-results/lane2-e2e.log
 kernels=tests/test_kernels.py
-engine=tests/test_engine.py
+read -r -a split <<<"$("$py" -c 'from tests.conftest import SPLIT; print(" ".join(sorted(SPLIT)))')"
 start=$SECONDS
 (trap 'kill $run 2>/dev/null; exit 143' INT TERM
  "${pytest[@]}" tests/e2e/test_app.py "$@" & run=$!
  wait $run; app_rc=$?
- "${pytest[@]}" "$kernels" "$engine" --part 1/4 "$@" & run=$!
+ "${pytest[@]}" "$kernels" "${split[@]}" --part 1/4 "$@" & run=$!
  wait $run; kernels_rc=$?
  echo "$((SECONDS - start))" >"$app_log.time"
  [ "$app_rc" = 0 ] && [ "$kernels_rc" = 0 ]) >"$app_log" 2>&1 &
 app=$!
-("${pytest[@]}" "$engine" --part 2,3/4 tests/e2e --ignore=tests/e2e/test_app.py "$@"
+("${pytest[@]}" "${split[@]}" --part 2,3/4 tests/e2e --ignore=tests/e2e/test_app.py "$@"
  rc=$?; echo "$((SECONDS - start))" >"$e2e_log.time"; exit $rc) >"$e2e_log" 2>&1 &
 e2e=$!
 trap 'kill $app $e2e 2>/dev/null' INT TERM
@@ -76,8 +77,8 @@ for log in "$app_log" "$e2e_log"; do
   echo "================================ browser tests ($log) ================================"
   cat "$log"
 done
-echo "lane 1 (tests/e2e/test_app.py, $kernels, $engine 1/4): $(cat "$app_log.time" 2>/dev/null || echo ?) s, exit $app_rc"
-echo "lane 2 ($engine 2,3/4, the other tests/e2e): $(cat "$e2e_log.time" 2>/dev/null || echo ?) s, exit $e2e_rc"
-echo "lane 3 (the other tests, $engine 4/4): $t_rest s, exit $rest"
+echo "lane 1 (tests/e2e/test_app.py, $kernels, split 1/4): $(cat "$app_log.time" 2>/dev/null || echo ?) s, exit $app_rc"
+echo "lane 2 (split 2,3/4, the other tests/e2e): $(cat "$e2e_log.time" 2>/dev/null || echo ?) s, exit $e2e_rc"
+echo "lane 3 (the other tests, split 4/4): $t_rest s, exit $rest"
 echo "$((SECONDS - start)) s in all"
 [ "$rest" = 0 ] && [ "$app_rc" = 0 ] && [ "$e2e_rc" = 0 ]
