@@ -1,8 +1,9 @@
-"""Every kernel case (bitweb.ref.*.cases, scope "full") on the native device (wgpu-py, lavapipe here).
+"""Every kernel case (bitweb.ref.*.cases, scope "full"; see SCOPE) on the native device (wgpu-py, lavapipe here).
 
 Each case runs the real WGSL and compares with its numpy mirror: exact for
 integer outputs, float tolerances stated by each case (see bitweb/ref/*.py).
 """
+import os
 import pathlib
 
 import pytest
@@ -11,7 +12,10 @@ from bitweb import kernel_check
 from bitweb.ref import FAMILIES, PARTS, build_cases
 from tests.conftest import run
 
-_builder = build_cases("full")
+# `npm run test:quick` (BITWEB_TEST_LANE=quick) runs a few cases per family (tests/conftest.py
+# QUICK_KERNELS) of the small "browser" scope: building every "full" case's data takes ~50 s of CPU.
+SCOPE = "browser" if os.environ.get("BITWEB_TEST_LANE") == "quick" else "full"
+_builder = build_cases(SCOPE)
 CASES = _builder.cases
 BLOB = bytes(_builder.blob)          # once: every case reads its slices (a copy per case was 300 MiB)
 

@@ -1,33 +1,74 @@
 #!/usr/bin/env bash
 # Every test, as `npm test` runs it (after tools/setup.sh --test), in three pytest lanes side by
 # side so both cores of a small machine stay busy while one waits on another process (a browser's
-# GPU process, a subprocess): the app's browser tests (tests/e2e/test_app.py, one Chromium) and
-# then the native kernel cases (tests/test_kernels.py: wgpu-py on lavapipe; the app's tests end
-# first, so this lane takes them), the other browser tests (the rest of tests/e2e, another
-# Chromium), and the other tests (wgpu-py on lavapipe, numpy, PyTorch). The browser lanes' output
-# is printed after the others'; the exit status is non-zero if any run failed. Arguments go to
-# every run (e.g. -x, -k name). tests/e2e/test_real_model.py (the real SmolLM2 file in Chromium)
-# is in the second lane with its short soak; `npm run soak` runs the full 200-turn soak.
+# GPU process, a subprocess):
+#   lane 1: the app's browser tests (tests/e2e/test_app.py, one Chromium), then the native kernel
+#           cases (tests/test_kernels.py: wgpu-py on lavapipe) and a quarter of the split tests;
+#   lane 2: half of the split tests, then the other browser tests (the rest of tests/e2e, another
+#           Chromium);
+#   lane 3: the other tests (wgpu-py on lavapipe, numpy, PyTorch) and the last quarter of the
+#           split tests.
+# The split tests (tests/test_engine.py, tests/test_structured.py: tests/conftest.py SPLIT) are
+# dealt out by cost with `--part K/N`.
+# The browser lanes' output is printed after the others', then each lane's time; the exit status
+# is non-zero if any run failed. Arguments go to every run (e.g. -x, -k name). Each lane's native
+# pipeline compiles are counted (test-results/pipelines-*.json). tests/e2e/test_real_model.py (the
+# real SmolLM2 file in Chromium) is in lane 2 with its short soak; `npm run soak` runs the full
+# 200-turn soak.
+#
+# --quick (`npm run test:quick`): the tests marked quick (tests/conftest.py QUICK_*: unit tests,
+# a few native kernel cases per family, the engine against numpy on one model, one WebGPU page in
+# Chromium), in two lanes: native, and the browser smoke.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p test-results
-app_log=test-results/e2e-app.log
-e2e_log=test-results/e2e.log
+py=.venv/bin/python
+pytest=("$py" -m pytest -p no:cacheprovider)
+export BITWEB_PIPELINES_JSON="$PWD/test-results/pipelines-{pid}.json"
+
+if [ "${1:-}" = "--quick" ]; then
+  shift
+  export BITWEB_TEST_LANE=quick
+  read -r -a native <<<"$("$py" -c 'from tests.conftest import quick_paths; print(" ".join(quick_paths(False)))')"
+  read -r -a browser <<<"$("$py" -c 'from tests.conftest import quick_paths; print(" ".join(quick_paths(True)))')"
+  log=test-results/quick-browser.log
+  start=$SECONDS
+  ("${pytest[@]}" -m quick "${browser[@]}" "$@" >"$log" 2>&1; echo "$? $((SECONDS - start))" >"$log.rc") &
+  b=$!
+  trap 'kill $b 2>/dev/null' INT TERM
+  "${pytest[@]}" -m quick "${native[@]}" "$@"
+  rc=$?
+  t_native=$((SECONDS - start))
+  wait $b
+  read -r b_rc t_browser <"$log.rc"
+  echo "================================ browser smoke ($log) ================================"
+  cat "$log"
+  echo "quick lanes: native ${t_native} s (exit $rc), browser ${t_browser} s (exit $b_rc); ${SECONDS} s in all"
+  [ "$rc" = 0 ] && [ "$b_rc" = 0 ]
+  exit
+fi
+
+app_log=test-results/lane1-app-kernels.log
+e2e_log=test-results/lane2-e2e.log
 kernels=tests/test_kernels.py
+read -r -a split <<<"$("$py" -c 'from tests.conftest import SPLIT; print(" ".join(sorted(SPLIT)))')"
+start=$SECONDS
 (trap 'kill $run 2>/dev/null; exit 143' INT TERM
- .venv/bin/python -m pytest tests/e2e/test_app.py -p no:cacheprovider "$@" & run=$!
+ "${pytest[@]}" tests/e2e/test_app.py "$@" & run=$!
  wait $run; app_rc=$?
- .venv/bin/python -m pytest "$kernels" -p no:cacheprovider "$@" & run=$!
+ "${pytest[@]}" "$kernels" "${split[@]}" --part 1/4 "$@" & run=$!
  wait $run; kernels_rc=$?
+ echo "$((SECONDS - start))" >"$app_log.time"
  [ "$app_rc" = 0 ] && [ "$kernels_rc" = 0 ]) >"$app_log" 2>&1 &
 app=$!
-.venv/bin/python -m pytest tests/e2e --ignore=tests/e2e/test_app.py -p no:cacheprovider "$@" >"$e2e_log" 2>&1 &
+("${pytest[@]}" "${split[@]}" --part 2,3/4 tests/e2e --ignore=tests/e2e/test_app.py "$@"
+ rc=$?; echo "$((SECONDS - start))" >"$e2e_log.time"; exit $rc) >"$e2e_log" 2>&1 &
 e2e=$!
 trap 'kill $app $e2e 2>/dev/null' INT TERM
-start=$SECONDS
-.venv/bin/python -m pytest tests --ignore=tests/e2e --ignore="$kernels" -p no:cacheprovider "$@"
+"${pytest[@]}" tests --ignore=tests/e2e --ignore="$kernels" --part 4/4 "$@"
 rest=$?
-echo "(other tests: $((SECONDS - start)) s)"
+t_rest=$((SECONDS - start))
+echo "(lane 3, other tests: $t_rest s)"
 wait $app
 app_rc=$?
 wait $e2e
@@ -36,5 +77,8 @@ for log in "$app_log" "$e2e_log"; do
   echo "================================ browser tests ($log) ================================"
   cat "$log"
 done
-echo "other tests: exit $rest; browser tests: app (+ $kernels) exit $app_rc, the rest exit $e2e_rc ($((SECONDS - start)) s in all)"
+echo "lane 1 (tests/e2e/test_app.py, $kernels, split 1/4): $(cat "$app_log.time" 2>/dev/null || echo ?) s, exit $app_rc"
+echo "lane 2 (split 2,3/4, the other tests/e2e): $(cat "$e2e_log.time" 2>/dev/null || echo ?) s, exit $e2e_rc"
+echo "lane 3 (the other tests, split 4/4): $t_rest s, exit $rest"
+echo "$((SECONDS - start)) s in all"
 [ "$rest" = 0 ] && [ "$app_rc" = 0 ] && [ "$e2e_rc" = 0 ]
