@@ -52,13 +52,14 @@ import struct
 
 from bitweb import formats
 from bitweb.blocks import EngineError, GPUModel, decode_steps, prefill_steps
-from bitweb.generation import (KV_CACHE, ContextError, GenerateResult, GenerationRun, check_prompt,
-                               common_prefix, kv_bytes, now_ms)
+from bitweb import speculative as spec
+from bitweb.generation import (KV_CACHE, ContextError, GenerateResult, GenerationRun, check_kv, check_prompt,
+                               kv_bytes, now_ms, start)
 from bitweb.kernels import ops
 from bitweb.model import Model, a8_linears
 from bitweb.options import ACTIVATIONS, LM_HEADS    # lm_head= options: re-quantize the LM head on load (None: as in the file)
 from bitweb.sampling import Sampler, SamplingError, SamplingParams, choose, penalty_ids
-from bitweb.upload import (MAX_PENALTY_IDS, PREFILL_ROWS, Fit, check_kv_cache, check_limits, check_support,
+from bitweb.upload import (MAX_PENALTY_IDS, PREFILL_ROWS, Fit, check_limits, check_support,
                            compile_keys, compile_pipelines, fit_model, state_buffers,
                            upload_tensors, widest_row)
 
@@ -90,7 +91,7 @@ class Engine:
     def __init__(self, dev, model: Model, activations: str, n_ctx: int, log=None, kv_cache: str = KV_CACHE):
         if activations not in ACTIVATIONS:
             raise EngineError(f"activations {activations!r}: must be one of {ACTIVATIONS}")
-        self.kv_cache = check_kv_cache(kv_cache)             # the KV cache's value type
+        self.kv_cache = check_kv(kv_cache, EngineError)      # the KV cache's value type
         # f16 values as array<f16> (shader-f16) or pack2x16float pairs in u32: chosen once, here
         f16 = bool(dev is not None and dev.caps.shader_f16)
         self.kv_f16 = f16 if kv_cache == "f16" else None
@@ -122,6 +123,7 @@ class Engine:
         self._mask = None             # generate(constraint=): the Constraint the sampler follows, else None
         self._mask_key = None         # key of the mask in buf["mask"] (bitweb.grammar Constraint.key)
         self._mask_words = None       # that mask's words (the host's copy, for top-k candidates)
+        self.verifier = None          # speculative decoding's per-row plans (bitweb.speculative.Verifier)
 
     # ------------------------------------------------------------------ loading
     @classmethod
@@ -444,28 +446,25 @@ class Engine:
 
     async def generate(self, prompt_ids, params: SamplingParams | None = None, max_tokens: int = 128,
                        on_token=None, should_stop=None, ignore_eos: bool = False, stop_ids=None,
-                       constraint=None) -> GenerateResult:
+                       constraint=None, speculative=None) -> GenerateResult:
         """Generate after prompt_ids (see GenerateResult). Reuses the KV cache for the longest
         common prefix with the tokens already in it (ChatSession relies on this). stop_ids:
         the tokens that end generation (default the tokenizer's; ChatFormat.stop_ids).
         constraint: a bitweb.grammar.Constraint (fresh, built with the same stop ids): every token
         is sampled among the ones it allows (the mask on the GPU, module docstring), told how many
-        tokens are left so the output is complete by max_tokens / the context's end."""
+        tokens are left so the output is complete by max_tokens / the context's end.
+        speculative: None, "lookup" (prompt lookup drafts) or a loaded Engine of the same vocabulary
+        on the same device (a draft model): bitweb.speculative; the same tokens when greedy, the
+        same distribution when sampling, counted in the result's drafted / accepted."""
         params = params or SamplingParams()
         if params.repeat_last_n > MAX_PENALTY_IDS:
             raise SamplingError(f"repeat_last_n = {params.repeat_last_n}: the GPU engine supports at most {MAX_PENALTY_IDS}")
-        prompt = check_prompt(prompt_ids, self.n_ctx, self.cfg.n_vocab)
         self.dev.check_alive()
-        run = GenerationRun(self.tokenizer, self.n_ctx, prompt, max_tokens, on_token, should_stop, ignore_eos,
-                            stop_ids)
-        run.check_constraint(constraint)
-        if constraint is not None and constraint.n_vocab > self.cfg.n_vocab:
-            raise EngineError(f"the constraint's vocabulary has {constraint.n_vocab} tokens, the model {self.cfg.n_vocab}")
+        st = start(self, prompt_ids, params, max_tokens, on_token, should_stop, ignore_eos, stop_ids, constraint)
+        drafter = spec.drafter(self, speculative)
+        run, sampler, budget, keep, prompt = st.run, st.sampler, st.budget, st.keep, st.prompt
         if max_tokens <= 0:
             return run.result()
-        sampler = Sampler(params)
-        budget = min(int(max_tokens), self.n_ctx - len(prompt))     # tokens this run can generate
-        keep = min(common_prefix(self.cached_ids, prompt), len(prompt) - 1)
         self.cached_ids = self.cached_ids[:keep]
         context = list(prompt)
         self._mask, self._mask_key = constraint, None
@@ -482,7 +481,9 @@ class Engine:
             c0 = dict(self.dev.counters)
             f0 = sampler.full_fallbacks
             discarded = 0
-            if constraint is not None:
+            if drafter is not None and drafter.usable:
+                await spec.decode(self, run, t, params, sampler, context, budget, drafter)
+            elif constraint is not None:
                 discarded = await self._decode_constrained(run, t, params, sampler, context, budget)
             elif self.overlap and params.greedy and not params.penalized:
                 discarded = await self._decode_ahead(run, t, params)
@@ -498,7 +499,10 @@ class Engine:
         c = {k: v - c0.get(k, 0) for k, v in self.dev.counters.items()}
         c["full_fallbacks"] = sampler.full_fallbacks - f0
         c["discarded_steps"] = discarded
-        return run.result(c, c["dispatches"], c["host_calls"])
+        res = run.result(c, c["dispatches"], c["host_calls"])
+        if drafter is not None:
+            res.speculative, res.drafted, res.accepted = drafter.mode, drafter.drafted, drafter.accepted
+        return res
 
     async def _decode_ahead(self, run: GenerationRun, t: int, params: SamplingParams) -> int:
         """Greedy decode one step ahead of the host (module docstring). t = t_0, read by the
@@ -616,6 +620,7 @@ class Engine:
 
     def _all_buffers(self):
         tops = [top for _, top, _ in self._topk.values() if top is not None]
+        tops += self.verifier.buffers() if self.verifier is not None else []
         return list(self.w.values()) + list(self.buf.values()) + [b for s in self.shards.values() for *_, b in s] + tops
 
     def close(self):

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from bitweb.chat import ChatFormat
 from bitweb.kernels.ops import KV_TYPES, kv_cache_bytes
 from bitweb.options import DEFAULT_KV_CACHE
-from bitweb.sampling import SamplingParams
+from bitweb.sampling import Sampler, SamplingParams
 
 
 class ContextError(ValueError):
@@ -31,9 +31,11 @@ CONTEXT_STEP = 256         # a default context below the file's is a multiple of
 KV_CACHE = DEFAULT_KV_CACHE   # the KV cache's value type unless asked otherwise (KV_TYPES: "f16", "f32")
 
 
-def check_kv(kv: str) -> str:
+def check_kv(kv: str, error=ValueError) -> str:
+    """The one check of a KV cache value type (the engine raises its EngineError, the numpy model and
+    the context sizes ValueError)."""
     if kv not in KV_TYPES:
-        raise ValueError(f"KV cache type {kv!r}: must be one of {', '.join(KV_TYPES)}")
+        raise error(f"KV cache type {kv!r}: must be one of {', '.join(KV_TYPES)}")
     return kv
 
 
@@ -87,12 +89,18 @@ class GenerateResult:
     host_calls_per_token: float     # calls from Python into the GPU backend per decoded token
     counters: dict = field(default_factory=dict)
     stop_id: int | None = None      # the EOS / EOT id that ended generation
+    speculative: str = ""           # the drafting (bitweb.speculative: "lookup", "draft") or "" without
+    drafted: int = 0                # tokens drafted and verified (speculative decoding)
+    accepted: int = 0               # of those, the ones the target model agreed with (emitted or not)
 
     JSON_KEYS = ("prompt_ids", "ids", "text", "stop_reason", "prefill_ms", "decode_ms_per_token",
                  "dispatches_per_token", "host_calls_per_token")
 
     def to_json(self) -> dict:
-        return {k: getattr(self, k) for k in self.JSON_KEYS}
+        out = {k: getattr(self, k) for k in self.JSON_KEYS}
+        if self.speculative:
+            out.update(speculative=self.speculative, drafted=self.drafted, accepted=self.accepted)
+        return out
 
 
 def now_ms() -> float:
@@ -187,6 +195,32 @@ class GenerationRun:
             dispatches_per_token=round(dispatches / n, 3) if self.n_decode else 0.0,
             host_calls_per_token=round(host_calls / n, 3) if self.n_decode else 0.0,
             counters=dict(counters or {}), stop_id=self.stop_id)
+
+
+@dataclass
+class Start:
+    """What generate() of the GPU engine and of the numpy model begin with (start())."""
+    params: SamplingParams
+    prompt: list                    # the checked prompt ids
+    run: GenerationRun
+    sampler: Sampler
+    budget: int                     # tokens this run can generate: min(max_tokens, n_ctx - len(prompt))
+    keep: int                       # cache rows kept: the common prefix with cached_ids, short of the last prompt token
+
+
+def start(gen, prompt_ids, params=None, max_tokens: int = 128, on_token=None, should_stop=None,
+          ignore_eos: bool = False, stop_ids=None, constraint=None) -> Start:
+    """The shared preamble of Engine.generate and NumpyModel.generate (`gen`: either; it has n_ctx,
+    cfg, tokenizer and cached_ids): the prompt and the constraint checked (ContextError, ValueError
+    naming what is wrong), the run's bookkeeping, its sampler, budget and the KV rows to keep."""
+    params = params or SamplingParams()
+    prompt = check_prompt(prompt_ids, gen.n_ctx, gen.cfg.n_vocab)
+    run = GenerationRun(gen.tokenizer, gen.n_ctx, prompt, max_tokens, on_token, should_stop, ignore_eos, stop_ids)
+    run.check_constraint(constraint)
+    if constraint is not None and constraint.n_vocab > gen.cfg.n_vocab:
+        raise ValueError(f"the constraint's vocabulary has {constraint.n_vocab} tokens, the model {gen.cfg.n_vocab}")
+    keep = min(common_prefix(gen.cached_ids, prompt), len(prompt) - 1)
+    return Start(params, prompt, run, Sampler(params), min(int(max_tokens), gen.n_ctx - len(prompt)), keep)
 
 
 def common_prefix(a, b) -> int:
