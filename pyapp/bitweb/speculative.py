@@ -343,7 +343,7 @@ async def decode(eng, run, t: int, params: SamplingParams, sampler, context: lis
             return
         context.append(t)
         pos = len(eng.cached_ids)     # where t is fed
-        room = min(run.max_tokens - len(run.ids), eng.n_ctx - 1 - pos) - 1
+        room = min(run.max_tokens - len(run.ids) - 1, eng.n_ctx - 2 - pos, d.k_max)
         remaining = budget - len(run.ids)
         drafts = await d.propose(context, room)
         masks = None
