@@ -116,11 +116,25 @@ def gen(eng, ids, n=N, params=SamplingParams(), **kw):
     return run(eng.generate(ids, params, n, **kw))
 
 
+class Oracle:
+    """Drafts the plain run's own continuation with every fourth position wrong: passes that accept
+    some drafts and reject one, on any model."""
+    mode = "oracle"
+
+    def __init__(self, prompt, ids):
+        self.seq, self.n = list(prompt) + list(ids), len(prompt)
+
+    async def propose(self, ctx, k):
+        j = len(ctx)
+        out = self.seq[j:j + k]
+        return [(t + 1) % 200 if (j + i) % 4 == 0 else t for i, t in enumerate(out)]
+
+
 @pytest.mark.parametrize("arch,fmt", CASES)
 def test_greedy_equals_plain_decoding(gpu, tiny_model, arch, fmt):
-    """Lookup drafts (mostly rejected on a random model), a draft model that is the same file loaded
-    again (its drafts are the target's own tokens: accepted) and one of another seed (rejected):
-    the same tokens as plain decoding, every one."""
+    """Drafts the target accepts and rejects (Oracle), prompt lookup, a draft model that is the same
+    file loaded again (its drafts are the target's own tokens: accepted) and one of another seed
+    (mostly rejected): the same tokens as plain decoding, every one."""
     path = tiny_model(arch=arch, fmt=fmt, seed=1)
     act = "f32" if fmt in FLOAT else "a8"
     eng, same = load(gpu, path, act), load(gpu, path, act)
@@ -129,15 +143,20 @@ def test_greedy_equals_plain_decoding(gpu, tiny_model, arch, fmt):
         ids = eng.tokenizer.encode(PROMPT)
         want = gen(eng, ids)
         assert want.speculative == "" and "drafted" not in want.to_json()
-        for how in ("lookup", same, other):
+        oracle = Oracle(ids, want.ids)
+        for how in (oracle, "lookup", same, other):
             got = gen(eng, ids, speculative=how)
             assert got.ids == want.ids and got.text == want.text, (arch, fmt, how)
-            assert got.drafted > 0 and got.stop_reason == "max_tokens"
+            assert got.stop_reason == "max_tokens" and 0 <= got.accepted <= got.drafted
             js = got.to_json()
             assert js["drafted"] == got.drafted and js["accepted"] == got.accepted
+            if not isinstance(how, str):     # (lookup drafts only where the text repeats its context)
+                assert got.drafted > 0
         assert got.speculative == "draft"
         mine = gen(eng, ids, speculative=same)
         assert mine.accepted >= mine.drafted * 3 // 4, (mine.drafted, mine.accepted)
+        told = gen(eng, ids, speculative=oracle)
+        assert 0 < told.accepted < told.drafted, (told.drafted, told.accepted)
     finally:
         for e in (eng, same, other):
             e.close()

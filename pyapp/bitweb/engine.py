@@ -12,9 +12,9 @@ from __future__ import annotations
 import asyncio
 import struct
 
-from bitweb import formats
-from bitweb.blocks import EngineError, GPUModel, decode_steps, prefill_steps
+from bitweb import decoding, formats
 from bitweb import speculative as spec
+from bitweb.blocks import EngineError, GPUModel, decode_steps, prefill_steps
 from bitweb.generation import (KV_CACHE, ContextError, GenerateResult, check_kv, check_prompt,
                                kv_bytes, now_ms, start)
 from bitweb.kernels import ops

@@ -134,7 +134,8 @@ class Drafter:
 
 
 def drafter(eng, speculative) -> Drafter | None:
-    """The Drafter of generate(speculative=...): None, "lookup" or a draft Engine (checked here)."""
+    """The Drafter of generate(speculative=...): None, "lookup", a draft Engine (checked here) or a
+    source of one's own (a `mode` name and async propose(ctx, k) -> at most k token ids)."""
     if speculative is None:
         return None
     if isinstance(speculative, str):
@@ -143,6 +144,8 @@ def drafter(eng, speculative) -> Drafter | None:
         source = Lookup()
     elif hasattr(speculative, "generate") and hasattr(speculative, "cfg"):
         source = DraftModel(eng, speculative)
+    elif callable(getattr(speculative, "propose", None)) and isinstance(getattr(speculative, "mode", None), str):
+        source = speculative          # a drafter of one's own: async propose(ctx, k) -> up to k ids
     else:
         raise EngineError(f"speculative {speculative!r}: must be 'lookup' or a loaded draft model")
     rows = eng.prefill_rows if eng.prefill_ready else 1
