@@ -269,3 +269,32 @@ def test_bad_speculative_arguments_are_refused(pair):
     swapped = SimpleNamespace(generate=draft.generate, cfg=draft.cfg, dev=eng.dev, tokenizer=SimpleNamespace(tokens=tokens))
     with pytest.raises(EngineError, match="share it token for token"):
         gen(eng, ids, speculative=swapped)
+
+
+def test_cli_speculative_and_draft(gpu, tiny_model, capsys):
+    """generate --speculative lookup / --draft FILE: the plain run's tokens; --json adds speculative,
+    drafted and accepted; --stats says the acceptance; the numpy backend refuses both."""
+    import json
+
+    from bitweb import commands as cli
+    path = tiny_model(arch="bitnet", fmt="tq2_0", seed=5)
+    base = [path, "--prompt", PROMPT, "--max-tokens", "24", "--ignore-eos", "--activations", "f32"]
+
+    def cli_run(*extra):
+        rc = cli.main(["generate", *base, *extra])
+        out = capsys.readouterr()
+        return rc, out.out, out.err
+    rc, out, _ = cli_run("--json")
+    plain = json.loads(out)
+    assert rc == 0 and "drafted" not in plain
+    for extra in (["--speculative", "lookup"], ["--draft", path]):
+        rc, out, _ = cli_run("--json", *extra)
+        got = json.loads(out)
+        assert rc == 0 and got["ids"] == plain["ids"] and got["text"] == plain["text"]
+        assert got["speculative"] == ("lookup" if extra[0] == "--speculative" else "draft")
+        assert 0 <= got["accepted"] <= got["drafted"] and got["decode_ms_per_token"] > 0
+    assert got["drafted"] > 0 and got["accepted"] > 0              # the draft is the same model: accepted
+    rc, _, err = cli_run("--stats", "--draft", path)
+    assert rc == 0 and "[speculative draft: " in err and " accepted (" in err, err
+    rc, _, err = cli_run("--backend", "numpy", "--speculative", "lookup")
+    assert rc == 1 and "--speculative / --draft" in err
