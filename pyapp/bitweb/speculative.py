@@ -44,7 +44,7 @@ import struct
 
 from bitweb.blocks import EngineError, head_steps
 from bitweb.grammar.gbnf import GrammarError
-from bitweb.kernels import ops
+from bitweb.kernels import bitlinear_tiled, dense, ops
 from bitweb.sampling import SamplingParams, choose, kept
 
 DRAFT_MAX = 7                 # drafted tokens per pass at most: k + 1 = 8 rows, one prefill bucket
@@ -210,8 +210,16 @@ def target_dist(params: SamplingParams, cands: list, stats):
 
 # ============================================================================ verification
 class Verifier:
-    """An engine's per-row head and sampler plans for passes of up to `rows` rows (made on first use,
-    kept on Engine.verifier): logits rows, token slots and top-k slots in buffers of their own."""
+    """An engine's plans for passes of up to `rows` rows (made on first use, kept on Engine.verifier):
+    the LM head and the sampler per row, into logits rows, token slots and top-k slots of their own.
+
+    The head: in A8 mode (and for a table no multi-row kernel reads) the decode head (lmhead LASTROW)
+    once per row, params.m = r + 1, so a row's logits are bit for bit a decode step's; with f32
+    activations, whose prefill rows already differ from decode's by float rounding, one multi-row
+    matmul over every row (rmsnorm with output_norm, then dense.matmul for a float table,
+    bitlinear_tiled for a block-quant one: the table read once per pass, not once per row). The
+    sampler: per row, after that row's params (penalty ids) and grammar mask are written; without a
+    penalty or a grammar every row's sampler in one plan."""
 
     def __init__(self, eng, rows: int):
         self.eng, self.rows = eng, rows
@@ -220,52 +228,90 @@ class Verifier:
         self.logits = dev.create_buffer(rows * self.lstride, label="spec.logits")
         self.tokens = dev.create_buffer(rows * ALIGN, label="spec.tokens")
         self.tops = {}            # k -> (buffer, row stride, value offset)
-        self.plans = {}           # (row, sampler key) -> Plan
+        self.plans = {}           # (what, ...) -> Plan
+        fmt = eng.table_type(eng.model.lm_head)
+        self.multi = not eng.a8 and (fmt in dense.WTYPES or fmt in bitlinear_tiled.FORMATS)
 
     def buffers(self) -> list:
         return [self.logits, self.tokens] + [b for b, *_ in self.tops.values()]
 
-    async def plan(self, r: int, key):
-        """Row r's plan: LM head on prefill row r into logits row r, then the sampler of key (as
-        Engine._k) into token slot r (argmax) or top slot r (top-k)."""
-        if (r, key) in self.plans:
-            return self.plans[(r, key)]
+    def _row(self, r: int):
+        return (self.logits, r * self.lstride, 4 * self.eng.cfg.n_vocab)
+
+    def _head_rows(self, M: int) -> list:
+        """Steps of the multi-row head over M prefill rows into the logits rows."""
+        eng = self.eng
+        h, B, cfg = eng.gpu_model, eng.buf, eng.cfg
+        ti = h.model.lm_head
+        fmt, shards, stride = eng.table_type(ti), h.shards[ti.name], self.lstride // 4
+        steps = [(ops.rmsnorm(cfg.n_embd, M, eps=cfg.eps), {"x": B["p.x"], "y": B["p.n"],
+                                                             "norm": h.w[h.model.output_norm.name]})]
+        if fmt in dense.WTYPES:
+            mm = dense.matmul(fmt, cfg.n_embd, cfg.n_vocab, M, shards=[(a, b) for a, b, _ in shards])
+            return steps + [(st.with_constants(Y_STRIDE=stride), {f"w{i}": buf, "x": B["p.n"], "y": self.logits,
+                                                                   "params": B["params"]})
+                            for i, (st, (_, _, buf)) in enumerate(zip(mm, shards))]
+        return steps + [(bitlinear_tiled.matmul(fmt, cfg.n_embd, r1 - r0, M, a8=False, y_stride=stride, y_col0=r0,
+                                                dev=eng.dev),
+                         {"x": B["p.n"], "params": B["params"], "mult": B["ones"], "y": self.logits, "w": buf})
+                        for r0, r1, buf in shards]
+
+    async def _sampler(self, r: int, key) -> tuple:
+        """(Step, bindings) of row r's sampler of key (as Engine._k)."""
         eng, V = self.eng, self.eng.cfg.n_vocab
         B, masked = eng.buf, isinstance(key, tuple)
         k = key[1] if masked else key
-        row = (self.logits, r * self.lstride, 4 * V)
-        steps = [(s, dict(b, y=row)) for s, b in head_steps(eng.gpu_model, B["p.x"], last_row=True)]
-        bufs = {"logits": row, "penalty_ids": B["pids"], "params": B["params"]}
+        bufs = {"logits": self._row(r), "penalty_ids": B["pids"], "params": B["params"]}
         if masked:
             await eng._sampler_item(key)                  # makes buf["mask"]
             bufs["mask"] = B["mask"]
         if k == 0:
-            steps.append((ops.argmax(V, mask=masked), dict(bufs, token=(self.tokens, r * ALIGN, 4))))
-        else:
-            if k not in self.tops:
-                off = _align(4 * k)
-                stride = _align(off + 4 * (k + 2))
-                self.tops[k] = (eng.dev.create_buffer(self.rows * stride, label=f"spec.top{k}"), stride, off)
-            top, stride, off = self.tops[k]
-            steps.append((ops.topk(V, k, mask=masked), dict(bufs, top_ids=(top, r * stride, 4 * k),
-                                                            top_vals=(top, r * stride + off, 4 * (k + 2)))))
-        self.plans[(r, key)] = eng.dev.plan(await eng._instantiate(steps))
-        return self.plans[(r, key)]
+            return ops.argmax(V, mask=masked), dict(bufs, token=(self.tokens, r * ALIGN, 4))
+        if k not in self.tops:
+            off = _align(4 * k)
+            stride = _align(off + 4 * (k + 2))
+            self.tops[k] = (eng.dev.create_buffer(self.rows * stride, label=f"spec.top{k}"), stride, off)
+        top, stride, off = self.tops[k]
+        return ops.topk(V, k, mask=masked), dict(bufs, top_ids=(top, r * stride, 4 * k),
+                                                 top_vals=(top, r * stride + off, 4 * (k + 2)))
+
+    async def plan(self, what: tuple):
+        """("head", M): the multi-row head; ("row", r, key): row r's head (lmhead LASTROW, unless
+        multi) and sampler; ("all", m, key): the samplers of rows 0 .. m - 1."""
+        if what not in self.plans:
+            eng = self.eng
+            if what[0] == "head":
+                steps = self._head_rows(what[1])
+            elif what[0] == "row":
+                _, r, key = what
+                steps = [] if self.multi else [(s, dict(b, y=self._row(r))) for s, b in
+                                               head_steps(eng.gpu_model, eng.buf["p.x"], last_row=True)]
+                steps.append(await self._sampler(r, key))
+            else:
+                steps = [await self._sampler(r, what[2]) for r in range(what[1])]
+            self.plans[what] = eng.dev.plan(await eng._instantiate(steps))
+        return self.plans[what]
 
     async def run(self, fed: list, pos: int, params: SamplingParams, context: list, masks) -> list:
         """Submit the pass over fed (t, d_0 .. d_{k-1}) at positions pos..; returns per row the
         argmax (greedy) or the raw top-k bytes (sampling). context: the ids before d_0 (t included)."""
         eng, dev, m = self.eng, self.eng.dev, len(fed)
         dev.write_buffer(eng.buf["p.ids"], 0, struct.pack(f"<{m}I", *fed))
-        eng._write_params(m, pos, SamplingParams(), [])
-        dev.run(await eng._prefill_plan(min(eng.prefill_rows, 1 << (m - 1).bit_length()), None))
+        eng._write_params(m, pos, params, context)
+        bucket = min(eng.prefill_rows, 1 << (m - 1).bit_length())
+        dev.run(await eng._prefill_plan(bucket, None))
         key = eng._k(params)
-        for r in range(m):
-            if masks is not None and (masks[r] is not eng._mask_words or eng._mask_key is None):
-                dev.write_buffer(eng.buf["mask"], 0, masks[r])
-                eng._mask_words, eng._mask_key = masks[r], ("spec", r)
-            eng._write_params(r + 1, pos + r, params, context + fed[1:r + 1])
-            dev.run(await self.plan(r, key))
+        if self.multi:
+            dev.run(await self.plan(("head", bucket)))
+        if self.multi and masks is None and not params.penalized:
+            dev.run(await self.plan(("all", m, key)))
+        else:
+            for r in range(m):
+                if masks is not None and (masks[r] is not eng._mask_words or eng._mask_key is None):
+                    dev.write_buffer(eng.buf["mask"], 0, masks[r])
+                    eng._mask_words, eng._mask_key = masks[r], ("spec", r)
+                eng._write_params(r + 1, pos + r, params, context + fed[1:r + 1])
+                dev.run(await self.plan(("row", r, key)))
         k = key[1] if isinstance(key, tuple) else key
         if k == 0:
             raw = await dev.read(self.tokens, 0, (m - 1) * ALIGN + 4)
@@ -274,7 +320,7 @@ class Verifier:
                 raise EngineError("the GPU argmax of a verified row is past the vocabulary: every logit is NaN")
             return out
         top, stride, _ = self.tops[k]
-        raw = await dev.read(top, 0, (m - 1) * stride + stride)
+        raw = await dev.read(top, 0, m * stride)
         return [raw[r * stride:(r + 1) * stride] for r in range(m)]
 
 
