@@ -296,27 +296,37 @@ class Engine:
             return await self._read_token(self.buf["token"])
         _, top, off = await self._sampler_item(key)
         raw = await dev.read(top, 0, off + 4 * (k + 2))
+        u = sampler.rng.random()
+        ok = self._allowed_by_mask()
+        cands, stats = self._candidates(raw, k, off, params, ok)
+        t = choose(params, cands, stats, u)
+        if t is None:                    # the draw fell past the candidates: exact, from all logits
+            sampler.full_fallbacks += 1
+            t = choose(params, await self._all_candidates(self.buf["logits"], 0, ok), None, u)
+        self._feed(t)
+        return t
+
+    def _candidates(self, raw, k: int, off: int, params: SamplingParams, ok) -> tuple:
+        """(cands, stats) for bitweb.sampling.choose from a top-k block (ids, then values and the
+        softmax stats at off); ok: the grammar's allowed(id) or None. Under a grammar the live
+        allowed tokens come first; the rest is dropped."""
         ids = struct.unpack_from(f"<{k}I", raw, 0)
         vals = struct.unpack_from(f"<{k + 2}f", raw, off)
-        inv_t = 1.0 / params.temperature
-        u = sampler.rng.random()
         cands = list(zip(vals[:k], ids))
-        ok = self._allowed_by_mask()
-        if ok is not None:               # the live allowed tokens come first; the rest is dropped
+        if ok is not None:
             cands = [(v, i) for v, i in cands if ok(i) and v == v]
             if not cands:
                 raise EngineError("no token the grammar allows has a number for its logit (NaN logits)")
         complete = len(cands) < k or k == self.cfg.n_vocab               # every (allowed) token is a candidate
-        stats = None if complete else (vals[k] * inv_t, vals[k + 1])
-        t = choose(params, cands, stats, u)
-        if t is None:                    # the draw fell past the candidates: exact, from all logits
-            sampler.full_fallbacks += 1
-            lg = struct.unpack(f"<{self.cfg.n_vocab}f", await dev.read(self.buf["logits"], 0, 4 * self.cfg.n_vocab))
-            keep = range(len(lg)) if ok is None else [i for i in range(len(lg)) if ok(i) and lg[i] == lg[i]]
-            order = sorted(keep, key=lambda i: (-lg[i], i))
-            t = choose(params, [(lg[i], i) for i in order], None, u)
-        self._feed(t)
-        return t
+        return cands, (None if complete else (vals[k] * (1.0 / params.temperature), vals[k + 1]))
+
+    async def _all_candidates(self, buf, offset: int, ok) -> list:
+        """Every (logit, id) of the logits at buf[offset..] (allowed by ok when given), sorted as
+        bitweb.sampling sorts candidates."""
+        V = self.cfg.n_vocab
+        lg = struct.unpack(f"<{V}f", await self.dev.read(buf, offset, 4 * V))
+        keep = range(V) if ok is None else [i for i in range(V) if ok(i) and lg[i] == lg[i]]
+        return [(lg[i], i) for i in sorted(keep, key=lambda i: (-lg[i], i))]
 
     def _allowed_by_mask(self):
         """Under a grammar: token id -> whether the current mask allows it; else None."""

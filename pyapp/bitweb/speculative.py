@@ -333,7 +333,7 @@ async def verifier(eng) -> Verifier:
 async def _sampled(ver, rows, drafts, params, sampler, masks) -> list:
     """Sampling: the tokens a pass emits from each row's top-k (the rule of speculative_choice with
     q a point mass on each draft), full logits where the candidates cannot decide."""
-    eng, V = ver.eng, ver.eng.cfg.n_vocab
+    eng = ver.eng
     k = eng._k(params)
     k = k[1] if isinstance(k, tuple) else k
     _, _, off = ver.tops[k]
@@ -342,25 +342,15 @@ async def _sampled(ver, rows, drafts, params, sampler, masks) -> list:
         words = masks[r] if masks is not None else None
 
         def ok(i, w=words):
-            return w is None or ((i >> 5) < len(w) and (w[i >> 5] >> (i & 31)) & 1 == 1)
-        ids = struct.unpack_from(f"<{k}I", raw, 0)
-        vals = struct.unpack_from(f"<{k + 2}f", raw, off)
-        cands = [(v, i) for v, i in zip(vals[:k], ids) if ok(i) and v == v]
-        complete = len(cands) < k or k == V
-        stats = None if complete else (vals[k] / params.temperature, vals[k + 1])
+            return (i >> 5) < len(w) and (w[i >> 5] >> (i & 31)) & 1 == 1
+        ok = ok if words is not None else None
+        cands, stats = eng._candidates(raw, k, off, params, ok)
         cache = []
 
-        async def full_rows(r=r, ok=ok):
-            lg = struct.unpack(f"<{V}f", await eng.dev.read(ver.logits, r * ver.lstride, 4 * V))
-            keep = [i for i in range(V) if ok(i) and lg[i] == lg[i]]
-            if not keep:
-                raise EngineError("no token the sampler may choose has a number for its logit (NaN logits)")
-            return [(lg[i], i) for i in sorted(keep, key=lambda i: (-lg[i], i))]
-
-        async def full():
+        async def full(r=r, ok=ok):
             if not cache:
                 sampler.full_fallbacks += 1
-                cache.append(await full_rows())
+                cache.append(await eng._all_candidates(ver.logits, r * ver.lstride, ok))
             return cache[0]
         if r == len(drafts):                    # every draft accepted: this row samples the next token
             u = sampler.rng.random()
