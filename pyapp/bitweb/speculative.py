@@ -35,7 +35,7 @@ GenerationRun.accept in order; the tokens verified past it are dropped).
 Adaptive (Drafter): after a pass that accepts nothing, drafting pauses for 1, 3, 7 .. BACKOFF_MAX
 positions (decode steps as without drafting), so text that does not repeat its context pays for few
 verifications; a pass that accepts anything resets the pause. With no draft a position is one decode
-step of the plain plan (not the overlapped greedy one of Engine._decode_ahead).
+step of the plain plan (not the overlapped greedy one of bitweb.decoding.ahead).
 """
 from __future__ import annotations
 
