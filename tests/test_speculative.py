@@ -33,10 +33,10 @@ def test_lookup_drafts_the_continuation_of_the_latest_longest_match():
     # the last 3 tokens (2 3 4) last occurred ending at position 8: continue with 6 7 2 ...
     assert run(lk.propose(ctx, 3)) == [6, 7, 2]
     assert run(lk.propose(ctx + [6], 2)) == [7, 2]          # 3 4 6 at 7..9; incremental index
-    assert run(lk.propose([5, 6, 7, 8], 4)) == []            # a fresh lookup: no repeat, no draft
-    lk2 = spec.Lookup()
-    assert run(lk2.propose([8, 8], 4)) == []                 # a 1-token repeat is below NGRAM_MIN
-    assert run(lk2.propose([1, 2, 9, 1, 2], 5)) == [9, 1, 2]  # runs up to the end of the context
+    # (a Lookup follows one growing context: a new one for each below)
+    assert run(spec.Lookup().propose([5, 6, 7, 8], 4)) == []                 # no repeat, no draft
+    assert run(spec.Lookup().propose([8, 9, 1, 8, 9], 4)) == []              # a 2-token repeat is below NGRAM_MIN
+    assert run(spec.Lookup().propose([1, 2, 3, 9, 1, 2, 3], 5)) == [9, 1, 2, 3]   # up to the end of the context
 
 
 def test_drafter_backs_off_after_failures_and_resets_on_success():
@@ -54,7 +54,7 @@ def test_drafter_backs_off_after_failures_and_resets_on_success():
         while not run(d.propose([], 3)):
             n += 1
         pauses.append(n)
-    assert pauses == [1, 3, 7, 15, 15]                       # 2^f - 1, at most BACKOFF_MAX
+    assert pauses == [3, 15, 63, 63, 63]                     # 4^f - 1, at most BACKOFF_MAX
     d.update(3, 1)
     assert run(d.propose([], 3)) == [7, 7, 7] and d.drafted == 13 and d.accepted == 1
 

@@ -32,7 +32,7 @@ as a plain step's position) or max_tokens (k + 1 tokens at most); stop tokens, s
 max_tokens end the run at the same token as without drafting (each emitted token goes through
 GenerationRun.accept in order; the tokens verified past it are dropped).
 
-Adaptive (Drafter): after a pass that accepts nothing, drafting pauses for 1, 3, 7 .. BACKOFF_MAX
+Adaptive (Drafter): after a pass that accepts nothing, drafting pauses for 3, 15, then BACKOFF_MAX
 positions (decode steps as without drafting), so text that does not repeat its context pays for few
 verifications; a pass that accepts anything resets the pause. With no draft a position is one decode
 step of the plain plan (not the overlapped greedy one of bitweb.decoding.ahead).
@@ -48,8 +48,8 @@ from bitweb.kernels import bitlinear_tiled, dense, ops
 from bitweb.sampling import SamplingParams, choose, kept
 
 DRAFT_MAX = 7                 # drafted tokens per pass at most: k + 1 = 8 rows, one prefill bucket
-NGRAM_MAX, NGRAM_MIN = 4, 2   # prompt lookup matches the context's last 4, else 3, else 2 tokens
-BACKOFF_MAX = 15              # positions without drafting at most after passes that accepted nothing
+NGRAM_MAX, NGRAM_MIN = 4, 3   # prompt lookup matches the context's last 4, else 3 tokens
+BACKOFF_MAX = 63              # positions without drafting at most after passes that accepted nothing
 ALIGN = 256                   # storage binding offsets (minStorageBufferOffsetAlignment's largest allowed value)
 MODES = ("lookup", "draft")
 
@@ -130,7 +130,7 @@ class Drafter:
             self.fails = 0
         else:
             self.fails += 1
-            self.pause = min((1 << self.fails) - 1, BACKOFF_MAX)
+            self.pause = min((1 << 2 * self.fails) - 1, BACKOFF_MAX)
 
 
 def drafter(eng, speculative) -> Drafter | None:
@@ -213,13 +213,14 @@ class Verifier:
     """An engine's plans for passes of up to `rows` rows (made on first use, kept on Engine.verifier):
     the LM head and the sampler per row, into logits rows, token slots and top-k slots of their own.
 
-    The head: in A8 mode (and for a table no multi-row kernel reads) the decode head (lmhead LASTROW)
-    once per row, params.m = r + 1, so a row's logits are bit for bit a decode step's; with f32
+    The head: in A8 mode (and for a table no multi-row kernel reads) the decode head once per row,
+    its input bound at row r of the prefill rows (or, where a row's offset is not a multiple of 256
+    bytes, lmhead LASTROW with params.m = r + 1), so a row's logits are bit for bit a decode step's; with f32
     activations, whose prefill rows already differ from decode's by float rounding, one multi-row
     matmul over every row (rmsnorm with output_norm, then dense.matmul for a float table,
     bitlinear_tiled for a block-quant one: the table read once per pass, not once per row). The
     sampler: per row, after that row's params (penalty ids) and grammar mask are written; without a
-    penalty or a grammar every row's sampler in one plan."""
+    penalty or a grammar every row's head and sampler in one plan."""
 
     def __init__(self, eng, rows: int):
         self.eng, self.rows = eng, rows
@@ -231,6 +232,8 @@ class Verifier:
         self.plans = {}           # (what, ...) -> Plan
         fmt = eng.table_type(eng.model.lm_head)
         self.multi = not eng.a8 and (fmt in dense.WTYPES or fmt in bitlinear_tiled.FORMATS)
+        self.row_bytes = 4 * eng.cfg.n_embd
+        self.offsets = self.row_bytes % ALIGN == 0      # row r of p.x bound at its offset
 
     def buffers(self) -> list:
         return [self.logits, self.tokens] + [b for b, *_ in self.tops.values()]
@@ -275,20 +278,24 @@ class Verifier:
         return ops.topk(V, k, mask=masked), dict(bufs, top_ids=(top, r * stride, 4 * k),
                                                  top_vals=(top, r * stride + off, 4 * (k + 2)))
 
+    def _head_row(self, r: int) -> list:
+        """The decode head on prefill row r into logits row r (not multi)."""
+        eng = self.eng
+        x = (eng.buf["p.x"], r * self.row_bytes, self.row_bytes) if self.offsets else eng.buf["p.x"]
+        return [(s, dict(b, y=self._row(r))) for s, b in head_steps(eng.gpu_model, x, last_row=not self.offsets)]
+
     async def plan(self, what: tuple):
-        """("head", M): the multi-row head; ("row", r, key): row r's head (lmhead LASTROW, unless
-        multi) and sampler; ("all", m, key): the samplers of rows 0 .. m - 1."""
+        """("head", M): the multi-row head; ("row", r, key): row r's head (unless multi) and
+        sampler; ("all", m, key): those of rows 0 .. m - 1 (no per-row writes between them)."""
         if what not in self.plans:
             eng = self.eng
             if what[0] == "head":
                 steps = self._head_rows(what[1])
-            elif what[0] == "row":
-                _, r, key = what
-                steps = [] if self.multi else [(s, dict(b, y=self._row(r))) for s, b in
-                                               head_steps(eng.gpu_model, eng.buf["p.x"], last_row=True)]
-                steps.append(await self._sampler(r, key))
             else:
-                steps = [await self._sampler(r, what[2]) for r in range(what[1])]
+                rows = [what[1]] if what[0] == "row" else range(what[1])
+                steps = []
+                for r in rows:
+                    steps += ([] if self.multi else self._head_row(r)) + [await self._sampler(r, what[2])]
             self.plans[what] = eng.dev.plan(await eng._instantiate(steps))
         return self.plans[what]
 
@@ -303,7 +310,7 @@ class Verifier:
         key = eng._k(params)
         if self.multi:
             dev.run(await self.plan(("head", bucket)))
-        if self.multi and masks is None and not params.penalized:
+        if masks is None and not params.penalized and (self.multi or self.offsets):
             dev.run(await self.plan(("all", m, key)))
         else:
             for r in range(m):
