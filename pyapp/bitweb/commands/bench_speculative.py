@@ -1,6 +1,7 @@
 """`bitweb bench speculative MODEL [--draft FILE.gguf] [--tokens N] [--trials 3] [--json]`: greedy
 decode speed with and without speculative decoding (bitweb.speculative) on the GPU engine, for four
-tasks in the model's chat format: copying a passage, extracting fields into JSON under a schema (the
+tasks in the model's chat format: copying a passage, answering a question asked again (the model's
+own first answer is in the context: "recall"), extracting fields into JSON under a schema (the
 grammar's forced tokens are drafted too), editing code, and free prose. Per task: decode tokens/s
 (1000 / decode_ms_per_token: decode time per generated token, prefill excluded) without drafting,
 with prompt lookup and (--draft) with the draft model, each drafting run's ratio to the plain one
@@ -25,8 +26,10 @@ SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"
                                            "job": {"type": "string"}, "city": {"type": "string"},
                                            "email": {"type": "string"}},
           "required": ["name", "age", "job", "city", "email"]}
-TASKS = {   # name -> (user message, schema or None)
+QUESTION = "What is 37 + 45?"
+TASKS = {   # name -> (user message, schema or None); "recall": the question asked again after the model's answer
     "copy": (f"Repeat this text exactly, word for word:\n\n{PASSAGE}", None),
+    "recall": (QUESTION, None),
     "extract": (f"Extract the person's name, age, job, city and email as JSON:\n\n{PERSON}", SCHEMA),
     "code": (f"Rename the variable s to subtotal in this Python code and print the whole code:\n\n{CODE}", None),
     "prose": ("Write a short story about a fox who finds a lost key in the snow.", None),
@@ -74,8 +77,15 @@ async def bench_speculative(eng, draft=None, tokens: int = 128, trials: int = 3,
     vocab = None
     modes = [("plain", None), ("lookup", "lookup")] + ([("draft", draft)] if draft is not None else [])
     out = {"tokens": tokens, "trials": trials, "tasks": {}}
+    think = False if fmt.has_thinking else None
     for name, (user, schema) in tasks.items():
-        ids = fmt.ids([{"role": "user", "content": user}], enable_thinking=False if fmt.has_thinking else None)
+        msgs = [{"role": "user", "content": user}]
+        if name == "recall":                              # the model's own answer, then the same question
+            eng.reset()
+            first = await eng.generate(fmt.ids(msgs, enable_thinking=think), SamplingParams(), tokens,
+                                       stop_ids=fmt.stop_ids)
+            msgs += [{"role": "assistant", "content": first.text}, {"role": "user", "content": user}]
+        ids = fmt.ids(msgs, enable_thinking=think)
         if schema is not None and vocab is None:
             vocab = Vocabulary(eng.tokenizer)
         grammar = Grammar.from_json_schema(schema) if schema is not None else None
