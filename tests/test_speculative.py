@@ -298,3 +298,21 @@ def test_cli_speculative_and_draft(gpu, tiny_model, capsys):
     assert rc == 0 and "[speculative draft: " in err and " accepted (" in err, err
     rc, _, err = cli_run("--backend", "numpy", "--speculative", "lookup")
     assert rc == 1 and "--speculative / --draft" in err
+
+
+def test_bench_speculative_reports_each_task(pair):
+    """bitweb bench speculative's figures on the tiny model: a row per task, drafting runs' tokens
+    the plain run's ("same"), ratios the quotient of the tokens/s they derive from, describe() a line
+    per task."""
+    from bitweb.commands.bench_speculative import TASKS, bench_speculative, describe
+    eng, draft = pair
+    tasks = {k: TASKS[k] for k in ("recall", "extract")}
+    r = run(bench_speculative(eng, draft, tokens=12, trials=1, tasks=tasks))
+    assert list(r["tasks"]) == ["recall", "extract"]
+    for t in r["tasks"].values():
+        for m in ("lookup", "draft"):
+            assert t[f"{m}_same"] is True and 0 <= t[f"{m}_accepted"] <= t[f"{m}_drafted"]
+            assert abs(t[f"{m}_ratio"] - t[f"{m}_tps"] / t["plain_tps"]) < 0.01 * t[f"{m}_ratio"] + 0.06
+    assert r["tasks"]["extract"]["lookup_drafted"] > 0             # the schema's forced tokens
+    r.update(model="tiny", draft="tiny")
+    assert len(describe(r).splitlines()) == 2 + len(tasks)
