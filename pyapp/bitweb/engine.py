@@ -4,61 +4,43 @@ bitweb.blocks; the load's checks, uploads and kernel list bitweb.upload; generat
 shared with the numpy model (stop rules, streaming text, context checks, ChatSession)
 bitweb.generation.
 
-Greedy decode runs one step ahead of the host (Engine.overlap, default True; used when the next
-token never needs the host: temperature 0 and no repetition penalty, whose ids the host writes
-each step). Step i feeds generated token t_i at position len(prompt) + i and writes t_{i+1}.
-Two recorded plans alternate: even steps read the token from buffer `token` and write the next
-into `token2`, odd steps the reverse (t_i lies in `token` for even i). Per token, in queue order:
+The decode loops (greedy one step ahead of the host, under a grammar) are bitweb.decoding's,
+speculative decoding (drafts verified in one multi-row pass) bitweb.speculative's.
 
-    read t_i          queued after step i (which reads it), before step i + 1 (which overwrites it)
-    submit step i + 1 encoded earlier: all the GPU waits for once the read returns
-    host work on t_i  stop rules, streaming text, on_token, should_stop: while step i + 1 runs
-    prepare i + 2     params write (its pos; writeBuffer is ordered with submits, so step i + 1
-                      keeps its own) and dev.encode (natively ~10 us of FFI calls per dispatch)
+Prefill. Prompt rows go through the prefill plan (plans cached per power-of-two row bucket) in
+chunks of `prefill_rows` (64); `_bounded` keeps at most PREFILL_IN_FLIGHT = 2 chunks unfinished:
+after chunk i is submitted it awaits `dev.fence()` of chunk i - 1 (in the browser
+`queue.onSubmittedWorkDone()`, asked right after that chunk's submit, so the GPU never waits for
+the host; natively a sync), and asks `should_stop()` before every chunk after the first. So a
+Stop, New chat or model switch during a long prompt leaves at most the running chunk and one
+queued, and the worker's event loop runs between chunks (an abort message is handled
+mid-prefill). A stop in the prefill gives stop_reason "stopped", no token, and `cached_ids` ends
+with the rows written. Token-by-token prefill (prefill kernels still compiling) goes in windows of
+`prefill_rows` the same way. The last chunk ends with the LM head on its last row (`lmhead: gemv`
+LASTROW, or `dense: gemv` LASTROW) and the sampler, so the first token comes out of the prefill
+plan. `bitweb bench stop MODEL` measures Stop -> GPU idle (PERFORMANCE.md).
 
-Host calls per token: write params, encode (native only), submit, read. A step is prepared only
-when it can matter (step i: i + 1 < max_tokens and its position len(prompt) + i < n_ctx - 1, the
-context limits of bitweb.generation) and submitted only when the latest token read is not a stop token. So a step runs
-whose result is not used only when t_{i+1} is a stop token (1 step: it fed the stop token) or
-should_stop() ends the run (2 steps). Such a step writes K/V rows past `cached_ids` (which never
-includes them: it is exactly what the one-step-at-a-time loop leaves), and the scratch buffers
-(x, logits, ...), which nothing reads across generate() calls; the next prefill rewrites those
-cache rows before any step reads them. counters["discarded_steps"] counts such steps.
-
-Under a grammar (generate(constraint=...), bitweb.grammar) the sampler reads the allowed tokens
-from `mask` (n_vocab bits, sampling.wgsl MASK), written before the sampler runs and only when it
-changed (Constraint.key). Greedy decoding then reads 4 bytes per token as before; sampling drops
-the left-out candidates by the same mask. Mask i (for t_{i+1}) needs t_i on the host, but the
-forward pass of t_i does not: each step is two submissions, the forward pass F_i (embedding,
-blocks, LM head: `plan_forward`) and the masked sampler S_i. Per token, in queue order:
-
-    S_i, read t_{i+1}   the masked sampler writes t_{i+1} into `token`; its read is queued
-    F_{i+1}             (greedy) submitted with the read, before its result is back: it reads
-                        t_{i+1} from `token` on the GPU (dev.read(then=): in the browser it runs
-                        while the read returns; natively right after)
-    host work on t_{i+1}  advance the constraint, stop rules, text, on_token, mask i + 1 and its
-                        upload: while F_{i+1} runs
-    S_{i+1} ...
-
-F_{i+1} runs whose result is not used only when t_{i+1} is a stop token or should_stop ends the
-run (1 step, counted in discarded_steps). Sampling (top-k) submits F_{i+1} once the host has
-chosen and written t_{i+1}, before its own work on it. Engine.overlap = False: F_i and S_i in one
-plan after the host's work on t_i (the same tokens; a before / after for `bitweb bench constrained`).
+Host calls per token: greedy one step at a time 3 (write params {pos, penalty, 1/T}, run the
+plan, read 4 bytes), +1 with a repetition penalty (its ids), sampling 4 (read the top-k block,
+write the chosen id back to `token`); one step ahead natively 4 (the encode is a call), in the
+browser 3 (JS `replay` encodes and submits). Counters: plan_dispatches vs direct_dispatches
+(`generate --stats`).
 """
 from __future__ import annotations
 
 import asyncio
 import struct
 
-from bitweb import formats
+from bitweb import decoding, formats
+from bitweb import speculative as spec
 from bitweb.blocks import EngineError, GPUModel, decode_steps, prefill_steps
-from bitweb.generation import (KV_CACHE, ContextError, GenerateResult, GenerationRun, check_prompt,
-                               common_prefix, kv_bytes, now_ms)
+from bitweb.generation import (KV_CACHE, ContextError, GenerateResult, check_kv, check_prompt,
+                               kv_bytes, now_ms, start)
 from bitweb.kernels import ops
 from bitweb.model import Model, a8_linears
 from bitweb.options import ACTIVATIONS, LM_HEADS    # lm_head= options: re-quantize the LM head on load (None: as in the file)
 from bitweb.sampling import Sampler, SamplingError, SamplingParams, choose, penalty_ids
-from bitweb.upload import (MAX_PENALTY_IDS, PREFILL_ROWS, Fit, check_kv_cache, check_limits, check_support,
+from bitweb.upload import (MAX_PENALTY_IDS, PREFILL_ROWS, Fit, check_limits, check_support,
                            compile_keys, compile_pipelines, fit_model, state_buffers,
                            upload_tensors, widest_row)
 
@@ -80,17 +62,17 @@ class Engine:
     g (FFN), logits; `params` (ops.params: pos, penalty ...), `token` (the sampled id, fed to the
     next step's embedding on the GPU), `top` (top-k ids | values + softmax stats).
 
-    Decode is recorded once as dev.plan([...]) (see ARCHITECTURE.md, "Decode dispatch plan")
+    Decode is recorded once as dev.plan([...]) (ARCHITECTURE.md, "Decode and prefill plans")
     and replayed per token: write params, run the plan, read the token (greedy) or the top-k
     block (sampling; the host then writes the chosen id back to `token`). Greedy decode without
-    a repetition penalty runs one step ahead of the host (module docstring; `overlap = False`
+    a repetition penalty runs one step ahead of the host (bitweb.decoding; `overlap = False`
     turns that off: the same tokens, one step at a time).
     """
 
     def __init__(self, dev, model: Model, activations: str, n_ctx: int, log=None, kv_cache: str = KV_CACHE):
         if activations not in ACTIVATIONS:
             raise EngineError(f"activations {activations!r}: must be one of {ACTIVATIONS}")
-        self.kv_cache = check_kv_cache(kv_cache)             # the KV cache's value type
+        self.kv_cache = check_kv(kv_cache, EngineError)      # the KV cache's value type
         # f16 values as array<f16> (shader-f16) or pack2x16float pairs in u32: chosen once, here
         f16 = bool(dev is not None and dev.caps.shader_f16)
         self.kv_f16 = f16 if kv_cache == "f16" else None
@@ -99,7 +81,7 @@ class Engine:
         self.activations, self.a8 = activations, a8_linears(model.cfg, activations)   # (f32 for non-ternary linears)
         self.n_ctx = n_ctx
         self.log = log
-        self.overlap = True           # greedy decode one step ahead of the host (module docstring)
+        self.overlap = True           # greedy decode one step ahead of the host (bitweb.decoding)
         self.packed = self.cfg.linear_type.packed
         # what the steps see (the block recipe's narrow handle); w, shards, table_types and buf are its dicts
         self.gpu_model = h = GPUModel(dev, model, self.a8, self.packed, n_ctx, kv_cache, self.kv_f16)
@@ -122,6 +104,7 @@ class Engine:
         self._mask = None             # generate(constraint=): the Constraint the sampler follows, else None
         self._mask_key = None         # key of the mask in buf["mask"] (bitweb.grammar Constraint.key)
         self._mask_words = None       # that mask's words (the host's copy, for top-k candidates)
+        self.verifier = None          # speculative decoding's per-row plans (bitweb.speculative.Verifier)
 
     # ------------------------------------------------------------------ loading
     @classmethod
@@ -332,27 +315,37 @@ class Engine:
             return await self._read_token(self.buf["token"])
         _, top, off = await self._sampler_item(key)
         raw = await dev.read(top, 0, off + 4 * (k + 2))
+        u = sampler.rng.random()
+        ok = self._allowed_by_mask()
+        cands, stats = self._candidates(raw, k, off, params, ok)
+        t = choose(params, cands, stats, u)
+        if t is None:                    # the draw fell past the candidates: exact, from all logits
+            sampler.full_fallbacks += 1
+            t = choose(params, await self._all_candidates(self.buf["logits"], 0, ok), None, u)
+        self._feed(t)
+        return t
+
+    def _candidates(self, raw, k: int, off: int, params: SamplingParams, ok) -> tuple:
+        """(cands, stats) for bitweb.sampling.choose from a top-k block (ids, then values and the
+        softmax stats at off); ok: the grammar's allowed(id) or None. Under a grammar the live
+        allowed tokens come first; the rest is dropped."""
         ids = struct.unpack_from(f"<{k}I", raw, 0)
         vals = struct.unpack_from(f"<{k + 2}f", raw, off)
-        inv_t = 1.0 / params.temperature
-        u = sampler.rng.random()
         cands = list(zip(vals[:k], ids))
-        ok = self._allowed_by_mask()
-        if ok is not None:               # the live allowed tokens come first; the rest is dropped
+        if ok is not None:
             cands = [(v, i) for v, i in cands if ok(i) and v == v]
             if not cands:
                 raise EngineError("no token the grammar allows has a number for its logit (NaN logits)")
         complete = len(cands) < k or k == self.cfg.n_vocab               # every (allowed) token is a candidate
-        stats = None if complete else (vals[k] * inv_t, vals[k + 1])
-        t = choose(params, cands, stats, u)
-        if t is None:                    # the draw fell past the candidates: exact, from all logits
-            sampler.full_fallbacks += 1
-            lg = struct.unpack(f"<{self.cfg.n_vocab}f", await dev.read(self.buf["logits"], 0, 4 * self.cfg.n_vocab))
-            keep = range(len(lg)) if ok is None else [i for i in range(len(lg)) if ok(i) and lg[i] == lg[i]]
-            order = sorted(keep, key=lambda i: (-lg[i], i))
-            t = choose(params, [(lg[i], i) for i in order], None, u)
-        self._feed(t)
-        return t
+        return cands, (None if complete else (vals[k] * (1.0 / params.temperature), vals[k + 1]))
+
+    async def _all_candidates(self, buf, offset: int, ok) -> list:
+        """Every (logit, id) of the logits at buf[offset..] (allowed by ok when given), sorted as
+        bitweb.sampling sorts candidates."""
+        V = self.cfg.n_vocab
+        lg = struct.unpack(f"<{V}f", await self.dev.read(buf, offset, 4 * V))
+        keep = range(V) if ok is None else [i for i in range(V) if ok(i) and lg[i] == lg[i]]
+        return [(lg[i], i) for i in sorted(keep, key=lambda i: (-lg[i], i))]
 
     def _allowed_by_mask(self):
         """Under a grammar: token id -> whether the current mask allows it; else None."""
@@ -444,28 +437,25 @@ class Engine:
 
     async def generate(self, prompt_ids, params: SamplingParams | None = None, max_tokens: int = 128,
                        on_token=None, should_stop=None, ignore_eos: bool = False, stop_ids=None,
-                       constraint=None) -> GenerateResult:
+                       constraint=None, speculative=None) -> GenerateResult:
         """Generate after prompt_ids (see GenerateResult). Reuses the KV cache for the longest
         common prefix with the tokens already in it (ChatSession relies on this). stop_ids:
         the tokens that end generation (default the tokenizer's; ChatFormat.stop_ids).
         constraint: a bitweb.grammar.Constraint (fresh, built with the same stop ids): every token
-        is sampled among the ones it allows (the mask on the GPU, module docstring), told how many
-        tokens are left so the output is complete by max_tokens / the context's end."""
+        is sampled among the ones it allows (the mask on the GPU, bitweb.decoding), told how many
+        tokens are left so the output is complete by max_tokens / the context's end.
+        speculative: None, "lookup" (prompt lookup drafts) or a loaded Engine of the same vocabulary
+        on the same device (a draft model): bitweb.speculative; the same tokens when greedy, the
+        same distribution when sampling, counted in the result's drafted / accepted."""
         params = params or SamplingParams()
         if params.repeat_last_n > MAX_PENALTY_IDS:
             raise SamplingError(f"repeat_last_n = {params.repeat_last_n}: the GPU engine supports at most {MAX_PENALTY_IDS}")
-        prompt = check_prompt(prompt_ids, self.n_ctx, self.cfg.n_vocab)
         self.dev.check_alive()
-        run = GenerationRun(self.tokenizer, self.n_ctx, prompt, max_tokens, on_token, should_stop, ignore_eos,
-                            stop_ids)
-        run.check_constraint(constraint)
-        if constraint is not None and constraint.n_vocab > self.cfg.n_vocab:
-            raise EngineError(f"the constraint's vocabulary has {constraint.n_vocab} tokens, the model {self.cfg.n_vocab}")
+        st = start(self, prompt_ids, params, max_tokens, on_token, should_stop, ignore_eos, stop_ids, constraint)
+        drafter = spec.drafter(self, speculative)
+        run, sampler, budget, keep, prompt = st.run, st.sampler, st.budget, st.keep, st.prompt
         if max_tokens <= 0:
             return run.result()
-        sampler = Sampler(params)
-        budget = min(int(max_tokens), self.n_ctx - len(prompt))     # tokens this run can generate
-        keep = min(common_prefix(self.cached_ids, prompt), len(prompt) - 1)
         self.cached_ids = self.cached_ids[:keep]
         context = list(prompt)
         self._mask, self._mask_key = constraint, None
@@ -482,10 +472,12 @@ class Engine:
             c0 = dict(self.dev.counters)
             f0 = sampler.full_fallbacks
             discarded = 0
-            if constraint is not None:
-                discarded = await self._decode_constrained(run, t, params, sampler, context, budget)
+            if drafter is not None and drafter.usable:
+                await spec.decode(self, run, t, params, sampler, context, budget, drafter)
+            elif constraint is not None:
+                discarded = await decoding.constrained(self, run, t, params, sampler, context, budget)
             elif self.overlap and params.greedy and not params.penalized:
-                discarded = await self._decode_ahead(run, t, params)
+                discarded = await decoding.ahead(self, run, t, params)
             else:
                 while run.accept(t):
                     context.append(t)
@@ -498,97 +490,10 @@ class Engine:
         c = {k: v - c0.get(k, 0) for k, v in self.dev.counters.items()}
         c["full_fallbacks"] = sampler.full_fallbacks - f0
         c["discarded_steps"] = discarded
-        return run.result(c, c["dispatches"], c["host_calls"])
-
-    async def _decode_ahead(self, run: GenerationRun, t: int, params: SamplingParams) -> int:
-        """Greedy decode one step ahead of the host (module docstring). t = t_0, read by the
-        prefill, lies in `token`. Returns the number of steps run whose result was not used."""
-        dev, n0, tokens = self.dev, len(self.cached_ids), (self.buf["token"], self.buf["token2"])
-        submitted, ready = 0, None          # steps 0 .. submitted - 1 are on the queue; ready: the next
-
-        def prepare(i: int):
-            """Params and command buffer of step i (feeding t_i), when it can matter. Called after
-            step i - 1 is submitted, so the params write lands after it on the queue."""
-            nonlocal ready
-            if i + 1 < run.max_tokens and n0 + i + 1 < self.n_ctx:
-                self._write_params(1, n0 + i, params, [])
-                ready = dev.encode(self.plans_ahead[i % 2])
-
-        def submit(last: int):
-            """Submit the prepared step unless the latest token read (t_0 for steps 0 and 1, else
-            the one before the step's own) is a stop token."""
-            nonlocal ready, submitted
-            if ready is not None and not run.is_stop_token(last):
-                dev.run(ready)
-                submitted += 1
-            ready = None
-        prepare(0)
-        submit(t)
-        prepare(1)
-        submit(t)
-        i = 0
-        while run.accept(t):                 # step i was submitted (accept implies it could matter)
-            self.cached_ids.append(t)
-            run.n_decode += 1
-            prepare(i + 2)                   # while the GPU runs step i + 1
-            i += 1
-            t = await self._read_token(tokens[i % 2])   # t_i, by step i - 1; queued after step i
-            submit(t)                        # step i + 1: all the GPU waits for after the read
-        return submitted - run.n_decode
-
-    async def _decode_constrained(self, run: GenerationRun, t: int, params: SamplingParams, sampler: Sampler,
-                                  context: list, budget: int) -> int:
-        """Decode under the grammar self._mask (module docstring: F_i, then S_i). t = t_0, read by
-        the prefill. Returns the number of forward passes run whose result was not used."""
-        dev, c, n0 = self.dev, self._mask, len(self.cached_ids)
-        if not self.overlap:             # one step at a time (F_i and S_i together after the host's work)
-            while True:
-                c.advance(t)
-                if not run.accept(t):
-                    return 0
-                context.append(t)
-                self._write_mask(budget - len(run.ids))
-                nxt = await self._step(len(self.cached_ids), params, sampler, context)
-                self.cached_ids.append(t)
-                t = nxt
-                run.n_decode += 1
-        key = self._k(params)
-        if ("S",) + key not in self._plans:
-            self._plans[("S",) + key] = dev.plan([(await self._sampler_item(key))[0]])
-        sample, greedy = self._plans[("S",) + key], params.greedy
-
-        def can(i):                      # F_i (feeding t_i) matters: t_i accepted leaves a step to take
-            return i + 1 < run.max_tokens and n0 + i + 1 < self.n_ctx
-
-        def forward(i, ctx):
-            self._write_params(1, n0 + i, params, ctx)
-            dev.run(self.plan_forward)
-
-        pending = can(0) and not run.is_stop_token(t)
-        if pending:
-            forward(0, context + [t])
-        i = 0
-        while True:
-            c.advance(t)                 # the last token too: the constraint ends where the text does
-            if not run.accept(t):
-                return int(pending)
-            context.append(t)
-            self.cached_ids.append(t)    # (F_i has written its K / V rows)
-            self._write_mask(budget - len(run.ids))
-            dev.run(sample)              # S_i -> t_{i+1}
-            i += 1
-            run.n_decode += 1
-            if greedy and can(i):
-                self._write_params(1, n0 + i, params, context)     # F_i's position (S_{i-1} has its params)
-                t = await self._read_token(self.buf["token"], then=self.plan_forward)
-                pending = True
-                if params.penalized:     # S_i's penalty ids include t_i
-                    self._write_params(1, n0 + i, params, context + [t])
-            else:
-                t = await self._finish(params, sampler)
-                pending = can(i) and not run.is_stop_token(t)
-                if pending:
-                    forward(i, context + [t])
+        res = run.result(c, c["dispatches"], c["host_calls"])
+        if drafter is not None:
+            res.speculative, res.drafted, res.accepted = drafter.mode, drafter.drafted, drafter.accepted
+        return res
 
     async def forward_logits(self, ids, raw: bool = False) -> list:
         """Logits (n_vocab floats; raw: the float32 bytes) after every token of ids, run one token
@@ -616,6 +521,7 @@ class Engine:
 
     def _all_buffers(self):
         tops = [top for _, top, _ in self._topk.values() if top is not None]
+        tops += self.verifier.buffers() if self.verifier is not None else []
         return list(self.w.values()) + list(self.buf.values()) + [b for s in self.shards.values() for *_, b in s] + tops
 
     def close(self):

@@ -10,6 +10,24 @@ positions that fits (Bonsai's 32768 .. 65536 positions would need 3.75 .. 9.5 GB
 (len(prompt) <= n_ctx - 1), else ContextError before any GPU work. Generation stops
 with stop_reason "context" once prompt + generated tokens == n_ctx (the last token
 then sits at position n_ctx - 1 and is never fed back). Nothing ever writes past the cache.
+
+KV cache. Per layer a K and a V buffer of n_head_kv x n_ctx x head_dim values (K roped), "f16"
+(KV_CACHE, the default) or "f32". f16 values are `array<f16>` where the device has shader-f16 and
+the same bytes in `array<u32>` (pack2x16float) elsewhere: named variants (`kernels.ops.kv_variant`)
+chosen once in Engine.__init__ and logged with the cache's size (Engine.kv_bytes).
+`shaders/common_kv.wgsl` is the one place that stores (clamp to +-65504, round to f16) and loads;
+attention computes in f32. The numpy model stores `bitweb.ref.ops.kv_round` of its rows (nearest
+even after the same clamp); kernel cases give f16 caches one f16 ulp of latitude (WGSL lets a
+conversion pick either neighbour; lavapipe rounds to nearest even, bit for bit the mirror's).
+Where the GPU's and numpy's f32 K differ in the last bit they can round to neighbouring halves
+(logits ~1e-3 apart on the test models), so comparisons meant to be exact (the transformers
+oracle, sampling draws, perplexity) pin kv_cache="f32".
+
+Default contexts with the f16 cache: Bonsai-1.7B 32768 -> 9216 (112 KiB per position), 4B / 8B ->
+7168 (144 KiB); f32 4608 and 3584; 2B4T keeps 4096 (0.31 GB f16). The library's default also fits
+its `gpuMemory` budget (upload.fit_model: the KV cache gets what upload.estimate_bytes leaves). An
+explicit context a layer's buffer cannot hold is a LimitsError naming the limit, the shortfall and
+the most positions that fit. ChatSession raises ContextError when the conversation no longer fits.
 """
 from __future__ import annotations
 
@@ -19,7 +37,7 @@ from dataclasses import dataclass, field
 from bitweb.chat import ChatFormat
 from bitweb.kernels.ops import KV_TYPES, kv_cache_bytes
 from bitweb.options import DEFAULT_KV_CACHE
-from bitweb.sampling import SamplingParams
+from bitweb.sampling import Sampler, SamplingParams
 
 
 class ContextError(ValueError):
@@ -31,9 +49,11 @@ CONTEXT_STEP = 256         # a default context below the file's is a multiple of
 KV_CACHE = DEFAULT_KV_CACHE   # the KV cache's value type unless asked otherwise (KV_TYPES: "f16", "f32")
 
 
-def check_kv(kv: str) -> str:
+def check_kv(kv: str, error=ValueError) -> str:
+    """The one check of a KV cache value type (the engine raises its EngineError, the numpy model and
+    the context sizes ValueError)."""
     if kv not in KV_TYPES:
-        raise ValueError(f"KV cache type {kv!r}: must be one of {', '.join(KV_TYPES)}")
+        raise error(f"KV cache type {kv!r}: must be one of {', '.join(KV_TYPES)}")
     return kv
 
 
@@ -87,12 +107,18 @@ class GenerateResult:
     host_calls_per_token: float     # calls from Python into the GPU backend per decoded token
     counters: dict = field(default_factory=dict)
     stop_id: int | None = None      # the EOS / EOT id that ended generation
+    speculative: str = ""           # the drafting (bitweb.speculative: "lookup", "draft") or "" without
+    drafted: int = 0                # tokens drafted and verified (speculative decoding)
+    accepted: int = 0               # of those, the ones the target model agreed with (emitted or not)
 
     JSON_KEYS = ("prompt_ids", "ids", "text", "stop_reason", "prefill_ms", "decode_ms_per_token",
                  "dispatches_per_token", "host_calls_per_token")
 
     def to_json(self) -> dict:
-        return {k: getattr(self, k) for k in self.JSON_KEYS}
+        out = {k: getattr(self, k) for k in self.JSON_KEYS}
+        if self.speculative:
+            out.update(speculative=self.speculative, drafted=self.drafted, accepted=self.accepted)
+        return out
 
 
 def now_ms() -> float:
@@ -187,6 +213,32 @@ class GenerationRun:
             dispatches_per_token=round(dispatches / n, 3) if self.n_decode else 0.0,
             host_calls_per_token=round(host_calls / n, 3) if self.n_decode else 0.0,
             counters=dict(counters or {}), stop_id=self.stop_id)
+
+
+@dataclass
+class Start:
+    """What generate() of the GPU engine and of the numpy model begin with (start())."""
+    params: SamplingParams
+    prompt: list                    # the checked prompt ids
+    run: GenerationRun
+    sampler: Sampler
+    budget: int                     # tokens this run can generate: min(max_tokens, n_ctx - len(prompt))
+    keep: int                       # cache rows kept: the common prefix with cached_ids, short of the last prompt token
+
+
+def start(gen, prompt_ids, params=None, max_tokens: int = 128, on_token=None, should_stop=None,
+          ignore_eos: bool = False, stop_ids=None, constraint=None) -> Start:
+    """The shared preamble of Engine.generate and NumpyModel.generate (`gen`: either; it has n_ctx,
+    cfg, tokenizer and cached_ids): the prompt and the constraint checked (ContextError, ValueError
+    naming what is wrong), the run's bookkeeping, its sampler, budget and the KV rows to keep."""
+    params = params or SamplingParams()
+    prompt = check_prompt(prompt_ids, gen.n_ctx, gen.cfg.n_vocab)
+    run = GenerationRun(gen.tokenizer, gen.n_ctx, prompt, max_tokens, on_token, should_stop, ignore_eos, stop_ids)
+    run.check_constraint(constraint)
+    if constraint is not None and constraint.n_vocab > gen.cfg.n_vocab:
+        raise ValueError(f"the constraint's vocabulary has {constraint.n_vocab} tokens, the model {gen.cfg.n_vocab}")
+    keep = min(common_prefix(gen.cached_ids, prompt), len(prompt) - 1)
+    return Start(params, prompt, run, Sampler(params), min(int(max_tokens), gen.n_ctx - len(prompt)), keep)
 
 
 def common_prefix(a, b) -> int:

@@ -34,6 +34,16 @@ the bytes unchanged, the numpy model dequantizes them.
 
 Any file this module accepts can be run by both the engine and the numpy model; anything else
 is a ModelError naming the architecture, key or tensor (and its type / shape).
+
+Features on the GPU: the QK-norm is folded into the attention kernel (decode) and the RoPE kernel
+(prefill), and so are the Q / K / V biases (`qkv_at` in shaders/common_sincos.wgsl, one f32 row per
+block: upload.PACKED), so every architecture decodes in 5 dispatches per block
+(dev/archs/bench_qknorm.py, dev/archs/bench_qkvbias.py: folded within noise of plain attention, a
+separate dispatch 1.06-1.6x). Biases are added first, then QK-norm, RoPE, the cache. The llama
+converter permutes Q / K rows so that NORM pairs equal transformers' rotate_half
+(tests/test_transformers_oracle_archs.py un-permutes them). `rope_freqs` tensors, experts and a
+non-default `attention.scale` are refused by name; a tensor a row lacks is None, and one the file
+has anyway an "unexpected tensor" ModelError.
 """
 from __future__ import annotations
 
@@ -84,7 +94,14 @@ def a8_linears(cfg, activations: str) -> bool:
     """Whether the block linears (and a packed LM head of such a format) quantize their inputs to int8
     per token: the "a8" mode, on linears of a format trained that way (Format.a8: the ternary and
     binary kinds, W1.58A8). Other formats (ggml's block types, floats) run f32 activations in either
-    mode, the exact one; the engine and the numpy model both ask this."""
+    mode, the exact one; the engine and the numpy model both ask this.
+
+    Why ggml's types do not take a8: per-token int8 activations on a model not trained W1.58A8 are
+    chaotic. On SmolLM2's Q4_1 file with a8 forced, numpy's attention in float64 instead of float32
+    moved its a8 logits by up to 3.4 on a 21-token prompt (f32 mode: 8e-3; logit std 7); GPU and
+    numpy a8 parted at greedy token 5 of 64 and perplexity rose from 6.59 to 6.91. f32 gives the
+    same 64 tokens on both (logits within 1.2e-2). llama.cpp quantizes such activations per 32
+    values (Q8_1), not per token."""
     return activations == "a8" and cfg.linear_type is not None and cfg.linear_type.a8
 
 

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bitweb.generation import KV_CACHE, GenerationRun, check_kv, check_prompt, common_prefix, fit_context
+from bitweb.generation import KV_CACHE, check_kv, fit_context, start
 from bitweb.model import BIASES, LINEARS, NORMS, Model, ModelError, a8_linears
 from bitweb.options import ACTIVATIONS
 from bitweb.ref.bitlinear import activations
@@ -268,20 +268,14 @@ class NumpyModel:
         longest common prefix with the tokens already in it. constraint: a bitweb.grammar.Constraint
         (fresh, built with the same stop ids): each step samples among the tokens it allows, told
         how many tokens are left so the output is complete by max_tokens / the context's end."""
-        params = params or SamplingParams()
-        prompt = check_prompt(prompt_ids, self.n_ctx, self.cfg.n_vocab)
-        run = GenerationRun(self.tokenizer, self.n_ctx, prompt, max_tokens, on_token, should_stop, ignore_eos,
-                            stop_ids)
-        run.check_constraint(constraint)
+        st = start(self, prompt_ids, params, max_tokens, on_token, should_stop, ignore_eos, stop_ids, constraint)
+        run, sampler, budget, keep, prompt = st.run, st.sampler, st.budget, st.keep, st.prompt
         if max_tokens <= 0:
             return run.result()
-        sampler = Sampler(params)
-        budget = min(int(max_tokens), self.n_ctx - len(prompt))
 
         def allowed():
             return None if constraint is None else constraint.ids(budget - len(run.ids))
 
-        keep = min(common_prefix(self.cached_ids, prompt), len(prompt) - 1)
         logits = self.forward(prompt[keep:], keep)[-1]
         self.cached_ids = list(prompt)
         context = list(prompt)

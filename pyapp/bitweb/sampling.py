@@ -152,9 +152,11 @@ class Sampler:
         return self.sample(sorted(((float(lg[i]), i) for i in allowed), key=lambda c: (-c[0], c[1])))
 
 
-def choose(p: SamplingParams, cands: list, stats, u: float):
-    """Steps 3 for one uniform draw u in [0, 1): the chosen id, or None when the candidates
-    (a prefix of the sorted vocabulary, stats given) cannot decide. Sampler.sample draws u."""
+def kept(p: SamplingParams, cands: list, stats):
+    """Step 3's kept set from the candidates: (keep, w, mass, open_end), the first `keep` candidates
+    with weights w[i] = exp(z_i - z_max) and mass the weight a draw is over (open_end: the kept set
+    also holds the unseen tail, mass then the whole vocabulary's from stats); None when the
+    candidates (a prefix of the sorted vocabulary, stats given) cannot tell."""
     complete = stats is None
     t = p.temperature
     z0 = cands[0][0] / t
@@ -185,7 +187,16 @@ def choose(p: SamplingParams, cands: list, stats, u: float):
             unknown = True                       # the min-p set reaches into the tail
     if unknown:
         return None
-    mass = total if open_end else sum(w[:keep])
+    return keep, w, (total if open_end else sum(w[:keep])), open_end
+
+
+def choose(p: SamplingParams, cands: list, stats, u: float):
+    """Steps 3 for one uniform draw u in [0, 1): the chosen id, or None when the candidates
+    (a prefix of the sorted vocabulary, stats given) cannot decide. Sampler.sample draws u."""
+    k = kept(p, cands, stats)
+    if k is None:
+        return None
+    keep, w, mass, open_end = k
     target = u * mass
     acc = 0.0
     for i in range(keep):

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 
 from bitweb import formats, gpu
 from bitweb.blocks import MULTIPLIERS, EngineError, GPUModel, decode_steps, prefill_steps
-from bitweb.generation import KV_BUDGET, KV_CACHE, fit_context, kv_bytes
+from bitweb.generation import KV_BUDGET, KV_CACHE, check_kv, fit_context, kv_bytes
 from bitweb.kernels import bitlinear, dense, lmhead, ops, requant
 from bitweb.model import LINEARS, Model
 
@@ -35,12 +35,6 @@ NEED_STORAGE_BUFFERS = 7      # the fused QKV gemv binds x, norm, mult, y and th
 # name prefix (+ ".<block>") -> Block attributes. QK-norm weights: f32[2][head_dim]; the Q / K / V
 # biases: one f32 row laid out as a qkv row (q | k | v), so the kernels index it as they index qkv.
 PACKED = {"qkn": ("attn_q_norm", "attn_k_norm"), "qkvb": ("attn_q_bias", "attn_k_bias", "attn_v_bias")}
-
-
-def check_kv_cache(kv_cache: str) -> str:
-    if kv_cache not in ops.KV_TYPES:
-        raise EngineError(f"kv_cache {kv_cache!r}: must be one of {', '.join(ops.KV_TYPES)}")
-    return kv_cache
 
 
 def widest_row(cfg) -> int:
@@ -75,7 +69,7 @@ def fit_model(dev, model: Model, max_context: int | None = None, kv_cache: str =
     maxStorageBufferBindingSize and maxBufferSize, the whole cache within KV_BUDGET and, given
     gpu_memory, within what the rest of the model leaves of it). EngineError for an unknown
     kv_cache; ContextError when not even 2 positions fit."""
-    kv = check_kv_cache(kv_cache)
+    kv = check_kv(kv_cache, EngineError)
     budget = None
     if gpu_memory:
         budget = max(0, min(KV_BUDGET, gpu_memory - estimate_bytes(model, 0, kv)))

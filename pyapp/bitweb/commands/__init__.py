@@ -102,6 +102,11 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--json-schema", metavar="FILE",
                    help="the output is JSON that validates against this JSON Schema (a .json file)")
     g.add_argument("--grammar", metavar="FILE.gbnf", help="the output follows this GBNF grammar (llama.cpp's syntax)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--speculative", choices=["lookup"], default=None,
+                   help="speculative decoding with prompt-lookup drafts (GPU engine; the same tokens when greedy)")
+    g.add_argument("--draft", metavar="FILE.gguf", default=None,
+                   help="speculative decoding with this draft model (the same vocabulary; GPU engine)")
 
     p = cmd("eval", "bitweb.commands.eval:main", "held-out exact-match accuracy per task")
     _gen_args(p)
@@ -123,8 +128,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
 
     p = cmd("bench", "bitweb.commands.bench:main",
-            "benchmarks: kernels, decode, load, tokenizer, grammar, constrained, stop (ratios from one run)")
-    p.add_argument("what", choices=["kernels", "decode", "load", "tokenizer", "grammar", "constrained", "stop"],
+            "benchmarks: kernels, decode, load, tokenizer, grammar, constrained, stop, speculative (ratios from one run)")
+    p.add_argument("what", choices=["kernels", "decode", "load", "tokenizer", "grammar", "constrained", "stop",
+                                    "speculative"],
                    help="constrained: decode with and without a grammar on the GPU engine (MODEL)")
     p.add_argument("model", nargs="?")
     p.add_argument("--backend", choices=["native"], default="native")
@@ -146,6 +152,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shapes", help="kernels: N_INxROWS[,...] instead of the default shapes (n_in: a multiple of 256)")
     p.add_argument("--repeats", type=int, default=None, help="timed runs per kernel (default: by time budget)")
     p.add_argument("--seed", type=int, default=0, help="grammar: the seed of the random token choices")
+    p.add_argument("--draft", metavar="FILE.gguf", default=None,
+                   help="speculative: also time this draft model (the same vocabulary) besides prompt lookup")
     p.add_argument("--json", action="store_true")
     return ap
 

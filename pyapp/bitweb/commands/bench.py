@@ -14,6 +14,9 @@ def main(args) -> int:
     if args.what == "grammar":
         from bitweb.commands.bench_grammar import main as grammar
         return grammar(args)
+    if args.what == "speculative":
+        from bitweb.commands.bench_speculative import main as speculative
+        return speculative(args)
     if args.what == "stop":
         from bitweb.commands.bench_stop import main as stop
         return stop(args)

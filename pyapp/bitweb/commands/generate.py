@@ -12,6 +12,10 @@ the template's end of turn); --thinking on|off sets the template's thinking swit
 --kv-cache f16 (default) | f32: the KV cache's values (Engine.load(kv_cache=); numpy rounds as the GPU).
 --stats prints timing and GPU counters to stderr (replayed plan dispatches = the fast path,
 re-encoded dispatches = the slow path).
+--speculative lookup / --draft FILE.gguf: speculative decoding (bitweb.speculative): prompt-lookup
+drafts, or a draft model of the same vocabulary, verified in one multi-row pass; greedy output is
+the same, token for token; --json adds "speculative", "drafted" and "accepted" (decode_ms_per_token
+stays the decode time per generated token).
 --json-schema FILE / --grammar FILE.gbnf: every token is sampled among those the grammar allows
 (bitweb.grammar; on the GPU the mask is applied before sampling), told how many tokens are left,
 so the output is complete by --max-tokens: JSON that validates against the schema, or text the
@@ -60,6 +64,9 @@ def _stats(res, extra=""):
     c = res.counters
     print(f"\n[{extra}prompt {len(res.prompt_ids)} tokens, prefill {res.prefill_ms:.1f} ms; {n} generated, "
           f"decode {res.decode_ms_per_token:.2f} ms/token ({tps:.1f} tokens/s); stop: {res.stop_reason}]", file=out)
+    if res.speculative:
+        rate = f"{100 * res.accepted / res.drafted:.0f} %" if res.drafted else "-"
+        print(f"[speculative {res.speculative}: {res.drafted} drafted, {res.accepted} accepted ({rate})]", file=out)
     if c:
         print(f"[per decoded token: {res.dispatches_per_token:g} dispatches, {res.host_calls_per_token:g} host calls; "
               f"decode totals: replayed (plan) dispatches {c.get('plan_dispatches', 0)}, re-encoded dispatches "
@@ -129,6 +136,8 @@ def main(args) -> int:
     if args.backend == "numpy":
         if getattr(args, "lm_head", None):
             raise ValueError("--lm-head re-quantizes on the GPU: use --backend native")
+        if getattr(args, "speculative", None) or getattr(args, "draft", None):
+            raise ValueError("--speculative / --draft: speculative decoding runs on the GPU engine (--backend native)")
         from bitweb.numpy_model import NumpyModel
         ref = NumpyModel.from_gguf(gf, activations=args.activations, max_context=max_ctx, kv_cache=args.kv_cache)
         if ref.context_note:
@@ -152,7 +161,7 @@ def main(args) -> int:
 async def _native(gf, args, params, max_ctx, grammar=None):
     from bitweb import gpu
     from bitweb.engine import Engine
-    from bitweb.gguf import FileSource
+    from bitweb.gguf import FileSource, open_gguf
     log = (lambda m: print(m, file=sys.stderr)) if args.stats else None
     dev = await gpu.request_device("native", log=log)
     with FileSource(args.model) as src:
@@ -160,8 +169,14 @@ async def _native(gf, args, params, max_ctx, grammar=None):
                                 lm_head=getattr(args, "lm_head", None), kv_cache=args.kv_cache)
     if eng.context_note:
         print(f"bitweb generate: {eng.context_note} (--ctx)", file=sys.stderr)
+    speculative = getattr(args, "speculative", None)
+    if getattr(args, "draft", None):
+        with FileSource(args.draft) as src:
+            speculative = await Engine.load(dev, open_gguf(args.draft), src, activations=args.activations,
+                                            max_context=eng.n_ctx, log=log, kv_cache=args.kv_cache)
     ids, stops = prompt_ids(eng.tokenizer, args)
     c = constraint_for(grammar, eng.tokenizer, stops)
     res = await eng.generate(ids, params, args.max_tokens, on_token=_on_token(args),
-                             ignore_eos=getattr(args, "ignore_eos", False), stop_ids=stops, constraint=c)
+                             ignore_eos=getattr(args, "ignore_eos", False), stop_ids=stops, constraint=c,
+                             speculative=speculative)
     return res, f"{dev.backend} {args.activations}: ", c
