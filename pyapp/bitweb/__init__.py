@@ -11,7 +11,7 @@ cases), gpu.native (wgpu-py).
 __version__ = "0.1.0"
 
 # module names under bitweb; "kernels.*": the package and every module in it
-BROWSER_MODULES = ("bench", "blob", "blocks", "chat", "completions", "engine", "errors", "formats.*", "generation",
+BROWSER_MODULES = ("bench", "blob", "blocks", "chat", "completions", "decoding", "engine", "errors", "formats.*", "generation",
                    "gguf", "gpu", "gpu.browser", "gpu.caps", "gpu.errors", "gpu.pipelines", "grammar.*",
-                   "kernel_check", "kernels.*", "model", "options", "sampling", "shaders", "structured",
+                   "kernel_check", "kernels.*", "model", "options", "sampling", "shaders", "speculative", "structured",
                    "tokenizer", "tokenizer_pre", "upload", "webapp")
