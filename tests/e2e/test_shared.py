@@ -211,15 +211,15 @@ def test_without_shared_worker_the_page_has_its_own_engine(browser, server, want
 
 
 def test_the_apps_second_tab_shows_the_loaded_model_at_once(browser, server):
-    """The app shares its engine (bitweb.connect share: true): a second tab of the app attaches to
-    the model the first tab loaded, with nothing downloaded or uploaded."""
+    """The app with ?share=1 shares its engine (bitweb.connect share: true): a second tab of the app
+    attaches to the model the first tab loaded, with nothing downloaded or uploaded."""
     ctx = browser.new_context()
     try:
         first = App(new_page(ctx), server, None)
-        one = first.open("")
+        one = first.open("?share=1")
         assert one["shared"] is True and not one["load"].get("attached")
         second = App(new_page(ctx), server, None)
-        two = second.open("")
+        two = second.open("?share=1")
         assert two["shared"] is True and two["load"]["attached"] is True and two["name"] == one["name"]
         seen = second.page.evaluate("window.bitwebApp.state.seen")
         assert not {"download", "upload", "compile"} & set(seen), seen
