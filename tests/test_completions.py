@@ -4,6 +4,7 @@ block a prompt opened, the finish reasons, the usage; the request's budget; the 
 one Python check as the worker applies it (before any GPU work)."""
 from __future__ import annotations
 
+import asyncio
 import json
 from types import SimpleNamespace
 
@@ -122,3 +123,88 @@ def test_the_worker_checks_load_options_by_the_table(opts, field):
     app = webapp.WebApp(lambda m: None)
     err = json.loads(drive(app.load(1, None, "m.gguf", json.dumps(opts))))["error"]
     assert err["kind"] == "settings" and err["field"] == field and field in err["message"], err
+
+
+# ---------------------------------------------------------------- speculative decoding (create()'s speculative)
+def test_speculative_is_checked_by_field():
+    assert completions.checked_speculative(None) is None
+    assert completions.checked_speculative({"mode": "lookup"}) == "lookup"
+    for bad, field, words in [("lookup", "speculative", 'must be {mode: "lookup"} or null (got "lookup")'),
+                              ([{"mode": "lookup"}], "speculative", "must be {mode"),
+                              ({}, "speculative.mode", 'must be "lookup" (got null)'),
+                              ({"mode": "draft"}, "speculative.mode", 'must be "lookup" (got "draft")'),
+                              ({"mode": "lookup", "k": 4}, "speculative.k", "not a speculative option")]:
+        with pytest.raises(completions.AppError) as e:
+            completions.checked_speculative(bad)
+        assert e.value.kind == "settings" and e.value.extra == {"field": field}, bad
+        assert str(e.value).startswith(field + ": ") and words in str(e.value), str(e.value)
+
+
+def test_the_request_carries_the_speculative_mode():
+    fmt = SimpleNamespace(has_thinking=False)
+    msgs = [{"role": "user", "content": "hi"}]
+    assert completions.Request.parse({"messages": msgs}, fmt).speculative is None
+    assert completions.Request.parse({"messages": msgs, "speculative": {"mode": "lookup"}}, fmt).speculative == "lookup"
+    with pytest.raises(completions.AppError, match="speculative.mode"):
+        completions.Request.parse({"messages": msgs, "speculative": {"mode": "fast"}}, fmt)
+
+
+def test_the_usage_reports_what_was_drafted():
+    _, c = stream(["a", "b"])
+    plain = c.result(result([1, 2], "eos"), prompt_tokens=3)
+    assert "speculative" not in plain["usage"]
+    res = SimpleNamespace(**vars(result([1, 2, 3], "eos")), speculative="lookup", drafted=7, accepted=5)
+    _, c = stream(["a", "b", "c"])
+    assert c.result(res, prompt_tokens=3)["usage"] == {
+        "prompt_tokens": 3, "completion_tokens": 3, "total_tokens": 6,
+        "speculative": {"mode": "lookup", "drafted": 7, "accepted": 5}}
+
+
+class FakeEngine:
+    """What WebApp.generate uses of an Engine; generate() records its keyword arguments and whether
+    the prefill kernels were compiled when it was called."""
+
+    def __init__(self, compiled=None):
+        self.n_ctx, self.cached_ids, self.prefill_path, self.calls = 64, [], "prefill", []
+        self.prefill_compiled = compiled
+
+    @property
+    def prefill_ready(self):
+        return self.prefill_compiled is None or self.prefill_compiled.done()
+
+    async def generate(self, ids, params, max_tokens, on_token=None, stop_ids=None, should_stop=None, **kw):
+        self.calls.append((kw, self.prefill_ready))
+        on_token(5, "hi")
+        drafting = {"speculative": kw["speculative"], "drafted": 4, "accepted": 3} if "speculative" in kw else {}
+        return SimpleNamespace(**vars(result([5], "eos")), **drafting)
+
+
+async def generate_with(eng, request: dict) -> dict:
+    """WebApp.generate of a chat of one message and `request`'s other fields, on `eng`."""
+    fmt = SimpleNamespace(has_thinking=False, stop_ids={0}, ids=lambda msgs, enable_thinking=None, tools=None: [1, 2, 3],
+                          prompt_opens_thinking=lambda thinking: False)
+    app = webapp.WebApp(lambda m: None)
+    app.engines[1] = webapp.Slot(eng, {"name": "fake"}, fmt)
+    body = {"messages": [{"role": "user", "content": "hi"}], **request}
+    return json.loads(await app.generate(7, 1, json.dumps(body)))
+
+
+def test_the_worker_drafts_when_asked_after_the_prefill_kernels():
+    """A speculative request reaches Engine.generate as speculative="lookup" once the prefill kernels
+    (left compiling by the load) are done; its usage says what was drafted; a plain one drafts nothing
+    and waits for nothing; a bad one is a settings error before the engine is asked."""
+    async def compiling():
+        return None
+
+    async def main():
+        plain, lookup, bad = FakeEngine(), FakeEngine(asyncio.ensure_future(compiling())), FakeEngine()
+        assert not lookup.prefill_ready                 # (the task has not run yet)
+        got = [await generate_with(plain, {}),
+               await generate_with(lookup, {"speculative": {"mode": "lookup"}}),
+               await generate_with(bad, {"speculative": {"mode": "draft"}})]
+        return (plain, lookup, bad), got
+    (plain, lookup, bad), (p, s, err) = asyncio.run(main())
+    assert plain.calls == [({}, True)] and "speculative" not in p["usage"] and p["text"] == "hi"
+    assert lookup.calls == [({"speculative": "lookup"}, True)], lookup.calls
+    assert s["usage"]["speculative"] == {"mode": "lookup", "drafted": 4, "accepted": 3} and s["text"] == "hi"
+    assert err["error"]["kind"] == "settings" and err["error"]["field"] == "speculative.mode" and bad.calls == []

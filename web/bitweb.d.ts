@@ -13,6 +13,8 @@ export type GPULimit = 'maxBufferSize' | 'maxStorageBufferBindingSize' | 'maxSto
   | 'maxComputeWorkgroupsPerDimension';
 export type GPUFeature = 'shader-f16' | 'subgroups' | 'timestamp-query' | 'packed_4x8_integer_dot_product';
 export type Replace = 'ask' | 'always';
+/** speculative decoding a create() request may ask for (OPTIONS.speculative): 'lookup', drafts from the conversation */
+export type SpeculativeMode = 'lookup';
 
 export type ErrorKind =
   | 'no-webgpu' | 'limits' | 'format' | 'unsupported' | 'download' | 'cors' | 'storage' | 'device-lost'
@@ -136,11 +138,21 @@ export interface CreateRequest {
   tool_choice?: ToolChoice;
   /** false: at most one call (default true) */
   parallel_tool_calls?: boolean;
+  /** speculative decoding (README, "Using bitweb from your own page"): 'lookup' drafts the next tokens where
+   *  the reply repeats the conversation, checked by the model several at a time; greedy replies are the same,
+   *  token for token, sampled ones the same distribution. Default null: plain decoding */
+  speculative?: { mode: SpeculativeMode } | null;
 }
 
 /** 'tool_calls': the reply is tool calls; 'length': max_tokens or the context cut it before it was complete */
 export type FinishReason = 'stop' | 'length' | 'abort' | 'tool_calls';
-export interface Usage { prompt_tokens: number; completion_tokens: number; total_tokens: number }
+export interface Usage {
+  prompt_tokens: number; completion_tokens: number; total_tokens: number;
+  /** the prompt tokens whose KV came from the engine's cache */
+  prompt_tokens_details: { cached_tokens: number };
+  /** a speculative request's drafting: tokens drafted and checked by the model, and how many of them it kept */
+  speculative?: { mode: SpeculativeMode; drafted: number; accepted: number };
+}
 export interface Timing {
   total_ms: number; ttft_ms: number | null; prefill_ms: number; prefill_tokens: number; cached_tokens: number;
   prefill_tok_s?: number; decode_tok_s?: number; decode_ms_per_token: number; stop_reason: string;
@@ -263,6 +275,8 @@ export declare const OPTIONS: {
   readonly features: readonly GPUFeature[];
   readonly limits: readonly GPULimit[];
   readonly replace: OptionChoices<Replace>;
+  /** the modes of create()'s speculative (default null: plain decoding) */
+  readonly speculative: OptionChoices<SpeculativeMode, null>;
   /** the ranges of DownloadOptions */
   readonly download: Readonly<Record<keyof DownloadOptions, { readonly integer: true; readonly min: number; readonly max: number }>>;
   /** the load options that reach the worker: the name its Python side takes (null: the worker's JS alone), what

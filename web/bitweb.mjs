@@ -150,6 +150,16 @@ function checkMessage(m, i) {
   }
   return out;
 }
+// A request's speculative decoding: null (plain decoding) or {mode: one of OPTIONS.speculative}; the same
+// rules and messages as the worker's Python (bitweb.completions checked_speculative).
+function checkSpeculative(v) {
+  const modes = oneOf(Object.keys(OPTIONS.speculative.choices));
+  const shown = (x) => JSON.stringify(x ?? null);
+  if (typeof v !== 'object' || Array.isArray(v)) throw settingsError('speculative', `must be {mode: ${modes}} or null (got ${shown(v)})`);
+  for (const k of Object.keys(v)) if (k !== 'mode') throw settingsError(`speculative.${k}`, 'not a speculative option (mode is the one)');
+  if (!Object.hasOwn(OPTIONS.speculative.choices, v.mode)) throw settingsError('speculative.mode', `must be ${modes} (got ${shown(v.mode)})`);
+  return { mode: v.mode };
+}
 // The structured-output fields go to the worker as given (JSON); Python checks them and names the field.
 const STRUCTURED = ['response_format', 'grammar', 'tools', 'tool_choice', 'parallel_tool_calls'];
 
@@ -175,6 +185,7 @@ function checkRequest(r) {
     }
     out.stop = stops;
   }
+  if (r.speculative != null) out.speculative = checkSpeculative(r.speculative);
   if (r.enable_thinking != null) {
     if (typeof r.enable_thinking !== 'boolean') throw settingsError('enable_thinking', 'must be true or false');
     out.enable_thinking = r.enable_thinking;

@@ -33,8 +33,9 @@ export const REQUESTS = Object.freeze({
   // test hook of a shared engine: hold (true) or resume (false) starting queued generations -> result null
   'debug-hold': { hold: 'true or false' },
   // request: the create() body (messages, settings, stop, response_format, grammar, tools,
-  // tool_choice, parallel_tool_calls, enable_thinking) -> text and tool_call messages, then result
-  // {text, tool_calls?, finish_reason, context, usage, timing}
+  // tool_choice, parallel_tool_calls, enable_thinking, speculative) -> text and tool_call messages,
+  // then result {text, tool_calls?, finish_reason, context, usage (usage.speculative {mode, drafted,
+  // accepted} when it asked for drafting), timing}
   generate: { engine: 'engine id', request: 'the checked create() body' },
   // request: {text} | {messages, tools?, enable_thinking?} -> result {ids, context}
   tokenize: { engine: 'engine id', request: '{text} or {messages, tools?}' },

@@ -1,7 +1,8 @@
 """The options and bounds every side of bitweb shares, in one place: the activation modes, the KV
 cache types, the LM-head options, the context's lower bound, the sampler's parameters and what a
-request may ask of them, the GPU features and limits a weaker GPU may drop, the library's load
-options, and the words that mark a CPU rasteriser among GPU adapters.
+request may ask of them, the speculative modes a request may ask for, the GPU features and limits
+a weaker GPU may drop, the library's load options, and the words that mark a CPU rasteriser among
+GPU adapters.
 
 This module is their one source. The Python sides import it: the CLI (bitweb.commands: choices
 and defaults), the engine and the numpy model (activations, LM heads), the kernels and generation
@@ -59,6 +60,10 @@ DATA = {
         "seed": {"integer": True, "min": 0, "max": (1 << 53) - 1, "sampler": "seed"},
         "max_tokens": {"integer": True, "min": 1, "max": 1 << 30, "sampler": None},
     },
+    # speculative decoding a create() request may ask for ({speculative: {mode}}; bitweb.speculative):
+    # its modes; default null: plain decoding
+    "speculative": {"default": None, "choices": {"lookup": "prompt lookup: drafts where the reply repeats "
+                                                           "the conversation"}},
     # the GPU features bitweb uses when the adapter has them, which maskFeatures may turn off (the
     # last is WGSL's language feature for dot4I8Packed), and the limits it raises to the adapter's
     # maximum, which capLimits may lower (bitweb.gpu MASKABLE, WANTED_LIMITS)
@@ -108,6 +113,7 @@ KV_CACHES = tuple(DATA["kv_cache"]["choices"])               # ("f16", "f32")
 DEFAULT_KV_CACHE = DATA["kv_cache"]["default"]
 LM_HEADS = tuple(DATA["lm_head"]["choices"])                 # ("q8_0",); None: as in the file
 MIN_CONTEXT = DATA["context"]["min"]
+SPECULATIVE = tuple(DATA["speculative"]["choices"])          # ("lookup",); None: no drafting
 
 
 @dataclass(frozen=True)

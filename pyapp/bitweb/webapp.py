@@ -339,7 +339,9 @@ class WebApp:
         Posts {"type": "text", "id", "text"} as content is decoded (never text of a stop string)
         and {"type": "tool_call", "id", "index", "call_id"?, "name"?, "arguments"?} as a tool call
         streams (its start, then pieces of its arguments); returns {"text", "tool_calls"?,
-        "finish_reason", "context", "usage", "timing"}."""
+        "finish_reason", "context", "usage", "timing"}. A speculative request (bitweb.speculative)
+        first waits for the prefill kernels a load left compiling: they verify the drafts; its usage
+        says what was drafted and accepted."""
         try:
             s = self.slot(eid)
             req = Request.parse(json.loads(request_json), s.fmt)
@@ -369,6 +371,10 @@ class WebApp:
             opens_thinking=s.fmt.prompt_opens_thinking(req.thinking))
         try:
             kw = {"constraint": constraint} if constraint is not None else {}
+            if req.speculative is not None:
+                kw["speculative"] = req.speculative
+                if not eng.prefill_ready:         # drafts are verified by the multi-row plan: its kernels
+                    await asyncio.shield(eng.prefill_compiled)   # (still compiling after the load) first
             res = await eng.generate(ids, req.params, max_tokens, on_token=c.on_token, stop_ids=s.fmt.stop_ids,
                                      should_stop=lambda: c.stopped() or rid in self.stops, **kw)
         finally:
