@@ -129,10 +129,11 @@ def test_the_worker_checks_load_options_by_the_table(opts, field):
 def test_speculative_is_checked_by_field():
     assert completions.checked_speculative(None) is None
     assert completions.checked_speculative({"mode": "lookup"}) == "lookup"
-    for bad, field, words in [("lookup", "speculative", 'must be {mode: "lookup"} or null (got "lookup")'),
+    assert completions.checked_speculative({"mode": "draft"}) == "draft"
+    for bad, field, words in [("lookup", "speculative", 'must be {mode: "lookup" or "draft"} or null (got "lookup")'),
                               ([{"mode": "lookup"}], "speculative", "must be {mode"),
-                              ({}, "speculative.mode", 'must be "lookup" (got null)'),
-                              ({"mode": "draft"}, "speculative.mode", 'must be "lookup" (got "draft")'),
+                              ({}, "speculative.mode", 'must be "lookup" or "draft" (got null)'),
+                              ({"mode": "fast"}, "speculative.mode", 'must be "lookup" or "draft" (got "fast")'),
                               ({"mode": "lookup", "k": 4}, "speculative.k", "not a speculative option")]:
         with pytest.raises(completions.AppError) as e:
             completions.checked_speculative(bad)
@@ -175,18 +176,23 @@ class FakeEngine:
     async def generate(self, ids, params, max_tokens, on_token=None, stop_ids=None, should_stop=None, **kw):
         self.calls.append((kw, self.prefill_ready))
         on_token(5, "hi")
-        drafting = {"speculative": kw["speculative"], "drafted": 4, "accepted": 3} if "speculative" in kw else {}
+        mode = kw.get("speculative")
+        drafting = {"speculative": mode if isinstance(mode, str) else "draft", "drafted": 4, "accepted": 3} if mode else {}
         return SimpleNamespace(**vars(result([5], "eos")), **drafting)
 
 
-async def generate_with(eng, request: dict) -> dict:
-    """WebApp.generate of a chat of one message and `request`'s other fields, on `eng`."""
-    fmt = SimpleNamespace(has_thinking=False, stop_ids={0}, ids=lambda msgs, enable_thinking=None, tools=None: [1, 2, 3],
-                          prompt_opens_thinking=lambda thinking: False)
-    app = webapp.WebApp(lambda m: None)
-    app.engines[1] = webapp.Slot(eng, {"name": "fake"}, fmt)
+FMT = SimpleNamespace(has_thinking=False, stop_ids={0}, ids=lambda msgs, enable_thinking=None, tools=None: [1, 2, 3],
+                      prompt_opens_thinking=lambda thinking: False)
+
+
+async def generate_with(eng, request: dict, app=None, eid=1) -> dict:
+    """WebApp.generate of a chat of one message and `request`'s other fields, on `eng` (a new
+    WebApp's engine 1), or on engine eid of `app`."""
+    if app is None:
+        app = webapp.WebApp(lambda m: None)
+        app.engines[eid] = webapp.Slot(eng, {"name": "fake"}, FMT)
     body = {"messages": [{"role": "user", "content": "hi"}], **request}
-    return json.loads(await app.generate(7, 1, json.dumps(body)))
+    return json.loads(await app.generate(7, eid, json.dumps(body)))
 
 
 def test_the_worker_drafts_when_asked_after_the_prefill_kernels():
@@ -201,10 +207,45 @@ def test_the_worker_drafts_when_asked_after_the_prefill_kernels():
         assert not lookup.prefill_ready                 # (the task has not run yet)
         got = [await generate_with(plain, {}),
                await generate_with(lookup, {"speculative": {"mode": "lookup"}}),
-               await generate_with(bad, {"speculative": {"mode": "draft"}})]
+               await generate_with(bad, {"speculative": {"mode": "fast"}})]
         return (plain, lookup, bad), got
     (plain, lookup, bad), (p, s, err) = asyncio.run(main())
     assert plain.calls == [({}, True)] and "speculative" not in p["usage"] and p["text"] == "hi"
     assert lookup.calls == [({"speculative": "lookup"}, True)], lookup.calls
     assert s["usage"]["speculative"] == {"mode": "lookup", "drafted": 4, "accepted": 3} and s["text"] == "hi"
     assert err["error"]["kind"] == "settings" and err["error"]["field"] == "speculative.mode" and bad.calls == []
+
+
+def test_a_draft_model_drafts_for_the_engine_it_was_attached_to():
+    """WebApp.set_draft (the library's load(source, {draft})) attaches an engine of the same device and
+    vocabulary as another's draft model, else a settings error naming `draft`; speculative "draft"
+    then hands that Engine to Engine.generate; without one (never attached, or unloaded since) it is a
+    settings error naming speculative.mode."""
+    dev, words = SimpleNamespace(lost=None), ["a", "b", "c"]
+    target, draft, alien, elsewhere = FakeEngine(), FakeEngine(), FakeEngine(), FakeEngine()
+    for e, toks, d in ((target, words, dev), (draft, words, dev), (alien, ["a", "b", "x"], dev), (elsewhere, words, object())):
+        e.dev, e.cfg, e.tokenizer = d, SimpleNamespace(n_vocab=3), SimpleNamespace(tokens=toks)
+        e.close = lambda: None
+    app = webapp.WebApp(lambda m: None)
+    for eid, e in enumerate((target, draft, alien, elsewhere), 1):
+        app.engines[eid] = webapp.Slot(e, {"name": f"m{eid}"}, FMT)
+    ask = {"speculative": {"mode": "draft"}}
+
+    async def main():
+        out = {"before": await generate_with(None, ask, app)}
+        out["refused"] = [json.loads(app.set_draft(1, other)) for other in (3, 4, 1)]
+        out["set"] = json.loads(app.set_draft(1, 2))
+        out["drafted"] = await generate_with(None, ask, app)
+        app.unload(2)
+        out["after"] = await generate_with(None, ask, app)
+        return out
+    out = asyncio.run(main())
+    for key in ("before", "after"):
+        err = out[key]["error"]
+        assert err["kind"] == "settings" and err["field"] == "speculative.mode" and "draft model" in err["message"], err
+    for err, words_ in zip(out["refused"], ("vocabulary", "GPU device", "itself")):
+        assert err["error"]["kind"] == "settings" and err["error"]["field"] == "draft", err
+        assert err["error"]["message"].startswith("draft: ") and words_ in err["error"]["message"], err
+    assert out["set"] is None
+    assert len(target.calls) == 1 and target.calls[0][0]["speculative"] is draft
+    assert out["drafted"]["usage"]["speculative"] == {"mode": "draft", "drafted": 4, "accepted": 3}

@@ -64,7 +64,7 @@ def test_the_cli_offers_the_options():
         assert tuple(a.choices) == options.ACTIVATIONS and a.default == options.DEFAULT_ACTIVATIONS, cmd
         k = acts[(cmd, "kv_cache")]
         assert tuple(k.choices) == options.KV_CACHES and k.default == options.DEFAULT_KV_CACHE, cmd
-    assert tuple(acts[("generate", "speculative")].choices) == options.SPECULATIVE
+    assert tuple(acts[("generate", "speculative")].choices) == tuple(m for m in options.SPECULATIVE if m != "draft")
     assert acts[("generate", "speculative")].default is None is options.DATA["speculative"]["default"]
     for cmd in ("generate", "bench"):
         h = acts[(cmd, "lm_head")]
@@ -196,8 +196,8 @@ for (const v of JSON.parse(process.argv[3])) {
 console.log(JSON.stringify(out));
 """
 
-SPECULATIVE_TRIALS = [None, {"mode": "lookup"}, "lookup", ["lookup"], {}, {"mode": "draft"}, {"mode": None},
-                      {"mode": "lookup", "k": 4}, 5, True]
+SPECULATIVE_TRIALS = [None, {"mode": "lookup"}, {"mode": "draft"}, "lookup", ["lookup"], {}, {"mode": "fast"}, {"mode": None},
+                      {"mode": ["lookup"]}, {"mode": "lookup", "k": 4}, 5, True]
 
 
 @pytest.fixture(scope="module")
@@ -331,6 +331,7 @@ def load_trials() -> list:
         "features": [[feat], ["fp64"], feat, []],
         "boolean": [True, False, 0, "yes"],
         "download": [{"retries": 3}, {"retries": -1}, {"nope": 1}, {"stallMs": 0}, 5],
+        "source": ["m.gguf", "", {"cached": "m.gguf"}, {"url": "hf:a/b/c.gguf"}, {"url": 5}, 5, []],
     }
     out = []
     for name, spec in options.LOAD.items():

@@ -37,6 +37,9 @@ export const REQUESTS = Object.freeze({
   // then result {text, tool_calls?, finish_reason, context, usage (usage.speculative {mode, drafted,
   // accepted} when it asked for drafting), timing}
   generate: { engine: 'engine id', request: 'the checked create() body' },
+  // engine `draft` (loaded by the same page, on the same device, with the same vocabulary) drafts for
+  // `engine` (create()'s speculative {mode: 'draft'}; load(source, {draft})) -> result null
+  'set-draft': { engine: 'engine id', draft: 'engine id of its draft model' },
   // request: {text} | {messages, tools?, enable_thinking?} -> result {ids, context}
   tokenize: { engine: 'engine id', request: '{text} or {messages, tools?}' },
   // abort request `target` (a download, a load, a generation); answered at once (result null)

@@ -63,7 +63,9 @@ DATA = {
     # speculative decoding a create() request may ask for ({speculative: {mode}}; bitweb.speculative):
     # its modes; default null: plain decoding
     "speculative": {"default": None, "choices": {"lookup": "prompt lookup: drafts where the reply repeats "
-                                                           "the conversation"}},
+                                                           "the conversation",
+                                                 "draft": "the draft model loaded with the engine "
+                                                          "(load(source, {draft}))"}},
     # the GPU features bitweb uses when the adapter has them, which maskFeatures may turn off (the
     # last is WGSL's language feature for dot4I8Packed), and the limits it raises to the adapter's
     # maximum, which capLimits may lower (bitweb.gpu MASKABLE, WANTED_LIMITS)
@@ -82,7 +84,8 @@ DATA = {
     # with check_load): the library's name -> "python": the name the Python side takes (null: the
     # worker's JS alone uses it), "type": what it is (choice: a value of DATA[of]; context: an
     # integer of at least context.min; number: above min; features / limits: names of the lists
-    # above; boolean; download: an object of DATA["download"]), "key": part of the key of the
+    # above; boolean; download: an object of DATA["download"]; source: a model as load() takes one,
+    # the draft: the library loads it as an engine of its own), "key": part of the key of the
     # pipeline manifest (it changes the kernels a load compiles). Unset (null): the default.
     "load": {
         "activations": {"python": "activations", "type": "choice", "of": "activations", "key": True},
@@ -94,6 +97,7 @@ DATA = {
         "replace": {"python": "replace", "type": "choice", "of": "replace"},
         "cache": {"python": None, "type": "boolean", "default": True},
         "download": {"python": None, "type": "download"},
+        "draft": {"python": None, "type": "source"},
     },
     # words in an adapter's vendor / architecture / device / description that mark a CPU
     # rasteriser -> the name bitweb says (bitweb.gpu.software_reason); tuned: the kernels have
@@ -113,7 +117,7 @@ KV_CACHES = tuple(DATA["kv_cache"]["choices"])               # ("f16", "f32")
 DEFAULT_KV_CACHE = DATA["kv_cache"]["default"]
 LM_HEADS = tuple(DATA["lm_head"]["choices"])                 # ("q8_0",); None: as in the file
 MIN_CONTEXT = DATA["context"]["min"]
-SPECULATIVE = tuple(DATA["speculative"]["choices"])          # ("lookup",); None: no drafting
+SPECULATIVE = tuple(DATA["speculative"]["choices"])          # ("lookup", "draft"); None: no drafting
 
 
 @dataclass(frozen=True)
@@ -197,6 +201,10 @@ def _check(name: str, spec: dict, v) -> None:
     elif t == "boolean":
         if not isinstance(v, bool):
             raise OptionError(name, f"must be true or false (got {_shown(v)})")
+    elif t == "source":
+        if not (isinstance(v, str) and v or isinstance(v, dict) and any(isinstance(v.get(k), str) for k in ("url", "cached"))):
+            raise OptionError(name, "must be a model as load() takes one: a URL, {url, sha256?, size?}, a File or "
+                                    "Blob, or {cached: name}")
     elif t == "download":
         if not isinstance(v, dict):
             raise OptionError(name, f"must be an object {{{', '.join(DATA['download'])}}}")

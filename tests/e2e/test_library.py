@@ -182,6 +182,36 @@ def test_speculative_lookup_gives_the_same_reply_and_counts_the_drafts(page, cop
     assert page.errors == []
 
 
+def test_a_draft_model_gives_the_same_reply(page, copy_want):
+    """load(source, {draft}) loads the draft model as an engine of its own (engine.draft, with the
+    target's context) on the same device, and create({speculative: {mode: 'draft'}}) drafts with it:
+    the reply without drafting (the CLI's), the usage counting the drafts. Here the default model
+    drafts for itself (a second engine of the file), so it keeps drafts. An engine loaded without a
+    draft refuses the mode by field; unloading the target unloads its draft; a draft of another
+    vocabulary is refused by field (the worker's check: see tests/test_completions.py)."""
+    got = api(page, f"""
+      const req = {{ messages: [user({COPY!r})], max_tokens: {COPY_TOKENS}, speculative: {{ mode: 'draft' }} }};
+      const out = {{}};
+      try {{ await engine.chat.completions.create(req); out.none = 'answered'; }} catch (e) {{ out.none = [e.kind, e.field]; }}
+      const paired = await bitweb.load(bitweb.DEFAULT_MODEL, {{ draft: bitweb.DEFAULT_MODEL }});
+      out.draft = [paired.draft.info.name, paired.draft.info.context, paired.info.context, paired.draft.state];
+      out.reply = await paired.chat.completions.create(req);
+      const draft = paired.draft;
+      await paired.unload();
+      out.states = [paired.state, draft.state];
+      return out;""")
+    assert got["none"] == ["settings", "speculative.mode"]
+    name, draft_ctx, ctx, state = got["draft"]
+    assert name == "bitweb-chat-i2_s.gguf" and draft_ctx == ctx and state == "ready"
+    r = got["reply"]
+    assert r["choices"][0]["message"]["content"] == copy_want["text"]
+    assert r["usage"]["completion_tokens"] == len(copy_want["ids"])
+    sp = r["usage"]["speculative"]
+    assert sp["mode"] == "draft" and 0 < sp["accepted"] <= sp["drafted"], sp
+    assert got["states"] == ["unloaded", "unloaded"]
+    assert page.errors == []
+
+
 @pytest.mark.parametrize("request_js,field", [
     ("{ messages: [user('hi')], temperature: -1 }", "temperature"),
     ("{ messages: [user('hi')], max_tokens: 0 }", "max_tokens"),
@@ -197,7 +227,7 @@ def test_speculative_lookup_gives_the_same_reply_and_counts_the_drafts(page, cop
     ("{ messages: [user('hi')], tools: [], tool_choice: 'required' }", "tool_choice"),
     ("{ messages: [user('hi')], grammar: 'root ::= nothing' }", "grammar"),
     ("{ messages: [user('hi')], speculative: 'lookup' }", "speculative"),
-    ("{ messages: [user('hi')], speculative: { mode: 'draft' } }", "speculative.mode"),
+    ("{ messages: [user('hi')], speculative: { mode: 'fast' } }", "speculative.mode"),
 ])
 def test_a_bad_request_is_a_settings_error_naming_the_field(page, request_js, field):
     got = api(page, f"""
@@ -214,7 +244,7 @@ def test_load_options_are_checked_and_unload_ends_an_engine(page):
       const out = {};
       for (const [k, opts] of [['context', { context: 1 }], ['cap', { capLimits: { maxStorageBufferBindingSize: NaN } }],
                                ['limit', { capLimits: { noSuchLimit: 5 } }], ['act', { activations: 'f16' }],
-                               ['kv', { kvCache: 'f8' }]]) {
+                               ['kv', { kvCache: 'f8' }], ['draft', { draft: 5 }]]) {
         try { await bitweb.load(bitweb.DEFAULT_MODEL, opts); out[k] = 'loaded'; } catch (e) { out[k] = [e.kind, e.field]; }
       }
       const spare = await bitweb.load(bitweb.DEFAULT_MODEL, { context: 64, kvCache: 'f32' });
@@ -233,6 +263,7 @@ def test_load_options_are_checked_and_unload_ends_an_engine(page):
     assert got["cap"] == ["settings", "capLimits.maxStorageBufferBindingSize"]
     assert got["limit"] == ["settings", "capLimits.noSuchLimit"]
     assert got["act"] == ["settings", "activations"] and got["kv"] == ["settings", "kvCache"]
+    assert got["draft"] == ["settings", "draft"]
     # the default f16 cache (SwiftShader has no shader-f16: pack2x16float pairs); f32 on request
     kv16, b16, kv32, b32, per_pos, ctx = got["kvCache"]      # per_pos: K and V values per position
     assert kv16 == "f16 pack2x16float" and b16 == 2 * per_pos * ctx and kv32 == "f32" and b32 == 4 * per_pos * 64
