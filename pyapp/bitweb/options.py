@@ -202,7 +202,8 @@ def _check(name: str, spec: dict, v) -> None:
         if not isinstance(v, bool):
             raise OptionError(name, f"must be true or false (got {_shown(v)})")
     elif t == "source":
-        if not (isinstance(v, str) and v or isinstance(v, dict) and any(isinstance(v.get(k), str) for k in ("url", "cached"))):
+        named = isinstance(v, dict) and (isinstance(v.get("url"), str) or isinstance(v.get("cached"), str))
+        if not (isinstance(v, str) and v or named):
             raise OptionError(name, "must be a model as load() takes one: a URL, {url, sha256?, size?}, a File or "
                                     "Blob, or {cached: name}")
     elif t == "download":
