@@ -181,7 +181,7 @@ class FakeEngine:
         return SimpleNamespace(**vars(result([5], "eos")), **drafting)
 
 
-FMT = SimpleNamespace(has_thinking=False, stop_ids={0}, ids=lambda msgs, enable_thinking=None, tools=None: [1, 2, 3],
+FMT = SimpleNamespace(kind="bitnet", has_thinking=False, stop_ids={0}, ids=lambda msgs, enable_thinking=None, tools=None: [1, 2, 3],
                       prompt_opens_thinking=lambda thinking: False)
 
 

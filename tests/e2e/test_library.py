@@ -138,8 +138,9 @@ def test_stop_strings_length_and_kv_reuse(page, want):
     assert page.errors == []
 
 
-# a reply that repeats its prompt: prompt lookup drafts it (the tokens are the CLI's either way)
-COPY = "Repeat after me: the red fox ran over the hill, the red fox ran over the hill."
+# a reply that repeats its prompt ("... so 37 + 45 = 82."): prompt lookup drafts it (the tokens are the
+# CLI's either way)
+COPY = QUESTION
 COPY_TOKENS = 40
 
 
