@@ -4,6 +4,7 @@ block a prompt opened, the finish reasons, the usage; the request's budget; the 
 one Python check as the worker applies it (before any GPU work)."""
 from __future__ import annotations
 
+import asyncio
 import json
 from types import SimpleNamespace
 
@@ -122,3 +123,129 @@ def test_the_worker_checks_load_options_by_the_table(opts, field):
     app = webapp.WebApp(lambda m: None)
     err = json.loads(drive(app.load(1, None, "m.gguf", json.dumps(opts))))["error"]
     assert err["kind"] == "settings" and err["field"] == field and field in err["message"], err
+
+
+# ---------------------------------------------------------------- speculative decoding (create()'s speculative)
+def test_speculative_is_checked_by_field():
+    assert completions.checked_speculative(None) is None
+    assert completions.checked_speculative({"mode": "lookup"}) == "lookup"
+    assert completions.checked_speculative({"mode": "draft"}) == "draft"
+    for bad, field, words in [("lookup", "speculative", 'must be {mode: "lookup" or "draft"} or null (got "lookup")'),
+                              ([{"mode": "lookup"}], "speculative", "must be {mode"),
+                              ({}, "speculative.mode", 'must be "lookup" or "draft" (got null)'),
+                              ({"mode": "fast"}, "speculative.mode", 'must be "lookup" or "draft" (got "fast")'),
+                              ({"mode": "lookup", "k": 4}, "speculative.k", "not a speculative option")]:
+        with pytest.raises(completions.AppError) as e:
+            completions.checked_speculative(bad)
+        assert e.value.kind == "settings" and e.value.extra == {"field": field}, bad
+        assert str(e.value).startswith(field + ": ") and words in str(e.value), str(e.value)
+
+
+def test_the_request_carries_the_speculative_mode():
+    fmt = SimpleNamespace(has_thinking=False)
+    msgs = [{"role": "user", "content": "hi"}]
+    assert completions.Request.parse({"messages": msgs}, fmt).speculative is None
+    assert completions.Request.parse({"messages": msgs, "speculative": {"mode": "lookup"}}, fmt).speculative == "lookup"
+    with pytest.raises(completions.AppError, match="speculative.mode"):
+        completions.Request.parse({"messages": msgs, "speculative": {"mode": "fast"}}, fmt)
+
+
+def test_the_usage_reports_what_was_drafted():
+    _, c = stream(["a", "b"])
+    plain = c.result(result([1, 2], "eos"), prompt_tokens=3)
+    assert "speculative" not in plain["usage"]
+    res = SimpleNamespace(**vars(result([1, 2, 3], "eos")), speculative="lookup", drafted=7, accepted=5)
+    _, c = stream(["a", "b", "c"])
+    assert c.result(res, prompt_tokens=3)["usage"] == {
+        "prompt_tokens": 3, "completion_tokens": 3, "total_tokens": 6,
+        "speculative": {"mode": "lookup", "drafted": 7, "accepted": 5}}
+
+
+class FakeEngine:
+    """What WebApp.generate uses of an Engine; generate() records its keyword arguments and whether
+    the prefill kernels were compiled when it was called."""
+
+    def __init__(self, compiled=None):
+        self.n_ctx, self.cached_ids, self.prefill_path, self.calls = 64, [], "prefill", []
+        self.prefill_compiled = compiled
+
+    @property
+    def prefill_ready(self):
+        return self.prefill_compiled is None or self.prefill_compiled.done()
+
+    async def generate(self, ids, params, max_tokens, on_token=None, stop_ids=None, should_stop=None, **kw):
+        self.calls.append((kw, self.prefill_ready))
+        on_token(5, "hi")
+        mode = kw.get("speculative")
+        drafting = {"speculative": mode if isinstance(mode, str) else "draft", "drafted": 4, "accepted": 3} if mode else {}
+        return SimpleNamespace(**vars(result([5], "eos")), **drafting)
+
+
+FMT = SimpleNamespace(kind="bitnet", has_thinking=False, stop_ids={0}, ids=lambda msgs, enable_thinking=None, tools=None: [1, 2, 3],
+                      prompt_opens_thinking=lambda thinking: False)
+
+
+async def generate_with(eng, request: dict, app=None, eid=1) -> dict:
+    """WebApp.generate of a chat of one message and `request`'s other fields, on `eng` (a new
+    WebApp's engine 1), or on engine eid of `app`."""
+    if app is None:
+        app = webapp.WebApp(lambda m: None)
+        app.engines[eid] = webapp.Slot(eng, {"name": "fake"}, FMT)
+    body = {"messages": [{"role": "user", "content": "hi"}], **request}
+    return json.loads(await app.generate(7, eid, json.dumps(body)))
+
+
+def test_the_worker_drafts_when_asked_after_the_prefill_kernels():
+    """A speculative request reaches Engine.generate as speculative="lookup" once the prefill kernels
+    (left compiling by the load) are done; its usage says what was drafted; a plain one drafts nothing
+    and waits for nothing; a bad one is a settings error before the engine is asked."""
+    async def compiling():
+        return None
+
+    async def main():
+        plain, lookup, bad = FakeEngine(), FakeEngine(asyncio.ensure_future(compiling())), FakeEngine()
+        assert not lookup.prefill_ready                 # (the task has not run yet)
+        got = [await generate_with(plain, {}),
+               await generate_with(lookup, {"speculative": {"mode": "lookup"}}),
+               await generate_with(bad, {"speculative": {"mode": "fast"}})]
+        return (plain, lookup, bad), got
+    (plain, lookup, bad), (p, s, err) = asyncio.run(main())
+    assert plain.calls == [({}, True)] and "speculative" not in p["usage"] and p["text"] == "hi"
+    assert lookup.calls == [({"speculative": "lookup"}, True)], lookup.calls
+    assert s["usage"]["speculative"] == {"mode": "lookup", "drafted": 4, "accepted": 3} and s["text"] == "hi"
+    assert err["error"]["kind"] == "settings" and err["error"]["field"] == "speculative.mode" and bad.calls == []
+
+
+def test_a_draft_model_drafts_for_the_engine_it_was_attached_to():
+    """WebApp.set_draft (the library's load(source, {draft})) attaches an engine of the same device and
+    vocabulary as another's draft model, else a settings error naming `draft`; speculative "draft"
+    then hands that Engine to Engine.generate; without one (never attached, or unloaded since) it is a
+    settings error naming speculative.mode."""
+    dev, words = SimpleNamespace(lost=None), ["a", "b", "c"]
+    target, draft, alien, elsewhere = FakeEngine(), FakeEngine(), FakeEngine(), FakeEngine()
+    for e, toks, d in ((target, words, dev), (draft, words, dev), (alien, ["a", "b", "x"], dev), (elsewhere, words, object())):
+        e.dev, e.cfg, e.tokenizer = d, SimpleNamespace(n_vocab=3), SimpleNamespace(tokens=toks)
+        e.close = lambda: None
+    app = webapp.WebApp(lambda m: None)
+    for eid, e in enumerate((target, draft, alien, elsewhere), 1):
+        app.engines[eid] = webapp.Slot(e, {"name": f"m{eid}"}, FMT)
+    ask = {"speculative": {"mode": "draft"}}
+
+    async def main():
+        out = {"before": await generate_with(None, ask, app)}
+        out["refused"] = [json.loads(app.set_draft(1, other)) for other in (3, 4, 1)]
+        out["set"] = json.loads(app.set_draft(1, 2))
+        out["drafted"] = await generate_with(None, ask, app)
+        app.unload(2)
+        out["after"] = await generate_with(None, ask, app)
+        return out
+    out = asyncio.run(main())
+    for key in ("before", "after"):
+        err = out[key]["error"]
+        assert err["kind"] == "settings" and err["field"] == "speculative.mode" and "draft model" in err["message"], err
+    for err, words_ in zip(out["refused"], ("vocabulary", "GPU device", "itself")):
+        assert err["error"]["kind"] == "settings" and err["error"]["field"] == "draft", err
+        assert err["error"]["message"].startswith("draft: ") and words_ in err["error"]["message"], err
+    assert out["set"] is None
+    assert len(target.calls) == 1 and target.calls[0][0]["speculative"] is draft
+    assert out["drafted"]["usage"]["speculative"] == {"mode": "draft", "drafted": 4, "accepted": 3}

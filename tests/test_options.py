@@ -21,7 +21,7 @@ from bitweb.kernels import ops
 from tests.conftest import ROOT, need
 
 PKG = ROOT / "pyapp" / "bitweb"
-OPTION_VALUES = set(options.ACTIVATIONS) | set(options.KV_CACHES) | set(options.LM_HEADS)
+OPTION_VALUES = set(options.ACTIVATIONS) | set(options.KV_CACHES) | set(options.LM_HEADS) | set(options.SPECULATIVE)
 
 
 def test_the_table_is_consistent():
@@ -64,6 +64,8 @@ def test_the_cli_offers_the_options():
         assert tuple(a.choices) == options.ACTIVATIONS and a.default == options.DEFAULT_ACTIVATIONS, cmd
         k = acts[(cmd, "kv_cache")]
         assert tuple(k.choices) == options.KV_CACHES and k.default == options.DEFAULT_KV_CACHE, cmd
+    assert tuple(acts[("generate", "speculative")].choices) == tuple(m for m in options.SPECULATIVE if m != "draft")
+    assert acts[("generate", "speculative")].default is None is options.DATA["speculative"]["default"]
     for cmd in ("generate", "bench"):
         h = acts[(cmd, "lm_head")]
         assert tuple(h.choices) == options.LM_HEADS and h.default is None, cmd
@@ -182,8 +184,20 @@ for (const [name, [integer, lo, hi, open]] of Object.entries(b.SETTINGS)) {
   out.check[name] = [lo, open ? lo + step : lo - step, hi, hi + step, integer ? lo + 1.5 : null]
     .map((v) => [v, v === null ? null : b.checkSetting(name, v)]);
 }
+// create()'s speculative: a value it refuses is a settings error; one it takes goes to the worker (a
+// connection that keeps what it is sent)
+out.speculative = [];
+const conn = { kind: 'dedicated', note: '', live: new Map(), post: (m) => { throw Object.assign(new Error('sent'), { sent: m }); } };
+const eng = new b.Engine({ engine: 1, info: {}, load: { stages: {} }, adapter: { features: [] } }, conn);
+for (const v of JSON.parse(process.argv[3])) {
+  try { await eng.chat.completions.create({ messages: [{ role: 'user', content: 'hi' }], speculative: v }); out.speculative.push([v, null, 'answered?']); }
+  catch (e) { out.speculative.push(e.sent ? [v, 'sent', e.sent.request.speculative ?? null] : [v, e.field ?? null, e.message]); }
+}
 console.log(JSON.stringify(out));
 """
+
+SPECULATIVE_TRIALS = [None, {"mode": "lookup"}, {"mode": "draft"}, "lookup", ["lookup"], {}, {"mode": "fast"}, {"mode": None},
+                      {"mode": ["lookup"]}, {"mode": "lookup", "k": 4}, 5, True]
 
 
 @pytest.fixture(scope="module")
@@ -200,7 +214,7 @@ def library(tmp_path_factory):
         shutil.copy(ROOT / "web" / name, tmp / "web" / name)
     bw.write_options(tmp / "build" / "web" / "options.json")
     p = subprocess.run(["node", "--no-warnings", "--input-type=module", "-e", LIBRARY_JS, str(tmp / "web" / "bitweb.mjs"),
-                        json.dumps(load_trials())],
+                        json.dumps(load_trials()), json.dumps(SPECULATIVE_TRIALS)],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     return json.loads(p.stdout)
@@ -238,6 +252,24 @@ def test_the_library_checks_settings_as_the_worker_does(library):
         assert [why is None for _, why in rows[:4]] == [not open_, open_, True, False], (name, rows)
 
 
+def test_the_library_checks_speculative_as_the_worker_does(library):
+    """create()'s speculative: the library (JS) and the worker's Python (completions.checked_speculative)
+    take and refuse the same values, naming the same field with the same message; what the library
+    takes reaches the worker as {mode} (null: nothing)."""
+    got = library["speculative"]
+    assert [v for v, _, _ in got] == SPECULATIVE_TRIALS
+    outcomes = set()
+    for value, field, said in got:
+        try:
+            mode = completions.checked_speculative(value)
+            want = ("sent", None if mode is None else {"mode": mode})
+        except completions.AppError as e:
+            want = (e.extra["field"], str(e))
+        assert (field, said) == want, value
+        outcomes.add(field == "sent")
+    assert outcomes == {True, False}                    # (both outcomes seen)
+
+
 def _ts_union(src: str, name: str) -> list:
     m = re.search(rf"export type {name} = ([^;]+);", src)
     assert m, name
@@ -251,6 +283,7 @@ def test_the_types_spell_the_table():
     assert _ts_union(src, "LMHead") == list(options.LM_HEADS)
     assert _ts_union(src, "SettingName") == list(options.REQUEST)
     assert _ts_union(src, "SamplerParameter") == list(options.SAMPLER)
+    assert _ts_union(src, "SpeculativeMode") == list(options.SPECULATIVE)
     create = re.search(r"export interface CreateRequest \{(.*?)\n\}", src, re.S).group(1)
     assert all(re.search(rf"^\s*{n}\?:", create, re.M) for n in options.REQUEST), create
     # the option values appear only in those aliases (not as unions of their own elsewhere)
@@ -298,6 +331,7 @@ def load_trials() -> list:
         "features": [[feat], ["fp64"], feat, []],
         "boolean": [True, False, 0, "yes"],
         "download": [{"retries": 3}, {"retries": -1}, {"nope": 1}, {"stallMs": 0}, 5],
+        "source": ["m.gguf", "", {"cached": "m.gguf"}, {"url": "hf:a/b/c.gguf"}, {"url": 5}, 5, []],
     }
     out = []
     for name, spec in options.LOAD.items():

@@ -13,6 +13,9 @@ export type GPULimit = 'maxBufferSize' | 'maxStorageBufferBindingSize' | 'maxSto
   | 'maxComputeWorkgroupsPerDimension';
 export type GPUFeature = 'shader-f16' | 'subgroups' | 'timestamp-query' | 'packed_4x8_integer_dot_product';
 export type Replace = 'ask' | 'always';
+/** speculative decoding a create() request may ask for (OPTIONS.speculative): 'lookup', drafts from the conversation;
+ *  'draft', drafts by the engine's draft model (load(source, {draft})) */
+export type SpeculativeMode = 'lookup' | 'draft';
 
 export type ErrorKind =
   | 'no-webgpu' | 'limits' | 'format' | 'unsupported' | 'download' | 'cors' | 'storage' | 'device-lost'
@@ -80,6 +83,10 @@ export interface LoadOptions {
    *  SharedWorker (or no WebGPU in one) the page gets its own worker and info.sharedNote says why.
    *  Unset: the connection bitweb.connect() chose (a dedicated worker by default) */
   share?: boolean;
+  /** a draft model for speculative decoding (create()'s speculative {mode: 'draft'}): any source of a model with
+   *  the same vocabulary, loaded after this one as an engine of its own (engine.draft) on the same GPU device, with
+   *  the same options and this one's context; a vocabulary that differs is a settings error naming `draft` */
+  draft?: Source | null;
 }
 
 /** A URL (also `hf:owner/repo/file.gguf` and Hugging Face page addresses, see resolveUrl), with the file's SHA-256
@@ -136,11 +143,22 @@ export interface CreateRequest {
   tool_choice?: ToolChoice;
   /** false: at most one call (default true) */
   parallel_tool_calls?: boolean;
+  /** speculative decoding (README, "Using bitweb from your own page"): 'lookup' drafts the next tokens where
+   *  the reply repeats the conversation, 'draft' has the engine's draft model draft them; the model checks
+   *  several at a time; greedy replies are the same, token for token, sampled ones the same distribution.
+   *  Default null: plain decoding */
+  speculative?: { mode: SpeculativeMode } | null;
 }
 
 /** 'tool_calls': the reply is tool calls; 'length': max_tokens or the context cut it before it was complete */
 export type FinishReason = 'stop' | 'length' | 'abort' | 'tool_calls';
-export interface Usage { prompt_tokens: number; completion_tokens: number; total_tokens: number }
+export interface Usage {
+  prompt_tokens: number; completion_tokens: number; total_tokens: number;
+  /** the prompt tokens whose KV came from the engine's cache */
+  prompt_tokens_details: { cached_tokens: number };
+  /** a speculative request's drafting: tokens drafted and checked by the model, and how many of them it kept */
+  speculative?: { mode: SpeculativeMode; drafted: number; accepted: number };
+}
 export interface Timing {
   total_ms: number; ttft_ms: number | null; prefill_ms: number; prefill_tokens: number; cached_tokens: number;
   prefill_tok_s?: number; decode_tok_s?: number; decode_ms_per_token: number; stop_reason: string;
@@ -211,6 +229,8 @@ export declare class Engine {
   readonly state: 'ready' | 'unloaded' | 'lost';
   /** resolves with a message when the GPU device is lost */
   readonly lost: Promise<string>;
+  /** the draft model loaded with it (load(source, {draft})): its own engine, unloaded with this one; else null */
+  readonly draft: Engine | null;
   readonly chat: {
     completions: {
       create(request: CreateRequest & { stream: true }): Promise<ChatCompletionStream>;
@@ -263,6 +283,8 @@ export declare const OPTIONS: {
   readonly features: readonly GPUFeature[];
   readonly limits: readonly GPULimit[];
   readonly replace: OptionChoices<Replace>;
+  /** the modes of create()'s speculative (default null: plain decoding) */
+  readonly speculative: OptionChoices<SpeculativeMode, null>;
   /** the ranges of DownloadOptions */
   readonly download: Readonly<Record<keyof DownloadOptions, { readonly integer: true; readonly min: number; readonly max: number }>>;
   /** the load options that reach the worker: the name its Python side takes (null: the worker's JS alone), what
@@ -272,7 +294,7 @@ export declare const OPTIONS: {
 };
 /** the load options the worker takes (OPTIONS.load; LoadOptions adds onProgress and signal) */
 export type LoadOptionName = 'activations' | 'kvCache' | 'context' | 'capLimits' | 'maskFeatures' | 'gpuMemory' | 'replace'
-  | 'cache' | 'download';
+  | 'cache' | 'download' | 'draft';
 /** the GPU limits and features bitweb uses (OPTIONS.limits, OPTIONS.features) */
 export declare const LIMITS: readonly GPULimit[];
 export declare const FEATURES: readonly GPUFeature[];
@@ -353,6 +375,7 @@ export interface WorkerRequests {
   connect: { lock: string };
   'debug-hold': { hold: boolean };
   generate: { engine: number; request: CreateRequest };
+  'set-draft': { engine: number; draft: number };
   tokenize: { engine: number; request: { text: string } | { messages: Message[]; tools?: FunctionTool[]; enable_thinking?: boolean } };
   abort: { target: number };
   unload: { engine: number };

@@ -97,6 +97,9 @@ const LOAD_CHECKS = {
     return bad === undefined ? null : `${JSON.stringify(bad)} is not a feature bitweb uses (one of ${FEATURES.join(', ')})`;
   },
   download: (v, spec, name) => { checkDownload(v, name); return null; },
+  source: (v) => ((typeof v === 'string' && v) || v instanceof URL || (typeof Blob !== 'undefined' && v instanceof Blob)
+    || (v && typeof v === 'object' && (typeof v.url === 'string' || typeof v.cached === 'string')) ? null
+    : 'must be a model as load() takes one: a URL, {url, sha256?, size?}, a File or Blob, or {cached: name}'),
 };
 
 function checkLoadOptions(o) {
@@ -150,6 +153,16 @@ function checkMessage(m, i) {
   }
   return out;
 }
+// A request's speculative decoding: null (plain decoding) or {mode: one of OPTIONS.speculative}; the same
+// rules and messages as the worker's Python (bitweb.completions checked_speculative).
+function checkSpeculative(v) {
+  const modes = oneOf(Object.keys(OPTIONS.speculative.choices));
+  const shown = (x) => JSON.stringify(x ?? null);
+  if (typeof v !== 'object' || Array.isArray(v)) throw settingsError('speculative', `must be {mode: ${modes}} or null (got ${shown(v)})`);
+  for (const k of Object.keys(v)) if (k !== 'mode') throw settingsError(`speculative.${k}`, 'not a speculative option (mode is the one)');
+  if (typeof v.mode !== 'string' || !Object.hasOwn(OPTIONS.speculative.choices, v.mode)) throw settingsError('speculative.mode', `must be ${modes} (got ${shown(v.mode)})`);
+  return { mode: v.mode };
+}
 // The structured-output fields go to the worker as given (JSON); Python checks them and names the field.
 const STRUCTURED = ['response_format', 'grammar', 'tools', 'tool_choice', 'parallel_tool_calls'];
 
@@ -175,6 +188,7 @@ function checkRequest(r) {
     }
     out.stop = stops;
   }
+  if (r.speculative != null) out.speculative = checkSpeculative(r.speculative);
   if (r.enable_thinking != null) {
     if (typeof r.enable_thinking !== 'boolean') throw settingsError('enable_thinking', 'must be true or false');
     out.enable_thinking = r.enable_thinking;
@@ -217,10 +231,11 @@ function sourceOf(source) {
  */
 export async function load(source, options = {}) {
   checkLoadOptions(options);
+  if (options.draft != null) return loadWithDraft(source, options);
   const src = sourceOf(source);
   const { signal, onProgress } = options;
   if (signal?.aborted) throw error('aborted', 'the load was aborted before it started');
-  const opts = loadOptions({ ...options, maskFeatures: options.maskFeatures?.length ? [...options.maskFeatures] : null });
+  const opts = loadOptions({ ...options, maskFeatures: options.maskFeatures?.length ? [...options.maskFeatures] : null, draft: null });
   const conn = await hostFor(options.share);
   const entry = src.url ? entryForUrl(src.url) : null;
   if (entry) {                                  // a catalogue model that cannot fit is not downloaded
@@ -254,6 +269,25 @@ export async function load(source, options = {}) {
   const engine = new Engine(v, conn, !!options.share);
   conn.live.set(v.engine, engine);
   return engine;
+}
+
+// load(source, {draft}): the target, then the draft model as an engine of its own with the same options and
+// the target's context (on the same device: the same options ask for the same one), which the worker's
+// Python checks (the same vocabulary) and attaches to the target (request set-draft); anything failing
+// unloads both. The draft is engine.draft, unloaded with the target.
+async function loadWithDraft(source, { draft, ...options }) {
+  const target = await load(source, options);
+  let drafter = null;
+  try {
+    drafter = await load(draft, { ...options, context: target.info.context, replace: null });   // (never unloads the target)
+    await call('set-draft', { engine: target.id, draft: drafter.id }, {}, target._conn);
+  } catch (e) {
+    await drafter?.unload().catch(() => {});
+    await target.unload().catch(() => {});
+    throw e;
+  }
+  target.draft = drafter;
+  return target;
 }
 
 // OpenAI's usage, with the prompt tokens whose KV came from the engine's cache (the longest prefix
@@ -294,6 +328,8 @@ export class Engine {
     });
     this._state = 'ready';
     this._lostMessage = null;
+    /** The draft model loaded with it (load(source, {draft})), unloaded with it; else null. */
+    this.draft = null;
     let lose;
     /** Resolves with a message when the GPU device is lost (the engine is then gone). */
     this.lost = new Promise((r) => { lose = r; });
@@ -328,6 +364,7 @@ export class Engine {
     this._state = 'unloaded';
     this._conn.live.delete(this.id);
     await call('unload', { engine: this.id }, {}, this._conn);
+    await this.draft?.unload();          // (after this engine's queued replies, which draft with it)
   }
 
   async _create(request) {

@@ -33,9 +33,13 @@ export const REQUESTS = Object.freeze({
   // test hook of a shared engine: hold (true) or resume (false) starting queued generations -> result null
   'debug-hold': { hold: 'true or false' },
   // request: the create() body (messages, settings, stop, response_format, grammar, tools,
-  // tool_choice, parallel_tool_calls, enable_thinking) -> text and tool_call messages, then result
-  // {text, tool_calls?, finish_reason, context, usage, timing}
+  // tool_choice, parallel_tool_calls, enable_thinking, speculative) -> text and tool_call messages,
+  // then result {text, tool_calls?, finish_reason, context, usage (usage.speculative {mode, drafted,
+  // accepted} when it asked for drafting), timing}
   generate: { engine: 'engine id', request: 'the checked create() body' },
+  // engine `draft` (loaded by the same page, on the same device, with the same vocabulary) drafts for
+  // `engine` (create()'s speculative {mode: 'draft'}; load(source, {draft})) -> result null
+  'set-draft': { engine: 'engine id', draft: 'engine id of its draft model' },
   // request: {text} | {messages, tools?, enable_thinking?} -> result {ids, context}
   tokenize: { engine: 'engine id', request: '{text} or {messages, tools?}' },
   // abort request `target` (a download, a load, a generation); answered at once (result null)

@@ -309,6 +309,7 @@ const HANDLERS = {
     return unwrap(await py.generate(id, msg.engine, JSON.stringify(msg.request)));
   }),
   tokenize: async (id, msg) => unwrap((await python(id)).tokenize(msg.engine, JSON.stringify(msg.request))),
+  'set-draft': (id, msg) => perEngine(msg.engine, async () => unwrap((await python(id)).set_draft(msg.engine, msg.draft))),
   unload: (id, msg) => perEngine(msg.engine, () => (app ? unwrap(app.unload(msg.engine)) : { unloaded: false })),
   'cache-list': () => cacheInfo(),
   'cache-delete': async (id, msg) => ({ removed: await models.remove(msg.name), ...(await cacheInfo()) }),

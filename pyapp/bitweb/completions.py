@@ -4,7 +4,8 @@ chat path (`bitweb generate --chat`, bitweb.commands.generate).
 Stdlib only (a browser module). What a request means, apart from how it travels:
 
 - the request: the sampling settings (checked against bitweb.options REQUEST: type and range, an
-  error naming the field), max_tokens, stop strings (at most MAX_STOPS, non-empty), the messages
+  error naming the field), max_tokens, stop strings (at most MAX_STOPS, non-empty), speculative
+  decoding ({"mode": one of bitweb.options SPECULATIVE} or null: `checked_speculative`), the messages
   (bitweb.structured.check_messages: tool calls and results too) and the structured-output fields
   (structured.request_spec); `Request.parse` checks them all;
 - the prompt: the messages in the model's chat format (bitweb.chat.ChatFormat), with its thinking
@@ -13,19 +14,21 @@ Stdlib only (a browser module). What a request means, apart from how it travels:
 - the reply (`Completion`): streamed content with stop strings cut (text that may start a stop
   string is held back until it cannot), tool calls streamed apart (structured.Reply), the think
   block a template opened in the prompt carried at the reply's start, then the finish reason
-  ("stop", "length", "abort", "tool_calls"), the usage and the timing.
+  ("stop", "length", "abort", "tool_calls"), the usage (with the drafting's counts when the request
+  asked for it) and the timing.
 
 Errors are `bitweb.errors.AppError(kind, message, **extra)`: the kinds are the library's (a
 settings error names its field); the CLI prints them as one line.
 """
 from __future__ import annotations
 
+import json
 import math
 import time
 
 from bitweb import structured
 from bitweb.errors import AppError
-from bitweb.options import REQUEST, SAMPLER
+from bitweb.options import REQUEST, SAMPLER, SPECULATIVE
 
 # Sampling settings a request may carry: name -> (integer?, lowest, highest, lowest excluded?, default)
 # (bitweb.options REQUEST; the default is the sampler's, max_tokens none: what the context holds)
@@ -73,6 +76,35 @@ def params_from(req: dict):
     return SamplingParams(**kw), vals.get("max_tokens"), stops
 
 
+def checked_speculative(value):
+    """A request's `speculative`: null / absent (plain decoding) or {"mode": one of SPECULATIVE} ->
+    Engine.generate's speculative (None or the mode), else AppError("settings") naming the field
+    (web/bitweb.mjs checks it with the same rules and messages: tests/test_options.py)."""
+    if value is None:
+        return None
+    modes = " or ".join(json.dumps(m) for m in SPECULATIVE)
+    if not isinstance(value, dict):
+        raise _speculative_error("speculative", f"must be {{mode: {modes}}} or null (got {_shown(value)})")
+    for k in value:
+        if k != "mode":
+            raise _speculative_error(f"speculative.{k}", "not a speculative option (mode is the one)")
+    if value.get("mode") not in SPECULATIVE:
+        raise _speculative_error("speculative.mode", f"must be {modes} (got {_shown(value.get('mode'))})")
+    return value["mode"]
+
+
+def _speculative_error(field: str, why: str) -> AppError:
+    return AppError("settings", f"{field}: {why}", field=field)
+
+
+def _shown(v) -> str:
+    """v as JSON, as the library's JSON.stringify shows it (undefined / absent: null)."""
+    try:
+        return json.dumps(v, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return repr(v)
+
+
 def structured_call(fn, *args):
     """fn(*args) of bitweb.structured, its RequestError as a settings error naming the field."""
     try:
@@ -111,19 +143,22 @@ def prompt_ids(fmt, messages, enable_thinking=None, spec=None) -> list:
 
 class Request:
     """A create() request, checked: messages, SamplingParams, max_tokens (None: what the context
-    holds), stop strings, the structured-output Spec and the thinking switch the prompt gets."""
+    holds), stop strings, the structured-output Spec, the thinking switch the prompt gets and the
+    speculative mode (None: plain decoding; else Engine.generate's speculative)."""
 
-    def __init__(self, messages, params, max_tokens, stops, spec, thinking):
+    def __init__(self, messages, params, max_tokens, stops, spec, thinking, speculative=None):
         self.messages, self.params, self.max_tokens = messages, params, max_tokens
         self.stops, self.spec, self.thinking = stops, spec, thinking
+        self.speculative = speculative
 
     @classmethod
     def parse(cls, req: dict, fmt) -> "Request":
         messages = checked_messages(req.get("messages"))
         params, max_tokens, stops = params_from(req)
+        speculative = checked_speculative(req.get("speculative"))
         spec = structured_call(structured.request_spec, req)
         return cls(messages, params, max_tokens, stops, spec,
-                   thinking_for(fmt, req.get("enable_thinking"), spec.constrained))
+                   thinking_for(fmt, req.get("enable_thinking"), spec.constrained), speculative)
 
     def prompt(self, fmt) -> list:
         return prompt_ids(fmt, self.messages, self.thinking, self.spec)
@@ -206,7 +241,8 @@ class Completion:
 
     def result(self, res, prompt_tokens: int, context: int | None = None) -> dict:
         """{"text", "tool_calls"?, "finish_reason", "context"?, "usage"} of the finished generation
-        `res` (bitweb.generation's result: ids, stop_reason); context: the engine's n_ctx."""
+        `res` (bitweb.generation's result: ids, stop_reason; speculative, drafted, accepted: usage's
+        "speculative" {mode, drafted, accepted} when it drafted); context: the engine's n_ctx."""
         calls = []
         if self.reply is not None:
             for _, held in self.reply.finish():     # (text held back as the start of a call that never came)
@@ -231,6 +267,8 @@ class Completion:
         if context is not None:
             out["context"] = context
         out["usage"] = {"prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + n}
+        if getattr(res, "speculative", ""):          # drafted: tokens verified; accepted: the ones kept
+            out["usage"]["speculative"] = {"mode": res.speculative, "drafted": res.drafted, "accepted": res.accepted}
         return out
 
     def timing(self, res, prompt_tokens: int, cached_tokens: int, prefill_plan: str,

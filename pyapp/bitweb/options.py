@@ -1,7 +1,8 @@
 """The options and bounds every side of bitweb shares, in one place: the activation modes, the KV
 cache types, the LM-head options, the context's lower bound, the sampler's parameters and what a
-request may ask of them, the GPU features and limits a weaker GPU may drop, the library's load
-options, and the words that mark a CPU rasteriser among GPU adapters.
+request may ask of them, the speculative modes a request may ask for, the GPU features and limits
+a weaker GPU may drop, the library's load options, and the words that mark a CPU rasteriser among
+GPU adapters.
 
 This module is their one source. The Python sides import it: the CLI (bitweb.commands: choices
 and defaults), the engine and the numpy model (activations, LM heads), the kernels and generation
@@ -59,6 +60,12 @@ DATA = {
         "seed": {"integer": True, "min": 0, "max": (1 << 53) - 1, "sampler": "seed"},
         "max_tokens": {"integer": True, "min": 1, "max": 1 << 30, "sampler": None},
     },
+    # speculative decoding a create() request may ask for ({speculative: {mode}}; bitweb.speculative):
+    # its modes; default null: plain decoding
+    "speculative": {"default": None, "choices": {"lookup": "prompt lookup: drafts where the reply repeats "
+                                                           "the conversation",
+                                                 "draft": "the draft model loaded with the engine "
+                                                          "(load(source, {draft}))"}},
     # the GPU features bitweb uses when the adapter has them, which maskFeatures may turn off (the
     # last is WGSL's language feature for dot4I8Packed), and the limits it raises to the adapter's
     # maximum, which capLimits may lower (bitweb.gpu MASKABLE, WANTED_LIMITS)
@@ -77,7 +84,8 @@ DATA = {
     # with check_load): the library's name -> "python": the name the Python side takes (null: the
     # worker's JS alone uses it), "type": what it is (choice: a value of DATA[of]; context: an
     # integer of at least context.min; number: above min; features / limits: names of the lists
-    # above; boolean; download: an object of DATA["download"]), "key": part of the key of the
+    # above; boolean; download: an object of DATA["download"]; source: a model as load() takes one,
+    # the draft: the library loads it as an engine of its own), "key": part of the key of the
     # pipeline manifest (it changes the kernels a load compiles). Unset (null): the default.
     "load": {
         "activations": {"python": "activations", "type": "choice", "of": "activations", "key": True},
@@ -89,6 +97,7 @@ DATA = {
         "replace": {"python": "replace", "type": "choice", "of": "replace"},
         "cache": {"python": None, "type": "boolean", "default": True},
         "download": {"python": None, "type": "download"},
+        "draft": {"python": None, "type": "source"},
     },
     # words in an adapter's vendor / architecture / device / description that mark a CPU
     # rasteriser -> the name bitweb says (bitweb.gpu.software_reason); tuned: the kernels have
@@ -108,6 +117,7 @@ KV_CACHES = tuple(DATA["kv_cache"]["choices"])               # ("f16", "f32")
 DEFAULT_KV_CACHE = DATA["kv_cache"]["default"]
 LM_HEADS = tuple(DATA["lm_head"]["choices"])                 # ("q8_0",); None: as in the file
 MIN_CONTEXT = DATA["context"]["min"]
+SPECULATIVE = tuple(DATA["speculative"]["choices"])          # ("lookup", "draft"); None: no drafting
 
 
 @dataclass(frozen=True)
@@ -191,6 +201,11 @@ def _check(name: str, spec: dict, v) -> None:
     elif t == "boolean":
         if not isinstance(v, bool):
             raise OptionError(name, f"must be true or false (got {_shown(v)})")
+    elif t == "source":
+        named = isinstance(v, dict) and (isinstance(v.get("url"), str) or isinstance(v.get("cached"), str))
+        if not (isinstance(v, str) and v or named):
+            raise OptionError(name, "must be a model as load() takes one: a URL, {url, sha256?, size?}, a File or "
+                                    "Blob, or {cached: name}")
     elif t == "download":
         if not isinstance(v, dict):
             raise OptionError(name, f"must be an object {{{', '.join(DATA['download'])}}}")

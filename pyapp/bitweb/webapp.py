@@ -60,6 +60,7 @@ class Slot:
     def __init__(self, eng, info: dict, fmt):
         self.eng, self.info, self.fmt = eng, info, fmt
         self.busy = False
+        self.draft = None                # the Slot of its draft model (set_draft), for speculative "draft"
         self.vocab = None                # bitweb.grammar Vocabulary, made for the first constrained reply
 
     def vocabulary(self):
@@ -314,9 +315,30 @@ class WebApp:
     def unload(self, eid) -> str:
         s = self.engines.pop(int(eid), None)
         if s is not None:
+            for other in self.engines.values():      # (an engine it drafted for drafts no more)
+                if other.draft is s:
+                    other.draft = None
             s.eng.close()
             self._drop_if_unused(s.eng.dev)
         return json.dumps({"unloaded": s is not None})
+
+    def set_draft(self, eid, draft_eid) -> str:
+        """Make engine draft_eid the draft model of engine eid (speculative mode "draft"): on the
+        same device, with the same vocabulary, not itself (bitweb.speculative DraftModel), else a
+        settings error naming `draft`. The library loads it (load(source, {draft})) and unloads it
+        with its target. Result: null."""
+        try:
+            s, d = self.slot(eid), self.slot(draft_eid)
+            from bitweb import speculative
+            from bitweb.blocks import EngineError
+            try:
+                speculative.DraftModel(s.eng, d.eng)
+            except EngineError as e:
+                raise AppError("settings", f"draft: {e}", field="draft") from None
+            s.draft = d
+            return json.dumps(None)
+        except Exception as e:
+            return self.error_json(e)
 
     def tokenize(self, eid, request_json: str) -> str:
         """{"text"} -> the text's ids (no BOS); {"messages", "tools"?} -> the prompt ids of that chat."""
@@ -339,7 +361,9 @@ class WebApp:
         Posts {"type": "text", "id", "text"} as content is decoded (never text of a stop string)
         and {"type": "tool_call", "id", "index", "call_id"?, "name"?, "arguments"?} as a tool call
         streams (its start, then pieces of its arguments); returns {"text", "tool_calls"?,
-        "finish_reason", "context", "usage", "timing"}."""
+        "finish_reason", "context", "usage", "timing"}. A speculative request (bitweb.speculative:
+        prompt lookup, or the draft model of set_draft) first waits for the prefill kernels a load
+        left compiling: they verify the drafts; its usage says what was drafted and accepted."""
         try:
             s = self.slot(eid)
             req = Request.parse(json.loads(request_json), s.fmt)
@@ -347,13 +371,23 @@ class WebApp:
             max_tokens = req.budget(ids, s.eng.n_ctx)
             if s.busy:
                 raise AppError("busy", "this engine is generating another reply")
+            d = s.draft if req.speculative == "draft" else None
+            if req.speculative == "draft" and d is None:
+                raise AppError("settings", 'speculative.mode: "draft" needs an engine loaded with a draft model '
+                                           "(load(source, {draft}))", field="speculative.mode")
+            if d is not None and d.busy:
+                raise AppError("busy", "this engine's draft model is generating another reply")
             constraint = structured_call(self.grammars.constraint, req.spec, s.fmt, s.vocabulary)
             reply = structured.Reply(req.spec, structured.dialect(s.fmt)) if req.spec.calls else None
             s.busy = True
+            if d is not None:
+                d.busy = True
             try:
                 return json.dumps(await self._generate(rid, s, ids, req, max_tokens, constraint, reply))
             finally:
                 s.busy = False
+                if d is not None:
+                    d.busy = False
         except Exception as e:
             return self.error_json(e)
         finally:
@@ -369,6 +403,10 @@ class WebApp:
             opens_thinking=s.fmt.prompt_opens_thinking(req.thinking))
         try:
             kw = {"constraint": constraint} if constraint is not None else {}
+            if req.speculative is not None:          # "lookup", or the draft model's Engine
+                kw["speculative"] = s.draft.eng if req.speculative == "draft" else req.speculative
+                if not eng.prefill_ready:         # drafts are verified by the multi-row plan: its kernels
+                    await asyncio.shield(eng.prefill_compiled)   # (still compiling after the load) first
             res = await eng.generate(ids, req.params, max_tokens, on_token=c.on_token, stop_ids=s.fmt.stop_ids,
                                      should_stop=lambda: c.stopped() or rid in self.stops, **kw)
         finally:

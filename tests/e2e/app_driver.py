@@ -41,15 +41,18 @@ def make_model(out: pathlib.Path, seed: int, vocab_extra: list[str] | None = Non
     return out
 
 
-def cli_args(model, prompt=PROMPT, max_tokens=12, system=None, activations="a8", thinking=None) -> list[str]:
+def cli_args(model, prompt=PROMPT, max_tokens=12, system=None, activations="a8", thinking=None,
+             speculative=None) -> list[str]:
     """The arguments of `python -m bitweb generate MODEL --chat --temperature 0 --json` (native
-    backend; thinking: "on" / "off", the template's thinking switch)."""
+    backend; thinking: "on" / "off", the template's thinking switch; speculative: "lookup")."""
     argv = ["generate", str(model), "--chat", "--prompt", prompt, "--temperature", "0", "--max-tokens", str(max_tokens),
             "--json", "--backend", "native", "--activations", activations]
     if system:
         argv += ["--system", system]
     if thinking:
         argv += ["--thinking", thinking]
+    if speculative:
+        argv += ["--speculative", speculative]
     return argv
 
 

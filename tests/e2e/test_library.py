@@ -1,16 +1,18 @@
 """The JavaScript library (web/bitweb.mjs) from a page of its own: web/examples/minimal.html, which
 imports only the public module, streams the default model's answer, and the same page then drives
 the API directly (a second engine from the cache next to the first, abort, stop strings, usage,
-KV-prefix reuse, tokenize, settings errors by field, unload), checked against the CLI; then
+KV-prefix reuse, speculative decoding with prompt lookup, tokenize, settings errors by field,
+unload), checked against the CLI; then
 structured output: README's tool-call example (web/examples/tools.html) as written, a tool call
 streamed as OpenAI streams it, JSON responses validated against their schemas."""
 from __future__ import annotations
 
 import pytest
 
+from bitweb.completions import FINISH
 from tests.conftest import ROOT
 from tests.e2e.conftest import new_page, settle
-from tests.e2e.app_driver import cli
+from tests.e2e.app_driver import cli, clis
 
 MODEL = ROOT / "web" / "models" / "bitweb-chat-i2_s.gguf"
 QUESTION = "What is 37 + 45?"
@@ -136,6 +138,81 @@ def test_stop_strings_length_and_kv_reuse(page, want):
     assert page.errors == []
 
 
+# a reply that repeats its prompt ("... so 37 + 45 = 82."): prompt lookup drafts it (the tokens are the
+# CLI's either way)
+COPY = QUESTION
+COPY_TOKENS = 40
+
+
+@pytest.fixture(scope="module")
+def copy_want():
+    """The CLI's greedy reply to COPY without drafting and with prompt lookup: the same ids, and what
+    the lookup drafted and accepted."""
+    plain, lookup = clis(dict(model=MODEL, prompt=COPY, max_tokens=COPY_TOKENS),
+                         dict(model=MODEL, prompt=COPY, max_tokens=COPY_TOKENS, speculative="lookup"))
+    assert lookup["ids"] == plain["ids"] and lookup["text"] == plain["text"] and lookup["speculative"] == "lookup"
+    assert 0 < lookup["accepted"] <= lookup["drafted"], lookup          # (COPY is a reply lookup drafts)
+    return lookup
+
+
+def test_speculative_lookup_gives_the_same_reply_and_counts_the_drafts(page, copy_want):
+    """create({speculative: {mode: 'lookup'}}), greedy: the reply without drafting, token for token (the
+    same text and token count as the plain request and the CLI), streamed and not; the final usage says
+    what was drafted and accepted, the counts of the CLI's --speculative lookup (the same tokens, the
+    same drafts); a plain request's usage says nothing of drafting."""
+    got = api(page, f"""
+      const req = {{ messages: [user({COPY!r})], max_tokens: {COPY_TOKENS} }};
+      const plain = await engine.chat.completions.create(req);
+      const lookup = await engine.chat.completions.create({{ ...req, speculative: {{ mode: 'lookup' }} }});
+      const chunks = [];
+      for await (const c of await engine.chat.completions.create({{ ...req, stream: true, speculative: {{ mode: 'lookup' }} }}))
+        chunks.push(c);
+      return {{ plain, lookup, chunks }};""")
+    plain, lookup, chunks = got["plain"], got["lookup"], got["chunks"]
+    want = copy_want
+    drafting = {"mode": "lookup", "drafted": want["drafted"], "accepted": want["accepted"]}
+    for r in (plain, lookup):
+        assert r["choices"][0]["message"]["content"] == want["text"], r
+        assert r["usage"]["completion_tokens"] == len(want["ids"])
+        assert r["choices"][0]["finish_reason"] == FINISH[want["stop_reason"]]
+    assert "speculative" not in plain["usage"]
+    assert lookup["usage"]["speculative"] == drafting, lookup["usage"]
+    last = chunks[-1]
+    assert "".join(c["choices"][0]["delta"].get("content", "") for c in chunks) == want["text"]
+    assert last["usage"]["completion_tokens"] == len(want["ids"]) and last["usage"]["speculative"] == drafting
+    assert page.errors == []
+
+
+def test_a_draft_model_gives_the_same_reply(page, copy_want):
+    """load(source, {draft}) loads the draft model as an engine of its own (engine.draft, with the
+    target's context) on the same device, and create({speculative: {mode: 'draft'}}) drafts with it:
+    the reply without drafting (the CLI's), the usage counting the drafts. Here the default model
+    drafts for itself (a second engine of the file), so it keeps drafts. An engine loaded without a
+    draft refuses the mode by field; unloading the target unloads its draft; a draft of another
+    vocabulary is refused by field (the worker's check: see tests/test_completions.py)."""
+    got = api(page, f"""
+      const req = {{ messages: [user({COPY!r})], max_tokens: {COPY_TOKENS}, speculative: {{ mode: 'draft' }} }};
+      const out = {{}};
+      try {{ await engine.chat.completions.create(req); out.none = 'answered'; }} catch (e) {{ out.none = [e.kind, e.field]; }}
+      const paired = await bitweb.load(bitweb.DEFAULT_MODEL, {{ draft: bitweb.DEFAULT_MODEL }});
+      out.draft = [paired.draft.info.name, paired.draft.info.context, paired.info.context, paired.draft.state];
+      out.reply = await paired.chat.completions.create(req);
+      const draft = paired.draft;
+      await paired.unload();
+      out.states = [paired.state, draft.state];
+      return out;""")
+    assert got["none"] == ["settings", "speculative.mode"]
+    name, draft_ctx, ctx, state = got["draft"]
+    assert name == "bitweb-chat-i2_s.gguf" and draft_ctx == ctx and state == "ready"
+    r = got["reply"]
+    assert r["choices"][0]["message"]["content"] == copy_want["text"]
+    assert r["usage"]["completion_tokens"] == len(copy_want["ids"])
+    sp = r["usage"]["speculative"]
+    assert sp["mode"] == "draft" and 0 < sp["accepted"] <= sp["drafted"], sp
+    assert got["states"] == ["unloaded", "unloaded"]
+    assert page.errors == []
+
+
 @pytest.mark.parametrize("request_js,field", [
     ("{ messages: [user('hi')], temperature: -1 }", "temperature"),
     ("{ messages: [user('hi')], max_tokens: 0 }", "max_tokens"),
@@ -150,6 +227,8 @@ def test_stop_strings_length_and_kv_reuse(page, want):
     ("{ messages: [user('hi')], tools: [{ type: 'function', function: { name: 'a b' } }] }", "tools[0].function.name"),
     ("{ messages: [user('hi')], tools: [], tool_choice: 'required' }", "tool_choice"),
     ("{ messages: [user('hi')], grammar: 'root ::= nothing' }", "grammar"),
+    ("{ messages: [user('hi')], speculative: 'lookup' }", "speculative"),
+    ("{ messages: [user('hi')], speculative: { mode: 'fast' } }", "speculative.mode"),
 ])
 def test_a_bad_request_is_a_settings_error_naming_the_field(page, request_js, field):
     got = api(page, f"""
@@ -166,7 +245,7 @@ def test_load_options_are_checked_and_unload_ends_an_engine(page):
       const out = {};
       for (const [k, opts] of [['context', { context: 1 }], ['cap', { capLimits: { maxStorageBufferBindingSize: NaN } }],
                                ['limit', { capLimits: { noSuchLimit: 5 } }], ['act', { activations: 'f16' }],
-                               ['kv', { kvCache: 'f8' }]]) {
+                               ['kv', { kvCache: 'f8' }], ['draft', { draft: 5 }]]) {
         try { await bitweb.load(bitweb.DEFAULT_MODEL, opts); out[k] = 'loaded'; } catch (e) { out[k] = [e.kind, e.field]; }
       }
       const spare = await bitweb.load(bitweb.DEFAULT_MODEL, { context: 64, kvCache: 'f32' });
@@ -185,6 +264,7 @@ def test_load_options_are_checked_and_unload_ends_an_engine(page):
     assert got["cap"] == ["settings", "capLimits.maxStorageBufferBindingSize"]
     assert got["limit"] == ["settings", "capLimits.noSuchLimit"]
     assert got["act"] == ["settings", "activations"] and got["kv"] == ["settings", "kvCache"]
+    assert got["draft"] == ["settings", "draft"]
     # the default f16 cache (SwiftShader has no shader-f16: pack2x16float pairs); f32 on request
     kv16, b16, kv32, b32, per_pos, ctx = got["kvCache"]      # per_pos: K and V values per position
     assert kv16 == "f16 pack2x16float" and b16 == 2 * per_pos * ctx and kv32 == "f32" and b32 == 4 * per_pos * 64

@@ -11,7 +11,7 @@ import sys
 
 from bitweb import formats
 from bitweb.options import (ACTIVATIONS, DEFAULT_ACTIVATIONS, DEFAULT_KV_CACHE, KV_CACHES, LM_HEADS,
-                            SAMPLER)
+                            SAMPLER, SPECULATIVE)
 
 FORMATS = [f.name.lower() for f in formats.select("linear")]      # make-model --format: the block linear types
 EMBD_FORMATS = [f.name.lower() for f in formats.select("table")]  # make-model --embd-format: token_embd's type
@@ -103,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the output is JSON that validates against this JSON Schema (a .json file)")
     g.add_argument("--grammar", metavar="FILE.gbnf", help="the output follows this GBNF grammar (llama.cpp's syntax)")
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--speculative", choices=["lookup"], default=None,
+    g.add_argument("--speculative", choices=[m for m in SPECULATIVE if m != "draft"], default=None,   # (--draft FILE)
                    help="speculative decoding with prompt-lookup drafts (GPU engine; the same tokens when greedy)")
     g.add_argument("--draft", metavar="FILE.gguf", default=None,
                    help="speculative decoding with this draft model (the same vocabulary; GPU engine)")
