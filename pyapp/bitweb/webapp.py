@@ -323,17 +323,14 @@ class WebApp:
         return json.dumps({"unloaded": s is not None})
 
     def set_draft(self, eid, draft_eid) -> str:
-        """Make engine draft_eid the draft model of engine eid (speculative mode "draft"): on the
-        same device, with the same vocabulary, not itself (bitweb.speculative DraftModel), else a
-        settings error naming `draft`. The library loads it (load(source, {draft})) and unloads it
-        with its target. Result: null."""
+        """Engine draft_eid drafts for engine eid (speculative "draft"; the library loads and unloads
+        it with its target): same device and vocabulary, not itself, else a settings error. -> null"""
         try:
             s, d = self.slot(eid), self.slot(draft_eid)
-            from bitweb import speculative
-            from bitweb.blocks import EngineError
+            from bitweb import speculative, blocks
             try:
                 speculative.DraftModel(s.eng, d.eng)
-            except EngineError as e:
+            except blocks.EngineError as e:
                 raise AppError("settings", f"draft: {e}", field="draft") from None
             s.draft = d
             return json.dumps(None)
