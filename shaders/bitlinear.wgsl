@@ -16,6 +16,15 @@
 //                     (= round(n * s) with s = 127 / max(max|n|, 1e-5): rinv cancels in exact arithmetic)
 //                     S[r] = sum_b d[b] * I[r,b],  I[r,b] = sum_{j in b} w[r,j] * q[j]   (exact int32)
 //                     p[r] = S[r] * (ws_t * inv_s * mult[t]),  inv_s = max(a, 1e-5) * (1/127) (= 1/s)
+//   Q8B (A8 on ggml's 32-value block types: Format.vec_dot; ggml-cpu's quantize_row_q8_0 / q8_1
+//   and vec_dot_*_q8_0 / q8_1, x86):
+//                     rinv = 1 / sqrt(sum_j x[j]^2 / N_IN + EPS)  (NORM; sqrt and division, not inverseSqrt)
+//                     n[j] = (x[j] * rinv) * nw[j]  (NORM)  or  x[j]          (ggml: rms_norm, then mul)
+//                     per block c of 32: amax = max |n|, d = amax / 127, id = 127 / amax (0 if amax = 0)
+//                     q[j] = clamp(round(n[j] * id), -128, 127),  dx = f16(d),  sx = f16(d * f32(sum q))
+//                     T[r,c] = (dw * dx) * f32(I[r,c])  (+ mw * sx: an offset format; q8_1's s)
+//                     p[r] = (sum_c T[r,c]) * (ws * 1 * mult[t])      f32 sum over c (lane order)
+//                     f16(v): round to nearest even f16 as f32 (f16r: exact, subnormals too)
 //   RESIDUAL: y[r] = y[r] + p[r] (y holds the residual stream on entry; in place)
 // round() is round-half-to-even (as numpy and torch). Terms missing from a format read as 1
 // (ws for block formats, d for I2_S, rinv without NORM). A format with offsets adds m sum_{j in u}
@@ -56,7 +65,7 @@
 // The norm statistics: sum x^2 by a shared-memory tree in a fixed order (the prefill rmsnorm
 // kernel's, so A8 rows match), in q's words with SUBGROUPS (all read before q is written); max|m|
 // by atomicMax of its bits (exact in any order).
-// Defines: FORMAT (the bitweb.formats Format: its include), A8, NORM, RESIDUAL, PARTS2, PARTS3,
+// Defines: FORMAT (the bitweb.formats Format: its include), A8, Q8B (with A8), NORM, RESIDUAL, PARTS2, PARTS3,
 // GATE_UP, ACT_SILU, XSHARED, SUBGROUPS, DOT4, SHAPE (see bitweb/kernels/bitlinear.py).
 
 override WG: u32 = 64u;        // threads per workgroup (power of two)
@@ -157,7 +166,50 @@ var<workgroup> red: array<f32, RED_N>;
 fn red_at(i: u32) -> f32 { return red[i]; }
 fn red_put(i: u32, v: f32) { red[i] = v; }
 #endif
-var<workgroup> stat: vec2<f32>;                 // (f32: rinv, A8: inv_s), A8: sq
+var<workgroup> stat: vec2<f32>;                 // (f32: rinv, A8: inv_s, Q8B: 1), A8: sq
+#if Q8B
+var<workgroup> xds: array<vec2<f32>, N_IN / 32u>;   // per 32-value block of q: (dx, sx) (ggml's d, s)
+// the scales of activation block bi of a row (bi: the block over the whole tensor; the formats'
+// fmt_unit calls it under Q8B)
+fn xscale(bi: u32) -> vec2<f32> { return xds[bi % (n_in() / 32u)]; }
+
+// v rounded to the nearest f16 (ties to even), as f32: scale the f16 ulp of v's binade to 1 (exact:
+// a power of two), round, scale back. Exact for |v| < 65520, f16 subnormals included (ulp 2^-24).
+fn f16r(v: f32) -> f32 {
+    let e = frexp(v).exp;                       // |v| in [2^(e-1), 2^e)
+    let ue = max(e - 11, -24);
+    return ldexp(round(ldexp(v, -ue)), ue);
+}
+
+// n of activation word i (4 values): (x rinv) nw, or x
+fn n4(i: u32, rinv: f32) -> vec4<f32> {
+#if NORM
+    return (x[i] * rinv) * nw[i];
+#else
+    return x[i];
+#endif
+}
+
+// ggml's quantize_row_q8_0 / q8_1 of the n row (one block of 32 per thread at a time)
+fn quant_q8(li: u32, rinv: f32) {
+    for (var c = li; c < n_in() / 32u; c += WG) {
+        var v: array<vec4<f32>, 8>;
+        var am = vec4<f32>(0.0);
+        for (var k = 0u; k < 8u; k++) { v[k] = n4(8u * c + k, rinv); am = max(am, abs(v[k])); }
+        let amax = max(max(am.x, am.y), max(am.z, am.w));
+        let d = amax / 127.0;
+        let id = select(0.0, 127.0 / amax, amax != 0.0);
+        var qs = 0;
+        for (var k = 0u; k < 8u; k++) {
+            let q = pack_q(v[k], id);
+            let i = 8u * c + k;
+            qa4[i >> 2u][i & 3u] = (u32(q.x) & 0xFFu) | ((u32(q.y) & 0xFFu) << 8u) | ((u32(q.z) & 0xFFu) << 16u) | (u32(q.w) << 24u);
+            qs += q.x + q.y + q.z + q.w;
+        }
+        xds[c] = vec2<f32>(f16r(d), f16r(d * f32(qs)));
+    }
+}
+#endif
 
 // ---- weights ------------------------------------------------------------------------------------
 // (select, not branches: every part's word is read, an index past a smaller part's end reads a
@@ -246,11 +298,19 @@ fn prologue(li: u32) {
         workgroupBarrier();
     }
 #if NORM
+#if Q8B
+    let rinv = 1.0 / sqrt(red_at(0u) / f32(n_in()) + EPS);
+#else
     let rinv = inverseSqrt(red_at(0u) / f32(n_in()) + EPS);
+#endif
 #else
     let rinv = 1.0;
 #endif
-#if A8
+#if Q8B
+    workgroupBarrier();                       // every thread has read the sum: q may overwrite it
+    quant_q8(li, rinv);
+    if (li == 0u) { stat = vec2<f32>(1.0, 0.0); }
+#elif A8
     let amax = bitcast<f32>(atomicLoad(&amax_u));
 #if NORM
     let a = amax * rinv;

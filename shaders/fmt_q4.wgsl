@@ -53,8 +53,14 @@ fn fmt_unit(t: u32, bi: u32, j: u32, a: UActs) -> f32 {
     let ws = fmt_words(t, bi, j);
     let s = word_dot(ws[0], a, 0u) + word_dot(ws[1], a, 1u) + word_dot(ws[2], a, 2u) + word_dot(ws[3], a, 3u);
     let dm = q4_dm(t, bi);
+#if Q8B
+    let xs = xscale(bi);                      // ggml's vec_dot_*_q8_0 / q8_1: (dw dx) isum (+ mw sx)
+    if (OFFS == 1u) { return (dm.x * xs.x) * f32(s) + dm.y * xs.y; }
+    return (dm.x * xs.x) * f32(s);
+#else
     if (OFFS == 1u) { return f32(s) * dm.x + f32(unit_asum(a)) * dm.y; }
     return f32(s) * dm.x;
+#endif
 }
 
 fn fmt_value(t: u32, e: u32) -> f32 {

@@ -68,8 +68,14 @@ fn fmt_unit(t: u32, bi: u32, j: u32, a: UActs) -> f32 {
     s += word_dot(q5_word(qs, qh, 1u, 0u), a, 4u) + word_dot(q5_word(qs, qh, 1u, 1u), a, 5u);
     s += word_dot(q5_word(qs, qh, 1u, 2u), a, 6u) + word_dot(q5_word(qs, qh, 1u, 3u), a, 7u);
     let dm = q5_dm(t, bi);
+#if Q8B
+    let xs = xscale(bi);                      // ggml's vec_dot_*_q8_0 / q8_1: (dw dx) isum (+ mw sx)
+    if (OFFS == 1u) { return (dm.x * xs.x) * f32(s) + dm.y * xs.y; }
+    return (dm.x * xs.x) * f32(s);
+#else
     if (OFFS == 1u) { return f32(s) * dm.x + f32(unit_asum(a)) * dm.y; }
     return f32(s) * dm.x;
+#endif
 }
 
 fn fmt_value(t: u32, e: u32) -> f32 {

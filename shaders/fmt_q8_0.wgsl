@@ -56,7 +56,11 @@ fn fmt_unit(t: u32, bi: u32, j: u32, a: UActs) -> f32 {
     let b = q8_words(t, bi);
     let s = word_dot(b.c[0], a, 0u) + word_dot(b.c[1], a, 1u) + word_dot(b.c[2], a, 2u) + word_dot(b.c[3], a, 3u)
           + word_dot(b.c[4], a, 4u) + word_dot(b.c[5], a, 5u) + word_dot(b.c[6], a, 6u) + word_dot(b.c[7], a, 7u);
+#if Q8B
+    return (b.d * xscale(bi).x) * f32(s);     // ggml's vec_dot_q8_0_q8_0: (dw dx) isum
+#else
     return f32(s) * b.d;
+#endif
 }
 
 fn fmt_value(t: u32, e: u32) -> f32 {

@@ -85,6 +85,9 @@ class Format:
                               ternary and binary kinds, trained W1.58A8); the others run f32
                               activations in either mode (the exact one)
       q_range                 (packed) the smallest and largest value q of unpack
+      vec_dot                 ggml's activation blocks for its integer dot products (vec_dot_type:
+                              "q8_0", or "q8_1" with the block sums): what its A8 mode computes
+                              (bitlinear.wgsl Q8B); None: per-token int8 (a8) or none
       roles                   where a model may use it: "linear" (the block linears), "table"
                               (token_embd, and the LM head: output or the tied token_embd), "norm"
       tensor_scale            one f32 scale for the whole tensor after the blocks (I2_S), no block scale
@@ -109,6 +112,7 @@ class Format:
     offsets: bool = False
     planes: int | None = None
     q_range: tuple | None = None
+    vec_dot: str | None = None
 
     @property
     def packed(self) -> bool:

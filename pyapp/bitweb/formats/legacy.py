@@ -60,6 +60,10 @@ class _Legacy(IntegerFormat):
     fifth bits) and OFFS (1: an fp16 m follows d) come with the format."""
     block_size = 32
 
+    @property
+    def vec_dot(self):
+        return "q8_1" if self.offsets else "q8_0"    # ggml-cpu's type_traits_cpu vec_dot_type
+
     def wgsl_constants(self):
         c = super().wgsl_constants()
         c.update(QS=self.type_size - 16, OFFS=int(self.offsets))

@@ -43,7 +43,10 @@ the device decides; False: plain-integer A8 dot products forced).
 Formats: every linear format of bitweb.formats (n_in a multiple of block(fmt)); the float ones
 (F32, F16, BF16) with f32 activations only.
 Activations: a8=True is W1.58A8 (per-token absmax int8, dot4I8Packed where the device has it, else
-plain integer maths); a8=False keeps f32 activations. The maths is in the shader header.
+plain integer maths) on the ternary / binary formats, and ggml's integer path on a format with a
+Format.vec_dot (Q4_0, Q5_0, Q8_0: q8_0 blocks; Q4_1, Q5_1: q8_1, with the block sums): the input
+quantized per 32 values as ggml-cpu's quantize_row_q8_0 / q8_1 do, integer dot products per block,
+its scale maths (define Q8B); a8=False keeps f32 activations. The maths is in the shader header.
 """
 from __future__ import annotations
 
@@ -158,7 +161,7 @@ def _step(entry, fmt, n_in, rows, a8, norm, residual, eps, tune: Tune, extra: di
     if y0 and not tune.shape:
         raise BitLinearError(f"bitlinear: y0 = {y0} needs the run-time shape variant (shape=True)")
     rows = tuple(rows) + (0,) * (3 - len(rows))
-    defines = dict(format_defines(fmt), A8=bool(a8), NORM=bool(norm), RESIDUAL=bool(residual),
+    defines = dict(format_defines(fmt), A8=bool(a8), Q8B=bool(a8 and fmt.vec_dot), NORM=bool(norm), RESIDUAL=bool(residual),
                    XSHARED=bool(tune.xshared and not a8))
     defines.update(extra)
     if tune.subgroups is not None:
@@ -209,7 +212,8 @@ def variant(step: Step, dev=None) -> str:
     d, c = step.defines, step.constants
     sg = d.get("SUBGROUPS", bool(dev is not None and dev.caps.subgroups))
     dot4 = d.get("DOT4", bool(dev is not None and dev.caps.dot4))
-    act = ("A8 " + ("dot4" if dot4 else "int")) if d.get("A8") else ("f32 xshared" if d.get("XSHARED") else "f32")
+    a8 = step.format.vec_dot.upper() if d.get("Q8B") else "A8"
+    act = (a8 + " " + ("dot4" if dot4 else "int")) if d.get("A8") else ("f32 xshared" if d.get("XSHARED") else "f32")
     fmt = step.format.name
     red = "subgroup" if sg else f"shared(lanes {c['LANES']})"
     if d.get("SHAPE"):

@@ -9,6 +9,10 @@ Maths (the shader header has the same, with the thread mapping):
         S[r] = sum_b d[r,b] * sum_{j in b} w[r,j] q[j] (int32) (+ sum_b o[r,b] sum_{j in b} q[j]);
         p = S * (ws * inv_s * mult[t]),
         inv_s = max(a, 1e-5) * f32(1/127)
+    Q8B (A8 on a format with Format.vec_dot, ggml's q8_0 / q8_1; q8_blocks): n = (x * rinv) * nw with
+        rinv = 1 / sqrt(f32(sum x^2) / n + eps) (f32 sqrt and division), per block c of 32 values
+        d = amax / 127, q = clip(rint(n * (127 / amax)), -128, 127), dx = f16(d), sx = f16(d * sum q);
+        T[r,c] = (d[r,c] * dx[c]) * f32(I[r,c]) (+ o[r,c] * sx[c]),  p = (sum_c T) * ((ws * 1) * mult)
     y = p, or y = residual + p; gate_up: y = relu(p_gate)^2 * p_up, or silu(p_gate) * p_up.
 Weights come from the format's unpack (bitweb.formats: the shared layout spec).
 
@@ -29,6 +33,11 @@ the few scalar products after the sum:
     relu2: rtol = (3C + 4) u (square and product of two such factors)
     silu:  rtol = (C + 2)(1 + B) + 2B + 12) u with B = max|p_gate| (WGSL exp: 3 + 2|x| ulp, division
            2.5 ulp; relative error of silu grows with |x| times that of its argument).
+Q8B: the integer sums I and the quantized activations (q, dx, sx) are exact and the same on both
+sides (IEEE f32 products, quotients and sqrt, round half to even); the terms T are not exact in f32,
+so the sum over the nb blocks of a row is rounded in the GPU's order: |S_gpu - S| <= (nb + 4) u
+sum_c |T| (q8_err: 2-3 roundings per term, nb - 1 additions, the final f32); an integer sum off by
+one moves S by |d dx w|, far above that bound.
 Zero input (A8, all x = 0) exercises the `a < 1e-5` branch: q = 0, y = residual exactly.
 """
 from __future__ import annotations
@@ -60,8 +69,30 @@ def unpack(fmt, data: bytes, rows: int, n_in: int):
     return w, s.reshape(rows, -1).astype(F32), F32(1.0), o
 
 
-def activations(x, nw, a8: bool, eps: float):
-    """-> dict: m (f32), stat (rinv | inv_s, f32), q (int32 or None)."""
+def q8_blocks(x, nw, eps: float, blk: int = 32):
+    """ggml-cpu's quantize_row_q8_0 / q8_1 (x86) of n = (x * rinv) * nw (or x) as bitlinear.wgsl
+    (Q8B) computes it -> dict: q int32[n_in], dx f32[n_in / 32] (f16(d)), sx f32 (f16(d * sum q)), stat 1."""
+    x = np.asarray(x, F32)
+    n = x
+    if nw is not None:
+        ss = F32(np.sum(x.astype(np.float64) ** 2))           # exact for the case data
+        rinv = F32(1.0) / np.sqrt(F32(ss / F32(x.size)) + F32(eps))
+        n = (x * rinv) * np.asarray(nw, F32)
+    nb = n.reshape(-1, blk)
+    amax = np.abs(nb).max(axis=1)
+    d = amax / F32(127.0)
+    with np.errstate(divide="ignore"):
+        iv = np.where(amax != 0, F32(127.0) / amax, F32(0.0)).astype(F32)
+    q = np.clip(np.rint(nb * iv[:, None]), -128, 127).astype(np.int32)
+    sx = (d * q.sum(axis=1).astype(F32)).astype(np.float16).astype(F32)
+    return {"m": None, "stat": F32(1.0), "q": q.reshape(-1), "dx": d.astype(np.float16).astype(F32), "sx": sx}
+
+
+def activations(x, nw, a8: bool, eps: float, fmt=None):
+    """-> dict: m (f32), stat (rinv | inv_s, f32), q (int32 or None); with a8 on a format of
+    Format.vec_dot (ggml's integer path): q8_blocks's."""
+    if a8 and fmt is not None and formats.get(fmt).vec_dot:
+        return q8_blocks(x, nw, eps)
     x = np.asarray(x, F32)
     m = x * np.asarray(nw, F32) if nw is not None else x
     rinv = F32(1.0)
@@ -120,32 +151,66 @@ def exact_terms(mag, unit: float):
         raise ValueError(f"case data not exact in f32: sum|terms| = {worst / unit:.3g} units of {unit:g} >= 2^24")
 
 
-def part_products(fmt, data, rows, n_in, act, stat, mult):
-    """p for one weight tensor: S * ((ws * stat) * mult)."""
+def q8_sums(w, d, o, act):
+    """Q8B: (S f32[rows], sum_c |T| float64[rows]) of T[r,c] = (d dx) f32(I) (+ o sx), I exact."""
+    rows, n_in = w.shape
+    q = act["q"].reshape(-1, 32).astype(np.int64)
+    s, mag = np.empty(rows), np.empty(rows)
+    for r0 in range(0, rows, 256):
+        isum = (w[r0:r0 + 256].reshape(-1, q.shape[0], 32).astype(np.int64) * q).sum(axis=2)
+        t = (d[r0:r0 + 256] * act["dx"]) * isum.astype(F32)
+        if o is not None:
+            t = t + o[r0:r0 + 256] * act["sx"]
+        s[r0:r0 + 256] = t.astype(np.float64).sum(axis=1)
+        mag[r0:r0 + 256] = np.abs(t.astype(np.float64)).sum(axis=1)
+    return s.astype(F32), mag
+
+
+def part_products(fmt, data, rows, n_in, act, stat, mult, err=None):
+    """p for one weight tensor: S * ((ws * stat) * mult). err (Q8B): a list that gets each row's
+    bound on |p_gpu - p| (q8_err)."""
     w, d, ws, o = unpack(fmt, data, rows, n_in)
+    f = F32(F32(ws * stat) * F32(mult))
+    if "dx" in act:
+        s, mag = q8_sums(w, d, o, act)
+        if err is not None:
+            err.append(q8_err(mag, d.shape[1]) * abs(float(f)) + U * np.abs(s * f))
+        return s * f
     a = act["q"] if act["q"] is not None else act["m"]
     s = row_sums(w, d, a, o)
-    f = F32(F32(ws * stat) * F32(mult))
     return s * f
 
 
-def gemv(fmt, parts, n_in, x, *, a8, nw=None, mult=None, residual=None, eps=1e-5):
-    """parts: [(tensor bytes, rows)]. -> (y, p) f32."""
-    act = activations(x, nw, a8, eps)
+def q8_err(mag, nb: int):
+    """Q8B: the bound on the GPU's rounding of a row's block sum (module docstring)."""
+    return (nb + 4) * U * mag
+
+
+def gemv(fmt, parts, n_in, x, *, a8, nw=None, mult=None, residual=None, eps=1e-5, err=None):
+    """parts: [(tensor bytes, rows)]. -> (y, p) f32. err (Q8B): a list, gets the per-row bound of p."""
+    act = activations(x, nw, a8, eps, fmt)
     mult = np.ones(len(parts), F32) if mult is None else np.asarray(mult, F32)
-    p = np.concatenate([part_products(fmt, data, rows, n_in, act, act["stat"], mult[i])
+    p = np.concatenate([part_products(fmt, data, rows, n_in, act, act["stat"], mult[i], err)
                         for i, (data, rows) in enumerate(parts)])
     y = p if residual is None else (np.asarray(residual, F32) + p).astype(F32)
     return y, p
 
 
-def gate_up(fmt, gate, up, rows, n_in, x, *, a8, nw=None, mult=None, act="relu2", eps=1e-5):
-    """-> (y, p_gate) f32."""
-    a = activations(x, nw, a8, eps)
+def gate_up(fmt, gate, up, rows, n_in, x, *, a8, nw=None, mult=None, act="relu2", eps=1e-5, err=None):
+    """-> (y, p_gate) f32. err (Q8B): a list, gets one bound on |y_gpu - y| (the products' error
+    propagated: |act'(pg)| |pu| e_g + |act(pg)| e_u, act' <= 2 relu(pg) or 1.1 for silu)."""
+    a = activations(x, nw, a8, eps, fmt)
     mult = np.ones(2, F32) if mult is None else np.asarray(mult, F32)
-    pg = part_products(fmt, gate, rows, n_in, a, a["stat"], mult[0])
-    pu = part_products(fmt, up, rows, n_in, a, a["stat"], mult[1])
-    return (ffn_act(pg, act) * pu).astype(F32), pg
+    e = []
+    pg = part_products(fmt, gate, rows, n_in, a, a["stat"], mult[0], e)
+    pu = part_products(fmt, up, rows, n_in, a, a["stat"], mult[1], e)
+    y = (ffn_act(pg, act) * pu).astype(F32)
+    if e and err is not None:
+        eg, eu = e
+        slope = 2 * np.maximum(np.abs(pg) + eg, 0) if act == "relu2" else 1.1
+        err.append(float(np.max(slope * (np.abs(pu) + eu) * eg + (np.abs(ffn_act(pg, act)) + 1.1 * eg) * eu,
+                                initial=0.0)))
+    return y, pg
 
 
 def ffn_act(g, kind: str):
@@ -219,6 +284,15 @@ def tolerance(p, y, norm: bool, act: str | None = None, pg=None):
     return 0.0, ((c + 2) * (1 + b) + 2 * b + 12 + c) * U
 
 
+def q8_atol(tol, err):
+    """(atol, rtol) of a case, widened by the Q8B bound on its block sums (err from gemv / gate_up;
+    empty otherwise)."""
+    atol, rtol = tol
+    if err:
+        atol = max(atol, float(max(np.max(e, initial=0.0) for e in err)))
+    return atol, rtol
+
+
 def f32b(a) -> bytes:
     return np.asarray(a, "<f4").tobytes()
 
@@ -245,8 +319,9 @@ def gemv_case(builder, rng, fmt, n_in, rows, *, a8, norm=False, residual=False, 
     ws = [rand_tensor(rng, fmt, r, n_in) for r in rows]
     mult = np.ones(len(rows), F32) if mult is None else np.asarray(mult, F32)
     res = rand_x(rng, sum(rows)) * F32(4.0) if residual else None
-    y, p = gemv(fmt, list(zip(ws, rows)), n_in, x, a8=a8, nw=nw, mult=mult, residual=res)
-    atol, rtol = tolerance(p, y, norm)
+    err = []
+    y, p = gemv(fmt, list(zip(ws, rows)), n_in, x, a8=a8, nw=nw, mult=mult, residual=res, err=err)
+    atol, rtol = q8_atol(tolerance(p, y, norm), err)
     bufs = {"x": dict(data=f32b(x)), "mult": dict(data=f32b(mult)),
             "y": dict(data=f32b(res) if residual else f32b(np.full(sum(rows), np.nan)), expect=f32b(y),
                       atol=atol, rtol=rtol)}
@@ -268,8 +343,9 @@ def gate_up_case(builder, rng, fmt, n_in, rows, *, a8, act="relu2", norm=True, m
         x = untie(x, nw)
     wg, wu = rand_tensor(rng, fmt, rows, n_in), rand_tensor(rng, fmt, rows, n_in)
     mult = np.ones(2, F32) if mult is None else np.asarray(mult, F32)
-    y, pg = gate_up(fmt, wg, wu, rows, n_in, x, a8=a8, nw=nw, mult=mult, act=act)
-    atol, rtol = tolerance(None, y, norm, act, pg)
+    err = []
+    y, pg = gate_up(fmt, wg, wu, rows, n_in, x, a8=a8, nw=nw, mult=mult, act=act, err=err)
+    atol, rtol = q8_atol(tolerance(None, y, norm, act, pg), err)
     bufs = {"x": dict(data=f32b(x)), "mult": dict(data=f32b(mult)), "gate": dict(data=wg), "up": dict(data=wu),
             "y": dict(data=f32b(np.full(rows, np.nan)), expect=f32b(y), atol=atol, rtol=rtol)}
     if norm:
@@ -290,11 +366,12 @@ def part_case(builder, rng, fmt, n_in, rows, y0, *, a8, residual, **tune):
     w = rand_tensor(rng, fmt, rows, n_in)
     y_in = rand_x(rng, y0 + rows + 5) * F32(4.0)
     mult = np.asarray([1.25], F32)
+    err = []
     part, p = gemv(fmt, [(w, rows)], n_in, x, a8=a8, nw=nw, mult=mult,
-                   residual=y_in[y0:y0 + rows] if residual else None)
+                   residual=y_in[y0:y0 + rows] if residual else None, err=err)
     y = y_in.copy()
     y[y0:y0 + rows] = part
-    atol, rtol = tolerance(p, part, True)
+    atol, rtol = q8_atol(tolerance(p, part, True), err)
     bufs = {"x": dict(data=f32b(x)), "norm": dict(data=f32b(nw)), "mult": dict(data=f32b(mult)), "w0": dict(data=w),
             "y": dict(data=f32b(y_in), expect=f32b(y), atol=atol, rtol=rtol)}
     name = f"bitlinear.gemv {fmt.name} {'a8' if a8 else 'f32'} {n_in}x{rows} y0={y0}{' res' if residual else ''} {_tname(tune)}"
@@ -346,8 +423,9 @@ def integer_browser(builder, rng):
         blk = spec.block(fmt)
         n = blk * 2
         t = dict(shape=True, n_cap=n + blk, rb=1, wg=64)
-        part_case(builder, rng, fmt, n, 11, 5 + i, a8=i % 2 == 1 and fmt.a8, residual=i % 2 == 0, rpw=4, **t)
-        gate_up_case(builder, rng, fmt, n, 9, a8=i % 2 == 0 and fmt.a8, act="silu", mult=[0.5, 1.0], rpw=16, **t)
+        a8 = fmt.a8 or bool(fmt.vec_dot)
+        part_case(builder, rng, fmt, n, 11, 5 + i, a8=i % 2 == 1 and a8, residual=i % 2 == 0, rpw=4, **t)
+        gate_up_case(builder, rng, fmt, n, 9, a8=i % 2 == 0 and a8, act="silu", mult=[0.5, 1.0], rpw=16, **t)
 
 
 def cases(builder, scope: str = "full"):
@@ -389,6 +467,14 @@ def cases(builder, scope: str = "full"):
             gate_up_case(builder, rng, fmt, n, 6, a8=True, dot4=False, subgroups=False)
         else:
             gemv_case(builder, rng, fmt, blk, (1, 2, 1), a8=False, norm=True, rb=4, rpw=3)
+        if fmt.vec_dot:     # ggml's integer path (Q8B): the variants rotate over the five formats
+            k = fmts.index(fmt)
+            kw = [{}, {"subgroups": False}, {"dot4": False}, {"subgroups": False, "dot4": False}][k % 4]
+            gemv_case(builder, rng, fmt, n, 29, a8=True, norm=True, residual=True, mult=[1.5], rpw=16, rb=2, **kw)
+            gemv_case(builder, rng, fmt, n, (13, 7, 9), a8=True, norm=True, mult=[0.75, 1.25, 2.0], rpw=6, rb=4)
+            gate_up_case(builder, rng, fmt, n, 21, a8=True, act=("relu2", "silu")[k % 2], mult=[1.0, 0.5], rpw=8,
+                         rb=1, **kw)
+            gemv_case(builder, rng, fmt, n, 12, a8=True, zero=True, norm=True, residual=True)
     for i, fmt in enumerate(fmts):
         shape_cases(builder, rng, fmt, i)
     # the 2B4T shapes, each once per format (variants and modes rotate); an integer format (ggml's block
@@ -397,7 +483,7 @@ def cases(builder, scope: str = "full"):
         for j, (n_in, rows) in enumerate(SHAPES_2B4T):
             if fmt.kind == "integer" and j != i % len(SHAPES_2B4T) or fmt.kind == "float" and j != 1:
                 continue
-            a8 = (i + j) % 2 == 0 and fmt.a8
+            a8 = (i + j) % 2 == 0 and (fmt.a8 or bool(fmt.vec_dot))
             kw = {"subgroups": False} if (i + j) % 4 == 3 else {}
             if j % 2:
                 kw.update(wg=64, rpw=320, rb=4)        # the CPU-adapter tuning of choose()
