@@ -15,6 +15,9 @@ API
     gate_up(fmt, n_in, rows, *, a8, act="relu2"|"silu", norm=True, eps=1e-5, dev=None, **tune) -> Step
         bind: ("x", ["norm"], "mult", "y", "gate", "up")
     choose(dev=None, n_in=0, a8=True, rows=0) -> Tune   the tuning used when none is given
+    q8_rows(n, rows, *, eps=1e-5, wg=64, norm=True) -> Step   prefill rows of ggml's integer path
+        (shaders/quant_act.wgsl): normed, quantized per 32 values as the Q8B prologue does, written
+        back as f32 q * dx for the f32 prefill tile; bind ("x", ["norm"], "y"); wg: the gemv's
     split_parts(dev=None) -> bool    run q | k | v as one one-part gemv each (y0 = its first column)
     shape_bytes(n_in, rows, rpw, y0=0, residual=False) -> bytes   the run-time shape (Step.data "shape")
     variant(step, dev) -> str     which variant runs, e.g. "gemv I2_S A8 dot4 subgroup WG64 RPW320 RB4"
@@ -205,6 +208,21 @@ def gate_up(fmt, n_in: int, rows: int, *, a8: bool, act: str = "relu2", norm: bo
         t = replace(t, shape=False)
     extra = {"GATE_UP": True, "PARTS2": True, "ACT_SILU": act == "silu"}
     return _step("gate_up", fmt, n_in, (rows,), a8, norm, False, eps, t, extra, ["gate", "up"])
+
+
+def q8_rows(n: int, rows: int, *, eps: float = 1e-5, wg: int = 64, norm: bool = True) -> Step:
+    """y = the rows of x as ggml's q8 blocks (Q8B's quantization) in f32: q * f16(d). With wg equal
+    to the decode gemv's (choose().wg), q and d are bit for bit the decode kernel's."""
+    from bitweb.kernels.dense import workgroups_1d
+    if n <= 0 or n % 32:
+        raise BitLinearError(f"bitlinear.q8_rows: n = {n} must be a positive multiple of 32 (q8 blocks)")
+    if rows <= 0:
+        raise BitLinearError(f"bitlinear.q8_rows: rows = {rows} must be positive")
+    if wg & (wg - 1) or not 1 <= wg <= 256:
+        raise BitLinearError(f"bitlinear.q8_rows: wg = {wg} must be a power of two <= 256")
+    d = {"NORM": bool(norm)}
+    return Step("quant_act", "quant_act", bound("quant_act", d, {"x": "x", "w": "norm", "y": "y"}),
+                workgroups_1d(rows), {"N": n, "WG": wg, "EPS": float(eps)}, d)
 
 
 def variant(step: Step, dev=None) -> str:

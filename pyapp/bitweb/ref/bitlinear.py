@@ -428,9 +428,37 @@ def integer_browser(builder, rng):
         gate_up_case(builder, rng, fmt, n, 9, a8=i % 2 == 0 and a8, act="silu", mult=[0.5, 1.0], rpw=16, **t)
 
 
+def q8_rows(x, nw, eps: float = 1e-5):
+    """spec.q8_rows's output: each row of x (M, n) as q8_blocks's q * dx (f32, exact)."""
+    out = []
+    for r in np.asarray(x, F32):
+        a = q8_blocks(r, nw, eps)
+        out.append((a["q"].reshape(-1, 32).astype(F32) * a["dx"][:, None]).reshape(-1))
+    return np.stack(out).astype(F32)
+
+
+def q8_rows_case(builder, rng, n, rows, *, norm=True, wg=64, zero_row=None):
+    """The prefill q8 rows (shaders/quant_act.wgsl): bit for bit (atol 0) the mirror's, which is
+    the decode kernel's quantization (q8_blocks). The rows are the cases' dyadic x times 2^k
+    (k = -10 .. 6 per row: f16-subnormal d without a norm); zero_row: a row of zeros (d = 0)."""
+    x = rand_x(rng, rows * n).reshape(rows, n) * np.exp2(rng.integers(-10, 7, (rows, 1))).astype(F32)
+    if zero_row is not None:
+        x[zero_row] = 0
+    nw = rand_norm(rng, n) if norm else None
+    y = q8_rows(x, nw)
+    step = spec.q8_rows(n, rows, wg=wg, norm=norm)
+    bufs = {"x": dict(data=f32b(x)), "y": dict(data=f32b(np.full(rows * n, np.nan)), expect=f32b(y), atol=0.0, rtol=0.0)}
+    if norm:
+        bufs["norm"] = dict(data=f32b(nw))
+    return add_case(builder, f"bitlinear.q8_rows {rows}x{n}{' norm' if norm else ''} wg={wg}", step, bufs)
+
+
 def cases(builder, scope: str = "full"):
     rng = np.random.default_rng(1234)
     fmts = list(spec.FORMATS)
+    q8_rows_case(builder, np.random.default_rng(7), 96, 5, zero_row=2)
+    if scope != "browser":
+        q8_rows_case(builder, np.random.default_rng(8), 576, 3, norm=False, wg=32)
     if scope == "browser":
         integer_browser(builder, np.random.default_rng(1235))
         for i, fmt in enumerate(browser_formats()):
