@@ -184,13 +184,15 @@ class PrefillOps(_Ops):
     """The block over M prompt rows. Before each multi-row matmul an rmsnorm step (A8: it also
     quantizes the rows, with the decode kernel's workgroup size so the int8 rows equal decode's;
     a linear without a norm before it: A8 rows of its input (rmsnorm NO_NORM), or, f32, no step:
-    the matmul reads the rows as they are); packed weights: bitlinear_tiled, float
+    the matmul reads the rows as they are; A8 on ggml's Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0: the decode
+    kernel's q8 blocks as f32 rows, bitlinear.q8_rows); packed weights: bitlinear_tiled, float
     weights: dense matmul (+ glue steps). mm() is the one place that picks the matmul kernel."""
     prefix = "p."
 
     def __init__(self, h, M: int):
         super().__init__(h)
-        self.M, self.a8 = M, h.a8 and h.packed
+        self.q8 = h.a8 and h.packed and bool(h.cfg.linear_type.vec_dot)   # ggml's q8 rows, the f32 tile
+        self.M, self.a8 = M, h.a8 and h.packed and not self.q8
         B = self.B
         self.normed = {"q": B["p.q"], "scale": B["p.s"]} if self.a8 else {"x": B["p.n"]}
 
@@ -199,6 +201,11 @@ class PrefillOps(_Ops):
         A8 rows (p.q, p.s) or f32 rows (p.n); without a norm weight (w None) A8 rows of x as is,
         or, f32, no step and x itself."""
         B, a8 = self.B, self.a8
+        if self.q8:                    # rows as the decode kernel quantizes them (q * dx), f32 tile
+            st = bitlinear.q8_rows(n, self.M, eps=self.eps, wg=bitlinear.choose(self.h.dev, n, True).wg,
+                                   norm=w is not None)
+            bufs = {"x": x, "y": B["p.n"]}
+            return [(st, bufs if w is None else dict(bufs, norm=w))], self.normed
         if w is None and not a8:
             return [], {"x": x}
         st = ops.rmsnorm(n, self.M, eps=self.eps, a8=a8, wg=bitlinear.choose(self.h.dev, n, True).wg if a8 else 64,

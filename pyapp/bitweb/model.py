@@ -91,18 +91,20 @@ NORM_TYPES = formats.select("norm")
 
 
 def a8_linears(cfg, activations: str) -> bool:
-    """Whether the block linears (and a packed LM head of such a format) quantize their inputs to int8
-    per token: the "a8" mode, on linears of a format trained that way (Format.a8: the ternary and
-    binary kinds, W1.58A8). Other formats (ggml's block types, floats) run f32 activations in either
-    mode, the exact one; the engine and the numpy model both ask this.
+    """Whether the block linears (and a packed LM head of such a format) quantize their inputs to int8:
+    the "a8" mode, on linears of a format trained that way (Format.a8: the ternary and binary kinds,
+    W1.58A8, per token), and on ggml's types of a Format.vec_dot (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) as
+    llama.cpp does (q8_0 / q8_1 blocks of 32: bitlinear.wgsl Q8B). Other formats (the K-quants,
+    floats) run f32 activations in either mode, the exact one; the engine and the numpy model both ask this.
 
-    Why ggml's types do not take a8: per-token int8 activations on a model not trained W1.58A8 are
+    Why ggml's types take no per-token int8: per-token int8 activations on a model not trained W1.58A8 are
     chaotic. On SmolLM2's Q4_1 file with a8 forced, numpy's attention in float64 instead of float32
     moved its a8 logits by up to 3.4 on a 21-token prompt (f32 mode: 8e-3; logit std 7); GPU and
     numpy a8 parted at greedy token 5 of 64 and perplexity rose from 6.59 to 6.91. f32 gives the
     same 64 tokens on both (logits within 1.2e-2). llama.cpp quantizes such activations per 32
     values (Q8_1), not per token."""
-    return activations == "a8" and cfg.linear_type is not None and cfg.linear_type.a8
+    lt = cfg.linear_type
+    return activations == "a8" and lt is not None and (lt.a8 or bool(lt.vec_dot))
 
 
 class ModelError(ValueError):

@@ -21,7 +21,9 @@ Activation modes (`activations=`):
          tensor or 1), with the scalar factor in the kernels' order ((ws * inv_s) * scale), bitweb.ref.bitlinear.part_products.
          Quantizing m rather than n makes exact .5 ties (they occur: embeddings are f16) round
          the same way here and on the GPU.
-         Only packed (ternary / binary) weights take int8 activations: float weights (F16/BF16/F32/Q8_0
+         ggml's Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 linears take llama.cpp's q8_0 / q8_1 blocks of
+         32 instead (Linear.q8, bitweb.ref.bitlinear.q8_blocks); the K-quants f32.
+         Only packed weights take int8 activations: float weights (F16/BF16/F32
          linears, a float LM head) always compute y = W x in f32, as llama.cpp does for float
          tensors, and as the GPU engine's dense kernel does. A packed LM head (Q1_0 / Q2_0
          tables) is a block linear here, as in lmhead.wgsl.
@@ -41,7 +43,7 @@ import numpy as np
 from bitweb.generation import KV_CACHE, check_kv, fit_context, start
 from bitweb.model import BIASES, LINEARS, NORMS, Model, ModelError, a8_linears
 from bitweb.options import ACTIVATIONS
-from bitweb.ref.bitlinear import activations
+from bitweb.ref.bitlinear import activations, q8_blocks
 from bitweb.ref.ops import kv_round
 from bitweb.sampling import Sampler, SamplingParams, apply_penalty, top_candidates
 
@@ -100,6 +102,7 @@ class Linear:
         n_in, n_out = ti.shape
         fmt = ti.format
         data = gf.tensor_data(ti.name)
+        self.vec_dot = fmt.vec_dot               # a8: ggml's q8 blocks (bitweb.ref.bitlinear.q8_blocks)
         self.scale = None if scale_ti is None else F32(np.frombuffer(gf.tensor_data(scale_ti.name), "<f4")[0])
         if fmt.packed:
             t, d, o = fmt.unpack(data, ti.n_elements)
@@ -119,6 +122,8 @@ class Linear:
         do (bitweb.ref.bitlinear.activations, one row at a time): m = x * nw, rinv = 1/rms(x);
         f32: y = (W m) * rinv; a8 (packed weights only): q = int8(m), y = (sum_b d I_b) * ((ws * inv_s) * scale)
         (I2_S: S = the integer dot, ws its tensor scale; others ws = 1; with offsets o: + sum_b o sum_{j in b} q)."""
+        if a8 and self.t is not None and self.vec_dot:    # ggml's integer path, as bitlinear.wgsl Q8B
+            return self.q8(x, nw, eps)
         rows = [activations(r, nw, a8 and self.t is not None, eps) for r in x]
         if not a8 or self.t is None:
             y = np.stack([r["m"] for r in rows]) @ self.w.T * np.array([[r["stat"]] for r in rows], F32)
@@ -135,6 +140,22 @@ class Linear:
             qsum = xq.sum(axis=-1).astype(F32)                                           # (n, nb)
             s = (dots.astype(F32) * self.d[None] + qsum[:, None, :] * self.o[None]).sum(axis=-1, dtype=F32)
         return s * (f if self.scale is None else f * self.scale)
+
+    def q8(self, x, nw, eps):
+        """a8 on a Format.vec_dot linear: per row q8_blocks (ggml's q8_0 / q8_1), then per block
+        T = (d dx) isum (+ o sx), summed in f32 (the GPU's order differs: float rounding only)."""
+        n_out, nb = self.d.shape
+        t = self.t.astype(np.int32).reshape(n_out, nb, -1)
+        out = []
+        for r in x:
+            a = q8_blocks(r, nw, eps)
+            isum = np.einsum("bk,obk->ob", a["q"].reshape(nb, -1), t)
+            T = (self.d * a["dx"]) * isum.astype(F32)
+            if self.o is not None:
+                T = T + self.o * a["sx"]
+            out.append(T.sum(axis=1, dtype=F32))
+        y = np.stack(out).astype(F32)
+        return y if self.scale is None else y * self.scale
 
 
 class NumpyModel:

@@ -261,7 +261,7 @@ def prefill_buffers(h: GPUModel, C: int):
     B["p.qkv"] = dev.create_buffer(C * (cfg.q_dim + 2 * cfg.kv_dim) * f4, label="prefill qkv")
     B["p.o"] = dev.create_buffer(C * cfg.q_dim * f4, label="prefill o")
     B["p.g"] = dev.create_buffer(C * cfg.n_ff * f4, label="prefill g")
-    if h.a8 and h.packed:
+    if h.a8 and h.packed and not h.cfg.linear_type.vec_dot:
         B["p.q"] = dev.create_buffer(C * nmax, label="prefill a8 rows")
         B["p.s"] = dev.create_buffer(C * f4, label="prefill a8 scales")
     else:
