@@ -185,6 +185,24 @@ def test_packed_tables_greedy_equals_numpy(gpu, models, arch, fmt, embd, output,
     eng.close()
 
 
+@pytest.mark.parametrize("arch,fmt", [("llama", "q4_1"), ("qwen3", "q8_0")])
+def test_q8_greedy_equals_numpy(gpu, models, arch, fmt):
+    """activations "q8": ggml's Q4_1 / Q8_0 linears take llama.cpp's q8_1 / q8_0 blocks (decode:
+    bitlinear.wgsl Q8B; prefill: its q8 rows in the f32 tile), the numpy model likewise (Linear.q8);
+    greedy tokens equal in the a8 sense (FLIP: q and f16 d round at cliffs)."""
+    path = models(arch, fmt)
+    eng = load(gpu, path, "q8")
+    ref = NumpyModel.from_gguf(open_gguf(path), "q8")
+    assert eng.a8 and ref.a8 and not load_numpy_a8(path)
+    assert_same_greedy(eng, ref, eng.tokenizer.encode(PROMPT), "a8")
+    eng.close()
+
+
+def load_numpy_a8(path) -> bool:
+    """Whether the default mode ("a8") quantizes this file's linears (ggml's types: no, f32)."""
+    return NumpyModel.from_gguf(open_gguf(path), "a8").a8
+
+
 # Models on which the prefill A8 rows (then quantised as round(((x * rinv) * w) * s)) once gave
 # other tokens than decode (round(x * w * 127 / amax)): greedy tokens differed from step 28 / 13 / 44.
 @pytest.mark.parametrize("arch,fmt,seed", [("bitnet", "tq2_0", 1), ("bitnet-b1.58", "q1_0", 3), ("bitnet", "q1_0", 3),

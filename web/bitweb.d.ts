@@ -3,7 +3,7 @@
 export declare const DEFAULT_MODEL: string;
 
 // The option values and setting names (tests/test_options.py checks them against OPTIONS).
-export type Activations = 'a8' | 'f32';
+export type Activations = 'a8' | 'f32' | 'q8';
 export type KVCacheType = 'f16' | 'f32';
 export type LMHead = 'q8_0';
 export type SettingName = 'temperature' | 'top_k' | 'top_p' | 'min_p' | 'repetition_penalty' | 'seed' | 'max_tokens';

@@ -285,7 +285,7 @@ async def bench_kernels(dev, shapes=SHAPES, quick: bool = False, repeats: int | 
                 continue                    # a linear the engine could not bind either
             (_, _, w), = upload_weight(dev, fmt, n_in, rows)
             bufs = {"x": x, "norm": norm, "mult": mult, "y": y, "w0": w}
-            for a8 in (False, True) if fmt.a8 else (False,):
+            for a8 in (False, True) if fmt.a8 or fmt.vec_dot else (False,):
                 for variant, step in linear_variants(dev, fmt, n_in, rows, a8, quick):
                     await record(f"{fmt.name} {'a8' if a8 else 'f32'}", variant, [await step.instantiate(dev, bufs)],
                                  w.size)

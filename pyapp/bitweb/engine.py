@@ -193,7 +193,7 @@ class Engine:
         if log and note:
             log(f"engine: {note}")
         if log:
-            mode = "a8" if eng.a8 else ("f32" if activations == "f32" else f"f32 ({cfg.linear_type.name} linears take no a8)")
+            mode = activations if eng.a8 else ("f32" if activations == "f32" else f"f32 ({cfg.linear_type.name} linears take no {activations})")
             log(f"engine: {cfg.summary()}; {mode} activations; context {n_ctx}; KV cache "
                 f"{eng.kv_variant} ({eng.kv_bytes / 2**20:.1f} MiB); "
                 f"loaded in {eng.load_ms:.0f} ms; decode plan {eng.plan_greedy.n_dispatches} dispatches "

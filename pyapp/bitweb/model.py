@@ -92,10 +92,13 @@ NORM_TYPES = formats.select("norm")
 
 def a8_linears(cfg, activations: str) -> bool:
     """Whether the block linears (and a packed LM head of such a format) quantize their inputs to int8:
-    the "a8" mode, on linears of a format trained that way (Format.a8: the ternary and binary kinds,
-    W1.58A8, per token), and on ggml's types of a Format.vec_dot (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) as
-    llama.cpp does (q8_0 / q8_1 blocks of 32: bitlinear.wgsl Q8B). Other formats (the K-quants,
-    floats) run f32 activations in either mode, the exact one; the engine and the numpy model both ask this.
+    the "a8" and "q8" modes on linears of a format trained that way (Format.a8: the ternary and
+    binary kinds, W1.58A8, per token), and "q8" on ggml's types of a Format.vec_dot (Q4_0, Q4_1,
+    Q5_0, Q5_1, Q8_0) as llama.cpp does (q8_0 / q8_1 blocks of 32: bitlinear.wgsl Q8B). Other
+    formats (the K-quants, floats) run f32 activations in every mode, the exact one; the engine and
+    the numpy model both ask this. ggml's types are f32 in the default "a8" (measured on SmolLM2
+    Q4_1: q8 costs accuracy, and its greedy chat reply to the capital question loses Paris; on
+    lavapipe it is no faster: README "Activations").
 
     Why ggml's types take no per-token int8: per-token int8 activations on a model not trained W1.58A8 are
     chaotic. On SmolLM2's Q4_1 file with a8 forced, numpy's attention in float64 instead of float32
@@ -104,7 +107,9 @@ def a8_linears(cfg, activations: str) -> bool:
     same 64 tokens on both (logits within 1.2e-2). llama.cpp quantizes such activations per 32
     values (Q8_1), not per token."""
     lt = cfg.linear_type
-    return activations == "a8" and lt is not None and (lt.a8 or bool(lt.vec_dot))
+    if lt is None or activations not in ("a8", "q8"):
+        return False
+    return lt.a8 or (activations == "q8" and bool(lt.vec_dot))
 
 
 class ModelError(ValueError):

@@ -27,9 +27,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 DATA = {
-    # activation modes: "a8" W1.58A8 as trained (per-token int8 activations), "f32" float
+    # activation modes: "a8" W1.58A8 as trained (per-token int8 activations), "f32" float, "q8"
+    # llama.cpp's integer path on ggml's Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 (int8 blocks of 32)
     "activations": {"default": "a8", "choices": {"a8": "W1.58A8: int8 per token (as trained)",
-                                                 "f32": "float32"}},
+                                                 "f32": "float32",
+                                                 "q8": "as llama.cpp: int8 blocks on ggml's Q4/Q5/Q8_0"}},
     # the KV cache's value type
     "kv_cache": {"default": "f16", "choices": {"f16": "f16: half the memory (attention computes in f32)",
                                                "f32": "f32"}},
@@ -111,7 +113,7 @@ DATA = {
     },
 }
 
-ACTIVATIONS = tuple(DATA["activations"]["choices"])          # ("a8", "f32")
+ACTIVATIONS = tuple(DATA["activations"]["choices"])          # ("a8", "f32", "q8")
 DEFAULT_ACTIVATIONS = DATA["activations"]["default"]
 KV_CACHES = tuple(DATA["kv_cache"]["choices"])               # ("f16", "f32")
 DEFAULT_KV_CACHE = DATA["kv_cache"]["default"]

@@ -21,7 +21,8 @@ def _gen_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="GGUF file")
     p.add_argument("--backend", choices=["native", "numpy"], default="native")
     p.add_argument("--activations", choices=ACTIVATIONS, default=DEFAULT_ACTIVATIONS,
-                   help="a8: W1.58A8 per-token int8 activations (as trained); f32: float activations")
+                   help="a8: W1.58A8 per-token int8 activations (as trained; ggml's types: f32); f32: float "
+                        "activations; q8: a8, and llama.cpp's int8 blocks on Q4_0/Q4_1/Q5_0/Q5_1/Q8_0")
     _kv_arg(p)
 
 
