@@ -32,9 +32,12 @@ def check_kernel_results(res, shapes, linears=bench.LINEARS):
     assert res["bench"] == "kernels" and res["device"] and res["timing"]
     rows = res["results"]
     assert all(set(r) == KERNEL_FIELDS for r in rows), rows[0]
-    # every linear format as the engine runs it: f32, and A8 for the a8 ones only (ternary, binary)
-    want = {f"{f.name} {a}" for f in linears for a in (("f32", "a8") if f.a8 else ("f32",))}
+    # every linear format as the engine runs it: f32, A8 for the a8 ones (ternary, binary), q8 for
+    # ggml's Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 (Format.vec_dot)
+    want = {f"{f.name} {a}" for f in linears
+            for a in ("f32",) + (("a8",) if f.a8 else ()) + (("q8",) if f.vec_dot else ())}
     assert "Q8_0 a8" not in want and "I2_S a8" in want and "F16 f32" in want and "F16" not in want
+    assert ("Q4_0 q8" in want) == (formats.Q4_0 in linears)
     for n_in, n_out in shapes:
         shape = f"{n_in}x{n_out}"
         mine = [r for r in rows if r["shape"] == shape]
@@ -86,7 +89,7 @@ def test_kernel_variants_and_sharded_head(gpu):
     rows = [r for r in res["results"] if r["kernel"] != "stream"]
     variants = {(r["kernel"], r["variant"]) for r in rows}
     assert len(variants) == len(rows), "a variant was measured twice"
-    assert {r["kernel"] for r in rows} == {"I2_S f32", "I2_S a8", "Q4_0 f32", "lmhead F16", "lmhead Q8_0"}
+    assert {r["kernel"] for r in rows} == {"I2_S f32", "I2_S a8", "Q4_0 f32", "Q4_0 q8", "lmhead F16", "lmhead Q8_0"}
     assert all(r["p2_vs_f16"] is None for r in rows)
     if gpu.caps.subgroups:
         assert any("shared" in v for k, v in variants if k == "I2_S a8")

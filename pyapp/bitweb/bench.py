@@ -11,8 +11,8 @@ submission followed by a sync; the median over the repeats (see bitweb.gpu.Devic
 
 kernels  `bench_kernels(dev, shapes=SHAPES, quick=False)` -> {"bench", "device", "timing", "results"}
     one result per (kernel, variant, shape):
-      kernel      "<format> f32" | "<format> a8" (bitlinear gemv, norm fused, as the engine runs a linear:
-                  every linear format in f32, the Format.a8 ones (ternary, binary) in A8 too; not over
+      kernel      "<format> f32" | "<format> a8" | "<format> q8" (bitlinear gemv, norm fused, as the engine runs a linear:
+                  every linear format in f32, the Format.a8 ones (ternary, binary) in A8 and the Format.vec_dot ones (q8) too; not over
                   maxStorageBufferBindingSize) | "lmhead F16" | "lmhead Q8_0" (blocks.head_gemv's LM
                   head: lmhead.wgsl for n_in <= 4096, else F16 by dense gemv) | "stream"
       variant     what runs (bitlinear / lmhead.variant(); dense: its reduction; stream: workgroups)
@@ -287,7 +287,8 @@ async def bench_kernels(dev, shapes=SHAPES, quick: bool = False, repeats: int | 
             bufs = {"x": x, "norm": norm, "mult": mult, "y": y, "w0": w}
             for a8 in (False, True) if fmt.a8 or fmt.vec_dot else (False,):
                 for variant, step in linear_variants(dev, fmt, n_in, rows, a8, quick):
-                    await record(f"{fmt.name} {'a8' if a8 else 'f32'}", variant, [await step.instantiate(dev, bufs)],
+                    mode = ("q8" if fmt.vec_dot else "a8") if a8 else "f32"    # q8: ggml's q8_0 / q8_1 blocks
+                    await record(f"{fmt.name} {mode}", variant, [await step.instantiate(dev, bufs)],
                                  w.size)
             w.destroy()
         for wtype in LMHEAD:
