@@ -168,10 +168,12 @@ fn red_put(i: u32, v: f32) { red[i] = v; }
 #endif
 var<workgroup> stat: vec2<f32>;                 // (f32: rinv, A8: inv_s, Q8B: 1), A8: sq
 #if Q8B
+const_assert UPK == 1u;                        // a unit is a whole 32-value block (its dx, sx)
 var<workgroup> xds: array<vec2<f32>, N_IN / 32u>;   // per 32-value block of q: (dx, sx) (ggml's d, s)
-// the scales of activation block bi of a row (bi: the block over the whole tensor; the formats'
-// fmt_unit calls it under Q8B)
-fn xscale(bi: u32) -> vec2<f32> { return xds[bi % (n_in() / 32u)]; }
+// the scales of the activation block of the unit being summed (body sets xs_cur once per unit, shared
+// by the RB rows; the formats' fmt_unit calls xscale under Q8B, whose units are whole blocks)
+var<private> xs_cur: vec2<f32>;
+fn xscale(bi: u32) -> vec2<f32> { return xs_cur; }
 
 // v rounded to the nearest f16 (ties to even), as f32: scale the f16 ulp of v's binade to 1 (exact:
 // a power of two), round, scale back. Exact for |v| < 65520, f16 subnormals included (ulp 2^-24).
@@ -471,6 +473,9 @@ fn body(li: u32, wid: u32, lane: u32, ln: u32) {
         var c3 = c0;
         for (var u = lane; u < units; u += ln) {
             let a = acts(u);
+#if Q8B
+            xs_cur = xds[u / UPK];
+#endif
             c0 += unit(r0, u, a);
             if (RB > 1u) { c1 += unit(r1, u, a); }
             if (RB > 2u) { c2 += unit(r2, u, a); }
