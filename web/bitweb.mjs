@@ -271,7 +271,7 @@ export async function load(source, options = {}) {
   }
   v.load.catalogueDiff = entry ? headerDiff(entry, v.info) : [];      // the header wins; the difference is logged
   if (v.load.catalogueDiff.length) console.warn(`bitweb: ${entry.name} loaded by its header, which differs from the catalogue:`, v.load.catalogueDiff);
-  const engine = new Engine(v, conn, !!options.share);
+  const engine = new Engine(v, conn, options.share);
   conn.live.set(v.engine, engine);
   return engine;
 }
@@ -322,7 +322,7 @@ function pageTimes(stages) {
 }
 
 export class Engine {
-  constructor(v, conn, askedToShare = false) {
+  constructor(v, conn, share = null) {
     this.id = v.engine;
     this._conn = conn;
     this._sharedBy = v.sharedBy ?? 1;
@@ -337,7 +337,8 @@ export class Engine {
       heads: i.n_head, kvHeads: i.n_head_kv, ffn: i.n_ff, tied: i.tied,
       activations: v.load.activations, kvCache: v.load.kv_cache, thinking: !!i.thinking, thinkingDefault: !!i.thinking_default,
       adapter: v.adapter, features: v.adapter.features, load: v.load, cacheError: v.cacheError || null,
-      shared: conn.kind === 'shared', sharedNote: askedToShare || conn.kind === 'shared' ? conn.note : '',
+      // why this page has an engine of its own where it asked to share (load share: true, or connect)
+      shared: conn.kind === 'shared', sharedNote: share === false ? '' : conn.note,
       get sharedBy() { return engine._sharedBy; },
     });
     this._state = 'ready';

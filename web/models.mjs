@@ -20,6 +20,9 @@
 
 import * as downloads from './download.mjs';
 import { ModelsError, httpError } from './download.mjs';
+import { readThrough } from './reads.mjs';
+
+export { serveReads } from './reads.mjs';
 
 export { ModelsError };
 export const DEFAULT_URL = new URL('./models/bitweb-chat-i2_s.gguf', import.meta.url).href;
@@ -145,9 +148,7 @@ export async function entry(name) {
 // (reads go straight into the caller's buffer: no stream, no garbage; several loads may read it at
 // once); close() it after the load. Where sync access handles are missing (a shared worker), the
 // File itself, whose bulk reads (readInto, web/gpu.mjs uploadBlob) go through `reads` when given:
-// {port, signal}, a MessagePort to a dedicated worker's serveReads. A File's stream reads ahead of
-// the upload: a shared worker's renderer held up to the whole file (20-36 MB for a 35 MB model)
-// where one chunk buffer is its bound with `reads`.
+// {port, signal}, a MessagePort to a dedicated worker's serveReads (web/reads.mjs).
 export async function open(name, reads = null) {
   const d = await dir();
   const e = (await readIndex(d))[name];
@@ -158,80 +159,12 @@ export async function open(name, reads = null) {
     h = await fh.createSyncAccessHandle({ mode: 'read-only' });
   } catch {
     const file = await fh.getFile();
-    return reads ? readThrough(file, fileOf(name, e), reads) : file;
+    return reads ? readThrough(file, 'models/' + fileOf(name, e), reads) : file;
   }
   const size = h.getSize();
   const f = new GrowingFile(h, size);
   f.ended(size, null);
   return f;
-}
-
-// `file` (a cached model's File, for its size, slice() and small reads) with readInto(view, at) and
-// close() that ask serveReads over `port` for the bytes of cache file `fname`: one read at a time,
-// into one scratch buffer that goes back and forth (transferred: no copy left behind for the GC).
-// A read in flight fails when `signal` aborts (the page that serves it may be gone).
-function readThrough(file, fname, { port, signal }) {
-  let scratch = null, chain = Promise.resolve(), closed = false;
-  const ask = (m) => new Promise((resolve, reject) => {
-    const stop = () => reject(fail('aborted', 'the load was aborted'));
-    if (signal?.aborted) return stop();
-    signal?.addEventListener('abort', stop, { once: true });
-    port.onmessage = ({ data }) => {
-      signal?.removeEventListener('abort', stop);
-      if (data.error) reject(fail('storage', `reading "${fname}" from the model cache: ${data.error}`)); else resolve(data);
-    };
-    port.postMessage(m, [m.buf]);
-  });
-  const one = async (view, at) => {
-    if (closed) throw fail('internal', 'read after close');
-    if (!scratch || scratch.byteLength < view.byteLength) scratch = new ArrayBuffer(view.byteLength);
-    const r = await ask({ file: fname, at, len: view.byteLength, buf: scratch });
-    scratch = r.buf;
-    view.set(new Uint8Array(scratch, 0, r.n));
-    return r.n;
-  };
-  file.readInto = (view, at) => {
-    const run = chain.then(() => one(view, at));
-    chain = run.catch(() => {});
-    return run;
-  };
-  file.close = () => {
-    if (closed) return;
-    closed = true;
-    port.postMessage({ close: true });
-    port.close();
-  };
-  return file;
-}
-
-/** A dedicated worker's side of readThrough: reads cache files into the buffers that come on
- *  `port` and sends them back, until {close: true}. */
-export function serveReads(port) {
-  const handles = new Map();          // cache file name -> Promise of its read-only sync access handle
-  port.onmessage = async ({ data: m }) => {
-    if (m.close) {
-      for (const h of handles.values()) h.then((x) => x.close(), () => {});
-      handles.clear();
-      port.close();
-      return;
-    }
-    try {
-      if (!handles.has(m.file)) {
-        handles.set(m.file, dir().then((d) => d.getFileHandle(m.file)).then((fh) => fh.createSyncAccessHandle({ mode: 'read-only' })));
-      }
-      const h = await handles.get(m.file);
-      const view = new Uint8Array(m.buf, 0, m.len);
-      let n = 0;
-      while (n < m.len) {
-        const k = h.read(view.subarray(n), { at: m.at + n });
-        if (!k) break;
-        n += k;
-      }
-      port.postMessage({ n, buf: m.buf }, [m.buf]);
-    } catch (e) {
-      port.postMessage({ error: `${e?.name || 'Error'}: ${e?.message || e}` });
-    }
-  };
 }
 
 // Delete a cached model and any download of that name (a part being written is left alone).
