@@ -368,9 +368,10 @@ export declare function resolveUrl(text: string, base?: string): string;
 /** page -> worker: each request's fields, besides id and op */
 export interface WorkerRequests {
   load: { source: { url: string; sha256?: string; size?: number } | { file: Blob; name?: string } | { cached: string };
-    options: { [K in LoadOptionName]: LoadOptions[K] | null } };
+    options: { [K in LoadOptionName]: LoadOptions[K] | null }; files?: MessagePort };
   download: { source: { url: string; sha256?: string; size?: number; name?: string }; options: { download: DownloadOptions | null } };
   'cache-add': { source: { url: string; sha256?: string; size?: number; name?: string } | { file: Blob; name?: string }; options: { download: DownloadOptions | null } };
+  'file-port': { port: MessagePort };
   boot: {};
   connect: { lock: string };
   'debug-hold': { hold: boolean };

@@ -243,7 +243,7 @@ export async function load(source, options = {}) {
     if (f.verdict === 'no' && !f.cached) throw error(FIT_KINDS[f.limit] || 'limits', `${entry.name} ${f.text} (checked before downloading it)`);
   }
   const body = { source: src, options: opts };
-  let v = await call('load', body, { signal, onProgress }, conn);
+  let v = await loadOn(conn, body, signal, onProgress);
   if (v.needsCache) {                           // the shared engine reads the cache only: this page's download worker fills it
     const epoch = () => performance.timeOrigin + performance.now();
     const d0 = epoch();
@@ -251,7 +251,12 @@ export async function load(source, options = {}) {
       call('cache-add', { source: src, options: { download: opts.download } }, { signal, onProgress }, theDownloader()),
       call('boot', {}, { onProgress }, conn)]);
     const d1 = epoch();
-    v = await call('load', body, { signal, onProgress }, conn);
+    try {
+      v = await loadOn(conn, body, signal, onProgress);
+    } catch (e) {                               // a model that does not load is not kept, as without share
+      if (!d.cached && e.kind !== 'aborted') await call('cache-delete', { name: d.name }, {}, theDownloader()).catch(() => {});
+      throw e;
+    }
     if (v.needsCache) throw error('storage', `${src.url} was downloaded but the shared engine does not find it in the browser cache`);
     // the download is a stage of this load (whole before the load reads it: no upload while it goes on)
     Object.assign(v.load.stages, { download: [d0, d1], ready: [d0, v.load.stages.ready[1]] });
@@ -266,9 +271,18 @@ export async function load(source, options = {}) {
   }
   v.load.catalogueDiff = entry ? headerDiff(entry, v.info) : [];      // the header wins; the difference is logged
   if (v.load.catalogueDiff.length) console.warn(`bitweb: ${entry.name} loaded by its header, which differs from the catalogue:`, v.load.catalogueDiff);
-  const engine = new Engine(v, conn, !!options.share);
+  const engine = new Engine(v, conn, options.share);
   conn.live.set(v.engine, engine);
   return engine;
+}
+
+// A load request. A shared engine's comes with a port to this page's download worker, which reads
+// the cached copy for it (a shared worker has no OPFS sync access handles: web/models.mjs open).
+async function loadOn(conn, body, signal, onProgress) {
+  if (conn.kind !== 'shared') return call('load', body, { signal, onProgress }, conn);
+  const ch = new MessageChannel();
+  await call('file-port', { port: ch.port1 }, { transfer: [ch.port1] }, theDownloader());
+  return call('load', { ...body, files: ch.port2 }, { signal, onProgress, transfer: [ch.port2] }, conn);
 }
 
 // load(source, {draft}): the target, then the draft model as an engine of its own with the same options and
@@ -308,7 +322,7 @@ function pageTimes(stages) {
 }
 
 export class Engine {
-  constructor(v, conn, askedToShare = false) {
+  constructor(v, conn, share = null) {
     this.id = v.engine;
     this._conn = conn;
     this._sharedBy = v.sharedBy ?? 1;
@@ -323,7 +337,8 @@ export class Engine {
       heads: i.n_head, kvHeads: i.n_head_kv, ffn: i.n_ff, tied: i.tied,
       activations: v.load.activations, kvCache: v.load.kv_cache, thinking: !!i.thinking, thinkingDefault: !!i.thinking_default,
       adapter: v.adapter, features: v.adapter.features, load: v.load, cacheError: v.cacheError || null,
-      shared: conn.kind === 'shared', sharedNote: askedToShare || conn.kind === 'shared' ? conn.note : '',
+      // why this page has an engine of its own where it asked to share (load share: true, or connect)
+      shared: conn.kind === 'shared', sharedNote: share === false ? '' : conn.note,
       get sharedBy() { return engine._sharedBy; },
     });
     this._state = 'ready';

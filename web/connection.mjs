@@ -59,7 +59,7 @@ function needWebGPU() {
 function workerConnection(kind, note = '', name = undefined) {
   const c = new Connection(kind, note);
   const w = new Worker(new URL('./worker.mjs', import.meta.url), { type: 'module', ...(name ? { name } : {}) });
-  c.post = (m) => w.postMessage(m);
+  c.post = (m, transfer = []) => w.postMessage(m, transfer);
   w.onmessage = ({ data }) => c.onMessage(data);
   w.onerror = (e) => {
     e.preventDefault?.();
@@ -88,7 +88,7 @@ function theShared() {
     } catch (e) {
       return fallback(`the shared worker could not start (${e.message}): this page has an engine of its own`);
     }
-    c.post = (m) => sw.port.postMessage(m);
+    c.post = (m, transfer = []) => sw.port.postMessage(m, transfer);
     sw.port.onmessage = ({ data }) => c.onMessage(data);
     sw.onerror = (e) => { e.preventDefault?.(); c.failAll(`the shared bitweb worker failed: ${e.message || 'it could not start'}`); };
     sw.port.start();
@@ -148,8 +148,9 @@ function progressOf(m) {
   return p;
 }
 
-/** One request to a connection (default: the current one); resolves with its result. */
-export async function call(op, body = {}, { signal, onProgress, onText, onToolCall } = {}, conn = null) {
+/** One request to a connection (default: the current one); resolves with its result. `transfer`:
+ *  the body's objects that move to the worker (postMessage's transfer list: MessagePorts). */
+export async function call(op, body = {}, { signal, onProgress, onText, onToolCall, transfer = [] } = {}, conn = null) {
   const why = requestProblem({ op, ...body });        // (web/protocol.mjs: what the worker takes)
   if (why) throw error('internal', why);
   const c = conn || await current();
@@ -162,7 +163,7 @@ export async function call(op, body = {}, { signal, onProgress, onText, onToolCa
       onAbort = () => c.post({ id: nextId++, op: 'abort', target: id });
       signal.addEventListener('abort', onAbort, { once: true });
     }
-    c.post({ id, op, ...body });
+    c.post({ id, op, ...body }, transfer);
     if (signal?.aborted) onAbort();                  // (aborted while the connection was found)
   });
 }

@@ -20,6 +20,9 @@
 
 import * as downloads from './download.mjs';
 import { ModelsError, httpError } from './download.mjs';
+import { readThrough } from './reads.mjs';
+
+export { serveReads } from './reads.mjs';
 
 export { ModelsError };
 export const DEFAULT_URL = new URL('./models/bitweb-chat-i2_s.gguf', import.meta.url).href;
@@ -143,14 +146,21 @@ export async function entry(name) {
 
 // A cached model for loading: a GrowingFile that is complete, over a read-only sync access handle
 // (reads go straight into the caller's buffer: no stream, no garbage; several loads may read it at
-// once); close() it after the load. Where read-only handles are missing, the File itself.
-export async function open(name) {
+// once); close() it after the load. Where sync access handles are missing (a shared worker), the
+// File itself, whose bulk reads (readInto, web/gpu.mjs uploadBlob) go through `reads` when given:
+// {port, signal}, a MessagePort to a dedicated worker's serveReads (web/reads.mjs).
+export async function open(name, reads = null) {
   const d = await dir();
   const e = (await readIndex(d))[name];
   if (!e) throw fail('storage', `"${name}" is not in the model cache`);
   const fh = await d.getFileHandle(fileOf(name, e));
   let h;
-  try { h = await fh.createSyncAccessHandle({ mode: 'read-only' }); } catch { return fh.getFile(); }
+  try {
+    h = await fh.createSyncAccessHandle({ mode: 'read-only' });
+  } catch {
+    const file = await fh.getFile();
+    return reads ? readThrough(file, 'models/' + fileOf(name, e), reads) : file;
+  }
   const size = h.getSize();
   const f = new GrowingFile(h, size);
   f.ended(size, null);
@@ -496,8 +506,8 @@ const REFUSED = [401, 403, 404, 410];
 // does not load is deleted). `file` is a GrowingFile the load reads while the download goes on
 // (with `streaming` and a known size; else it is complete); `pending.written` settles when it is
 // all in the cache and verified (opts.sha256), its failure is the download's error.
-// opts: {sha256, size, stallMs, retries, retryDelayMs} (web/download.mjs).
-export async function fromUrl(url, name, progress, signal, streaming = false, opts = {}) {
+// opts: {sha256, size, stallMs, retries, retryDelayMs} (web/download.mjs); reads: open()'s, for a cached copy.
+export async function fromUrl(url, name, progress, signal, streaming = false, opts = {}, reads = null) {
   const release = await acquire(name, signal, () => hearOthers(name, progress));
   let job = null;
   try {
@@ -508,7 +518,7 @@ export async function fromUrl(url, name, progress, signal, streaming = false, op
       const same = verified || h.offline || REFUSED.includes(h.status)
         || (h.status === 200 && h.size === e.size && (h.lastModified || null) === (e.lastModified || null));
       if (same) {
-        const file = await open(name);
+        const file = await open(name, reads);
         release();
         return { file, cached: true };
       }

@@ -19,12 +19,18 @@ export const REQUESTS = Object.freeze({
   // answers {needsCache: true} for a URL it cannot read from the cache (the page then sends cache-add to
   // its download worker, and load again), and attaches a page to an engine of the same source and
   // options that another page loaded (load.attached: true; nothing downloaded or uploaded).
-  load: { source: 'the model: {url, sha256?, size?} | {file, name?} | {cached}', options: 'load options (OPTIONS.load)' },
+  // files: a shared engine's load, a MessagePort to the page's download worker (file-port), which
+  // reads the cached copy for it (a shared worker has no sync access handles: models.mjs open)
+  load: { source: 'the model: {url, sha256?, size?} | {file, name?} | {cached}', options: 'load options (OPTIONS.load)',
+    'files?': 'a MessagePort to a file-port' },
   // into the cache without loading -> result {name, size, cached, resumedFrom, retries, notes, sha256}
   download: { source: '{url, sha256?, size?, name?}', options: '{download}' },
   // a download committed into the cache without loading it, or a local file the shared engine loaded
   // copied there -> result {name, cached, resumedFrom?, ...}
   'cache-add': { source: '{url, sha256?, size?, name?} | {file, name?}', options: '{download}' },
+  // the download worker reads cached model files into the buffers a shared engine sends on `port`
+  // (models.mjs serveReads), until it says close -> result null
+  'file-port': { port: 'a MessagePort (transferred)' },
   // Python booted (or booting): boot progress while it boots -> result {from, ms, ...} (how it booted)
   boot: {},
   // the first request of a page to a shared engine: the Web Lock it holds while it lives (released when

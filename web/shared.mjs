@@ -11,6 +11,8 @@
 //   pages (the `shared` message: engine.info.sharedBy) and is unloaded when its last page unloads
 //   it or goes. A shared worker cannot write the model cache (no OPFS sync access handles there):
 //   a URL that is not cached is answered {needsCache: true}, and the page's download worker caches it.
+//   Nor can it read the cache without a stream that reads ahead of the upload: a load's `files` port
+//   has the page's download worker read the cached copy for it (models.mjs open, serveReads).
 // - Fairness: generations run one at a time, taken round-robin from the pages' queues (each page's
 //   in its order), so one page's queue of long replies does not starve another page. A reply is not
 //   split: the engine generates a request to its end, so pages alternate by request, not by token.
@@ -125,6 +127,7 @@ async function cachedHere(src) {
 }
 
 function attach(page, msg, eid) {
+  msg.files?.close();                                  // (nothing to read)
   const e = engines.get(eid);
   e.users.set(page, (e.users.get(page) || 0) + 1);
   page.answer(msg.id, { ...e.value, load: { ...e.value.load, attached: true }, sharedBy: e.users.size });
@@ -134,10 +137,11 @@ function attach(page, msg, eid) {
 async function load(page, msg) {
   const key = keyOf(msg);
   if (key && loading.has(key)) await loading.get(key).catch(() => {});
-  if (page.gone) return;
+  if (page.gone) return msg.files?.close();
   const have = key && [...engines].find(([, e]) => e.key === key);
   if (have) return attach(page, msg, have[0]);
   if (msg.source.url && !CAN_WRITE_CACHE && msg.options.cache !== false && !(await cachedHere(msg.source))) {
+    msg.files?.close();
     return page.answer(msg.id, { needsCache: true });
   }
   let done;

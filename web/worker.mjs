@@ -116,7 +116,8 @@ function stage(id, name, label) {
 // A fresh download streams into the cache and is returned at once (models.fromUrl streaming: the
 // header is parsed and the upload starts while it goes on); a local file's cache copy starts
 // alongside the load (`copy`, committed once the model has loaded).
-async function bytesOf(id, src, opts, signal, times) {
+async function bytesOf(id, src, opts, signal, times, files = null) {
+  const reads = files ? { port: files, signal } : null;     // (a shared engine: the page's download worker reads the cache)
   const timed = (name, label) => {
     const f = stage(id, name, label);
     return (done, total, info) => {
@@ -134,10 +135,10 @@ async function bytesOf(id, src, opts, signal, times) {
         : readOnly ? 'a shared worker cannot write the cache: not cached' : 'not cached';
       return { file: await models.fetchBlob(url, timed('download', `Downloading ${name} (${why})`), signal), name };
     }
-    const r = await models.fromUrl(url, name, timed('download', 'Downloading ' + name), signal, true, downloadOptions(src, opts));
+    const r = await models.fromUrl(url, name, timed('download', 'Downloading ' + name), signal, true, downloadOptions(src, opts), reads);
     return { file: r.file, name, pending: r.pending };
   }
-  if (src.cached) return { file: await models.open(src.cached), name: src.cached };
+  if (src.cached) return { file: await models.open(src.cached, reads), name: src.cached };
   if (src.file) {
     const name = models.nameFrom(src.name || src.file.name || 'model.gguf');
     let copy = null;
@@ -223,7 +224,7 @@ async function load(id, msg) {
   const manKey = useCache ? await manifestKey(msg).catch(() => null) : null;
   const prepared = manKey && !gpu.hasDevice() ? await prepareFrom(manKey) : false;
   const mark = gpu.compiledCount();
-  const { file, name, pending, copy } = await bytesOf(id, msg.source, msg.options, ctl.signal, times);
+  const { file, name, pending, copy } = await bytesOf(id, msg.source, msg.options, ctl.signal, times, msg.files);
   times.source = [t0, clock()];                // (the file to read: a download started, the cached copy found)
   let value;
   try {
@@ -297,9 +298,10 @@ function perEngine(eid, fn) {
 
 // One handler per request of the protocol (abort: answered at once, in onmessage).
 const HANDLERS = {
-  load: (id, msg) => load(id, msg),
+  load: (id, msg) => load(id, msg).finally(() => msg.files?.close()),
   download: (id, msg) => downloadOnly(id, msg),
   'cache-add': (id, msg) => cacheAdd(id, msg),
+  'file-port': (id, msg) => { models.serveReads(msg.port); return null; },
   boot: async (id) => { await python(id); return boot.info; },
   // a page of a dedicated worker: the engine is its own (web/shared.mjs answers these for a shared one)
   connect: () => ({ shared: false, pages: 1, gpu: !!navigator.gpu }),

@@ -231,6 +231,11 @@ class App:
 
 def new_app_context(browser, server, models, **kw):
     ctx = browser.new_context(viewport={"width": 1280, "height": 800}, **kw)
+    # the app shares one engine across tabs (a SharedWorker, web/shared.mjs) where the browser has
+    # SharedWorker; Playwright's routes and response events do not see a shared worker's fetches,
+    # which these tests serve and watch, so here the app runs as on a browser without one (its own
+    # worker: the fallback). tests/e2e/test_shared.py tests the app's shared engine.
+    ctx.add_init_script("delete window.SharedWorker;")
     a = App(new_page(ctx), server, models)
     a.context = ctx
     a.serve_models(ctx)

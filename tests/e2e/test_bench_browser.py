@@ -223,3 +223,60 @@ def describe_ready(runs: dict, model: str, load0, load1) -> str:
             parts = [f"{n} {b[k] / w[k]:.2f}x" for k, n in names.items() if b[k] and w[k]]
             lines.append(f"{visit} visit, bitweb / wllama: " + ", ".join(parts))
     return "\n".join(lines)
+
+
+STATS_JS = "window.bitwebApp.bitweb.stats().then((s) => ({live_bytes: s.live_bytes, engines: s.engines}))"
+
+
+def two_tabs(browser, server, query: str) -> dict:
+    """The app's default model in two tabs of one fresh context, the second opened once the first is
+    ready: each tab's time from its navigation to ready (performance.now() once the app is ready:
+    it includes the driver's poll, a frame or so) and the GPU buffers its engine holds (stats
+    live_bytes). (The GPU process's resident memory is no measure of it here: it moved by -100 to
+    +80 MB from tab to tab, with the page's compositing and an earlier context's teardown.)"""
+    from tests.e2e.app_driver import App
+    ctx = browser.new_context()
+    out = {"query": query, "tabs": []}
+    try:
+        for _ in range(2):
+            app = App(new_page(ctx), server, None)
+            info = app.open(query)
+            tab = {"ready_ms": app.page.evaluate("performance.now()"), "shared": info["shared"],
+                   "attached": bool(info["load"].get("attached")), "sharedBy": info["sharedBy"],
+                   **app.page.evaluate(STATS_JS), "console_errors": list(app.page.errors)}
+            out["tabs"].append(tab)
+    finally:
+        ctx.close()
+    return out
+
+
+def test_second_tab_ready_and_gpu_memory(browser, server):
+    """A second tab of the app: its time to ready and the GPU memory of two tabs against one, with
+    the app's shared engine (default) and with each tab's own (?share=0). No timed assertion; the
+    GPU buffers are exact: two tabs sharing hold one engine's, two of their own twice that."""
+    rounds = int(os.environ.get("BITWEB_READY_ROUNDS", "3")) if FULL else 1
+    load0 = os.getloadavg()
+    runs = [two_tabs(browser, server, q) for _ in range(rounds) for q in ("", "?share=0")]
+    load1 = os.getloadavg()
+    for r in runs:
+        one, two = r["tabs"]
+        assert one["console_errors"] == [] and two["console_errors"] == [], r
+        if r["query"] == "":
+            assert one["shared"] and two["shared"] and two["attached"] and two["sharedBy"] == 2, r
+            assert two["engines"] == 1 and two["live_bytes"] == one["live_bytes"], r      # one engine, seen from both
+        else:
+            assert not one["shared"] and not two["shared"] and not two["attached"], r
+            assert one["engines"] == two["engines"] == 1 and two["live_bytes"] == one["live_bytes"], r    # each its own
+    med = lambda rows, f: statistics.median(f(r) for r in rows)     # noqa: E731
+    mib = lambda b: f"{b / (1 << 20):.1f}"                           # noqa: E731
+    lines = [f"two tabs of the app (default model), the second opened once the first is ready; medians of {rounds} "
+             f"round(s); load average {load0[0]:.1f} before, {load1[0]:.1f} after",
+             "| engine | first tab ready ms | second tab ready ms | GPU buffers, 1 tab / 2 tabs MiB |",
+             "|---|---:|---:|---:|"]
+    for q, name in (("", "shared (default)"), ("?share=0", "each tab's own (?share=0)")):
+        rows = [r for r in runs if r["query"] == q]
+        one_b = med(rows, lambda r: r["tabs"][0]["live_bytes"])
+        two_b = one_b if q == "" else med(rows, lambda r: r["tabs"][0]["live_bytes"] + r["tabs"][1]["live_bytes"])
+        lines.append(f"| {name} | {med(rows, lambda r: r['tabs'][0]['ready_ms']):.0f} | {med(rows, lambda r: r['tabs'][1]['ready_ms']):.0f} | "
+                     f"{mib(one_b)} / {mib(two_b)} |")
+    print("\n" + "\n".join(lines))

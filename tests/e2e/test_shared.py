@@ -4,7 +4,8 @@ download or an upload (sharedBy 2) and both get the CLI's reply; generations are
 from the pages' queues (checked by the order the shared host started them, never by timing); Stop
 in one page leaves the other's reply whole; a page closed mid-reply frees its request; the engine
 is unloaded when its last page goes. Without SharedWorker (an init script deletes it) the library
-falls back to a dedicated worker and says so in engine.info. The tests of the module run in order."""
+falls back to a dedicated worker and says so in engine.info, and the app in its model panel. The
+app shares by default (?share=0: a tab's own engine). The tests of the module run in order."""
 from __future__ import annotations
 
 import pytest
@@ -211,20 +212,41 @@ def test_without_shared_worker_the_page_has_its_own_engine(browser, server, want
 
 
 def test_the_apps_second_tab_shows_the_loaded_model_at_once(browser, server):
-    """The app with ?share=1 shares its engine (bitweb.connect share: true): a second tab of the app
-    attaches to the model the first tab loaded, with nothing downloaded or uploaded."""
+    """The app shares its engine by default (bitweb.connect share: true): a second tab of the app
+    attaches to the model the first tab loaded, with nothing downloaded or uploaded; a tab opened
+    with ?share=0 has an engine of its own."""
     ctx = browser.new_context()
     try:
         first = App(new_page(ctx), server, None)
-        one = first.open("?share=1")
+        one = first.open("")
         assert one["shared"] is True and not one["load"].get("attached")
         second = App(new_page(ctx), server, None)
-        two = second.open("?share=1")
+        two = second.open("")
         assert two["shared"] is True and two["load"]["attached"] is True and two["name"] == one["name"]
         seen = second.page.evaluate("window.bitwebApp.state.seen")
         assert not {"download", "upload", "compile"} & set(seen), seen
         assert "loaded by another tab" in second.page.inner_text("#model-info")
         assert second.page.evaluate("window.bitwebApp.state.engine.info.sharedBy") == 2
-        assert first.page.errors == [] and second.page.errors == []
+        own = App(new_page(ctx), server, None)
+        three = own.open("?share=0")
+        assert three["shared"] is False and not three["load"].get("attached") and three["sharedNote"] == "", three
+        assert "this tab's own" in own.page.inner_text("#model-info")
+        assert second.page.evaluate("window.bitwebApp.state.engine.info.sharedBy") == 2    # (not counted)
+        assert first.page.errors == [] and second.page.errors == [] and own.page.errors == []
+    finally:
+        ctx.close()
+
+
+def test_the_app_without_shared_worker_says_its_tab_has_its_own_engine(browser, server):
+    """Where the browser has no SharedWorker (Chrome on Android), the app runs its own worker and
+    its model panel says why."""
+    ctx = browser.new_context()
+    ctx.add_init_script("delete window.SharedWorker;")
+    try:
+        app = App(new_page(ctx), server, None)
+        info = app.open("")
+        assert info["shared"] is False and "no SharedWorker" in info["sharedNote"], info
+        assert "no SharedWorker" in app.page.inner_text("#model-info")
+        assert app.page.errors == []
     finally:
         ctx.close()

@@ -243,7 +243,10 @@ def test_app_cap_mobile_chats_as_the_cli_and_a_limit_fails_at_the_header(browser
                                timeout=READY_MS)
         assert page.locator(".msg.assistant").last.evaluate("e => e.raw") == want["text"]
 
-        # a model the capped GPU cannot hold: refused after its header, before any weight is uploaded
+        # a model the capped GPU cannot hold: refused after its header, before any weight is uploaded,
+        # and not kept in the cache; here by the app's shared engine (its default), whose downloads
+        # the page's own worker writes into the cache before the engine reads the header
+        assert info["shared"] is True, info["sharedNote"]
         page.goto(server + f"?model={APP_ROUTE.lstrip('/')}wide.gguf&cap=mobile,maxStorageBufferBindingSize:262144")
         state, kind, text = app_state(page)
         assert kind == "limits", (state, kind, text)

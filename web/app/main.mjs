@@ -103,14 +103,13 @@ async function boot() {
     updatePhase();
     return;
   }
-  // ?share=1: one engine for every tab of the site (a SharedWorker): a second tab attaches to the
-  // model the first one loaded (bitweb.connect / load share, web/shared.mjs); only tabs of one
-  // version of the app (as its service worker serves it: web/sw.js pins) share one. Off by default
-  // until a download into the shared engine keeps the page's memory bound and a model that fails
-  // to load leaves nothing in the cache, as a tab's own worker does
+  // one engine for every tab of the site (a SharedWorker; ?share=0: this tab's own): a second tab
+  // attaches to the model the first one loaded (bitweb.connect / load share, web/shared.mjs); only
+  // tabs of one version of the app (as its service worker serves it: web/sw.js pins) share one.
+  // Where the browser has no SharedWorker, or no WebGPU in one, this tab has its own (info.sharedNote)
   const sw = await offline.status().catch(() => null);
   const group = sw ? `${sw.pin}:${sw.version}` : '';
-  await bitweb.connect({ share: params.get('share') === '1', group }).catch((e) => console.warn('bitweb: no shared engine:', e));
+  await bitweb.connect({ share: params.get('share') !== '0', group }).catch((e) => console.warn('bitweb: no shared engine:', e));
   refreshCache();
   let source = ADDRESS.defaultSource, fallback = false;
   try {
