@@ -77,6 +77,9 @@ export interface LoadOptions {
   maskFeatures?: GPUFeature[] | null;
   /** keep the model in the browser cache once it has loaded (default true) */
   cache?: boolean;
+  /** bytes the saved KV caches of conversations may take in the browser's storage (OPFS, web/kvstore.mjs:
+   *  the least recently used go first; default 256 MiB; with cache: false nothing is saved or restored) */
+  kvSaveBytes?: number | null;
   download?: DownloadOptions;
   /** run the engine once for every page of this origin, in a SharedWorker (web/shared.mjs): a page that loads
    *  the same source with the same options attaches to it (no download, no upload); where the browser has no
@@ -294,7 +297,7 @@ export declare const OPTIONS: {
 };
 /** the load options the worker takes (OPTIONS.load; LoadOptions adds onProgress and signal) */
 export type LoadOptionName = 'activations' | 'kvCache' | 'context' | 'capLimits' | 'maskFeatures' | 'gpuMemory' | 'replace'
-  | 'cache' | 'download' | 'draft';
+  | 'cache' | 'kvSaveBytes' | 'download' | 'draft';
 /** the GPU limits and features bitweb uses (OPTIONS.limits, OPTIONS.features) */
 export declare const LIMITS: readonly GPULimit[];
 export declare const FEATURES: readonly GPUFeature[];
