@@ -258,6 +258,9 @@ export declare const cache: {
     Promise<{ name: string; size: number; cached: boolean; resumedFrom?: number; retries?: number; notes?: string[]; sha256?: string | null }>;
   estimate(): Promise<{ usage: number | null; quota: number | null; persisted: boolean | null }>;
   delete(name: string): Promise<boolean>;
+  /** the saved KV caches of conversations (OPFS; load option kvSaveBytes bounds them) */
+  conversations(): Promise<{ bytes: number; entries: number; bound: number }>;
+  clearConversations(): Promise<void>;
   persist(): Promise<boolean>;
 };
 

@@ -184,15 +184,15 @@ async function evict(d, lru, bound) {
   for (const name of Object.keys(lru)) if (!sizes.some(([s]) => s === name)) delete lru[name];
 }
 
-/** What is saved: {bytes, entries} (the app's storage line). */
+/** What is saved: {bytes, entries, bound: the default bound} (the app's storage line). */
 export async function usage() {
-  if (!available()) return { bytes: 0, entries: 0 };
+  if (!available()) return { bytes: 0, entries: 0, bound: DEFAULT_BOUND };
   const d = await dir();
   let bytes = 0, n = 0;
   for (const name of await entries(d)) {
     try { bytes += (await (await d.getFileHandle(name)).getFile()).size; n++; } catch { /* gone */ }
   }
-  return { bytes, entries: n };
+  return { bytes, entries: n, bound: DEFAULT_BOUND };
 }
 
 /** Delete every saved KV cache. */

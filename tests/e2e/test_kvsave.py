@@ -2,9 +2,15 @@
 reload the next reply restores the conversation's saved cache (usage's cached_tokens) and equals a
 fresh profile's reply; a corrupted saved cache, one that claims another model and one that claims
 another KV type are each ignored and deleted, the replies unchanged; the least recently saved are
-evicted at the bound. Each browser context is a profile of its own (its own OPFS)."""
+evicted at the bound. The app: a reload returns to the open conversation, whose next reply restores
+its saved cache (the reply's stats say how many prompt tokens came from it) and equals a fresh
+profile's; the storage line counts the saved caches and clears them. Each browser context is a
+profile of its own (its own OPFS)."""
 from __future__ import annotations
 
+import pytest
+
+from tests.e2e.app_driver import PROMPT, make_model, new_app_context, no_errors
 from tests.e2e.conftest import new_page, settle
 
 PAGE = "kv-test.html"         # a blank page of the server's origin (a route)
@@ -143,3 +149,41 @@ def test_the_least_recently_saved_are_evicted_at_the_bound(browser, server):
     kept = [n for n in order if n in left]
     assert 2 <= len(kept) < 4 and kept == order[-len(kept):]   # the newest kept, the oldest gone
     p.close()
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    return {"tiny": make_model(tmp_path_factory.mktemp("kv-models") / "tiny.gguf", seed=1)}
+
+
+def app_turns(app, reload: bool) -> list:
+    app.open()
+    app.page.click("#new-chat")
+    app.set(max_tokens=12)
+    first = app.reply(app.say(PROMPT))
+    if reload:
+        app.page.wait_for_function("document.getElementById('kv-usage').textContent.includes(': 1,')")
+        before = app.messages()
+        app.open()                                   # the reload: the open conversation is back
+        assert app.messages() == before
+    second = app.reply(app.say("And then?"))
+    return [first, second, app.page.locator(".msg.assistant").nth(1).inner_text()]
+
+
+def test_the_app_resumes_a_conversation_after_a_reload_from_its_saved_cache(browser, server, models):
+    ref = new_app_context(browser, server, models)   # a fresh profile, no reload
+    want = app_turns(ref, reload=False)
+    no_errors(ref)
+    ref.context.close()
+    app = new_app_context(browser, server, models)
+    got = app_turns(app, reload=True)
+    cached = got[1]["stats"]["Prompt tokens from the cache"]
+    assert int(cached) > 0 and cached == want[1]["stats"]["Prompt tokens from the cache"]
+    assert [r["text"] for r in got[:2]] == [r["text"] for r in want[:2]]
+    assert f"{cached} of " in got[2] and "prompt tokens from the cache" in got[2]   # the reply's own stats
+    app.page.wait_for_function("document.getElementById('kv-usage').textContent.includes(': 1,')")
+    app.page.click("#kv-clear")
+    app.page.wait_for_function("document.getElementById('kv-usage').textContent.includes(': 0,')")
+    assert app.page.evaluate("window.bitwebApp.bitweb.cache.conversations()")["entries"] == 0
+    no_errors(app)
+    app.context.close()
