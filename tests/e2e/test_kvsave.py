@@ -87,12 +87,13 @@ def test_reload_then_the_next_reply_restores_the_saved_cache(browser, server):
     assert r1["cached"] == 0 and r2["cached"] > r1["prompt"] // 2     # (the page's own prefix reuse)
     ref.close()
 
-    p = Profile(browser, server)
-    a1 = p.run(f"return await turn([user({Q1!r})]);")
+    p = Profile(browser, server)                     # the engine in a SharedWorker: the same store
+    a1 = p.run(f"return await turn([user({Q1!r})]);", share=True)
     assert a1 == r1
+    assert p.run("return [engine.info.shared, engine.info.sharedNote];") == [True, ""]
     assert len(p.run("return await saved();")) == 1
     p.reload()
-    a2 = p.run(f"return await turn({two_turns(Q1, a1['text'])});")
+    a2 = p.run(f"return await turn({two_turns(Q1, a1['text'])});", share=True)
     assert a2 == r2                                  # the same rows restored, the same reply
     assert len(p.run("return await saved();")) == 1  # the longer conversation replaced its ancestor
     p.close()
