@@ -112,6 +112,7 @@ def test_the_worker_restores_a_saved_prefix_and_saves_after_each_reply(gpu, tiny
     def ask(app, messages):
         out = json.loads(run(app.generate(7, 1, json.dumps({"messages": messages, "max_tokens": 6}))))
         assert "error" not in out, out
+        ask.restored = out["timing"]["restored_tokens"]
         return out["text"], out["usage"]["prompt_tokens"], out["timing"]["cached_tokens"]
 
     first = [{"role": "user", "content": "Hello there"}]
@@ -121,12 +122,13 @@ def test_the_worker_restores_a_saved_prefix_and_saves_after_each_reply(gpu, tiny
     assert len(store.entries) == 1 and store.entries[0][0] == eng.cached_ids
     turn2 = first + [{"role": "assistant", "content": a1[0]}, {"role": "user", "content": "And again?"}]
     kept = ask(app, turn2)                          # the page kept the cache on the GPU: nothing longer saved
-    assert kept[2] > 0 and store.asked == [(a1[1] - 1, 0), (kept[1] - 1, kept[2])] and len(store.entries) == 2
+    assert ask.restored == 0 and kept[2] > 0 and store.asked == [(a1[1] - 1, 0), (kept[1] - 1, kept[2])] and len(store.entries) == 2
     eng.close()
 
     reloaded, eng2 = page(Store())
     reloaded.kv_store.entries = store.entries[:1]
     assert ask(reloaded, turn2) == kept            # restored: the same reply, the same cached_tokens
+    assert ask.restored == kept[2]
     eng2.close()
 
     bad = Store()

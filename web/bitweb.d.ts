@@ -166,6 +166,9 @@ export interface Timing {
   total_ms: number; ttft_ms: number | null; prefill_ms: number; prefill_tokens: number; cached_tokens: number;
   prefill_tok_s?: number; decode_tok_s?: number; decode_ms_per_token: number; stop_reason: string;
   tokens_after_stop?: number;
+  /** with saved conversations (web/kvstore.mjs): the prompt tokens restored from the browser's storage (counted in
+   *  cached_tokens too), the ms the lookup and the restore took (before ttft_ms starts) and the ms the save took */
+  restored_tokens?: number; restore_ms?: number; save_ms?: number;
   /** how the prompt was read: 'prefill' (the multi-row kernels) or 'decode' (token by token: one
    *  token, or the prefill kernels still compiling after the load) */
   prefill_plan: 'prefill' | 'decode';

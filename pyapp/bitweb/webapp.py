@@ -400,8 +400,10 @@ class WebApp:
     async def _generate(self, rid, eid, s: Slot, ids, req: Request, max_tokens: int, constraint, reply) -> dict:
         from bitweb.generation import common_prefix
         eng = s.eng
+        t0, restored = time.perf_counter(), 0
         if self.kv_store is not None:
-            await self._restore(eid, eng, ids)
+            restored = await self._restore(eid, eng, ids)
+        restore_ms = (time.perf_counter() - t0) * 1000
         cached = list(eng.cached_ids)
         c = self.running[rid] = Completion(
             req.stops, on_text=lambda text: self.send("text", rid, text=text),
@@ -422,32 +424,38 @@ class WebApp:
         after = len(res.ids) - self.stop_at[rid] if rid in self.stop_at else None
         out["timing"] = c.timing(res, len(ids), keep, eng.prefill_path, tokens_after_stop=after)
         if self.kv_store is not None and eng.cached_ids:
+            t0 = time.perf_counter()
             try:
                 await self.kv_store.save(int(eid), json.dumps(eng.cached_ids), await eng.export_kv(), len(ids))
             except Exception as e:          # (the reply stands; it is just not saved)
                 print(f"bitweb: the KV cache was not saved: {e}")
+            out["timing"].update(restored_tokens=restored, restore_ms=round(restore_ms, 1),
+                                 save_ms=round((time.perf_counter() - t0) * 1000, 1))
         return out
 
-    async def _restore(self, eid, eng, ids):
+    async def _restore(self, eid, eng, ids) -> int:
         """Restore the longest saved prefix of ids (short of its last token, which the reply runs)
-        when it is longer than what the engine holds; a saved cache the engine refuses is deleted."""
+        when it is longer than what the engine holds; a saved cache the engine refuses is deleted.
+        -> the positions restored (0: none)."""
         from bitweb.generation import common_prefix
         have = common_prefix(eng.cached_ids, ids)
         if len(ids) - 1 <= have:
-            return
+            return 0
         try:
             hit = await self.kv_store.find(int(eid), json.dumps(ids[:-1]), have)
         except Exception as e:
             print(f"bitweb: no saved KV cache: {e}")
-            return
+            return 0
         if hit is None or not hasattr(hit, "data"):    # (undefined, or null: jsnull)
-            return
+            return 0
         try:
             eng.restore_kv(ids[:int(hit.n)], hit.data, int(hit.rows))
+            return int(hit.n)
         except Exception as e:
             print(f"bitweb: a saved KV cache was refused and deleted: {e}")
             eng.reset()
             await self.kv_store.drop(str(hit.name))
+            return 0
 
     def stats(self) -> str:
         """Diagnostics for tests and the stats panel: wasm heap, live GPU buffers, engines."""
