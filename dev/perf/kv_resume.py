@@ -48,13 +48,14 @@ NEXT = """async ([url, clear]) => {
   const engine = await bitweb.load(url ?? bitweb.DEFAULT_MODEL);
   const messages = [...JSON.parse(localStorage.getItem('kvbench')), { role: 'user', content: 'Go on.' }];
   const t0 = performance.now();
-  let ttft = null, usage = null;
+  let ttft = null, usage = null, timing = null;
   for await (const c of await engine.chat.completions.create({ messages, max_tokens: 4, stream: true })) {
     if (ttft === null && (c.choices[0].delta.content || c.choices[0].finish_reason)) ttft = performance.now() - t0;
-    if (c.usage) usage = c.usage;
+    if (c.usage) { usage = c.usage; timing = c.timing; }
   }
   const saved = await bitweb.cache.conversations();
-  return { ttft, prompt: usage.prompt_tokens, cached: usage.prompt_tokens_details.cached_tokens, saved_bytes: saved.bytes };
+  return { ttft, prompt: usage.prompt_tokens, cached: usage.prompt_tokens_details.cached_tokens, saved_bytes: saved.bytes,
+           plan: timing.prefill_plan, restore_ms: timing.restore_ms, save_ms: timing.save_ms };
 }"""
 
 
@@ -89,7 +90,8 @@ def main():
                         got = page.evaluate(NEXT, [urls[name], clear])
                         results.setdefault((name, how), []).append(got)
                         print(f"round {r} {name} first prompt {prompt} tokens; next reply, saved cache {how}: "
-                              f"ttft {got['ttft']:.0f} ms, prompt {got['prompt']}, cached {got['cached']}", flush=True)
+                              f"ttft {got['ttft']:.0f} ms, prompt {got['prompt']}, cached {got['cached']}, restore {got['restore_ms']} ms, "
+                              f"save {got['save_ms']} ms, read by {got['plan']}, saved {got['saved_bytes']} bytes", flush=True)
                     ctx.close()
         finally:
             browser.close()
