@@ -39,12 +39,12 @@ function commonPrefix(a, b) {
   return i;
 }
 
-/** An engine whose conversations may be saved: facts {model (a promise of the file's SHA-256, or of null:
- *  nothing is saved), kv, n_ctx, n_layer}, bound (bytes). */
+/** An engine whose conversations may be saved: facts {model (a function giving a promise of the file's
+ *  SHA-256, or of null: nothing is saved), kv, n_ctx, n_layer}, bound (bytes). */
 export function register(eid, facts) { engines.set(Number(eid), facts); }
 async function factsOf(eid) {
   const f = engines.get(Number(eid));
-  const model = f && available() ? await f.model : null;
+  const model = f && available() ? await f.model() : null;
   return model ? { ...f, model } : null;
 }
 export function unregister(eid) { engines.delete(Number(eid)); }
@@ -203,7 +203,7 @@ export async function clear() {
 
 // The SHA-256 of a model file (a models.mjs GrowingFile, a File or Blob), read in chunks.
 let hashing = null;
-export async function hashFile(file, chunk = 8 << 20) {
+export async function hashFile(file, chunk = 1 << 20) {
   hashing ??= import('../node_modules/hash-wasm/dist/index.esm.min.js');
   const h = await (await hashing).createSHA256();
   h.init();

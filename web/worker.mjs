@@ -278,12 +278,14 @@ async function load(id, msg) {
 }
 
 // Saved KV caches (web/kvstore.mjs) for the engine just loaded: keyed by the model file's SHA-256,
-// the one the source or the cache knows, else computed once from the file (in the background; the
-// first save or restore waits for it) and remembered for that cached copy or local file.
+// the one the source or the cache knows, else computed once from the file (when the first reply
+// looks for a saved cache: not during the load, whose memory peak stays the upload's) and
+// remembered for that cached copy or local file.
 function saveConversations(msg, value, file, name, downloaded) {
   const src = msg.source || {};
   const known = src.sha256 || value.load.download?.sha256;
-  const model = known ? Promise.resolve(known.toLowerCase()) : (async () => {
+  let hashing = null;
+  const model = () => (hashing ??= known ? Promise.resolve(known.toLowerCase()) : (async () => {
     const e = src.file ? null : await models.entry(name).catch(() => null);
     if (e?.sha256) return e.sha256.toLowerCase();
     const memo = src.file ? `file:${src.file.name}|${src.file.size}|${src.file.lastModified}`
@@ -298,7 +300,7 @@ function saveConversations(msg, value, file, name, downloaded) {
     } finally {
       if (f !== file) f.close?.();
     }
-  })().catch((e) => { console.warn('bitweb: no model hash, conversations are not saved:', e); return null; });
+  })().catch((e) => { console.warn('bitweb: no model hash, conversations are not saved:', e); return null; }));
   kvstore.register(value.engine, { model, kv: value.load.kv_cache, n_ctx: value.load.n_ctx, n_layer: value.info.n_layer,
     bound: msg.options?.kvSaveBytes ?? kvstore.DEFAULT_BOUND });
 }
