@@ -1,6 +1,7 @@
 """Saved KV caches (web/kvstore.mjs) through the library, on the default (tiny) model: after a
 reload the next reply restores the conversation's saved cache (usage's cached_tokens) and equals a
-fresh profile's reply; a corrupted saved cache, one that claims another model and one that claims
+fresh profile's reply (and after another conversation in between, going back restores it again);
+a corrupted saved cache, one that claims another model and one that claims
 another KV type are each ignored and deleted, the replies unchanged; the least recently saved are
 evicted at the bound. The app: a reload returns to the open conversation, whose next reply restores
 its saved cache (the reply's stats say how many prompt tokens came from it) and equals a fresh
@@ -80,11 +81,19 @@ def two_turns(first: str, a1: str) -> str:
     return f"[user({first!r}), bot({a1!r}), user({Q2!r})]"
 
 
+def three_turns(a1: str, a2: str) -> str:
+    return f"[user({Q1!r}), bot({a1!r}), user({Q2!r}), bot({a2!r}), user('And the land?')]"
+
+
+SWITCH = "const other = await turn([user('Say hello.')]); return {{ other, back: await turn({turn3}) }};"
+
+
 def test_reload_then_the_next_reply_restores_the_saved_cache(browser, server):
     ref = Profile(browser, server)                   # a fresh profile: both turns in one page
     r1 = ref.run(f"return await turn([user({Q1!r})]);")
     r2 = ref.run(f"return await turn({two_turns(Q1, r1['text'])});")
     assert r1["cached"] == 0 and r2["cached"] > r1["prompt"] // 2     # (the page's own prefix reuse)
+    r3 = ref.run(SWITCH.format(turn3=three_turns(r1["text"], r2["text"])))
     ref.close()
 
     p = Profile(browser, server)                     # the engine in a SharedWorker: the same store
@@ -96,6 +105,9 @@ def test_reload_then_the_next_reply_restores_the_saved_cache(browser, server):
     a2 = p.run(f"return await turn({two_turns(Q1, a1['text'])});", share=True)
     assert a2 == r2                                  # the same rows restored, the same reply
     assert len(p.run("return await saved();")) == 1  # the longer conversation replaced its ancestor
+    # another conversation in between, then back: its saved cache is restored, not re-read
+    a3 = p.run(SWITCH.format(turn3=three_turns(a1["text"], a2["text"])), share=True)
+    assert a3 == r3 and a3["back"]["cached"] >= a2["prompt"] - 1     # (its last token: merged with the reply's first)
     p.close()
 
 
