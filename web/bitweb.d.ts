@@ -77,6 +77,9 @@ export interface LoadOptions {
   maskFeatures?: GPUFeature[] | null;
   /** keep the model in the browser cache once it has loaded (default true) */
   cache?: boolean;
+  /** bytes the saved KV caches of conversations may take in the browser's storage (OPFS, web/kvstore.mjs:
+   *  the least recently used go first; default 256 MiB; with cache: false nothing is saved or restored) */
+  kvSaveBytes?: number | null;
   download?: DownloadOptions;
   /** run the engine once for every page of this origin, in a SharedWorker (web/shared.mjs): a page that loads
    *  the same source with the same options attaches to it (no download, no upload); where the browser has no
@@ -163,6 +166,9 @@ export interface Timing {
   total_ms: number; ttft_ms: number | null; prefill_ms: number; prefill_tokens: number; cached_tokens: number;
   prefill_tok_s?: number; decode_tok_s?: number; decode_ms_per_token: number; stop_reason: string;
   tokens_after_stop?: number;
+  /** with saved conversations (web/kvstore.mjs): the prompt tokens restored from the browser's storage (counted in
+   *  cached_tokens too), the ms the lookup and the restore took (before ttft_ms starts) and the ms the save took */
+  restored_tokens?: number; restore_ms?: number; save_ms?: number;
   /** how the prompt was read: 'prefill' (the multi-row kernels) or 'decode' (token by token: one
    *  token, or the prefill kernels still compiling after the load) */
   prefill_plan: 'prefill' | 'decode';
@@ -255,6 +261,9 @@ export declare const cache: {
     Promise<{ name: string; size: number; cached: boolean; resumedFrom?: number; retries?: number; notes?: string[]; sha256?: string | null }>;
   estimate(): Promise<{ usage: number | null; quota: number | null; persisted: boolean | null }>;
   delete(name: string): Promise<boolean>;
+  /** the saved KV caches of conversations (OPFS; load option kvSaveBytes bounds them) */
+  conversations(): Promise<{ bytes: number; entries: number; bound: number }>;
+  clearConversations(): Promise<void>;
   persist(): Promise<boolean>;
 };
 
@@ -294,7 +303,7 @@ export declare const OPTIONS: {
 };
 /** the load options the worker takes (OPTIONS.load; LoadOptions adds onProgress and signal) */
 export type LoadOptionName = 'activations' | 'kvCache' | 'context' | 'capLimits' | 'maskFeatures' | 'gpuMemory' | 'replace'
-  | 'cache' | 'download' | 'draft';
+  | 'cache' | 'kvSaveBytes' | 'download' | 'draft';
 /** the GPU limits and features bitweb uses (OPTIONS.limits, OPTIONS.features) */
 export declare const LIMITS: readonly GPULimit[];
 export declare const FEATURES: readonly GPUFeature[];

@@ -469,6 +469,11 @@ export const cache = {
   async estimate() { const v = await call('cache-list'); return { usage: v.usage, quota: v.quota, persisted: v.persisted }; },
   /** Delete a cached model; true when it was there. */
   async delete(name) { return (await call('cache-delete', { name })).removed; },
+  /** The saved KV caches of conversations (OPFS bitweb-kv/, web/kvstore.mjs; load option kvSaveBytes bounds
+   *  them): {bytes, entries, bound: the default bound}. */
+  async conversations() { return (await import('./kvstore.mjs')).usage(); },
+  /** Delete every saved KV cache of conversations (the next reply of each reads its conversation again). */
+  async clearConversations() { await (await import('./kvstore.mjs')).clear(); },
   /** Ask the browser to keep the cache (navigator.storage.persist()): true when it will. */
   async persist() { return navigator.storage?.persist ? navigator.storage.persist() : false; },
 };

@@ -309,3 +309,23 @@ export function settlePrepared(t0) {
   return r;
 }
 export const hasDevice = () => !!(early || current);
+
+// Several ranges of GPU buffers (spans: offset, size pairs; multiples of 4) read back in one copy
+// pass and one map, as one Uint8Array in their order (the saved KV cache: bitweb.engine export_kv).
+export async function readRanges(device, buffers, spans) {
+  let total = 0;
+  for (let i = 1; i < spans.length; i += 2) total += spans[i];
+  const staging = device.createBuffer({ size: Math.max(4, total), usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST, label: 'readback-ranges' });
+  try {
+    const enc = device.createCommandEncoder();
+    let at = 0;
+    buffers.forEach((b, i) => { enc.copyBufferToBuffer(b, spans[2 * i], staging, at, spans[2 * i + 1]); at += spans[2 * i + 1]; });
+    device.queue.submit([enc.finish()]);
+    await staging.mapAsync(GPUMapMode.READ, 0, Math.max(4, total));
+    const out = new Uint8Array(staging.getMappedRange(0, total).slice(0));
+    staging.unmap();
+    return out;
+  } finally {
+    staging.destroy();
+  }
+}

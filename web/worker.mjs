@@ -12,6 +12,7 @@ import OPTIONS from '../build/web/options.json' with { type: 'json' };
 import { bootPython } from './py.mjs';
 import * as models from './models.mjs';
 import * as gpu from './gpu.mjs';
+import * as kvstore from './kvstore.mjs';
 import { REQUESTS, messageProblem, requestProblem } from './protocol.mjs';
 
 // Where this worker's messages go: the page (a dedicated worker), or the shared host's router
@@ -60,6 +61,7 @@ function python(id) {
     if (b.shipped) boot.info.shipped = b.shipped;    // (the snapshot shipped with the app: used / missing / stale / spoiled)
     snapshotSave = b.save;
     app = py.pyimport('bitweb.webapp').WebApp(self.bitwebPost);
+    if (kvstore.available()) app.set_kv_store({ find: kvstore.find, save: kvstore.save, drop: kvstore.drop });
     boot.end = clock();
     return app;
   })();
@@ -242,7 +244,8 @@ async function load(id, msg) {
       const d = await pending.commit();
       value.load.download = { resumedFrom: d.resumedFrom, retries: d.attempts, notes: d.notes, sha256: d.sha256 };
     }
-    else file.close?.();                       // a cached model's read handle
+    if (msg.options?.cache !== false && kvstore.available()) saveConversations(msg, value, file, name, !!pending);
+    if (!pending) file.close?.();              // a cached model's read handle
   } catch (e) {
     if (!pending) file.close?.();
     ctl.abort();                               // a download still going is stopped
@@ -273,6 +276,34 @@ async function load(id, msg) {
     whenIdle(() => save().then((n) => { boot.info = { ...boot.info, snapshotSaved: n }; }));
   }
   return value;
+}
+
+// Saved KV caches (web/kvstore.mjs) for the engine just loaded: keyed by the model file's SHA-256,
+// the one the source or the cache knows, else computed once from the file (when the first reply
+// looks for a saved cache: not during the load, whose memory peak stays the upload's) and
+// remembered for that cached copy or local file.
+function saveConversations(msg, value, file, name, downloaded) {
+  const src = msg.source || {};
+  const known = src.sha256 || value.load.download?.sha256;
+  let hashing = null;
+  const model = () => (hashing ??= known ? Promise.resolve(known.toLowerCase()) : (async () => {
+    const e = src.file ? null : await models.entry(name).catch(() => null);
+    if (e?.sha256) return e.sha256.toLowerCase();
+    const memo = src.file ? `file:${src.file.name}|${src.file.size}|${src.file.lastModified}`
+      : e ? `cache:${name}|${e.size}|${e.saved}` : null;
+    const remembered = memo ? await kvstore.recall(memo) : null;
+    if (remembered) return remembered;
+    const f = downloaded || !src.file && e ? await models.open(name) : file;   // (the load's handle is closed after it)
+    try {
+      const h = await kvstore.hashFile(f);
+      if (memo) await kvstore.remember(memo, h);
+      return h;
+    } finally {
+      if (f !== file) f.close?.();
+    }
+  })().catch((e) => { console.warn('bitweb: no model hash, conversations are not saved:', e); return null; }));
+  kvstore.register(value.engine, { model, kv: value.load.kv_cache, n_ctx: value.load.n_ctx, n_layer: value.info.n_layer,
+    bound: msg.options?.kvSaveBytes ?? kvstore.DEFAULT_BOUND });
 }
 
 // fn() at the first check (every 0.5 s) that finds no request in flight (it writes tens of MB).
@@ -312,7 +343,7 @@ const HANDLERS = {
   }),
   tokenize: async (id, msg) => unwrap((await python(id)).tokenize(msg.engine, JSON.stringify(msg.request))),
   'set-draft': (id, msg) => perEngine(msg.engine, async () => unwrap((await python(id)).set_draft(msg.engine, msg.draft))),
-  unload: (id, msg) => perEngine(msg.engine, () => (app ? unwrap(app.unload(msg.engine)) : { unloaded: false })),
+  unload: (id, msg) => perEngine(msg.engine, () => { kvstore.unregister(msg.engine); return app ? unwrap(app.unload(msg.engine)) : { unloaded: false }; }),
   'cache-list': () => cacheInfo(),
   'cache-delete': async (id, msg) => ({ removed: await models.remove(msg.name), ...(await cacheInfo()) }),
   stats: () => ({ ...(app ? parse(app.stats()) : { wasm_bytes: 0, engines: 0 }), boot: boot.info }),

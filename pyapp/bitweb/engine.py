@@ -515,6 +515,51 @@ class Engine:
         self.cached_ids = ids
         return out
 
+    def kv_ranges(self, n: int) -> list:
+        """The KV cache of positions [0, n) as (buffer, offset, size) ranges, in the order of
+        export_kv's bytes: per layer K then V, per KV head the n rows of head_dim values (each
+        buffer is [n_head_kv][n_ctx][head_dim]: a head's rows are contiguous, the heads are not)."""
+        if not 0 < n <= self.n_ctx:
+            raise ContextError(f"KV cache positions [0, {n}) for a context of {self.n_ctx}")
+        row = self.cfg.head_dim * ops.KV_BYTES[self.kv_cache]
+        if (n * row) % 4:
+            raise EngineError(f"a KV head of {self.cfg.head_dim} {self.kv_cache} values is not whole words")
+        return [(self.buf[f"{kv}.{i}"], h * self.n_ctx * row, n * row)
+                for i in range(self.cfg.n_layer) for kv in ("k", "v") for h in range(self.cfg.n_head_kv)]
+
+    def kv_export_bytes(self, n: int) -> int:
+        """Bytes export_kv(n) gives: kv_bytes at n positions."""
+        return kv_bytes(self.cfg, n, self.kv_cache)
+
+    async def export_kv(self, n: int | None = None):
+        """The KV cache of the first n cached tokens (default all of cached_ids) as one block of
+        bytes (kv_ranges' order): natively bytes, in the browser a JS Uint8Array that never enters
+        the wasm heap (dev.read_ranges). restore_kv takes it back."""
+        n = len(self.cached_ids) if n is None else n
+        if n > len(self.cached_ids):
+            raise ContextError(f"export_kv: {n} positions asked, {len(self.cached_ids)} are cached")
+        return await self.dev.read_ranges(self.kv_ranges(n))
+
+    def restore_kv(self, ids, data, rows: int | None = None):
+        """Write the KV cache of positions [0, len(ids)) from `data`, an export_kv block of `rows`
+        positions (default len(ids); rows >= len(ids): its first positions are taken), made by
+        this model with this KV type; cached_ids becomes ids (the next generate prefills only what
+        follows them). data: bytes, or in the browser a JS ArrayBuffer / Uint8Array (zero copy)."""
+        ids = list(ids)
+        n, rows = len(ids), len(ids) if rows is None else rows
+        if n > rows:
+            raise ContextError(f"restore_kv: {n} tokens for a saved block of {rows} positions")
+        size = len(data) if isinstance(data, (bytes, bytearray, memoryview)) else int(data.byteLength)
+        if size != self.kv_export_bytes(rows):
+            raise EngineError(f"restore_kv: {size} bytes for {rows} positions; this model's KV cache "
+                              f"({self.kv_cache}) takes {self.kv_export_bytes(rows)}")
+        check_prompt(ids, self.n_ctx + 1, self.cfg.n_vocab)
+        self.cached_ids = []                       # (a failure below leaves nothing claimed)
+        stride = rows * self.cfg.head_dim * ops.KV_BYTES[self.kv_cache]
+        for j, (buf, offset, length) in enumerate(self.kv_ranges(n)):
+            self.dev.write_buffer(buf, offset, data, j * stride, length)
+        self.cached_ids = ids
+
     def reset(self):
         """Forget the cached tokens (the next generate prefills everything)."""
         self.cached_ids = []

@@ -98,6 +98,8 @@ DATA = {
         "gpuMemory": {"python": "gpu_memory", "type": "number", "min": 0},
         "replace": {"python": "replace", "type": "choice", "of": "replace"},
         "cache": {"python": None, "type": "boolean", "default": True},
+        # the bound of the saved KV caches in OPFS (web/kvstore.mjs; cache: false saves none)
+        "kvSaveBytes": {"python": None, "type": "number", "min": 0},
         "download": {"python": None, "type": "download"},
         "draft": {"python": None, "type": "source"},
     },

@@ -87,6 +87,13 @@ class WebApp:
         self._progress_at = {}
         self.device_ready = None         # clock() when the current device was made
         self.grammars = structured.Grammars()     # compiled grammars by their text (their mask caches)
+        self.kv_store = None             # saved KV caches: web/kvstore.mjs's find / save / drop (set_kv_store)
+
+    def set_kv_store(self, store):
+        """The worker's store of saved KV caches (web/kvstore.mjs), or None: before a reply the longest
+        saved prefix of its prompt is restored (when longer than what the engine holds), after it the
+        conversation's cache is saved."""
+        self.kv_store = store
 
     # ------------------------------------------------------------------ helpers
     def send(self, type_: str, rid, **kw):
@@ -380,7 +387,7 @@ class WebApp:
             if d is not None:
                 d.busy = True
             try:
-                return json.dumps(await self._generate(rid, s, ids, req, max_tokens, constraint, reply))
+                return json.dumps(await self._generate(rid, eid, s, ids, req, max_tokens, constraint, reply))
             finally:
                 s.busy = False
                 if d is not None:
@@ -390,9 +397,13 @@ class WebApp:
         finally:
             self.stops.discard(rid)
 
-    async def _generate(self, rid, s: Slot, ids, req: Request, max_tokens: int, constraint, reply) -> dict:
+    async def _generate(self, rid, eid, s: Slot, ids, req: Request, max_tokens: int, constraint, reply) -> dict:
         from bitweb.generation import common_prefix
         eng = s.eng
+        t0, restored = time.perf_counter(), 0
+        if self.kv_store is not None:
+            restored = await self._restore(eid, eng, ids)
+        restore_ms = (time.perf_counter() - t0) * 1000
         cached = list(eng.cached_ids)
         c = self.running[rid] = Completion(
             req.stops, on_text=lambda text: self.send("text", rid, text=text),
@@ -412,7 +423,39 @@ class WebApp:
         keep = min(common_prefix(cached, ids), len(ids) - 1)
         after = len(res.ids) - self.stop_at[rid] if rid in self.stop_at else None
         out["timing"] = c.timing(res, len(ids), keep, eng.prefill_path, tokens_after_stop=after)
+        if self.kv_store is not None and eng.cached_ids:
+            t0 = time.perf_counter()
+            try:
+                await self.kv_store.save(int(eid), json.dumps(eng.cached_ids), await eng.export_kv(), len(ids))
+            except Exception as e:          # (the reply stands; it is just not saved)
+                print(f"bitweb: the KV cache was not saved: {e}")
+            out["timing"].update(restored_tokens=restored, restore_ms=round(restore_ms, 1),
+                                 save_ms=round((time.perf_counter() - t0) * 1000, 1))
         return out
+
+    async def _restore(self, eid, eng, ids) -> int:
+        """Restore the longest saved prefix of ids (short of its last token, which the reply runs)
+        when it is longer than what the engine holds; a saved cache the engine refuses is deleted.
+        -> the positions restored (0: none)."""
+        from bitweb.generation import common_prefix
+        have = common_prefix(eng.cached_ids, ids)
+        if len(ids) - 1 <= have:
+            return 0
+        try:
+            hit = await self.kv_store.find(int(eid), json.dumps(ids[:-1]), have)
+        except Exception as e:
+            print(f"bitweb: no saved KV cache: {e}")
+            return 0
+        if hit is None or not hasattr(hit, "data"):    # (undefined, or null: jsnull)
+            return 0
+        try:
+            eng.restore_kv(ids[:int(hit.n)], hit.data, int(hit.rows))
+            return int(hit.n)
+        except Exception as e:
+            print(f"bitweb: a saved KV cache was refused and deleted: {e}")
+            eng.reset()
+            await self.kv_store.drop(str(hit.name))
+            return 0
 
     def stats(self) -> str:
         """Diagnostics for tests and the stats panel: wasm heap, live GPU buffers, engines."""

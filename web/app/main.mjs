@@ -53,6 +53,8 @@ function wire() {
   $('url-form').addEventListener('submit', (e) => { e.preventDefault(); loadModel(bitweb.resolveUrl($('url-input').value, location.href)); });
   $('cancel-load').addEventListener('click', () => { state.loading?.ctl.abort(); });
   $('persist').addEventListener('click', async () => { await bitweb.cache.persist(); refreshCache(); });
+  $('kv-clear').addEventListener('click', async () => { await bitweb.cache.clearConversations(); refreshCache(); });
+  $('kv-save-mb').addEventListener('change', () => { saveSettings(); refreshCache(); });
   $('activations').addEventListener('change', () => { saveSettings(); reloadCurrent(); });
   $('kv-cache').addEventListener('change', () => { saveSettings(); reloadCurrent(); });
   $('max-context').addEventListener('input', () => { checkFields(); });

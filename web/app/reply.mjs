@@ -7,6 +7,7 @@ import { updatePhase } from './status.mjs';
 import { showError } from './errors.mjs';
 import { announce, contextMessages, fillMessage, lastMessageEl, renderChat, scrollDown, showMeter } from './chatview.mjs';
 import { newChat, persist } from './conversations.mjs';
+import { refreshCache } from './models.mjs';
 
 export async function send(text) {
   if (!state.engine || state.gen || !text.trim()) return;
@@ -74,6 +75,8 @@ async function reply() {
     m.contextFull = timing?.stop_reason === 'context';
     const bits = [`${usage.completion_tokens} tokens`];
     if (timing.ttft_ms != null) bits.push(`first token ${sec(timing.ttft_ms)}`);
+    const cached = usage.prompt_tokens_details?.cached_tokens;
+    if (cached) bits.push(`${cached} of ${usage.prompt_tokens} prompt tokens from the cache`);
     if (timing.decode_tok_s) bits.push(`${timing.decode_tok_s.toFixed(1)} tok/s`);
     m.stats = bits.join(' · ');
   }
@@ -94,6 +97,7 @@ async function reply() {
   });
   announce(m);
   updatePhase();
+  refreshCache();                                   // (the storage line: the conversation's cache was saved)
   if (document.activeElement === document.body || !document.activeElement || document.activeElement === $('stop')) $('input').focus();
 }
 

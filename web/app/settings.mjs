@@ -99,6 +99,7 @@ export function restoreSettings() {
     if (typeof saved.kvCache === 'string' && Object.hasOwn(bitweb.OPTIONS.kv_cache.choices, saved.kvCache)) $('kv-cache').value = saved.kvCache;
     if (saved.maxContext != null) $('max-context').value = saved.maxContext;
     if (saved.cacheFiles != null) $('cache-files').checked = saved.cacheFiles;
+    if (saved.kvSaveMb != null) $('kv-save-mb').value = saved.kvSaveMb;
     if (saved.jsonOn != null) $('json-on').checked = !!saved.jsonOn;
     if (typeof saved.jsonSchema === 'string') $('json-schema').value = saved.jsonSchema;
   } catch { /* a bad saved value: the defaults */ }
@@ -108,7 +109,7 @@ export function saveSettings() {
   const s = {};
   for (const input of FIELDS()) s[input.name] = input.value;
   Object.assign(s, { system: $('system').value, activations: $('activations').value, kvCache: $('kv-cache').value, maxContext: $('max-context').value,
-    cacheFiles: $('cache-files').checked, jsonOn: $('json-on').checked, jsonSchema: $('json-schema').value });
+    cacheFiles: $('cache-files').checked, kvSaveMb: $('kv-save-mb').value, jsonOn: $('json-on').checked, jsonSchema: $('json-schema').value });
   localStorage.setItem('bitweb.settings', JSON.stringify(s));
 }
 
@@ -132,5 +133,12 @@ export function loadOptions(extra = {}) {
   const ctx = $('max-context').value;
   return { activations: $('activations').value, kvCache: $('kv-cache').value, context: ctx === '' ? null : Number(ctx), capLimits: ADDRESS.capLimits,
     maskFeatures: ADDRESS.maskFeatures,
-    gpuMemory: ADDRESS.gpuMemory, cache: $('cache-files').checked, ...extra };
+    gpuMemory: ADDRESS.gpuMemory, cache: $('cache-files').checked, kvSaveBytes: kvSaveBytes(), ...extra };
+}
+
+// The bound of the saved KV caches of conversations (MB in the form; empty or not positive: null,
+// the library's default).
+function kvSaveBytes() {
+  const v = Number($('kv-save-mb').value);
+  return $('kv-save-mb').value !== '' && Number.isFinite(v) && v > 0 ? v * (1 << 20) : null;
 }

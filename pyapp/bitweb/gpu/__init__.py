@@ -298,6 +298,24 @@ class Device(Pipelines):
         self.run(then)
         return out
 
+    async def read_ranges(self, ranges):
+        """The bytes of several ranges [(buf, offset, size)] (each a multiple of 4 bytes), one after
+        another, once the work submitted so far has written them: natively bytes; in the browser a
+        JS Uint8Array (web/gpu.mjs readRanges: one copy pass, one map; the bytes stay out of the
+        wasm heap). For saving the KV cache (Engine.export_kv)."""
+        self.check_alive()
+        items = [(b.raw, int(o), int(n)) for b, o, n in ranges]
+        for _, o, n in items:
+            if o % 4 or n % 4:
+                raise ValueError(f"read_ranges: offset {o} / size {n} are not multiples of 4")
+        self.counters["reads"] += 1
+        self.counters["read_bytes"] += sum(n for *_, n in items)
+        self.counters["host_calls"] += 1
+        return await self._read_ranges(items)
+
+    async def _read_ranges(self, items):
+        return b"".join([await self._read(raw, o, n) for raw, o, n in items])
+
     def bind_group(self, pipeline: Pipeline, entries: list):
         """entries[i] is binding i: a Buffer or (Buffer, offset, size)."""
         self.check_alive()

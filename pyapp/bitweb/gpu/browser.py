@@ -131,6 +131,10 @@ class BrowserDevice(Device):
         self.run(then)
         return (await pending).to_bytes()
 
+    async def _read_ranges(self, items):
+        return await self.helper.readRanges(self.device, to_js([raw for raw, *_ in items]),
+                                            to_js([v for _, o, n in items for v in (o, n)]))
+
     async def _pipeline(self, code, entry, constants, label):
         try:                                   # (web/gpu.mjs: a pipeline it prepared, or a new compile)
             return await self.helper.compile(self.device, code, entry, _obj(constants) if constants else None, label)
