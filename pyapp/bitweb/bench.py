@@ -44,7 +44,8 @@ decode   `bench_decode(dev, gf, src, tokens=32, prompt_tokens=32, activations="a
     that many bytes (this run) and step time / roofline time (roofline = bytes per token /
     streaming bandwidth).
 load     `bench_load(dev, path)`: Engine.load(wait_prefill=False) time (upload, the decode kernels'
-    compile), ready_s (load + the first token of a 7-token prompt: the app's first reply),
+    compile), ready_s (load + the first token of a 7-token prompt: the app's first reply; ready_cpu_s:
+    the process's CPU time, all threads, for the same span: steadier than wall time on a shared CPU),
     prefill_kernels_s (from the start until the prefill kernels are compiled: on lavapipe by a
     second device, Device.warm), the distinct pipelines and the load's stages (ms), file bytes/s,
     peak extra memory: tracemalloc peak of the Python heap during the load, and the growth of the
@@ -483,7 +484,7 @@ async def bench_load(dev, path: str, activations: str = "a8", lm_head: str | Non
         rss = lambda: None        # noqa: E731
     size, marks, rss0 = os.path.getsize(path), {}, rss()
     tracemalloc.start()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     kw = dict({"lm_head": lm_head} if lm_head else {}, **({"kv_cache": kv_cache} if kv_cache else {}))
     with FileSource(path) as src:
         eng = await Engine.load(dev, open_gguf(path), src, activations=activations, wait_prefill=False,
@@ -493,13 +494,13 @@ async def bench_load(dev, path: str, activations: str = "a8", lm_head: str | Non
     from bitweb.sampling import SamplingParams
     ids = eng.tokenizer.encode("What is the capital of France?")
     await eng.generate(ids, SamplingParams(), 1, ignore_eos=True)
-    t2, path_ = time.perf_counter(), eng.prefill_path
+    t2, c2, path_ = time.perf_counter(), time.process_time(), eng.prefill_path
     await eng.prefill_compiled
     t_compile = marks.get("compile", t1)
     out = {"bench": "load", "device": dev.describe(), "model": eng.cfg.summary(), "file_bytes": size,
            "kv_cache": eng.kv_variant, "n_ctx": eng.n_ctx, "kv_cache_bytes": eng.kv_bytes,
            "load_s": round(t1 - t0, 3), "upload_s": round(t_compile - t0, 3), "compile_s": round(t1 - t_compile, 3),
-           "ready_s": round(t2 - t0, 3), "first_reply_prompt": f"{len(ids)} tokens, {path_}",
+           "ready_s": round(t2 - t0, 3), "ready_cpu_s": round(c2 - c0, 3), "first_reply_prompt": f"{len(ids)} tokens, {path_}",
            "prefill_kernels_s": round(time.perf_counter() - t0, 3), "pipelines": eng.n_pipelines,
            "stages_ms": eng.stage_ms,
            "bytes_per_s": round(size / (t1 - t0)), "upload_bytes_per_s": round(size / max(t_compile - t0, 1e-9)),
