@@ -61,6 +61,10 @@ class NativeDevice(Device):
                 pass
 
         def work():
+            try:            # niced (Linux: per thread, inherited by the driver's threads made here):
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)  # the reply goes first
+            except (AttributeError, OSError):
+                pass
             try:
                 settle(done.set_result, self._warm_sync(items, stop))
             except BaseException as e:     # (reported to the awaiting task)
