@@ -166,6 +166,8 @@ def test_load_and_tokenizer_cli(tiny, capsys):
     assert r["bench"] == "load" and r["file_bytes"] == os.path.getsize(tiny)
     assert r["load_s"] > 0 and close(r["bytes_per_s"], r["file_bytes"] / r["load_s"], rel=0.01)
     assert r["upload_s"] + r["compile_s"] <= r["load_s"] + 2e-3      # each rounded to 1 ms
+    assert r["load_s"] <= r["ready_s"] <= r["prefill_kernels_s"] and r["pipelines"] > 0 and r["ready_cpu_s"] > 0
+    assert {"upload", "compile", "compile_prefill", "plans"} <= set(r["stages_ms"])
     assert r["python_heap_peak_bytes"] > 0 and r["rss_peak_growth_bytes"] >= 0
     assert r["gpu_write_bytes"] >= sum(t.nbytes for t in open_gguf(tiny).tensors.values()) - 4096
     assert cli.main(["bench", "tokenizer", "--json"]) == 0

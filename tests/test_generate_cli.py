@@ -78,6 +78,8 @@ def test_native_equals_numpy_64_tokens(model, capsys, gpu, act):
     a, b = json.loads(out), json.loads(out2)
     # greedy native decode one step ahead: write params, encode, submit, read (engine docstring)
     assert len(a["ids"]) == 64 and b["dispatches_per_token"] > 0 and b["host_calls_per_token"] == 4
+    assert list(b) == KEYS + ["load"] and b["load"]["pipelines"] >= 10 and b["load"]["ms"] > 0
+    assert {"upload", "compile", "compile_prefill", "plans"} == set(b["load"]["stages_ms"])
     if act == "a8" and a["ids"] != b["ids"]:          # only an A8 rounding tie may explain this
         from tests.test_engine import assert_same_greedy
         from bitweb.engine import Engine

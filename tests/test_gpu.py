@@ -62,6 +62,22 @@ def test_a_failed_compile_names_the_kernel_and_is_not_cached(gpu):
     assert run(gpu.pipeline(*good)) is run(gpu.pipelines([good]))[0]
 
 
+def test_warm_compiles_off_the_queue_where_the_driver_compiles_at_dispatch(gpu):
+    """Device.warm: on lavapipe (compiles at the first dispatch) each distinct pipeline is run once
+    by a second device (Mesa's shader cache hands its code over); elsewhere nothing to do. A step
+    that does not compile fails as pipeline() does, before any thread."""
+    from bitweb.kernels import glue
+    steps = [glue.add(96), glue.add(96), glue.act_mul(96, "silu")]
+    want = 2 if gpu.compiles_at_dispatch else 0
+    assert run(gpu.warm(steps)) == want
+    assert run(gpu.warm([])) == 0
+    if want:
+        import dataclasses
+        bad = dataclasses.replace(glue.add(96), entry="no_such_entry")
+        with pytest.raises(gpu_mod.ShaderError, match="glue.*no_such_entry"):
+            run(gpu.warm([bad]))
+
+
 class SlowCompiles(gpu_mod.Device):
     """A device whose compiles take a while, as createComputePipelineAsync does: counts how many
     are in flight at once; `fail` names entries whose compile fails."""

@@ -43,10 +43,14 @@ decode   `bench_decode(dev, gf, src, tokens=32, prompt_tokens=32, activations="a
     one embedding row + the KV cache at the mean decode position), the streaming bandwidth over
     that many bytes (this run) and step time / roofline time (roofline = bytes per token /
     streaming bandwidth).
-load     `bench_load(dev, path)`: Engine.load time (upload and compile), file bytes/s, peak extra
-    memory: tracemalloc peak of the Python heap during the load, and the growth of the process's
-    peak resident set (ru_maxrss, CPython on Linux/macOS). On CPU adapters (lavapipe) GPU buffers
-    live in process memory, so the RSS growth includes the model itself.
+load     `bench_load(dev, path)`: Engine.load(wait_prefill=False) time (upload, the decode kernels'
+    compile), ready_s (load + the first token of a 7-token prompt: the app's first reply; ready_cpu_s:
+    the process's CPU time, all threads, for the same span: steadier than wall time on a shared CPU),
+    prefill_kernels_s (from the start until the prefill kernels are compiled: on lavapipe by a
+    second device, Device.warm), the distinct pipelines and the load's stages (ms), file bytes/s,
+    peak extra memory: tracemalloc peak of the Python heap during the load, and the growth of the
+    process's peak resident set (ru_maxrss, CPython on Linux/macOS). On CPU adapters (lavapipe) GPU
+    buffers live in process memory, so the RSS growth includes the model itself.
 tokenizer  `bench_tokenizer(md)`: pure-Python BPE speed (`bench_encode`: load, cold / warm encode, decode
     tokens/s), and the same vocabulary under the qwen2 pre-tokenizer against llama-bpe.
 """
@@ -479,31 +483,29 @@ async def bench_load(dev, path: str, activations: str = "a8", lm_head: str | Non
         rss = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin" else 1024)  # noqa: E731
     except ImportError:          # Pyodide
         rss = lambda: None        # noqa: E731
-    size = os.path.getsize(path)
-    marks = {}
-
-    def progress(stage, done, total):
-        marks.setdefault(stage, time.perf_counter())
-    rss0 = rss()
+    size, marks, rss0 = os.path.getsize(path), {}, rss()
     tracemalloc.start()
-    t0 = time.perf_counter()
-    gf = open_gguf(path)
-    kw = {"lm_head": lm_head} if lm_head else {}
-    if kv_cache:
-        kw["kv_cache"] = kv_cache
+    t0, c0 = time.perf_counter(), time.process_time()
+    kw = dict({"lm_head": lm_head} if lm_head else {}, **({"kv_cache": kv_cache} if kv_cache else {}))
     with FileSource(path) as src:
-        eng = await Engine.load(dev, gf, src, activations=activations, progress=progress, **kw)
+        eng = await Engine.load(dev, open_gguf(path), src, activations=activations, wait_prefill=False,
+                                progress=lambda stage, *_: marks.setdefault(stage, time.perf_counter()), **kw)
     t1 = time.perf_counter()
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    rss1 = rss()
+    (_, peak), _, rss1 = tracemalloc.get_traced_memory(), tracemalloc.stop(), rss()
+    from bitweb.sampling import SamplingParams
+    ids = eng.tokenizer.encode("What is the capital of France?")
+    await eng.generate(ids, SamplingParams(), 1, ignore_eos=True)
+    t2, c2, path_ = time.perf_counter(), time.process_time(), eng.prefill_path
+    await eng.prefill_compiled
     t_compile = marks.get("compile", t1)
     out = {"bench": "load", "device": dev.describe(), "model": eng.cfg.summary(), "file_bytes": size,
            "kv_cache": eng.kv_variant, "n_ctx": eng.n_ctx, "kv_cache_bytes": eng.kv_bytes,
            "load_s": round(t1 - t0, 3), "upload_s": round(t_compile - t0, 3), "compile_s": round(t1 - t_compile, 3),
+           "ready_s": round(t2 - t0, 3), "ready_cpu_s": round(c2 - c0, 3), "first_reply_prompt": f"{len(ids)} tokens, {path_}",
+           "prefill_kernels_s": round(time.perf_counter() - t0, 3), "pipelines": eng.n_pipelines,
+           "stages_ms": eng.stage_ms,
            "bytes_per_s": round(size / (t1 - t0)), "upload_bytes_per_s": round(size / max(t_compile - t0, 1e-9)),
-           "python_heap_peak_bytes": peak,
-           "rss_peak_growth_bytes": (rss1 - rss0) if rss0 is not None else None,
+           "python_heap_peak_bytes": peak, "rss_peak_growth_bytes": (rss1 - rss0) if rss0 is not None else None,
            "gpu_write_bytes": dev.counters["write_bytes"],
            "note": "tracemalloc was on during the load; ru_maxrss growth includes GPU buffers on CPU adapters"}
     eng.close()

@@ -42,6 +42,7 @@ GROUPS = {"qkv": ("attn_q", "attn_k", "attn_v"), "o": ("attn_output",), "gu": ("
 # in one buffer per tuple of linears that a kernel binds: each group's, and q, k, v alone (the
 # prefill matmul and SwiftShader's one-part gemv run them one at a time). GPUModel.mult looks them up.
 MULTIPLIERS = tuple(GROUPS.values()) + tuple((n,) for n in GROUPS["qkv"])
+BINDING_ALIGN = 256   # a storage binding's offset: the largest minStorageBufferOffsetAlignment WebGPU allows
 
 
 @dataclass
@@ -219,6 +220,9 @@ class PrefillOps(_Ops):
         B, M, P = self.B, self.M, self.B["params"]
         inp = self.normed if inp is None else inp
         if self.h.packed:
+            if y_col0 and (4 * y_col0) % BINDING_ALIGN == 0:     # the column in the binding's offset: k and v
+                off = 4 * y_col0                                  # share one pipeline (one compile less)
+                y, y_col0 = ((y, off, y.size - off) if hasattr(y, "size") else y), 0
             st = bitlinear_tiled.matmul(self.fmt, n_in, n_out, M, a8=self.a8, residual=residual,
                                         y_stride=y_stride, y_col0=y_col0, dev=self.h.dev)
             return [(st, dict(inp, params=P, mult=mult, y=y, w=w))]

@@ -41,7 +41,7 @@ from bitweb.model import Model, a8_linears
 from bitweb.options import ACTIVATIONS, LM_HEADS    # lm_head= options: re-quantize the LM head on load (None: as in the file)
 from bitweb.sampling import Sampler, SamplingError, SamplingParams, choose, penalty_ids
 from bitweb.upload import (MAX_PENALTY_IDS, PREFILL_ROWS, Fit, check_limits, check_support,
-                           compile_keys, compile_pipelines, fit_model, state_buffers,
+                           compile_keys, compile_pipelines, compile_steps, fit_model, state_buffers,
                            upload_tensors, widest_row)
 
 TOPK_MIN = 64                 # candidates read back for temperature sampling (more when top_k asks)
@@ -122,7 +122,9 @@ class Engine:
         the decode kernels are ready, the prefill kernels go on compiling (`prefill_compiled`);
         until they are done prompts are prefilled token by token through the decode plan (the
         same tokens: `prefill_ready`), so neither ready nor a first reply waits for them (a CPU
-        rasteriser takes seconds per kernel).
+        rasteriser takes seconds per kernel). Where the driver compiles at the first dispatch
+        (lavapipe) they are compiled off the queue too (Device.warm: a second device in a thread)
+        before `prefill_compiled` is done, so the first prompt after that does not stall on them.
         progress(stage, done, total): stage "upload" (bytes), "compile" (distinct pipelines
         compiled; the decode kernels' when wait_prefill is False), "ready". stage_ms: [start, end]
         of "upload", "compile" and "plans" ([start, end] ms from the start of load()); the
@@ -153,6 +155,7 @@ class Engine:
 
         first, later = eng._compile_keys()
         dev.check_pipelines(first + later)      # workgroup memory / size: refused here, before any upload
+        warm = [] if wait_prefill else eng._compile_steps()[1]   # (lavapipe: compiled off the queue, dev.warm)
         n_first = len({dev.pipeline_key(*k) for k in first})
         eng.n_pipelines = n_first + len({dev.pipeline_key(*k) for k in later})
         total = eng.n_pipelines if wait_prefill else n_first
@@ -163,6 +166,7 @@ class Engine:
             span("compile", c0)
             c1 = now_ms()
             await compile_pipelines(dev, later, progress if wait_prefill else None, n_first, total)
+            await dev.warm(warm)
             span("compile_prefill", c1)
         compiling = asyncio.ensure_future(compile_all())    # while the weights upload
         try:
@@ -222,6 +226,10 @@ class Engine:
     def _compile_keys(self) -> tuple:
         """(first, later) pipeline keys of the plans (compile_keys), the top-k of TOPK_MIN among the later."""
         return compile_keys(self.gpu_model, self.prefill_rows, min(TOPK_MIN, self.cfg.n_vocab))
+
+    def _compile_steps(self) -> tuple:
+        """_compile_keys' steps (compile_steps)."""
+        return compile_steps(self.gpu_model, self.prefill_rows, min(TOPK_MIN, self.cfg.n_vocab))
 
     async def _build(self):
         """Create the state buffers, bind the decode steps and record the decode plans."""
@@ -570,6 +578,8 @@ class Engine:
         return list(self.w.values()) + list(self.buf.values()) + [b for s in self.shards.values() for *_, b in s] + tops
 
     def close(self):
+        if self.prefill_compiled is not None and not self.prefill_compiled.done():
+            self.prefill_compiled.cancel()      # (Device.warm's thread stops after its pipeline)
         for b in self._all_buffers():
             b.destroy()
         for d in (self.w, self.buf, self.shards):

@@ -15,7 +15,7 @@ records the plans, on a blocks.GPUModel.
                                      re-quantized on the GPU (requant_q8_0)
     state_buffers                    activations, params, token, RoPE freqs, the KV cache, prefill rows
     compile_keys, compile_pipelines  every kernel the plans use, listed before any buffer exists and
-                                     compiled while the weights upload
+                                     compiled while the weights upload (compile_steps: the steps)
 """
 from __future__ import annotations
 
@@ -287,6 +287,17 @@ def compile_keys(h: GPUModel, prefill_rows: int, topk: int) -> tuple:
     default is greedy: a sampled reply before it is compiled waits for it) and the prefill plan's
     (prefill_rows rows) that are not among the first. Listed before any buffer exists, on a copy of
     the handle whose buffers are stand-ins (their names): only the kernels matter."""
+    first, later = compile_steps(h, prefill_rows, topk)
+    return [_key(st) for st in first], [_key(st) for st in later]
+
+
+def _key(st) -> tuple:
+    return (st.shader, st.entry, st.constants, st.defines)
+
+
+def compile_steps(h: GPUModel, prefill_rows: int, topk: int) -> tuple:
+    """compile_keys' steps (kernels.Step: their bindings too, for Device.warm), one per distinct
+    pipeline, as (first, later)."""
     cfg, m = h.cfg, h.model
     dry = stand_in(h)
     requant_head = h.lm_head is not None and m.lm_head.format is not h.lm_head
@@ -300,10 +311,13 @@ def compile_keys(h: GPUModel, prefill_rows: int, topk: int) -> tuple:
     if prefill_rows > 1:
         prefill += [st for st, _ in prefill_steps(dry, prefill_rows, True)]
     key = h.dev.pipeline_key
-    first = [(st.shader, st.entry, st.constants, st.defines) for st in steps]
-    have = {key(*k) for k in first}
-    later = [(st.shader, st.entry, st.constants, st.defines) for st in prefill]
-    return first, [k for k in later if key(*k) not in have]
+    first, later = {}, {}
+    for st in steps:
+        first.setdefault(key(*_key(st)), st)
+    for st in prefill:
+        if key(*_key(st)) not in first:
+            later.setdefault(key(*_key(st)), st)
+    return list(first.values()), list(later.values())
 
 
 async def compile_pipelines(dev, keys, progress=None, base: int = 0, total: int = 0):

@@ -7,7 +7,8 @@ the template's end of turn); --thinking on|off sets the template's thinking swit
 --chat). Without --chat the prompt is encoded as plain text (BOS per the file).
 --json prints one object at the end instead of streaming:
   {"prompt_ids", "ids", "text", "stop_reason", "prefill_ms", "decode_ms_per_token",
-   "dispatches_per_token", "host_calls_per_token"}
+   "dispatches_per_token", "host_calls_per_token"}, and natively "load": {"ms", "pipelines" (distinct,
+   the model's plans), "stages_ms" (Engine.stage_ms: upload, compile, compile_prefill, plans)}
 --lm-head q8_0 converts the LM head to Q8_0 on the GPU after upload (Engine.load(lm_head=)).
 --kv-cache f16 (default) | f32: the KV cache's values (Engine.load(kv_cache=); numpy rounds as the GPU).
 --stats prints timing and GPU counters to stderr (replayed plan dispatches = the fast path,
@@ -150,7 +151,7 @@ def main(args) -> int:
     else:
         res, extra, c = asyncio.run(_native(gf, args, params, max_ctx, grammar))
     if args.json:
-        print(json.dumps(res.to_json()))
+        print(json.dumps(dict(res.to_json(), **({"load": res.load} if hasattr(res, "load") else {}))))
     else:
         print()
     if args.stats:
@@ -169,6 +170,7 @@ async def _native(gf, args, params, max_ctx, grammar=None):
                                 lm_head=getattr(args, "lm_head", None), kv_cache=args.kv_cache)
     if eng.context_note:
         print(f"bitweb generate: {eng.context_note} (--ctx)", file=sys.stderr)
+    load = {"ms": round(eng.load_ms, 1), "pipelines": eng.n_pipelines, "stages_ms": eng.stage_ms}
     speculative = getattr(args, "speculative", None)
     if getattr(args, "draft", None):
         with FileSource(args.draft) as src:
@@ -179,4 +181,5 @@ async def _native(gf, args, params, max_ctx, grammar=None):
     res = await eng.generate(ids, params, args.max_tokens, on_token=_on_token(args),
                              ignore_eos=getattr(args, "ignore_eos", False), stop_ids=stops, constraint=c,
                              speculative=speculative)
+    res.load = load
     return res, f"{dev.backend} {args.activations}: ", c

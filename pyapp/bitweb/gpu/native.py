@@ -41,6 +41,76 @@ class NativeDevice(Device):
         self.device.destroy()
         self._set_lost("destroyed", "the device was destroyed")
 
+    def _compiles_at_dispatch(self):
+        """lavapipe (llvmpipe) with Mesa's shader cache on: what one device compiles, another reads."""
+        cache_off = os.environ.get("MESA_SHADER_CACHE_DISABLE", "").lower() in ("1", "true", "yes")
+        return "llvmpipe" in " ".join(str(v) for v in self.info.values()) and not cache_off and \
+            getattr(self, "requested", None) is not None
+
+    async def _warm(self, items):
+        import asyncio
+        import threading
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+        stop = threading.Event()
+
+        def settle(fn, value):
+            try:
+                loop.call_soon_threadsafe(lambda: done.done() or fn(value))
+            except RuntimeError:           # the loop has closed: nobody waits
+                pass
+
+        def work():
+            try:            # niced (Linux: per thread, inherited by the driver's threads made here):
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)  # the reply goes first
+            except (AttributeError, OSError):
+                pass
+            try:
+                settle(done.set_result, self._warm_sync(items, stop))
+            except BaseException as e:     # (reported to the awaiting task)
+                settle(done.set_exception, e)
+        threading.Thread(target=work, name="bitweb-warm", daemon=True).start()
+        try:
+            return await asyncio.shield(done)
+        except asyncio.CancelledError:
+            stop.set()
+            raise
+
+    def _warm_sync(self, items, stop):
+        """In a thread: a second device of this adapter (same features and limits: the same WGSL
+        compiles to the same code) dispatches each pipeline once, one workgroup, over scratch
+        buffers (zeros; WebGPU's bounds checks keep every access inside them)."""
+        import wgpu
+        features, limits = self.requested
+        dev = self.adapter.request_device_sync(required_features=features, required_limits=limits,
+                                               label="bitweb warm")
+        size = 1 << 16
+        usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_SRC
+        bufs = [dev.create_buffer(size=size, usage=usage) for _ in range(max(1, *(i[3] for i in items)))]
+        n = 0
+        try:
+            for code, entry, consts, n_bind, label in items:
+                if stop.is_set():
+                    break
+                compute = {"module": dev.create_shader_module(code=code, label=label), "entry_point": entry}
+                if consts:
+                    compute["constants"] = {k: float(v) if isinstance(v, float) else int(v) for k, v in consts.items()}
+                p = dev.create_compute_pipeline(layout="auto", compute=compute, label=label)
+                bg = dev.create_bind_group(layout=p.get_bind_group_layout(0), entries=[
+                    {"binding": i, "resource": {"buffer": bufs[i], "offset": 0, "size": size}} for i in range(n_bind)])
+                enc = dev.create_command_encoder()
+                cp = enc.begin_compute_pass()
+                cp.set_pipeline(p)
+                cp.set_bind_group(0, bg)
+                cp.dispatch_workgroups(1, 1, 1)
+                cp.end()
+                dev.queue.submit([enc.finish()])
+                dev.queue.read_buffer(bufs[0], 0, 4)      # waits: compiled (one at a time: the cache is written)
+                n += 1
+        finally:
+            dev.destroy()
+        return n
+
     def _create_buffer(self, size, usage, label):
         return self.device.create_buffer(size=size, usage=usage, label=label)
 
@@ -170,5 +240,6 @@ async def request_device(mask=(), caps=None) -> NativeDevice:
     caps_.subgroup_min = int(info.get("subgroup_min_size", 0) or 0)
     caps_.subgroup_max = int(info.get("subgroup_max_size", 0) or 0)
     dev = NativeDevice(adapter, device, want, caps_)
+    dev.requested = ([_NATIVE_FEATURE.get(f, f) for f in want], limits)     # (for _warm's second device)
     dev.limits = capped(dev.limits, dict(caps or {}))
     return dev

@@ -1,7 +1,9 @@
 """Device's pipelines (stdlib only): compiled once per (shader, entry, constants, defines), WGSL
 specialised for the device by bitweb.shaders, many in flight at once (`pipelines`), each checked
 against the device's workgroup limits before it compiles (`check_pipelines`). A compile asked for
-while the same key is in flight waits for that one; a failed compile is not cached."""
+while the same key is in flight waits for that one; a failed compile is not cached. `warm`: where
+the driver compiles at a pipeline's first dispatch (lavapipe), compile pipelines off this device's
+queue, so a reply decoding meanwhile does not wait behind them."""
 from __future__ import annotations
 
 import asyncio
@@ -122,6 +124,39 @@ class Pipelines:
         size_x = int(self.limits.get("maxComputeWorkgroupSizeX", 256))
         if x > size_x:
             raise LimitsError(f"{what} has workgroup size x = {x}; this GPU allows maxComputeWorkgroupSizeX = {size_x}")
+
+    @property
+    def compiles_at_dispatch(self) -> bool:
+        """Whether this adapter compiles a pipeline's code at its first dispatch rather than at
+        createComputePipeline (lavapipe: llvmpipe builds the LLVM code when a dispatch first runs it,
+        on the queue's thread, seconds a kernel). The backend says (_compiles_at_dispatch)."""
+        return self._compiles_at_dispatch()
+
+    async def warm(self, steps) -> int:
+        """Have the driver compile `steps`' pipelines (kernels.Step: shader, entry, constants,
+        defines, bind) without this device's queue running them, where it compiles at the first
+        dispatch (compiles_at_dispatch) and can share the result: natively on lavapipe a second
+        device of the same adapter, in a thread, dispatches each pipeline once (one workgroup over
+        scratch buffers) and Mesa's shader cache hands the compiled code to this device's first
+        dispatch. Returns how many were warmed (0 where there is nothing to do); stops between
+        pipelines when cancelled. Pipelines are compiled (pipeline()) here first, so a bad kernel
+        fails as it would without warm."""
+        if not self.compiles_at_dispatch:
+            return 0
+        items = []
+        for st in steps:
+            key = self.pipeline_key(st.shader, st.entry, st.constants, st.defines)
+            await self.pipeline(*key[:2], dict(key[2]), dict(key[3]))
+            items.append((self._code(key), key[1], dict(key[2]), len(st.bind), f"{key[0]}:{key[1]}"))
+        items = list({(i[4], i[0], tuple(sorted(i[2].items()))): i for i in items}.values())
+        return await self._warm(items) if items else 0
+
+    def _compiles_at_dispatch(self) -> bool:
+        return False
+
+    async def _warm(self, items) -> int:
+        """items: (WGSL, entry, constants, number of bindings, label) per distinct pipeline."""
+        return 0
 
     async def _compile(self, key) -> Pipeline:
         shader, entry, consts, defs = key
