@@ -59,6 +59,17 @@ export function jsonOutput() {
   return { response_format: text ? { type: 'json_schema', json_schema: { name: 'reply', schema: JSON.parse(text) } } : { type: 'json_object' } };
 }
 
+// Speculative decoding: the create() field of the setting for the loaded model. 'auto' drafts by prompt
+// lookup where it was measured to pay (PERFORMANCE.md, "Speculative decoding", lavapipe: the default I2_S
+// model with 8-bit activations, whose verification pass costs about two decode steps, up to 1.35x and 4.76x
+// on a repeated answer; SmolLM2 Q4_1 with f32 activations, about five steps a pass, 0.78-1.01x: off).
+export const lookupPays = (info) => info.weights === 'I2_S' && info.activations === 'a8';
+
+export function speculativeOption(info) {
+  const v = $('speculative').value;
+  return v === 'lookup' || (v === 'auto' && lookupPays(info)) ? { speculative: { mode: 'lookup' } } : {};
+}
+
 export function checkFields() {
   for (const input of FIELDS()) {
     let err = $(`${input.id}-error`);
@@ -101,6 +112,7 @@ export function restoreSettings() {
     if (saved.cacheFiles != null) $('cache-files').checked = saved.cacheFiles;
     if (saved.jsonOn != null) $('json-on').checked = !!saved.jsonOn;
     if (typeof saved.jsonSchema === 'string') $('json-schema').value = saved.jsonSchema;
+    if (['auto', 'lookup', 'off'].includes(saved.speculative)) $('speculative').value = saved.speculative;
   } catch { /* a bad saved value: the defaults */ }
 }
 
@@ -108,7 +120,8 @@ export function saveSettings() {
   const s = {};
   for (const input of FIELDS()) s[input.name] = input.value;
   Object.assign(s, { system: $('system').value, activations: $('activations').value, kvCache: $('kv-cache').value, maxContext: $('max-context').value,
-    cacheFiles: $('cache-files').checked, jsonOn: $('json-on').checked, jsonSchema: $('json-schema').value });
+    cacheFiles: $('cache-files').checked, jsonOn: $('json-on').checked, jsonSchema: $('json-schema').value,
+    speculative: $('speculative').value });
   localStorage.setItem('bitweb.settings', JSON.stringify(s));
 }
 

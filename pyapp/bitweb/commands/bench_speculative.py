@@ -10,11 +10,7 @@ medians over --trials trials after one warm-up run of each (plans recorded). Eve
 tokens are checked equal to the plain run's ("same")."""
 from __future__ import annotations
 
-import asyncio
-import json
 import statistics
-
-from bitweb.bench import BenchError
 
 PASSAGE = ("The lighthouse keeper climbed the stairs at dusk, lit the lamp, and wrote the weather in the log: "
            "wind from the north-west, light rain, visibility four miles. At midnight he climbed again, trimmed "
@@ -36,15 +32,8 @@ TASKS = {   # name -> (user message, schema or None); "recall": the question ask
 }
 
 
-def main(args) -> int:
-    if not args.model:
-        raise BenchError("bench speculative needs a MODEL.gguf")
-    r = asyncio.run(_main(args))
-    print(json.dumps(r) if args.json else describe(r))
-    return 0
-
-
-async def _main(args) -> dict:
+async def run(args) -> dict:
+    """The CLI's run (commands/bench.py report: the model checked, the result printed)."""
     from bitweb import gpu
     from bitweb.engine import Engine
     from bitweb.gguf import FileSource, open_gguf
