@@ -304,7 +304,7 @@ def test_bench_speculative_reports_each_task(pair):
     """bitweb bench speculative's figures on the tiny model: a row per task, drafting runs' tokens
     the plain run's ("same"), ratios the quotient of the tokens/s they derive from, describe() a line
     per task."""
-    from bitweb.commands.bench_speculative import TASKS, bench_speculative, describe
+    from bitweb.speculative_bench import TASKS, bench_speculative, describe
     eng, draft = pair
     tasks = {k: TASKS[k] for k in ("recall", "extract")}
     r = run(bench_speculative(eng, draft, tokens=12, trials=1, tasks=tasks))
