@@ -1,11 +1,12 @@
 """The app's speculative decoding setting (web/app/settings.mjs speculativeOption), end to end on the
-shipped default model (I2_S, 8-bit activations: where prompt lookup was measured to pay, so the
-setting's "Automatic" drafts): one greedy chat asks the same question three times, the first two
-replies with the setting as it starts (Automatic), the third with it Off. Every reply equals the
-native engine's plain decoding (drafting never changes greedy tokens); a drafted reply's usage has
-speculative {mode: 'lookup', drafted, accepted} and the Stats panel and the reply's footer show the
-acceptance; the Off reply has no usage.speculative and the panel says off. The app's other browser
-tests are in test_app.py."""
+shipped default model in Chromium on SwiftShader, a CPU rasteriser: "Automatic" (the setting as it
+starts) does not draft there (measured slower: PERFORMANCE.md, "Speculative decoding"). One greedy
+chat asks the same question three times: Automatic, then Prompt lookup (the model's own first answer
+is in the context: it is drafted and kept), then Off. Every reply equals the native engine's plain
+decoding (drafting never changes greedy tokens); the drafted reply's usage has speculative {mode:
+'lookup', drafted, accepted} and the Stats panel and the reply's footer show the acceptance; the
+others have no usage.speculative and the panel says off; the choice survives a reload. The app's
+other browser tests are in test_app.py."""
 from __future__ import annotations
 
 from tests.conftest import ROOT
@@ -21,11 +22,11 @@ def test_speculative_setting_drafts_where_it_pays_and_shows_the_acceptance(brows
     page = a.page
     try:
         info = a.open(query="")
-        assert (info["weights"], info["activations"]) == ("I2_S", "a8"), info
+        assert info["adapter"]["software"] == "SwiftShader", info["adapter"]
         assert page.input_value("#speculative") == "auto"
         a.set(temperature=0, max_tokens=48)
         texts, usages, stats = [], [], []
-        for n, setting in enumerate(["auto", "auto", "off"], 1):
+        for n, setting in enumerate(["auto", "lookup", "off"], 1):
             page.select_option("#speculative", setting)
             got = a.reply(a.say(QUESTION))
             texts.append(got["text"])
@@ -39,8 +40,8 @@ def test_speculative_setting_drafts_where_it_pays_and_shows_the_acceptance(brows
         recall = usages[1]["speculative"]
         assert recall["mode"] == "lookup" and 0 < recall["accepted"] <= recall["drafted"], usages
         assert stats[1] == f"{recall['accepted']} of {recall['drafted']} (prompt lookup)"
-        assert usages[0]["speculative"]["mode"] == "lookup"
-        assert "speculative" not in usages[2] and stats[2] == "off", (usages[2], stats[2])
+        for i in (0, 2):                                     # Automatic on a CPU rasteriser, Off
+            assert "speculative" not in usages[i] and stats[i] == "off", (usages[i], stats[i])
         page.reload()                                        # the choice is kept
         a.wait_ready()
         assert page.input_value("#speculative") == "off"

@@ -60,10 +60,12 @@ export function jsonOutput() {
 }
 
 // Speculative decoding: the create() field of the setting for the loaded model. 'auto' drafts by prompt
-// lookup where it was measured to pay (PERFORMANCE.md, "Speculative decoding", lavapipe: the default I2_S
-// model with 8-bit activations, whose verification pass costs about two decode steps, up to 1.35x and 4.76x
-// on a repeated answer; SmolLM2 Q4_1 with f32 activations, about five steps a pass, 0.78-1.01x: off).
-export const lookupPays = (info) => info.weights === 'I2_S' && info.activations === 'a8';
+// lookup on a hardware GPU only. Measured on CPU rasterisers (PERFORMANCE.md, "Speculative decoding"):
+// in Chromium on SwiftShader the default model ran copy, extraction and code 0.75-0.94x as fast with
+// drafting (4.2x only on a question asked again): a checking pass of 8 rows costs 1.5-2.5 decode steps
+// on a CPU, whose arithmetic grows with the rows. A GPU's decode is bound by reading the weights, which
+// a pass reads once for all its rows (not measured here: no GPU in this project's runs).
+export const lookupPays = (info) => !info.adapter?.software;
 
 export function speculativeOption(info) {
   const v = $('speculative').value;
