@@ -61,9 +61,10 @@ export function jsonOutput() {
 
 // Speculative decoding: the create() field of the setting for the loaded model. 'auto' drafts by prompt
 // lookup on a hardware GPU only. Measured on CPU rasterisers (PERFORMANCE.md, "Speculative decoding"):
-// in Chromium on SwiftShader the default model ran copy, extraction and code 0.75-0.94x as fast with
-// drafting (4.2x only on a question asked again): a checking pass of 8 rows costs 1.5-2.5 decode steps
-// on a CPU, whose arithmetic grows with the rows. A GPU's decode is bound by reading the weights, which
+// in Chromium on SwiftShader (two runs, default model) copy, extraction and code went 0.75-1.58x as fast
+// with drafting, extraction slower in both, a question asked again 1.9-4.2x: no gain outside repeats
+// beyond the noise, a loss where drafts fail. A checking pass of 8 rows costs 1.5-2.5 decode steps on
+// a CPU, whose arithmetic grows with the rows. A GPU's decode is bound by reading the weights, which
 // a pass reads once for all its rows (not measured here: no GPU in this project's runs).
 export const lookupPays = (info) => !info.adapter?.software;
 
