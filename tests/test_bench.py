@@ -178,3 +178,19 @@ def test_load_and_tokenizer_cli(tiny, capsys):
 def test_decode_without_model_is_an_error(capsys):
     assert cli.main(["bench", "decode"]) == 1
     assert "needs a MODEL.gguf" in capsys.readouterr().err
+
+
+def test_stop_speculative_grammar_share_one_report(tiny, capsys):
+    """commands/bench.py report(): the model check names the bench; grammar needs none and prints
+    its results as JSON or as text."""
+    for what in ("stop", "speculative"):
+        assert cli.main(["bench", what]) == 1
+        assert f"bench {what} needs a MODEL.gguf" in capsys.readouterr().err
+    assert cli.main(["bench", "grammar", tiny, "--json", "--tokens", "8"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert [x["vocab_file"] for x in r] == [os.path.basename(tiny)]
+    assert cli.main(["bench", "grammar", tiny, "--tokens", "8"]) == 0
+    from bitweb.grammar.bench import describe
+    text, want = capsys.readouterr().out.splitlines(), describe(r[0]).splitlines()
+    assert len(text) == len(want) and text[0].split(", built")[0] == want[0].split(", built")[0], (text, want)
+    assert [t.split()[0] for t in text[1:]] == [w.split()[0] for w in want[1:]]    # (times differ between runs)

@@ -39,6 +39,21 @@ def test_lookup_drafts_the_continuation_of_the_latest_longest_match():
     assert run(spec.Lookup().propose([1, 2, 3, 9, 1, 2, 3], 5)) == [9, 1, 2, 3]   # up to the end of the context
 
 
+def test_verification_tiles_have_no_more_rows_than_the_pass():
+    """blocks.fit_rows: a pass of M rows gets ceil(M / 4) row quads where the device's tile has more
+    (no row computed and thrown away); a pass the full tile needs keeps the device's tile."""
+    from bitweb import formats
+    from bitweb.blocks import fit_rows
+    from bitweb.kernels import bitlinear_tiled
+    for a8, fmt in ((False, formats.Q4_1), (False, formats.Q8_0), (True, formats.I2_S)):
+        full = bitlinear_tiled.choose(None, a8, False, 576, 1536, fmt).rq
+        assert full == 4, full                      # lavapipe's tile (no device): 16 rows
+        assert [fit_rows(None, m, a8, False, 576, 1536, fmt) for m in (1, 2, 4, 5, 8, 12, 16, 64)] == \
+            [{"rq": 1}] * 3 + [{"rq": 2}] * 2 + [{"rq": 3}] + [{}] * 2
+        st = bitlinear_tiled.matmul(fmt, 512, 1536, 8, a8=a8, **fit_rows(None, 8, a8, False, 512, 1536, fmt))
+        assert st.constants["RQ"] == 2 and st.workgroups[1] == 1
+
+
 def test_drafter_backs_off_after_failures_and_resets_on_success():
     class Always:
         mode = "test"
@@ -304,7 +319,7 @@ def test_bench_speculative_reports_each_task(pair):
     """bitweb bench speculative's figures on the tiny model: a row per task, drafting runs' tokens
     the plain run's ("same"), ratios the quotient of the tokens/s they derive from, describe() a line
     per task."""
-    from bitweb.commands.bench_speculative import TASKS, bench_speculative, describe
+    from bitweb.speculative_bench import TASKS, bench_speculative, describe
     eng, draft = pair
     tasks = {k: TASKS[k] for k in ("recall", "extract")}
     r = run(bench_speculative(eng, draft, tokens=12, trials=1, tasks=tasks))

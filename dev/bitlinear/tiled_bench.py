@@ -22,6 +22,9 @@ from bitweb.kernels import bitlinear, bitlinear_tiled
 def tensor(rng, fmt, rows, n_in):
     n = rows * n_in
     f = formats.by_name(fmt)
+    if not f.a8:                                # ggml's block formats: quantized normal values
+        b = f.quantize(rng.standard_normal(n).astype(np.float32))
+        return b + bytes(-len(b) % 16)
     t = f.random_values(rng, n)                 # ternary values, or signs for a binary format
     b = f.pack(t, 1.0 if f.tensor_scale else rng.uniform(0.25, 2, n // f.block_size))
     return b + bytes(-len(b) % 16)

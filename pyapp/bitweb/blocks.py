@@ -181,6 +181,17 @@ class DecodeOps(_Ops):
         return [(st, bufs if nw is None else dict(bufs, norm=nw))]
 
 
+def fit_rows(dev, M: int, a8: bool, gate_up: bool, n_in: int, n_out: int, fmt) -> dict:
+    """bitlinear_tiled's tile for a call of at most M rows: the device's tile (choose()) with no more
+    row quads than M needs (rq = ceil(M / 4)), so a pass of k + 1 <= 8 rows (speculative decoding's
+    verification, a short prompt) computes no rows it throws away. Rows are independent sums: the
+    same bits. Measured (dev/bitlinear/tiled_bench.py, lavapipe, Q4_1 f32 at SmolLM2's shapes, M = 8):
+    RQ 2 against the 16-row tile 2-8x less time per call (PERFORMANCE.md, "Speculative decoding")."""
+    rq = bitlinear_tiled.choose(dev, a8, gate_up, n_in, n_out, fmt).rq
+    need = -(-M // 4)
+    return {"rq": need} if need < rq else {}
+
+
 class PrefillOps(_Ops):
     """The block over M prompt rows. Before each multi-row matmul an rmsnorm step (A8: it also
     quantizes the rows, with the decode kernel's workgroup size so the int8 rows equal decode's;
@@ -224,7 +235,8 @@ class PrefillOps(_Ops):
                 off = 4 * y_col0                                  # share one pipeline (one compile less)
                 y, y_col0 = ((y, off, y.size - off) if hasattr(y, "size") else y), 0
             st = bitlinear_tiled.matmul(self.fmt, n_in, n_out, M, a8=self.a8, residual=residual,
-                                        y_stride=y_stride, y_col0=y_col0, dev=self.h.dev)
+                                        y_stride=y_stride, y_col0=y_col0, dev=self.h.dev,
+                                        **fit_rows(self.h.dev, M, self.a8, False, n_in, n_out, self.fmt))
             return [(st, dict(inp, params=P, mult=mult, y=y, w=w))]
         st = dense.matmul(self.fmt, n_in, n_out, M)[0].with_constants(ROW0=y_col0, Y_STRIDE=y_stride or n_out)
         if not residual:
@@ -262,7 +274,8 @@ class PrefillOps(_Ops):
         e, ff = cfg.n_embd, cfg.n_ff
         steps, inp = self.norm(e, self.buf(x), self.w(i, norm))
         if self.h.packed:
-            return steps + [(bitlinear_tiled.gate_up(self.fmt, e, ff, M, a8=self.a8, act=cfg.ffn, dev=self.h.dev),
+            fit = fit_rows(self.h.dev, M, self.a8, True, e, ff, self.fmt)
+            return steps + [(bitlinear_tiled.gate_up(self.fmt, e, ff, M, a8=self.a8, act=cfg.ffn, dev=self.h.dev, **fit),
                              dict(inp, params=B["params"], mult=self.h.mult(i, GROUPS["gu"]), y=self.buf(g),
                                   gate=self.w(i, "ffn_gate"), up=self.w(i, "ffn_up")))]
         steps += self.mm(e, ff, self.w(i, "ffn_gate"), B["p.gate"], None, inp=inp)

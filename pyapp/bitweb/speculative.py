@@ -42,7 +42,7 @@ from __future__ import annotations
 import copy
 import struct
 
-from bitweb.blocks import EngineError, head_steps
+from bitweb.blocks import EngineError, fit_rows, head_steps
 from bitweb.grammar.gbnf import GrammarError
 from bitweb.kernels import bitlinear_tiled, dense, ops
 from bitweb.sampling import SamplingParams, choose, kept
@@ -255,7 +255,7 @@ class Verifier:
                                                                    "params": B["params"]})
                             for i, (st, (_, _, buf)) in enumerate(zip(mm, shards))]
         return steps + [(bitlinear_tiled.matmul(fmt, cfg.n_embd, r1 - r0, M, a8=False, y_stride=stride, y_col0=r0,
-                                                dev=eng.dev),
+                                                dev=eng.dev, **fit_rows(eng.dev, M, False, False, cfg.n_embd, r1 - r0, fmt)),
                          {"x": B["p.n"], "params": B["params"], "mult": B["ones"], "y": self.logits, "w": buf})
                         for r0, r1, buf in shards]
 

@@ -5,6 +5,9 @@ By default (the test suite) one small kernel shape (default variants) and a shor
 model, checked for well-formed JSON like the native ones (tests/test_bench.py); no timed
 assertions. `npm run bench` sets BITWEB_BENCH=full: the 2B4T kernel shapes and a decode of the
 generated `small` model (BITWEB_BENCH_MODEL=preset or path to change it), and prints the JSON.
+Speculative decoding (test_speculative_in_browser): tokens/s with and without prompt-lookup drafting
+and the acceptance, per task, on the default model and the SmolLM2 Q4_1 file (full) or a short check
+that drafting keeps the tokens (the suite).
 
 Ready time (test_ready_time_against_wllama): bitweb (this library) and wllama (npm @wllama/wllama:
 llama.cpp in WebAssembly, one thread, CPU) load the same TQ2_0 file from page start in a fresh
@@ -26,6 +29,8 @@ import json
 import os
 import shutil
 import statistics
+
+import pytest
 
 from bitweb import bench
 from bitweb.authoring.makemodel import PRESETS, ModelSpec, load_vocab, write_model
@@ -73,6 +78,42 @@ def test_bench_in_browser(server, page):
     assert page.errors == []
     if FULL or os.environ.get("BITWEB_BENCH_PRINT"):
         print(json.dumps({"kernels": k, "decode": d}, indent=1))
+
+
+@(pytest.mark.timeout(4 * 3600) if FULL else (lambda test: test))
+def test_speculative_in_browser(server, page):
+    """Speculative decoding's benchmark (bitweb.speculative_bench) in Chromium: dev/bench.html?speculative=1.
+    The suite: the default model, copy and recall, 16 tokens, one trial: every drafting run's tokens
+    equal plain decoding's, the fields well formed. `npm run bench` (BITWEB_BENCH=full): all five tasks
+    on the default model (128 tokens, 3 trials) and the SmolLM2 Q4_1 file (BITWEB_SPEC_SMOLLM2, default
+    build/assets/SmolLM2-135M-Instruct.Q4_1.gguf; 48 tokens, 1 trial: SwiftShader runs it at a few
+    tokens/s), each printed as a table."""
+    from bitweb.speculative_bench import TASKS, describe
+    runs = [("/models/bitweb-chat-i2_s.gguf", "&tokens=128&trials=3" if FULL else "&tokens=16&trials=1&tasks=copy,recall")]
+    if FULL:
+        smol = os.environ.get("BITWEB_SPEC_SMOLLM2", str(ROOT / "build" / "assets" / "SmolLM2-135M-Instruct.Q4_1.gguf"))
+        path = ROOT / "build" / "web" / "bench" / os.path.basename(smol)
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(smol, path)
+        runs.append(("/build/web/bench/" + path.name, "&tokens=48&trials=1"))
+    for model, extra in runs:
+        load0 = os.getloadavg()
+        page.goto(server + f"dev/bench.html?speculative=1&model={model}{extra}")
+        page.wait_for_function("window.benchResults !== undefined", timeout=(3_600_000 if FULL else 600_000))
+        r = page.evaluate("window.benchResults")
+        assert "error" not in r, r.get("error")
+        sp = r["speculative"]
+        assert sp["device"].startswith("browser") and sp["activations"] == "a8", sp
+        assert list(sp["tasks"]) == (list(TASKS) if FULL else ["copy", "recall"])
+        for name, t in sp["tasks"].items():
+            assert t["lookup_same"] is True, (name, t)               # drafting never changes greedy tokens
+            assert 0 <= t["lookup_accepted"] <= t["lookup_drafted"] and t["generated"] > 0, (name, t)
+            assert t["plain_tps"] > 0 and t["lookup_tps"] > 0 and t["lookup_ratio"] > 0, (name, t)
+        assert page.errors == []
+        if FULL or os.environ.get("BITWEB_BENCH_PRINT"):
+            load1 = os.getloadavg()
+            print(f"\n{describe(sp)}\nload average {load0[0]:.1f} before, {load1[0]:.1f} after\n{json.dumps(sp)}")
 
 
 def tq2_0_twin() -> str:

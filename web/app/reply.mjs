@@ -2,7 +2,7 @@
 // happens when the conversation no longer fits the context (drop the oldest turns or start anew).
 import { $, button, sec, setStats } from './util.mjs';
 import { state } from './state.mjs';
-import { checkFields, jsonOutput, samplingSettings, settingsProblem } from './settings.mjs';
+import { checkFields, jsonOutput, samplingSettings, settingsProblem, speculativeOption } from './settings.mjs';
 import { updatePhase } from './status.mjs';
 import { showError } from './errors.mjs';
 import { announce, contextMessages, fillMessage, lastMessageEl, renderChat, scrollDown, showMeter } from './chatview.mjs';
@@ -42,7 +42,7 @@ async function reply() {
   let paint = 0, saved = performance.now();
   try {
     const stream = await eng.chat.completions.create({ messages: msgs, stream: true, ...samplingSettings(), ...thinkingOption(eng),
-      ...jsonOutput(), signal: ctl.signal });
+      ...jsonOutput(), ...speculativeOption(eng.info), signal: ctl.signal });
     for await (const chunk of stream) {
       state.lastHeard = performance.now();
       const c = chunk.choices[0];
@@ -78,6 +78,7 @@ async function reply() {
     const cached = usage.prompt_tokens_details?.cached_tokens;
     if (cached) bits.push(`${cached} of ${usage.prompt_tokens} prompt tokens from the cache`);
     if (timing.decode_tok_s) bits.push(`${timing.decode_tok_s.toFixed(1)} tok/s`);
+    if (usage?.speculative) bits.push(`${drafts(usage.speculative)} drafted tokens kept`);
     m.stats = bits.join(' · ');
   }
   state.lastReply = { finish_reason: finish, usage, timing, text: m.content };
@@ -94,12 +95,15 @@ async function reply() {
     'Prefill tokens/s': timing.prefill_tok_s != null ? `${timing.prefill_tok_s.toFixed(1)} (${timing.prefill_tokens} tokens)` : '–',
     'Prompt tokens from the cache': usage?.prompt_tokens_details?.cached_tokens ?? '–',
     Tokens: usage.completion_tokens, Finish: finish,
+    'Drafted tokens kept': usage?.speculative ? `${drafts(usage.speculative)} (prompt lookup)` : 'off',
   });
   announce(m);
   updatePhase();
   refreshCache();                                   // (the storage line: the conversation's cache was saved)
   if (document.activeElement === document.body || !document.activeElement || document.activeElement === $('stop')) $('input').focus();
 }
+
+const drafts = (s) => `${s.accepted} of ${s.drafted}`;   // usage.speculative: the acceptance
 
 function thinkingOption(eng) {                      // (JSON output: the engine turns thinking off)
   return eng.info.thinking && !$('json-on').checked ? { enable_thinking: $('thinking').checked } : {};

@@ -59,6 +59,20 @@ export function jsonOutput() {
   return { response_format: text ? { type: 'json_schema', json_schema: { name: 'reply', schema: JSON.parse(text) } } : { type: 'json_object' } };
 }
 
+// Speculative decoding: the create() field of the setting for the loaded model. 'auto' drafts by prompt
+// lookup on a hardware GPU only. Measured on CPU rasterisers (PERFORMANCE.md, "Speculative decoding"):
+// in Chromium on SwiftShader (two runs, default model) copy, extraction and code went 0.75-1.58x as fast
+// with drafting, extraction slower in both, a question asked again 1.9-4.2x: no gain outside repeats
+// beyond the noise, a loss where drafts fail. A checking pass of 8 rows costs 1.5-2.5 decode steps on
+// a CPU, whose arithmetic grows with the rows. A GPU's decode is bound by reading the weights, which
+// a pass reads once for all its rows (not measured here: no GPU in this project's runs).
+export const lookupPays = (info) => !info.adapter?.software;
+
+export function speculativeOption(info) {
+  const v = $('speculative').value;
+  return v === 'lookup' || (v === 'auto' && lookupPays(info)) ? { speculative: { mode: 'lookup' } } : {};
+}
+
 export function checkFields() {
   for (const input of FIELDS()) {
     let err = $(`${input.id}-error`);
@@ -102,6 +116,7 @@ export function restoreSettings() {
     if (saved.kvSaveMb != null) $('kv-save-mb').value = saved.kvSaveMb;
     if (saved.jsonOn != null) $('json-on').checked = !!saved.jsonOn;
     if (typeof saved.jsonSchema === 'string') $('json-schema').value = saved.jsonSchema;
+    if (['auto', 'lookup', 'off'].includes(saved.speculative)) $('speculative').value = saved.speculative;
   } catch { /* a bad saved value: the defaults */ }
 }
 
@@ -109,7 +124,8 @@ export function saveSettings() {
   const s = {};
   for (const input of FIELDS()) s[input.name] = input.value;
   Object.assign(s, { system: $('system').value, activations: $('activations').value, kvCache: $('kv-cache').value, maxContext: $('max-context').value,
-    cacheFiles: $('cache-files').checked, kvSaveMb: $('kv-save-mb').value, jsonOn: $('json-on').checked, jsonSchema: $('json-schema').value });
+    cacheFiles: $('cache-files').checked, kvSaveMb: $('kv-save-mb').value, jsonOn: $('json-on').checked, jsonSchema: $('json-schema').value,
+    speculative: $('speculative').value });
   localStorage.setItem('bitweb.settings', JSON.stringify(s));
 }
 

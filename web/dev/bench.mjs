@@ -1,7 +1,9 @@
 // Worker for dev/bench.html: boot Python (Pyodide), run bitweb.bench in this browser's WebGPU.
 // Message in: {quick: bool, shapes: 'NxM,...' or '', model: URL or '', tokens, promptTokens, repeats,
-// grammar: bool (only decode with and without a grammar: bitweb.grammar.bench.bench_engine), trials}.
-// Messages out: {type: 'adapter' | 'status' | 'row', text}, then {type: 'done', kernels, decode, grammar?}
+// grammar: bool (only decode with and without a grammar: bitweb.grammar.bench.bench_engine), speculative:
+// bool (only decode with and without drafting: bitweb.speculative_bench; tasks: 'copy,recall' or all), trials}.
+// Messages out: {type: 'adapter' | 'status' | 'row', text}, then {type: 'done', kernels, decode, grammar?,
+// speculative?}
 // or {type: 'done', error}.
 import { bootPython } from '../py.mjs';
 
@@ -42,6 +44,23 @@ async def constrained():                 # ?grammar=1: decode with and without a
     post("done", kernels=None, decode=None, grammar=r)
 
 
+async def speculative():                 # ?speculative=1: decode with and without drafting (bitweb.speculative_bench)
+    from bitweb.engine import Engine
+    from bitweb.speculative_bench import TASKS, bench_speculative, describe
+    post("status", text="speculative decoding")
+    blob = js.self.benchModel
+    eng = await Engine.load(dev, await webapp.parse_header(blob), blob, max_context=2048)
+    tasks = {k: TASKS[k] for k in a["tasks"].split(",")} if a.get("tasks") else TASKS
+    try:
+        r = await bench_speculative(eng, tokens=int(a.get("tokens") or 128), trials=int(a.get("trials") or 3),
+                                    tasks=tasks)
+    finally:
+        eng.close()
+    r.update(model=a["model"].rsplit("/", 1)[-1], draft=None, device=dev.describe(), activations=eng.activations)
+    post("row", text=describe(r))
+    post("done", kernels=None, decode=None, speculative=r)
+
+
 async def kernels_and_decode():
     post("status", text="kernels")
     shapes = bench.QUICK_SHAPES if a.get("quick") else bench.SHAPES
@@ -60,7 +79,9 @@ async def kernels_and_decode():
         post("row", text=bench.describe_decode(decode))
     post("done", kernels=kernels, decode=decode)
 
-await (constrained() if a.get("grammar") and js.self.benchModel is not None else kernels_and_decode())
+has_model = js.self.benchModel is not None
+await (constrained() if a.get("grammar") and has_model else speculative() if a.get("speculative") and has_model
+       else kernels_and_decode())
 `);
   } catch (e) {
     postMessage({ type: 'done', error: String(e) });

@@ -1,9 +1,11 @@
-"""`bitweb bench kernels|decode|load|tokenizer|grammar|constrained|stop [MODEL] [--json]`: the
-benchmarks of bitweb.bench (grammar: bitweb.commands.bench_grammar; constrained:
-bitweb.grammar.bench.bench_engine; stop: bitweb.commands.bench_stop)."""
+"""`bitweb bench kernels|decode|load|tokenizer|grammar|constrained|stop|speculative [MODEL] [--json]`:
+the benchmarks of bitweb.bench (grammar, stop, speculative: bitweb.commands.bench_<name>, each a
+run(args) and a describe(result) that report() serves; constrained: bitweb.grammar.bench.bench_engine)."""
 from __future__ import annotations
 
 import asyncio
+import importlib
+import inspect
 import json
 
 from bitweb.bench import (HEADER, QUICK_SHAPES, SHAPES, BenchError, bench_decode, bench_kernels, bench_load,
@@ -11,15 +13,9 @@ from bitweb.bench import (HEADER, QUICK_SHAPES, SHAPES, BenchError, bench_decode
 
 
 def main(args) -> int:
-    if args.what == "grammar":
-        from bitweb.commands.bench_grammar import main as grammar
-        return grammar(args)
-    if args.what == "speculative":
-        from bitweb.commands.bench_speculative import main as speculative
-        return speculative(args)
-    if args.what == "stop":
-        from bitweb.commands.bench_stop import main as stop
-        return stop(args)
+    if args.what in ("grammar", "speculative", "stop"):          # each in its own commands/bench_*.py
+        mod = importlib.import_module(f"bitweb.commands.bench_{args.what}")
+        return report(args, mod.run, mod.describe, needs_model=args.what != "grammar")
     if args.what == "tokenizer":
         from bitweb.authoring.vocab import llama3_vocab
         r = bench_tokenizer(llama3_vocab())
@@ -28,6 +24,18 @@ def main(args) -> int:
     if args.what in ("decode", "load", "constrained") and not args.model:
         raise BenchError(f"bench {args.what} needs a MODEL.gguf")
     return asyncio.run(_main(args))
+
+
+def report(args, run, describe, needs_model: bool = True) -> int:
+    """A benchmark's CLI: MODEL checked (where it needs one), run(args) (a coroutine: run to its end),
+    the result printed as JSON (--json) or as describe(result)."""
+    if needs_model and not args.model:
+        raise BenchError(f"bench {args.what} needs a MODEL.gguf")
+    r = run(args)
+    if inspect.iscoroutine(r):
+        r = asyncio.run(r)
+    print(json.dumps(r) if args.json else describe(r))
+    return 0
 
 
 async def _main(args) -> int:

@@ -3,7 +3,6 @@ over real vocabularies: by default the SmolLM2 file (49,152 tokens) and llama.cp
 vocabulary (151,936) that `tools/setup.sh --test` fetches into build/assets."""
 from __future__ import annotations
 
-import json
 import pathlib
 
 from bitweb.tokenizer import PRE_TOKENIZERS, Tokenizer
@@ -40,8 +39,9 @@ def gguf_tokenizer(path) -> Tokenizer:
     return Tokenizer.from_metadata(md)
 
 
-def main(args) -> int:
-    from bitweb.grammar.bench import SCHEMAS, bench_grammar, describe
+def run(args) -> list:
+    """The CLI's run (commands/bench.py report prints it): one result per vocabulary."""
+    from bitweb.grammar.bench import SCHEMAS, bench_grammar
     paths = [pathlib.Path(args.model)] if args.model else list(DEFAULT_VOCABS)
     missing = [str(p) for p in paths if not p.exists()]
     if missing:
@@ -52,8 +52,9 @@ def main(args) -> int:
         r = bench_grammar(gguf_tokenizer(p), SCHEMAS, tokens=tokens, seed=args.seed)
         r["vocab_file"] = p.name
         out.append(r)
-        if not args.json:
-            print(describe(r), flush=True)
-    if args.json:
-        print(json.dumps(out))
-    return 0
+    return out
+
+
+def describe(out: list) -> str:
+    from bitweb.grammar.bench import describe as one
+    return "\n".join(one(r) for r in out)

@@ -13,22 +13,13 @@ Natively the bound's wait is a sync (the queue is empty at each check); in the b
 queue.onSubmittedWorkDone, one chunk still running at a check, so there the bound is 2 chunks."""
 from __future__ import annotations
 
-import asyncio
-import json
 import time
 
 from bitweb.bench import BenchError, prompt_for, sig
 
 
-def main(args) -> int:
-    if not args.model:
-        raise BenchError("bench stop needs a MODEL.gguf")
-    r = asyncio.run(_main(args))
-    print(json.dumps(r) if args.json else describe(r))
-    return 0
-
-
-async def _main(args) -> dict:
+async def run(args) -> dict:
+    """The CLI's run (commands/bench.py report: the model checked, the result printed)."""
     from bitweb import gpu
     from bitweb.gguf import FileSource, open_gguf
     dev = await gpu.request_device(args.backend)
