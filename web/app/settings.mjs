@@ -20,7 +20,15 @@ export function showOptions() {
     input.max = String(hi);
   }
   $('max-context').min = String(bitweb.OPTIONS.context.min);
+  // Speculative decoding: Automatic, the library's modes that need no second model, Off.
+  const modes = Object.entries(bitweb.OPTIONS.speculative.choices).filter(([mode]) => mode !== DRAFT);
+  $('speculative').replaceChildren(new Option('Automatic: prompt lookup where it pays', AUTO),
+    ...modes.map(([mode, label]) => new Option(label[0].toUpperCase() + label.slice(1), mode)), new Option('Off', OFF));
+  $('speculative').value = AUTO;
 }
+
+// The speculative select's own entries (the others are bitweb.OPTIONS.speculative's modes).
+const AUTO = 'auto', OFF = 'off', DRAFT = Object.keys(bitweb.OPTIONS.speculative.choices).at(-1);
 
 function fieldProblem(input) {
   if (input.value.trim() === '') return 'enter a value';
@@ -70,7 +78,8 @@ export const lookupPays = (info) => !info.adapter?.software;
 
 export function speculativeOption(info) {
   const v = $('speculative').value;
-  return v === 'lookup' || (v === 'auto' && lookupPays(info)) ? { speculative: { mode: 'lookup' } } : {};
+  const mode = v === AUTO ? (lookupPays(info) ? Object.keys(bitweb.OPTIONS.speculative.choices)[0] : null) : v === OFF ? null : v;
+  return mode ? { speculative: { mode } } : {};
 }
 
 export function checkFields() {
@@ -116,7 +125,7 @@ export function restoreSettings() {
     if (saved.kvSaveMb != null) $('kv-save-mb').value = saved.kvSaveMb;
     if (saved.jsonOn != null) $('json-on').checked = !!saved.jsonOn;
     if (typeof saved.jsonSchema === 'string') $('json-schema').value = saved.jsonSchema;
-    if (['auto', 'lookup', 'off'].includes(saved.speculative)) $('speculative').value = saved.speculative;
+    if ([...$('speculative').options].some((o) => o.value === saved.speculative)) $('speculative').value = saved.speculative;
   } catch { /* a bad saved value: the defaults */ }
 }
 
