@@ -186,9 +186,10 @@ def q8_err(mag, nb: int):
     return (nb + 4) * U * mag
 
 
-def gemv(fmt, parts, n_in, x, *, a8, nw=None, mult=None, residual=None, eps=1e-5, err=None):
-    """parts: [(tensor bytes, rows)]. -> (y, p) f32. err (Q8B): a list, gets the per-row bound of p."""
-    act = activations(x, nw, a8, eps, fmt)
+def gemv(fmt, parts, n_in, x, *, a8, nw=None, mult=None, residual=None, eps=1e-5, err=None, vec_dot=True):
+    """parts: [(tensor bytes, rows)]. -> (y, p) f32. err (Q8B): a list, gets the per-row bound of p.
+    vec_dot=False: a8 is per-token int8 on every format (the LM head's A8: lmhead.wgsl has no Q8B)."""
+    act = activations(x, nw, a8, eps, fmt if vec_dot else None)
     mult = np.ones(len(parts), F32) if mult is None else np.asarray(mult, F32)
     p = np.concatenate([part_products(fmt, data, rows, n_in, act, act["stat"], mult[i], err)
                         for i, (data, rows) in enumerate(parts)])

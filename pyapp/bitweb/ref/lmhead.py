@@ -62,7 +62,7 @@ def packed_case(b, rng, name, wtype, n_in, n_out, *, a8, max_binding=None, last_
     xs = np.stack([bl.rand_x(rng, n_in) for _ in range(max(1, last_row))])
     if a8:
         xs[-1] = bl.untie(xs[-1], g)
-    y, p = bl.gemv(wtype, [(data, n_out)], n_in, xs[-1], a8=a8, nw=g)
+    y, p = bl.gemv(wtype, [(data, n_out)], n_in, xs[-1], a8=a8, nw=g, vec_dot=False)
     atol, rtol = bl.tolerance(p, y, norm=True)
     if tune.get("subgroups") is False:
         tune.setdefault("lanes", 4)
