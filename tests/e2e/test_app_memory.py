@@ -3,7 +3,7 @@ into OPFS, and from the cached File to queue.writeBuffer through one reused chun
 never pass through the wasm heap.
 
 Measured from outside, on the real processes: Chromium's renderers (the page's, which runs its
-workers, and the app's shared engine's, a SharedWorker) and GPU process (which holds SwiftShader's
+workers: the tab's own engine, ?share=0) and GPU process (which holds SwiftShader's
 buffers). Before each phase, each process's
 peak RSS is reset (`echo 5 > /proc/PID/clear_refs`); after it, VmHWM - VmRSS(before) is the
 extra memory it needed at its peak. The model is ~35 MB of I2_S weights (tensors up to 0.72 MB);
