@@ -136,6 +136,17 @@ def format_arg(fmt, allowed, what: str, error) -> formats.Format:
     return f
 
 
+def check_q8_launch(where: str, k: str, n: int, rows: int, wg: int, blocks: str, error) -> None:
+    """The launch checks of a kernel writing 32-value q8 blocks of rows x n values (requant,
+    bitlinear.q8_rows): raises error naming `where` and the argument `k` that is wrong."""
+    if n <= 0 or n % 32:
+        raise error(f"{where}: {k} = {n} must be a positive multiple of 32 ({blocks} blocks)")
+    if rows <= 0:
+        raise error(f"{where}: rows = {rows} must be positive")
+    if wg & (wg - 1) or not 1 <= wg <= 256:
+        raise error(f"{where}: wg = {wg} must be a power of two <= 256")
+
+
 def format_defines(fmt) -> dict:
     """The defines that select fmt's decode in a kernel (bitweb.shaders: `#include format`)."""
     return {"FORMAT": fmt}

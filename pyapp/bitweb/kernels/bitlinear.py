@@ -57,7 +57,7 @@ import struct
 from dataclasses import dataclass, replace
 
 from bitweb import formats
-from bitweb.kernels import Step, bound, format_arg, format_defines, rasteriser
+from bitweb.kernels import Step, bound, check_q8_launch, format_arg, format_defines, rasteriser
 
 # every linear format: the packed ones in both activation modes, the float ones (F32, F16, BF16: lanes
 # of 16 values, common_float_unit.wgsl) with f32 activations; and the packed table formats (lmhead)
@@ -214,12 +214,7 @@ def q8_rows(n: int, rows: int, *, eps: float = 1e-5, wg: int = 64, norm: bool = 
     """y = the rows of x as ggml's q8 blocks (Q8B's quantization) in f32: q * f16(d). With wg equal
     to the decode gemv's (choose().wg), q and d are bit for bit the decode kernel's."""
     from bitweb.kernels.dense import workgroups_1d
-    if n <= 0 or n % 32:
-        raise BitLinearError(f"bitlinear.q8_rows: n = {n} must be a positive multiple of 32 (q8 blocks)")
-    if rows <= 0:
-        raise BitLinearError(f"bitlinear.q8_rows: rows = {rows} must be positive")
-    if wg & (wg - 1) or not 1 <= wg <= 256:
-        raise BitLinearError(f"bitlinear.q8_rows: wg = {wg} must be a power of two <= 256")
+    check_q8_launch("bitlinear.q8_rows", "n", n, rows, wg, "q8", BitLinearError)
     d = {"NORM": bool(norm)}
     return Step("quant_act", "quant_act", bound("quant_act", d, {"x": "x", "w": "norm", "y": "y"}),
                 workgroups_1d(rows), {"N": n, "WG": wg, "EPS": float(eps)}, d)

@@ -12,7 +12,7 @@ the shader header for the rounding).
 from __future__ import annotations
 
 from bitweb import formats
-from bitweb.kernels import Step, bound, format_arg, format_defines
+from bitweb.kernels import Step, bound, check_q8_launch, format_arg, format_defines
 from bitweb.kernels.dense import workgroups_1d
 
 # float formats of one value per element (bitweb.formats): fmt_value of their include decodes them
@@ -30,12 +30,7 @@ def q8_0_bytes(n_in: int, rows: int) -> int:
 def q8_0(wtype, n_in: int, rows: int, *, wg: int = 64) -> Step:
     """dst = Q8_0 blocks of the rows x n_in float weight in src (GGUF bytes of wtype)."""
     f = format_arg(wtype, SRC_TYPES, "requant: source type", RequantError)
-    if n_in <= 0 or n_in % 32:
-        raise RequantError(f"requant: n_in = {n_in} must be a positive multiple of 32 (Q8_0 blocks)")
-    if rows <= 0:
-        raise RequantError(f"requant: rows = {rows} must be positive")
-    if wg & (wg - 1) or not 1 <= wg <= 256:
-        raise RequantError(f"requant: wg = {wg} must be a power of two <= 256")
+    check_q8_launch("requant", "n_in", n_in, rows, wg, "Q8_0", RequantError)
     pairs = -(-(rows * n_in // 32) // 2)
     d = format_defines(f)
     return Step("requant", "q8_0", bound("requant", d, ("src", "dst")), workgroups_1d(-(-pairs // wg)),
