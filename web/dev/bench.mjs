@@ -1,9 +1,10 @@
 // Worker for dev/bench.html: boot Python (Pyodide), run bitweb.bench in this browser's WebGPU.
 // Message in: {quick: bool, shapes: 'NxM,...' or '', model: URL or '', tokens, promptTokens, repeats,
 // grammar: bool (only decode with and without a grammar: bitweb.grammar.bench.bench_engine), speculative:
-// bool (only decode with and without drafting: bitweb.speculative_bench; tasks: 'copy,recall' or all), trials}.
+// bool (only decode with and without drafting: bitweb.speculative_bench; tasks: 'copy,recall' or all), trials,
+// floor: bool (only the per-token floor: bitweb.floor)}.
 // Messages out: {type: 'adapter' | 'status' | 'row', text}, then {type: 'done', kernels, decode, grammar?,
-// speculative?}
+// speculative?, floor?}
 // or {type: 'done', error}.
 import { bootPython } from '../py.mjs';
 
@@ -61,6 +62,17 @@ async def speculative():                 # ?speculative=1: decode with and witho
     post("done", kernels=None, decode=None, speculative=r)
 
 
+async def floor():                       # ?floor=1: a decode token's wall time against its GPU time (bitweb.floor)
+    from bitweb.floor import bench_floor, describe_floor
+    post("status", text="per-token floor")
+    blob = js.self.benchModel
+    r = await bench_floor(dev, await webapp.parse_header(blob), blob, tokens=int(a.get("tokens") or 16),
+                          prompt_tokens=int(a.get("promptTokens") or 16), repeats=int(a.get("repeats") or 3))
+    r["model_file"] = a["model"].rsplit("/", 1)[-1]
+    post("row", text=describe_floor(r))
+    post("done", kernels=None, decode=None, floor=r)
+
+
 async def kernels_and_decode():
     post("status", text="kernels")
     shapes = bench.QUICK_SHAPES if a.get("quick") else bench.SHAPES
@@ -81,7 +93,7 @@ async def kernels_and_decode():
 
 has_model = js.self.benchModel is not None
 await (constrained() if a.get("grammar") and has_model else speculative() if a.get("speculative") and has_model
-       else kernels_and_decode())
+       else floor() if a.get("floor") and has_model else kernels_and_decode())
 `);
   } catch (e) {
     postMessage({ type: 'done', error: String(e) });

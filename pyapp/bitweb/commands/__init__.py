@@ -129,10 +129,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
 
     p = cmd("bench", "bitweb.commands.bench:main",
-            "benchmarks: kernels, decode, load, tokenizer, grammar, constrained, stop, speculative (ratios from one run)")
+            "benchmarks: kernels, decode, load, tokenizer, grammar, constrained, stop, speculative, floor (ratios from one run)")
     p.add_argument("what", choices=["kernels", "decode", "load", "tokenizer", "grammar", "constrained", "stop",
-                                    "speculative"],
-                   help="constrained: decode with and without a grammar on the GPU engine (MODEL)")
+                                    "speculative", "floor"],
+                   help="constrained: decode with and without a grammar on the GPU engine (MODEL); "
+                        "floor: a decode token's wall time against its dispatches' GPU time (MODEL)")
     p.add_argument("model", nargs="?")
     p.add_argument("--backend", choices=["native"], default="native")
     p.add_argument("--tokens", type=int, default=32,

@@ -1,5 +1,5 @@
-"""`bitweb bench kernels|decode|load|tokenizer|grammar|constrained|stop|speculative [MODEL] [--json]`:
-the benchmarks of bitweb.bench (grammar, stop, speculative: bitweb.commands.bench_<name>, each a
+"""`bitweb bench kernels|decode|load|tokenizer|grammar|constrained|stop|speculative|floor [MODEL] [--json]`:
+the benchmarks of bitweb.bench (grammar, stop, speculative, floor: bitweb.commands.bench_<name>, each a
 run(args) and a describe(result) that report() serves; constrained: bitweb.grammar.bench.bench_engine)."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from bitweb.bench import (HEADER, QUICK_SHAPES, SHAPES, BenchError, bench_decode
 
 
 def main(args) -> int:
-    if args.what in ("grammar", "speculative", "stop"):          # each in its own commands/bench_*.py
+    if args.what in ("floor", "grammar", "speculative", "stop"):          # each in its own commands/bench_*.py
         mod = importlib.import_module(f"bitweb.commands.bench_{args.what}")
         return report(args, mod.run, mod.describe, needs_model=args.what != "grammar")
     if args.what == "tokenizer":
