@@ -27,6 +27,7 @@ devDependency). Stage times are checked as tests/e2e/test_app.py checks the app'
 """
 import json
 import os
+import pathlib
 import shutil
 import statistics
 
@@ -114,6 +115,42 @@ def test_speculative_in_browser(server, page):
         if FULL or os.environ.get("BITWEB_BENCH_PRINT"):
             load1 = os.getloadavg()
             print(f"\n{describe(sp)}\nload average {load0[0]:.1f} before, {load1[0]:.1f} after\n{json.dumps(sp)}")
+
+
+def bench_copy(path) -> str:
+    """URL path of a copy of path under build/web/bench/ (made when missing)."""
+    dst = ROOT / "build" / "web" / "bench" / os.path.basename(path)
+    if not dst.exists():
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, dst)
+    return "/build/web/bench/" + dst.name
+
+
+@(pytest.mark.timeout(3600) if FULL else (lambda test: test))
+def test_floor_in_browser(server, page):
+    """The per-token floor (bitweb.floor) in Chromium: dev/bench.html?floor=1, fields checked as natively
+    (tests/test_floor.py). The suite: the default model, 4 tokens; `npm run bench` (BITWEB_BENCH=full):
+    the default model (32 tokens) and the SmolLM2 Q4_1 file (BITWEB_FLOOR_SMOLLM2; 12 tokens), printed."""
+    from bitweb.floor import describe_floor
+    from bitweb.gguf import open_gguf
+    from tests.test_floor import check_floor
+    runs = [(DEFAULT_MODEL, "&tokens=32&prompt=16" if FULL else "&tokens=4&prompt=6&repeats=1")]
+    if FULL:
+        runs.append((pathlib.Path(os.environ.get("BITWEB_FLOOR_SMOLLM2", ROOT / "build" / "assets" / "SmolLM2-135M-Instruct.Q4_1.gguf")),
+                     "&tokens=12&prompt=16"))
+    for path, extra in runs:
+        load0 = os.getloadavg()
+        page.goto(server + f"dev/bench.html?floor=1&model={bench_copy(path)}{extra}")
+        page.wait_for_function("window.benchResults !== undefined", timeout=(3_600_000 if FULL else 600_000))
+        r = page.evaluate("window.benchResults")
+        assert "error" not in r, r.get("error")
+        f = r["floor"]
+        assert f["device"].startswith("browser"), f["device"]
+        check_floor(f, open_gguf(path).get("block_count"))
+        assert f["decoded_tokens"] == (31 if FULL and path == DEFAULT_MODEL else 11 if FULL else 3)
+        assert page.errors == []
+        if FULL or os.environ.get("BITWEB_BENCH_PRINT"):
+            print(f"\n{describe_floor(f)}\nload average {load0[0]:.1f} before, {os.getloadavg()[0]:.1f} after\n{json.dumps(f)}")
 
 
 def tq2_0_twin() -> str:
