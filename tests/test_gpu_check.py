@@ -86,6 +86,11 @@ def _record(browser_ok=True):
                                        "results": [case("gemv a", True), case("gemv b", browser_ok)]}},
         "bench-decode": {"ok": True, "seconds": 4.0, "runs": [{"model": "small i2_s", "ok": True, "seconds": 4.0, "result": {
             "prompt_tokens": 64, "prefill_tok_s": 600.0, "decode_ms_per_token": 2.5, "decode_tok_s": 400.0}}]},
+        "bench-load": {"ok": True, "seconds": 5.0, "runs": [{"model": "small i2_s", "ok": True, "seconds": 5.0, "result": {
+            "ready_s": 1.25, "load_s": 1.0, "upload_s": 0.5, "compile_s": 0.5, "pipelines": 21, "prefill_kernels_s": 2.0}}]},
+        "bench-floor": {"ok": True, "seconds": 6.0, "runs": [{"model": "small i2_s", "ok": True, "seconds": 6.0, "result": {
+            "dispatches_per_token": 63, "wall_ms": 2.5, "wall_serial_ms": 3.0, "gpu_ms": 1.5, "overhead_share": 0.4,
+            "floor_ms": 1.2, "per_dispatch_us": 15.0}}]},
         "bench-kernels": {"ok": False, "seconds": 240.0, "failure": "bench-kernels: timed out after 240 s (killed); last output: x"},
     }
     return {"started": "2025-01-01 00:00:00", "host": {"platform": "Linux", "cpus": 16, "loadavg": [0.1, 0.1, 0.1]},
@@ -99,6 +104,8 @@ def test_summary_counts_cases_and_sets_the_exit_status(tmp_path):
     assert s["kernels"]["native"] == {"passed": 2, "failed": 0, "expected": 2, "failing": [], "adapter": "native: NVIDIA H100"}
     md = (tmp_path / "summary.md").read_text()
     assert "| small i2_s | 64 | 600.0 | 2.5 | 400.0 | 1.5 |" in md
+    assert "| small i2_s | 1.25 | 1.0 | 0.5 | 0.5 | 21 | 2.0 |" in md                # ready
+    assert "| small i2_s | 63 | 2.5 | 3.0 | 1.5 | 0.4 | 1.2 | 15.0 |" in md          # the per-token floor
     assert "| Chromium `vulkan` | nvidia hopper | False |" in md and "| Chromium `e2e` | none: TimeoutError |" in md
     assert "bench-kernels: timed out after 240 s" in md
 
@@ -114,3 +121,22 @@ def test_cases_that_did_not_run_count_as_a_failure(tmp_path):
     rec["steps"]["native-kernels"]["result"]["results"].pop()     # 1 of 2 expected cases reported
     rec["steps"]["bench-kernels"] = {"ok": True, "seconds": 1.0}
     assert gc.write_summary(rec, tmp_path) == 1
+
+
+def test_model_benches_run_each_model_and_report_a_missing_json(tmp_path, monkeypatch):
+    """bench-decode / bench-load / bench-floor: one `bitweb bench WHAT MODEL --json` per model; a run
+    that prints no JSON is a failure naming the model."""
+    calls = []
+
+    def fake(name, cmd, limit, env=None):
+        calls.append(cmd)
+        ok = "bad.gguf" not in cmd
+        return {"ok": True, "seconds": 1.0, "tail": "", "stdout": json.dumps({"bench": cmd[4]}) if ok else "nothing"}
+    monkeypatch.setattr(gc, "run_step", fake)
+    a = gc.parse_args(["--tokens", "5"])
+    r = gc.bench_models("bench-floor", [{"name": "m", "path": "m.gguf"}, {"name": "b", "path": "bad.gguf"}], 10, a)
+    assert [c[3:6] for c in calls] == [["bench", "floor", "m.gguf"], ["bench", "floor", "bad.gguf"]]
+    assert calls[0][-2:] == ["--tokens", "5"]
+    assert r["runs"][0]["result"] == {"bench": "floor"} and not r["ok"]
+    assert r["failure"] == "bench-floor b: printed no JSON"
+    assert gc.bench_models("bench-load", [], 10, a)["failure"] == "bench-load: no generated models (make-models failed or skipped)"

@@ -12,7 +12,11 @@ and reported as one failure line; the steps after it still run):
   browser-kernels  web/dev/kernels.html (the browser-scope cases through Pyodide) under the best flag set
   make-models      generated models (make-model --preset P --format F; the Llama 3 vocabulary for 2b4t)
   bench-kernels    `bitweb bench kernels --quick --json`
-  bench-decode     `bitweb bench decode MODEL --json` on each generated model
+  bench-decode     `bitweb bench decode MODEL --json` on each generated model and the real file (GPU time /
+                   streaming read, prefill / decode)
+  bench-load       `bitweb bench load MODEL --json` on each: ready (load + the first token), pipelines
+  bench-floor      `bitweb bench floor MODEL --json` on each: wall per token against its GPU time, the
+                   empty token's cost per dispatch
 The summary goes to OUT/summary.json and OUT/summary.md (default OUT: test-results/gpu-check).
 Exit status: 1 when a kernel case failed or a kernel step did not finish, 2 when another step
 failed, else 0. The driver itself is stdlib only (it may run before .venv exists); the steps run in
@@ -59,7 +63,10 @@ STEPS = {
     "make-models": (300, "generated models for bench decode"),
     "bench-kernels": (240, "bitweb bench kernels --quick"),
     "bench-decode": (240, "bitweb bench decode, per model"),
+    "bench-load": (300, "bitweb bench load, per model (ready)"),
+    "bench-floor": (240, "bitweb bench floor, per model (the per-token floor)"),
 }
+MODEL_BENCHES = {"bench-decode": "decode", "bench-load": "load", "bench-floor": "floor"}   # step -> bench
 
 
 # ---------------------------------------------------------------------------- driver
@@ -192,30 +199,11 @@ def main(argv=None) -> int:
             native = s["steps"].get("native-adapters", {}).get("result", {}).get("bitweb")
             wanted = models_wanted(args, native)
             r = worker(name, out / f"{name}.json", limit, {"models": wanted, "dir": str(out / "models")})
-        elif name == "bench-decode":
+        elif name in MODEL_BENCHES:
             models = list(s["steps"].get("make-models", {}).get("result", {}).get("models", []))
             if REAL_FILE.exists():           # the real file (tools/setup.sh --test): issue 26's bandwidth check
                 models.append({"name": REAL_FILE.name, "path": str(REAL_FILE)})
-            if not models:
-                r = {"ok": False, "seconds": 0, "failure": "bench-decode: no generated models (make-models failed or skipped)"}
-            else:
-                r = {"ok": True, "seconds": 0, "runs": []}
-                for m in models:
-                    one = run_step(f"bench-decode {m['name']}", [
-                        str(VENV_PY), "-m", "bitweb", "bench", "decode", m["path"], "--json",
-                        "--tokens", str(args.tokens), "--prompt-tokens", str(args.prompt_tokens)], limit)
-                    one["model"] = m["name"]
-                    one["result"] = _json_tail(one.pop("stdout"))
-                    if one["ok"]:
-                        one.pop("tail")
-                    if one["ok"] and one["result"] is None:
-                        one.update(ok=False, failure=f"bench-decode {m['name']}: printed no JSON")
-                    r["runs"].append(one)
-                    r["seconds"] = round(r["seconds"] + one["seconds"], 1)
-                    r["ok"] = r["ok"] and one["ok"]
-                bad = [x["failure"] for x in r["runs"] if not x["ok"]]
-                if bad:
-                    r["failure"] = "; ".join(bad)
+            r = bench_models(name, models, limit, args)
         elif name == "bench-kernels":
             r = run_step(name, [str(VENV_PY), "-m", "bitweb", "bench", "kernels", "--quick", "--json"], limit)
             r["result"] = _json_tail(r["stdout"])
@@ -242,6 +230,32 @@ def main(argv=None) -> int:
     print((out / "summary.md").read_text(), flush=True)
     say(f"done in {s['wall_s']} s; summary: {out / 'summary.json'}, {out / 'summary.md'}; exit {code}")
     return code
+
+
+def bench_models(name: str, models: list, limit: float, args) -> dict:
+    """`bitweb bench <MODEL_BENCHES[name]> MODEL --json` on each model, each with its own time limit:
+    {ok, seconds, runs: [{model, ok, seconds, result (the JSON), failure?}], failure?}."""
+    if not models:
+        return {"ok": False, "seconds": 0, "failure": f"{name}: no generated models (make-models failed or skipped)"}
+    what = MODEL_BENCHES[name]
+    extra = {"decode": ["--tokens", str(args.tokens), "--prompt-tokens", str(args.prompt_tokens)],
+             "floor": ["--tokens", str(max(2, args.tokens))]}.get(what, [])
+    r = {"ok": True, "seconds": 0, "runs": []}
+    for m in models:
+        one = run_step(f"{name} {m['name']}", [str(VENV_PY), "-m", "bitweb", "bench", what, m["path"], "--json"] + extra, limit)
+        one["model"] = m["name"]
+        one["result"] = _json_tail(one.pop("stdout"))
+        if one["ok"]:
+            one.pop("tail")
+        if one["ok"] and one["result"] is None:
+            one.update(ok=False, failure=f"{name} {m['name']}: printed no JSON")
+        r["runs"].append(one)
+        r["seconds"] = round(r["seconds"] + one["seconds"], 1)
+        r["ok"] = r["ok"] and one["ok"]
+    bad = [x["failure"] for x in r["runs"] if not x["ok"]]
+    if bad:
+        r["failure"] = "; ".join(bad)
+    return r
 
 
 def _json_tail(text: str):
@@ -337,6 +351,26 @@ def summary_md(s: dict) -> str:
             lines.append(f"| {r['model']} | {d.get('prompt_tokens', '-')} | {d.get('prefill_tok_s', '-')} | "
                          f"{d.get('decode_ms_per_token', '-')} | {d.get('decode_tok_s', '-')} | {pod if pod is not None else '-'} | "
                          f"{d.get('gpu_vs_roofline', '-')} |")
+    runs = (st.get("bench-load") or {}).get("runs", [])
+    if runs:
+        lines += ["", "## bench load (ready)", "", "ready: from Engine.load to the first token of a 7-token prompt.", "",
+                  "| model | ready s | load s | upload s | compile s | pipelines | prefill kernels s |",
+                  "|---|---:|---:|---:|---:|---:|---:|"]
+        for r in runs:
+            d = r.get("result") or {}
+            lines.append(f"| {r['model']} | " + " | ".join(str(d.get(k, "-")) for k in (
+                "ready_s", "load_s", "upload_s", "compile_s", "pipelines", "prefill_kernels_s")) + " |")
+    runs = (st.get("bench-floor") or {}).get("runs", [])
+    if runs:
+        lines += ["", "## bench floor (per-token floor)", "", "wall: median decode step (one step ahead / one at a time); "
+                  "GPU: the decode plan in one pass; empty token: as many 1-workgroup dispatches, run as a step is.", "",
+                  "| model | dispatches | wall ms | serial ms | GPU ms | overhead | empty token ms | us per dispatch |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|"]
+        for r in runs:
+            d = r.get("result") or {}
+            lines.append(f"| {r['model']} | " + " | ".join(str(d.get(k, "-")) for k in (
+                "dispatches_per_token", "wall_ms", "wall_serial_ms", "gpu_ms", "overhead_share", "floor_ms",
+                "per_dispatch_us")) + " |")
     bk = (st.get("bench-kernels") or {}).get("result")
     rows = bk if isinstance(bk, list) else (bk or {}).get("results", []) if isinstance(bk, dict) else []
     if rows:
