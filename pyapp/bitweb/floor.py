@@ -31,25 +31,26 @@ def family(p) -> str:
     return f"{p.key[0]}:{p.key[1]}"
 
 
-async def _empty_step_ms(dev, n: int, steps: int) -> tuple[float, float]:
-    """(median wall ms, GPU ms) of an empty token of n dispatches, run as a decode step is."""
+async def _empty_steps(dev, n: int, steps: int) -> dict:
+    """An empty token of n dispatches and of one, run as a decode step is and alternated (so a
+    change of load meets both): {n: (median wall ms, GPU ms), 1: (...)}."""
     src = dev.create_buffer(16, label="floor src")
     out = dev.create_buffer(16, label="floor out")
     params = dev.create_buffer(16, label="floor params")
     try:
         p = await dev.pipeline("stream", "main", {"WG": 64})
         bg = dev.bind_group(p, [src, out])
-        plan = dev.plan([(p, bg, (1, 1, 1))] * n)
-        ts = []
+        plans = {k: dev.plan([(p, bg, (1, 1, 1))] * k) for k in (n, 1)}
+        ts = {k: [] for k in plans}
         for i in range(steps + 1):
-            t0 = time.perf_counter()
-            dev.write_buffer(params, 0, bytes(16))
-            dev.run(dev.encode(plan))
-            await dev.read(out, 0, 4)
-            if i:                                 # the first: warm-up
-                ts.append(time.perf_counter() - t0)
-        gpu_s = await timed(dev, plan, 5)
-        return median(ts) * 1e3, gpu_s * 1e3
+            for k, plan in plans.items():
+                t0 = time.perf_counter()
+                dev.write_buffer(params, 0, bytes(16))
+                dev.run(dev.encode(plan))
+                await dev.read(out, 0, 4)
+                if i:                             # the first: warm-up
+                    ts[k].append(time.perf_counter() - t0)
+        return {k: (median(ts[k]) * 1e3, await timed(dev, plans[k], 5) * 1e3) for k in plans}
     finally:
         for b in (src, out, params):
             b.destroy()
@@ -100,9 +101,8 @@ async def bench_floor(dev, gf, src, tokens: int = 16, prompt_tokens: int = 16, a
             t0 = time.perf_counter()
             dev.encode(plan)                      # (never submitted: a browser's encode is a no-op)
             enc.append(time.perf_counter() - t0)
-        steps = max(9, min(41, tokens * 2))
-        empty_ms, empty_gpu = await _empty_step_ms(dev, n, steps)
-        one_ms, one_gpu = await _empty_step_ms(dev, 1, steps)
+        empty = await _empty_steps(dev, n, 41)
+        (empty_ms, empty_gpu), (one_ms, _) = empty[n], empty[1]
         per_us = (empty_ms - one_ms) / max(1, n - 1) * 1e3
         out = {
             "bench": "floor", "device": dev.describe(), "timing": timing(dev), "model": eng.cfg.summary(),

@@ -2,7 +2,7 @@
 // Message in: {quick: bool, shapes: 'NxM,...' or '', model: URL or '', tokens, promptTokens, repeats,
 // grammar: bool (only decode with and without a grammar: bitweb.grammar.bench.bench_engine), speculative:
 // bool (only decode with and without drafting: bitweb.speculative_bench; tasks: 'copy,recall' or all), trials,
-// floor: bool (only the per-token floor: bitweb.floor)}.
+// floor: bool (only the per-token floor: bitweb.floor; parts: 3 to fuse q, k, v on SwiftShader too)}.
 // Messages out: {type: 'adapter' | 'status' | 'row', text}, then {type: 'done', kernels, decode, grammar?,
 // speculative?, floor?}
 // or {type: 'done', error}.
@@ -66,6 +66,9 @@ async def floor():                       # ?floor=1: a decode token's wall time 
     from bitweb.floor import bench_floor, describe_floor
     post("status", text="per-token floor")
     blob = js.self.benchModel
+    if a.get("parts"):                   # &parts=3: q, k, v as one gemv on SwiftShader too (bitlinear.split_parts)
+        from bitweb.kernels import bitlinear
+        bitlinear.split_parts = lambda dev=None: False
     r = await bench_floor(dev, await webapp.parse_header(blob), blob, tokens=int(a.get("tokens") or 16),
                           prompt_tokens=int(a.get("promptTokens") or 16), repeats=int(a.get("repeats") or 3))
     r["model_file"] = a["model"].rsplit("/", 1)[-1]
