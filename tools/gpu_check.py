@@ -363,8 +363,9 @@ def summary_md(s: dict) -> str:
     runs = (st.get("bench-floor") or {}).get("runs", [])
     if runs:
         lines += ["", "## bench floor (per-token floor)", "", "wall: median decode step (one step ahead / one at a time); "
-                  "GPU: the decode plan in one pass; empty token: as many 1-workgroup dispatches, run as a step is.", "",
-                  "| model | dispatches | wall ms | serial ms | GPU ms | overhead | empty token ms | us per dispatch |",
+                  "GPU: the decode plan in one pass; overhead share: (wall - GPU) / wall; empty token: as many 1-workgroup "
+                  "dispatches, run as a step is.", "",
+                  "| model | dispatches | wall ms | serial ms | GPU ms | overhead share | empty token ms | us per dispatch |",
                   "|---|---:|---:|---:|---:|---:|---:|---:|"]
         for r in runs:
             d = r.get("result") or {}
