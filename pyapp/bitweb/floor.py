@@ -3,7 +3,8 @@ in Chromium through Pyodide, web/dev/bench.html?floor=1). Where a decode token's
 one run on one adapter:
 
     wall        median step of greedy decode, one step ahead of the host (as the app decodes) and
-                one step at a time (Engine.overlap off: GPU, host and read-back in series)
+                one step at a time (Engine.overlap off: GPU, host and read-back in series), two
+                runs of each, alternated
     gpu         the decode plan's GPU time, one compute pass (time_plan: timestamps where the
                 adapter has them, else wall clock over batches); `gpu_summed`: each dispatch timed
                 alone (its own pass) and summed, split per kernel family (shader:entry)
@@ -56,15 +57,21 @@ async def _empty_steps(dev, n: int, steps: int) -> dict:
             b.destroy()
 
 
-async def _wall_step_ms(eng, ids, tokens: int, overlap: bool) -> tuple[float, object]:
+async def _wall_steps(eng, ids, tokens: int, rounds: int = 2) -> tuple[dict, object]:
+    """Median decode step (ms) one step ahead (True) and one step at a time (False): `rounds` runs of
+    each, alternated (so a change of load meets both), their steps pooled."""
     from bitweb.sampling import SamplingParams
-    eng.reset()
-    eng.overlap = overlap
-    stamps = []
-    res = await eng.generate(ids, SamplingParams(), tokens, ignore_eos=True,
-                             on_token=lambda *_: stamps.append(time.perf_counter()))
-    steps = [b - a for a, b in zip(stamps, stamps[1:])]
-    return (median(steps) * 1e3 if steps else res.decode_ms_per_token), res
+    steps, res = {True: [], False: []}, None
+    for r in range(rounds):
+        for overlap in (True, False) if r % 2 == 0 else (False, True):
+            eng.reset()
+            eng.overlap = overlap
+            stamps = []
+            res = await eng.generate(ids, SamplingParams(), tokens, ignore_eos=True,
+                                     on_token=lambda *_: stamps.append(time.perf_counter()))
+            steps[overlap] += [b - a for a, b in zip(stamps, stamps[1:])]
+    eng.overlap = True
+    return {k: median(v) * 1e3 if v else res.decode_ms_per_token for k, v in steps.items()}, res
 
 
 async def bench_floor(dev, gf, src, tokens: int = 16, prompt_tokens: int = 16, activations: str = "a8",
@@ -81,10 +88,9 @@ async def bench_floor(dev, gf, src, tokens: int = 16, prompt_tokens: int = 16, a
         if prompt_tokens + tokens > eng.n_ctx:
             raise BenchError(f"--prompt-tokens {prompt_tokens} + --tokens {tokens} > the context ({eng.n_ctx})")
         ids = prompt_for(eng.tokenizer, prompt_tokens)
-        await eng.generate(ids, SamplingParams(), 2, ignore_eos=True)    # warm-up: pipelines built on first use
-        wall_ahead, res = await _wall_step_ms(eng, ids, tokens, True)
-        wall_serial, _ = await _wall_step_ms(eng, ids, tokens, False)
-        eng.overlap = True
+        await eng.generate(ids, SamplingParams(), 4, ignore_eos=True)    # warm-up: both overlapped plans built
+        walls, res = await _wall_steps(eng, ids, tokens)
+        wall_ahead, wall_serial = walls[True], walls[False]
         pos = len(ids) + tokens // 2
         dev.write_buffer(eng.buf["params"], 0, ops.params(m=1, pos=pos))
         plan = eng.plan_greedy
