@@ -21,14 +21,15 @@ def tiny(tiny_model):
 def check_floor(r: dict, n_layer: int) -> None:
     """The fields of a bench floor result (natively or from Chromium) and how they derive."""
     assert r["bench"] == "floor" and r["device"] and r["timing"] and r["model"]
-    for k in ("wall_ms", "wall_serial_ms", "gpu_ms", "gpu_summed_ms", "floor_ms", "floor_gpu_ms", "fixed_ms"):
+    for k in ("wall_ms", "wall_serial_ms", "gpu_ms", "gpu_summed_ms", "floor_ms", "floor_gpu_ms", "fixed_ms", "slope_ms"):
         assert r[k] > 0 and math.isfinite(r[k]), k
     assert r["encode_ms"] >= 0 and math.isfinite(r["per_dispatch_us"])
     assert close(r["overhead_ms"], r["wall_ms"] - r["gpu_ms"]) and close(r["serial_overhead_ms"], r["wall_serial_ms"] - r["gpu_ms"])
     assert 0 <= r["overhead_share"] <= 1 and close(r["overhead_share"], max(0.0, r["overhead_ms"]) / r["wall_ms"])
     assert 0 < r["floor_share"] <= 1
     n = r["dispatches_per_token"]
-    assert close(r["per_dispatch_us"], (r["floor_ms"] - r["fixed_ms"]) / (n - 1) * 1e3, rel=0.05)
+    assert r["slope_dispatches"] == 4 * n and r["slope_ms"] > 0
+    assert close(r["per_dispatch_us"], (r["slope_ms"] - r["fixed_ms"]) / (4 * n - 1) * 1e3, rel=0.05)
     fam = {f["family"]: f for f in r["families"]}
     assert sum(f["dispatches"] for f in fam.values()) == n
     assert close(sum(f["ms"] for f in fam.values()), r["gpu_summed_ms"]) and close(sum(f["share"] for f in fam.values()), 1.0)

@@ -13,7 +13,8 @@ one run on one adapter:
                 (stream.wgsl) as the plan has, run as a decode step is (a params write, encode,
                 submit, a 4-byte read, one step at a time): its wall time is what a token costs with
                 no arithmetic; the same with one dispatch gives the fixed part (write, submit,
-                read-back), and the slope gives the cost of one more dispatch (host and device)
+                read-back), and with 4x the plan's dispatches the slope: the cost of one more
+                dispatch (host and device)
 
 So a step's wall time ~ floor + the plan's arithmetic; fusing k dispatches saves ~ k x per-dispatch
 cost. Everything is measured at the mean decode position of the run (params.pos).
@@ -32,16 +33,16 @@ def family(p) -> str:
     return f"{p.key[0]}:{p.key[1]}"
 
 
-async def _empty_steps(dev, n: int, steps: int) -> dict:
-    """An empty token of n dispatches and of one, run as a decode step is and alternated (so a
-    change of load meets both): {n: (median wall ms, GPU ms), 1: (...)}."""
+async def _empty_steps(dev, counts, steps: int) -> dict:
+    """Empty tokens of each count of dispatches, run as a decode step is and alternated (so a
+    change of load meets all): {count: (median wall ms, GPU ms)}."""
     src = dev.create_buffer(16, label="floor src")
     out = dev.create_buffer(16, label="floor out")
     params = dev.create_buffer(16, label="floor params")
     try:
         p = await dev.pipeline("stream", "main", {"WG": 64})
         bg = dev.bind_group(p, [src, out])
-        plans = {k: dev.plan([(p, bg, (1, 1, 1))] * k) for k in (n, 1)}
+        plans = {k: dev.plan([(p, bg, (1, 1, 1))] * k) for k in counts}
         ts = {k: [] for k in plans}
         for i in range(steps + 1):
             for k, plan in plans.items():
@@ -107,9 +108,10 @@ async def bench_floor(dev, gf, src, tokens: int = 16, prompt_tokens: int = 16, a
             t0 = time.perf_counter()
             dev.encode(plan)                      # (never submitted: a browser's encode is a no-op)
             enc.append(time.perf_counter() - t0)
-        empty = await _empty_steps(dev, n, 41)
-        (empty_ms, empty_gpu), (one_ms, _) = empty[n], empty[1]
-        per_us = (empty_ms - one_ms) / max(1, n - 1) * 1e3
+        big = 4 * n                               # the slope over many dispatches: the fixed part's noise matters less
+        empty = await _empty_steps(dev, (n, 1, big), 41)
+        (empty_ms, empty_gpu), (one_ms, _), (big_ms, _) = empty[n], empty[1], empty[big]
+        per_us = (big_ms - one_ms) / (big - 1) * 1e3
         out = {
             "bench": "floor", "device": dev.describe(), "timing": timing(dev), "model": eng.cfg.summary(),
             "activations": eng.activations, "kv_cache": eng.kv_cache, "prompt_tokens": len(ids),
@@ -121,7 +123,7 @@ async def bench_floor(dev, gf, src, tokens: int = 16, prompt_tokens: int = 16, a
             "serial_overhead_ms": sig(wall_serial - gpu_ms),
             "encode_ms": sig(median(enc) * 1e3),
             "floor_ms": sig(empty_ms), "floor_gpu_ms": sig(empty_gpu),
-            "fixed_ms": sig(one_ms), "per_dispatch_us": sig(per_us),
+            "fixed_ms": sig(one_ms), "slope_dispatches": big, "slope_ms": sig(big_ms), "per_dispatch_us": sig(per_us),
             "floor_share": sig(min(1.0, empty_ms / wall_serial), 3),
             "families": [{"family": f, "dispatches": fam_n[f], "ms": sig(ms), "share": sig(ms / summed, 3) if summed else 0.0}
                          for f, ms in sorted(fam_ms.items(), key=lambda kv: -kv[1])],
@@ -142,8 +144,8 @@ def describe_floor(r: dict) -> str:
              f"  overhead (wall - GPU) {r['overhead_ms']} ms ({r['overhead_share']:.0%}); one step at a time "
              f"{r['serial_overhead_ms']} ms; encoding the plan {r['encode_ms']} ms",
              f"  floor: an empty token of {r['dispatches_per_token']} dispatches {r['floor_ms']} ms wall "
-             f"(GPU {r['floor_gpu_ms']} ms) = {r['floor_share']:.0%} of a serial step; one dispatch {r['fixed_ms']} ms; "
-             f"{r['per_dispatch_us']} us per extra dispatch",
+             f"(GPU {r['floor_gpu_ms']} ms) = {r['floor_share']:.0%} of a serial step; one dispatch {r['fixed_ms']} ms, "
+             f"{r['slope_dispatches']} {r['slope_ms']} ms: {r['per_dispatch_us']} us per extra dispatch",
              "  kernel families (dispatches timed alone):"]
     for f in r["families"]:
         lines.append(f"    {f['ms']:9.3f} ms {f['share']:6.1%}  x{f['dispatches']:<4} {f['family']}")
