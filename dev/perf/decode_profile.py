@@ -7,7 +7,9 @@ the bytes a token reads (bench.bytes_per_token, shaders/stream.wgsl), all in one
 Prints per kernel (shader:entry, the format, the switches): ms per token, share, and the whole
 plan's ms per token against the roofline (bytes / stream). --force-a8: int8 activations on linears
 of any packed format (the engine gives them only to the ternary and binary kinds: model.a8_linears),
-to measure what A8 would cost or gain on ggml's block types.
+to measure what A8 would cost or gain on ggml's block types. `bitweb bench floor MODEL` (bitweb.floor)
+splits the same plan by kernel family beside the wall time per token and an empty token's cost,
+natively and in Chromium.
 """
 import argparse
 import asyncio
