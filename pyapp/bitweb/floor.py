@@ -144,8 +144,8 @@ def describe_floor(r: dict) -> str:
              f"  overhead (wall - GPU) {r['overhead_ms']} ms ({r['overhead_share']:.0%}); one step at a time "
              f"{r['serial_overhead_ms']} ms; encoding the plan {r['encode_ms']} ms",
              f"  floor: an empty token of {r['dispatches_per_token']} dispatches {r['floor_ms']} ms wall "
-             f"(GPU {r['floor_gpu_ms']} ms) = {r['floor_share']:.0%} of a serial step; one dispatch {r['fixed_ms']} ms, "
-             f"{r['slope_dispatches']} {r['slope_ms']} ms: {r['per_dispatch_us']} us per extra dispatch",
+             f"(GPU {r['floor_gpu_ms']} ms) = {r['floor_share']:.0%} of a serial step; 1 dispatch {r['fixed_ms']} ms, "
+             f"{r['slope_dispatches']} dispatches {r['slope_ms']} ms: {r['per_dispatch_us']} us per extra dispatch",
              "  kernel families (dispatches timed alone):"]
     for f in r["families"]:
         lines.append(f"    {f['ms']:9.3f} ms {f['share']:6.1%}  x{f['dispatches']:<4} {f['family']}")
