@@ -18,6 +18,11 @@
 // f32 over j in blocks of 16 values. I2_S A8 sums integers below 2^24, so S is the exact int32 dot
 // of the decode kernel and P equals bitlinear.wgsl's bit for bit. Block formats round the sum (the
 // decode kernel rounds too, in another order): prefill and decode agree to float error there.
+//   Q8T (A8 rows on ggml's Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0: llama.cpp's q8_0 / q8_1 blocks of 32)
+//         per block b: I[m, n, b] = sum_{j in b} (c[n, j] - ZP) q[m, j]   (integers: exact in f32)
+//         S[m, n] = sum_b (dw[n, b] dx[m, b]) I (+ mw[n, b] sx[m, b]);  P = S * (ws * mult)
+//         each block term as bitlinear.wgsl Q8B (ggml's vec_dot), the blocks summed in another order.
+//         s: vec2<f32>[M][N_IN / 32] (dx, sx) per row and block (bitlinear.q8_rows, quant_act.wgsl).
 // A8 input (written by ops.rmsnorm(a8=True)): q u32[M][N_IN / 4], element 4j + b of a row in byte b
 // of word j (two's complement int8); s f32[M], the row's inv_s = max(max|x|, 1e-5) * (1 / 127).
 //

@@ -104,7 +104,9 @@ def choose(dev=None, a8: bool = True, gate_up: bool = False, n_in: int = 0, n_ou
     if cpu and not a8:           # f32 rows: 4 values a load, none shared; 16 outputs share each (Q4_1 576 x
         return Tile(rq=4, nq=4, wg=16)     # 1536, 64 rows: 0.35x the CPU time of 16 x 4, gate_up too)
     if cpu:
-        wide = n_in * n_out >= WIDE
+        # q8 rows (ggml's types, Q8T) take the wide tiles at any size (SmolLM2 Q4_1, 64 rows,
+        # prefill_profile on a noisy host: 16 x 8 gate_up and 16 x 16 within the noise of each other)
+        wide = n_in * n_out >= WIDE or bool(fmt is not None and fmt.vec_dot)
         if wide and cpu == "llvmpipe" and dev is not None:
             n = lanes(dev)
             octets = fmt is not None and octets_fit(fmt) and n > 0 and n % 8 == 0 and getattr(dev.caps, "subgroups", False)
