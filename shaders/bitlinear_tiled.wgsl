@@ -18,6 +18,11 @@
 // f32 over j in blocks of 16 values. I2_S A8 sums integers below 2^24, so S is the exact int32 dot
 // of the decode kernel and P equals bitlinear.wgsl's bit for bit. Block formats round the sum (the
 // decode kernel rounds too, in another order): prefill and decode agree to float error there.
+//   Q8T (A8 rows on ggml's Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0: llama.cpp's q8_0 / q8_1 blocks of 32)
+//         per block b: I[m, n, b] = sum_{j in b} (c[n, j] - ZP) q[m, j]   (integers: exact in f32)
+//         S[m, n] = sum_b (dw[n, b] dx[m, b]) I (+ mw[n, b] sx[m, b]);  P = S * (ws * mult)
+//         each block term as bitlinear.wgsl Q8B (ggml's vec_dot), the blocks summed in another order.
+//         s: vec2<f32>[M][N_IN / 32] (dx, sx) per row and block (bitlinear.q8_rows, quant_act.wgsl).
 // A8 input (written by ops.rmsnorm(a8=True)): q u32[M][N_IN / 4], element 4j + b of a row in byte b
 // of word j (two's complement int8); s f32[M], the row's inv_s = max(max|x|, 1e-5) * (1 / 127).
 //
@@ -74,7 +79,11 @@ override Y_COL0: u32 = 0u;     // column of y where output n = 0 goes    into on
 @group(0) @binding(auto) var<storage, read> params: array<u32>;
 #if A8
 @group(0) @binding(auto) var<storage, read> q: array<vec4<u32>>;
+#if Q8T
+@group(0) @binding(auto) var<storage, read> s: array<vec2<f32>>;   // per row and block: (dx, sx)
+#else
 @group(0) @binding(auto) var<storage, read> s: array<f32>;
+#endif
 #else
 @group(0) @binding(auto) var<storage, read> x: array<vec4<f32>>;
 #endif
@@ -98,6 +107,11 @@ fn wl(t: u32, i: u32) -> u32 {
 
 #include common_act
 
+#if Q8T
+const Q8ROWS: bool = true;            // ggml's q8 blocks (A8 rows, a scale per row and block)
+#else
+const Q8ROWS: bool = false;
+#endif
 const MAG: u32 = 0x4B000000u;      // f32 2^23: bitcast<f32>(MAG | n) = 2^23 + n for n < 2^23
 const BIAS: u32 = 0x80808080u;     // int8 bytes ^ 0x80 = the byte + 128
 
@@ -143,6 +157,9 @@ struct W4 { w0: vec4<f32>, w1: vec4<f32>, w2: vec4<f32>, w3: vec4<f32> }
 
 fn wdec(c: vec4<u32>, d: vec4<f32>, m: vec4<f32>) -> W4 {
     let k = 8388608.0 + f32(ZP);
+    if (Q8ROWS) {                    // the integer codes c - ZP: the block's scales come in bflush
+        return W4(byte4(c, 0u, k), byte4(c, 1u, k), byte4(c, 2u, k), byte4(c, 3u, k));
+    }
     if (PDM) {
         return W4(fma(byte4(c, 0u, k), d, m), fma(byte4(c, 1u, k), d, m), fma(byte4(c, 2u, k), d, m),
                   fma(byte4(c, 3u, k), d, m));
@@ -491,7 +508,7 @@ fn dblk(t: u32, bi: u32) -> f32 { return fmt_dm(t, bi, 0u, 0u).x; }
 // plane instead, plane_dm).
 fn scales(o: array<u32, 16>, bi: u32) -> Wts {
     var w: Wts;
-    if (PDM) { return w; }
+    if (PDM || Q8ROWS) { return w; }
     w.gd0 = vec4<f32>(dblk(0u, o[0] + bi), dblk(0u, o[1] + bi), dblk(0u, o[2] + bi), dblk(0u, o[3] + bi));
     if (NQ > 1u) {
         w.gd1 = vec4<f32>(dblk(0u, o[4] + bi), dblk(0u, o[5] + bi), dblk(0u, o[6] + bi), dblk(0u, o[7] + bi));
@@ -529,7 +546,7 @@ fn dm4(t: u32, a: u32, b: u32, c: u32, d: u32, u: u32, p: u32) -> array<vec4<f32
 // PDM: w with plane p of unit u's scales and offsets (fmt_dm) in its d / m fields; else w as it is
 // (the block's scales).
 fn plane_dm(o: array<u32, 16>, bi: u32, u: u32, p: u32, w: Wts) -> Wts {
-    if (!PDM) { return w; }
+    if (!PDM || Q8ROWS) { return w; }
     var v = w;
     var q = dm4(0u, o[0] + bi, o[1] + bi, o[2] + bi, o[3] + bi, u, p);
     v.gd0 = q[0]; v.gm0 = q[1];
@@ -682,6 +699,105 @@ fn tail_word(t: ptr<function, Tile>, r: Rows, w: Wts, e: u32) {
     macs(t, r, q, e);
 }
 
+#if Q8T
+// ---- Q8T: ggml's vec_dot per block -------------------------------------------------------------
+// The tile t holds block b's sums I[m, n] = sum (c - ZP) q, integers (|I| <= 32 * 128 * 128 < 2^24:
+// every partial sum exact); acc[m, n] += (dw[n] dx[m]) I (+ mw[n] sx[m]): bitlinear.wgsl's Q8B
+// block term (fmt_unit) bit for bit, summed over the blocks in another order than the decode kernel.
+
+// (dx, sx) of row quad i (rows 4 i .. 4 i + 3) at block b: [0] dx, [1] sx, vectors over the rows
+fn rxs(xi: array<u32, 16>, i: u32, b: u32) -> array<vec4<f32>, 2> {
+    let a = s[xi[4u * i] + b];
+    let c = s[xi[4u * i + 1u] + b];
+    let e = s[xi[4u * i + 2u] + b];
+    let g = s[xi[4u * i + 3u] + b];
+    return array<vec4<f32>, 2>(vec4<f32>(a.x, c.x, e.x, g.x), vec4<f32>(a.y, c.y, e.y, g.y));
+}
+
+// the block term of one output (column of 4 rows): (dw dx) I (+ mw sx)
+fn bterm(i: vec4<f32>, x: array<vec4<f32>, 2>, dw: f32, mw: f32) -> vec4<f32> {
+    if (PDM) { return (dw * x[0]) * i + mw * x[1]; }
+    return (dw * x[0]) * i;
+}
+
+// a + the block terms of I (4 rows x 4 outputs; w: the outputs' [0] d, [1] m)
+fn bsum(a: mat4x4<f32>, i: mat4x4<f32>, x: array<vec4<f32>, 2>, w: array<vec4<f32>, 2>) -> mat4x4<f32> {
+    return mat4x4<f32>(a[0] + bterm(i[0], x, w[0].x, w[1].x), a[1] + bterm(i[1], x, w[0].y, w[1].y),
+                       a[2] + bterm(i[2], x, w[0].z, w[1].z), a[3] + bterm(i[3], x, w[0].w, w[1].w));
+}
+
+fn bflush(acc: ptr<function, Tile>, t: ptr<function, Tile>, o: array<u32, 16>, xi: array<u32, 16>, b: u32) {
+    let g0 = dm4(0u, o[0] + b, o[1] + b, o[2] + b, o[3] + b, 0u, 0u);
+    var g1 = g0;
+    var g2 = g0;
+    var g3 = g0;
+    if (NQ > 1u) { g1 = dm4(0u, o[4] + b, o[5] + b, o[6] + b, o[7] + b, 0u, 0u); }
+    if (NQ > 2u) { g2 = dm4(0u, o[8] + b, o[9] + b, o[10] + b, o[11] + b, 0u, 0u); }
+    if (NQ > 3u) { g3 = dm4(0u, o[12] + b, o[13] + b, o[14] + b, o[15] + b, 0u, 0u); }
+#if GATE_UP
+    let u0 = dm4(1u, o[0] + b, o[1] + b, o[2] + b, o[3] + b, 0u, 0u);
+    var u1 = u0;
+    var u2 = u0;
+    var u3 = u0;
+    if (NQ > 1u) { u1 = dm4(1u, o[4] + b, o[5] + b, o[6] + b, o[7] + b, 0u, 0u); }
+    if (NQ > 2u) { u2 = dm4(1u, o[8] + b, o[9] + b, o[10] + b, o[11] + b, 0u, 0u); }
+    if (NQ > 3u) { u3 = dm4(1u, o[12] + b, o[13] + b, o[14] + b, o[15] + b, 0u, 0u); }
+#endif
+    {
+        let x = rxs(xi, 0u, b);
+        (*acc).a00 = bsum((*acc).a00, (*t).a00, x, g0);
+        if (NQ > 1u) { (*acc).a01 = bsum((*acc).a01, (*t).a01, x, g1); }
+        if (NQ > 2u) { (*acc).a02 = bsum((*acc).a02, (*t).a02, x, g2); }
+        if (NQ > 3u) { (*acc).a03 = bsum((*acc).a03, (*t).a03, x, g3); }
+#if GATE_UP
+        (*acc).up00 = bsum((*acc).up00, (*t).up00, x, u0);
+        if (NQ > 1u) { (*acc).up01 = bsum((*acc).up01, (*t).up01, x, u1); }
+        if (NQ > 2u) { (*acc).up02 = bsum((*acc).up02, (*t).up02, x, u2); }
+        if (NQ > 3u) { (*acc).up03 = bsum((*acc).up03, (*t).up03, x, u3); }
+#endif
+    }
+    if (RQ > 1u) {
+        let x = rxs(xi, 1u, b);
+        (*acc).a10 = bsum((*acc).a10, (*t).a10, x, g0);
+        if (NQ > 1u) { (*acc).a11 = bsum((*acc).a11, (*t).a11, x, g1); }
+        if (NQ > 2u) { (*acc).a12 = bsum((*acc).a12, (*t).a12, x, g2); }
+        if (NQ > 3u) { (*acc).a13 = bsum((*acc).a13, (*t).a13, x, g3); }
+#if GATE_UP
+        (*acc).up10 = bsum((*acc).up10, (*t).up10, x, u0);
+        if (NQ > 1u) { (*acc).up11 = bsum((*acc).up11, (*t).up11, x, u1); }
+        if (NQ > 2u) { (*acc).up12 = bsum((*acc).up12, (*t).up12, x, u2); }
+        if (NQ > 3u) { (*acc).up13 = bsum((*acc).up13, (*t).up13, x, u3); }
+#endif
+    }
+    if (RQ > 2u) {
+        let x = rxs(xi, 2u, b);
+        (*acc).a20 = bsum((*acc).a20, (*t).a20, x, g0);
+        if (NQ > 1u) { (*acc).a21 = bsum((*acc).a21, (*t).a21, x, g1); }
+        if (NQ > 2u) { (*acc).a22 = bsum((*acc).a22, (*t).a22, x, g2); }
+        if (NQ > 3u) { (*acc).a23 = bsum((*acc).a23, (*t).a23, x, g3); }
+#if GATE_UP
+        (*acc).up20 = bsum((*acc).up20, (*t).up20, x, u0);
+        if (NQ > 1u) { (*acc).up21 = bsum((*acc).up21, (*t).up21, x, u1); }
+        if (NQ > 2u) { (*acc).up22 = bsum((*acc).up22, (*t).up22, x, u2); }
+        if (NQ > 3u) { (*acc).up23 = bsum((*acc).up23, (*t).up23, x, u3); }
+#endif
+    }
+    if (RQ > 3u) {
+        let x = rxs(xi, 3u, b);
+        (*acc).a30 = bsum((*acc).a30, (*t).a30, x, g0);
+        if (NQ > 1u) { (*acc).a31 = bsum((*acc).a31, (*t).a31, x, g1); }
+        if (NQ > 2u) { (*acc).a32 = bsum((*acc).a32, (*t).a32, x, g2); }
+        if (NQ > 3u) { (*acc).a33 = bsum((*acc).a33, (*t).a33, x, g3); }
+#if GATE_UP
+        (*acc).up30 = bsum((*acc).up30, (*t).up30, x, u0);
+        if (NQ > 1u) { (*acc).up31 = bsum((*acc).up31, (*t).up31, x, u1); }
+        if (NQ > 2u) { (*acc).up32 = bsum((*acc).up32, (*t).up32, x, u2); }
+        if (NQ > 3u) { (*acc).up33 = bsum((*acc).up33, (*t).up33, x, u3); }
+#endif
+    }
+}
+#endif
+
 // ---- output --------------------------------------------------------------------------------------
 // Rows m0 .. m0 + 3 x outputs n0 .. n0 + 3 of P (gate_up: act(Pg) * Pu).
 fn store(m0: u32, n0: u32, a: mat4x4<f32>, u: mat4x4<f32>) {
@@ -694,7 +810,12 @@ fn store(m0: u32, n0: u32, a: mat4x4<f32>, u: mat4x4<f32>) {
     for (var r = 0u; r < 4u; r++) {
         let m = m0 + r;
         if (m >= mrows) { break; }
-#if A8
+#if Q8T
+        let f0 = ws0 * mult[0];
+#if GATE_UP
+        let f1 = ws1 * mult[1];
+#endif
+#elif A8
         let f0 = ws0 * s[m] * mult[0];
 #if GATE_UP
         let f1 = ws1 * s[m] * mult[1];
@@ -739,12 +860,27 @@ fn body(li: u32, wid: vec3<u32>, lane: u32) {
     var o: array<u32, 16>;                         // first block of each output row (past N_OUT: the last)
     for (var c = 0u; c < 16u; c++) { o[c] = min(n0 + c, N_OUT - 1u) * NB; }
     var t: Tile;
+#if Q8T
+    var xi: array<u32, 16>;                        // each row's first (dx, sx)
+    for (var r = 0u; r < 16u; r++) { xi[r] = min(m0 + r, last) * NB; }
+    var acc: Tile;
+    for (var b = 0u; b < NB; b++) {
+        t = Tile();                                // the block's integer sums
+        let sc = scales(o, b);
+        for (var u = 0u; u < NU; u++) {
+            do_unit(&t, ri, o, wts(o, b, u, sc), b, u, lane);
+        }
+        bflush(&acc, &t, o, xi, b);
+    }
+    t = acc;
+#else
     for (var b = 0u; b < NB; b++) {
         let sc = scales(o, b);
         for (var u = 0u; u < NU; u++) {
             do_unit(&t, ri, o, wts(o, b, u, sc), b, u, lane);
         }
     }
+#endif
 #if GATE_UP
     store_rq(m0, n0, t.a00, t.a01, t.a02, t.a03, t.up00, t.up01, t.up02, t.up03);
     if (RQ > 1u) { store_rq(m0 + 4u, n0, t.a10, t.a11, t.a12, t.a13, t.up10, t.up11, t.up12, t.up13); }

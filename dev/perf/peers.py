@@ -3,14 +3,18 @@ llama.cpp (llama-cpp-python, on the CPU) and oxbitnet (0xBitNet's Python binding
 
     .venv/bin/python dev/perf/peers.py [--preset small] [--rounds 3] [--tokens 16] [--prompt-tokens 64]
                                        [--oxbitnet-python PY] [--llama-python PY] [--threads N] [--json]
+                                       [--activations f32,q8]
 
 Files (make-model, seed 0, in --dir): `bitnet` TQ2_0 (llama.cpp knows arch `bitnet`, not
 `bitnet-b1.58`, and TQ2_0, not I2_S) for bitweb and llama.cpp; `bitnet-b1.58` I2_S for bitweb and
 oxbitnet. Each measurement is its own process (load, a 1-token warm-up, then the timed run); the
 engines take turns within a round, and each figure is the median over the rounds. Printed: load
 time (the load call), ready time (load + the warm-up: both bitweb and oxbitnet build pipelines on
-first use), prefill tokens/s, decode ms/token, and each peer's ratio to bitweb on the same file
-(> 1: the peer is that many times faster).
+first use; bitweb then reads the whole prompt once, untimed, so that lavapipe has compiled the code
+of its prefill tiles, which it does at their first dispatch), prefill tokens/s, decode ms/token, and each peer's ratio to bitweb on the same file
+(> 1: the peer is that many times faster). --activations: bitweb once per mode (rows "bitweb:MODE",
+the first one the peers' base; default: the engine's default mode), each bitweb row also printed
+as its prefill tok/s over llama.cpp's.
 
 How each is timed: bitweb from its own generate() split (prefill_ms covers the prompt and the
 first token; decode_ms_per_token the mean over the rest). The peers, which take a prompt and
@@ -62,12 +66,14 @@ def w_bitweb(a: dict) -> dict:
         t0 = time.perf_counter()
         gf = open_gguf(a["model"])
         with FileSource(a["model"]) as src:
-            eng = await Engine.load(dev, gf, src)
+            eng = await Engine.load(dev, gf, src, **({"activations": a["activations"]} if a.get("activations") else {}))
         load_s = time.perf_counter() - t0
         try:
             t0 = time.perf_counter()
             await eng.generate(a["ids"][:8], SamplingParams(), 1, ignore_eos=True)        # warm-up
             warm_s = time.perf_counter() - t0
+            eng.reset()
+            await eng.generate(a["ids"], SamplingParams(), 1, ignore_eos=True)              # the prefill tiles' first dispatch
             eng.reset()
             res = await eng.generate(a["ids"], SamplingParams(), a["tokens"] + 1, ignore_eos=True)
             # the hardware bound: GPU time of one decode step (the recorded plan, GPU timestamps) over a
@@ -218,6 +224,7 @@ def main(argv=None) -> int:
     ap.add_argument("--llama-python", default=sys.executable)
     ap.add_argument("--limit", type=float, default=900, help="seconds per measurement")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--activations", default="", help="bitweb's activation modes, comma-separated (e.g. f32,q8)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--worker-arg", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
@@ -229,6 +236,8 @@ def main(argv=None) -> int:
     if a.model:                    # one file: bitweb and llama.cpp
         files = {"file": real_file(a.model)}
         pairs = [("bitweb", "file"), ("llama.cpp", "file")]
+        if a.activations:
+            pairs = [(f"bitweb:{m}", "file") for m in a.activations.split(",")] + [("llama.cpp", "file")]
     else:
         files = make_files(pathlib.Path(a.dir), a.preset)
         # (engine, file key): bitweb on both files, each peer on the file it reads
@@ -237,6 +246,7 @@ def main(argv=None) -> int:
     for e, why in missing.items():
         say(f"# {e}: {why}")
     pairs = [p for p in pairs if p[0] not in missing]
+    kind = lambda e: e.split(":")[0]  # noqa: E731   ("bitweb:q8" -> "bitweb")
     args = {}
     for key, f in files.items():
         ids, text = prompt(f["path"], a.prompt_tokens)
@@ -245,7 +255,8 @@ def main(argv=None) -> int:
     load0 = os.getloadavg()
     for rnd in range(a.rounds):
         for p in pairs:
-            r = measure(pys[p[0]], p[0], args[p[1]], a.limit)
+            mode = p[0].partition(":")[2]
+            r = measure(pys[kind(p[0])], kind(p[0]), dict(args[p[1]], activations=mode), a.limit)
             runs[p].append(r)
             say(f"round {rnd + 1} {p[0]:9} {p[1]:6} " + (f"ERROR {r['error']}" if "error" in r else
                 f"load {r['load_s']:.2f} s, prefill {r['prefill_tok_s']:.1f} tok/s, decode {r['decode_ms_per_token']:.1f} ms/token"))
@@ -263,10 +274,13 @@ def main(argv=None) -> int:
             if ok and k in ok[0]:
                 row[k] = med([r[k] for r in ok])
         rows.append(row)
-    base = {r["key"]: r for r in rows if r["engine"] == "bitweb"}
+    base = {}
+    for r in rows:
+        if kind(r["engine"]) == "bitweb":
+            base.setdefault(r["key"], r)
     for r in rows:
         b = base.get(r["key"])
-        if r["engine"] != "bitweb" and b and r["decode_ms_per_token"] and b["decode_ms_per_token"]:
+        if kind(r["engine"]) != "bitweb" and b and r["decode_ms_per_token"] and b["decode_ms_per_token"]:
             r["decode_vs_bitweb"] = b["decode_ms_per_token"] / r["decode_ms_per_token"]
             r["prefill_vs_bitweb"] = r["prefill_tok_s"] / b["prefill_tok_s"]
             r["ready_vs_bitweb"] = b["ready_s"] / r["ready_s"]
@@ -290,6 +304,11 @@ def main(argv=None) -> int:
             print(f"{r['engine']} {r['file']}: GPU {r['gpu_ms_per_token']:.1f} ms per decoded token, a streaming read of its "
                   f"bytes {r['roofline_ms']:.1f} ms: x{r['gpu_vs_roofline']:.2f} (target <= 1.5); prefill / decode "
                   f"tokens/s x{r['prefill_over_decode']:.2f} (target >= 6); {r['dispatches_per_layer']:g} dispatches per layer")
+    peer = {r["key"]: r for r in rows if r["engine"] == "llama.cpp" and r["prefill_tok_s"]}
+    for r in rows:
+        if kind(r["engine"]) == "bitweb" and r["key"] in peer and r["prefill_tok_s"]:
+            print(f"{r['engine']} {r['file']}: prefill {r['prefill_tok_s']:.1f} tok/s = x{r['prefill_tok_s'] / peer[r['key']]['prefill_tok_s']:.2f} "
+                  f"llama.cpp's ({peer[r['key']]['prefill_tok_s']:.1f})")
     for e, why in missing.items():
         print(f"{e}: {why}")
     return 0

@@ -197,26 +197,26 @@ class PrefillOps(_Ops):
     quantizes the rows, with the decode kernel's workgroup size so the int8 rows equal decode's;
     a linear without a norm before it: A8 rows of its input (rmsnorm NO_NORM), or, f32, no step:
     the matmul reads the rows as they are; A8 on ggml's Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0: the decode
-    kernel's q8 blocks as f32 rows, bitlinear.q8_rows); packed weights: bitlinear_tiled, float
+    kernel's q8 blocks, bitlinear.q8_rows, into the int8 tile); packed weights: bitlinear_tiled, float
     weights: dense matmul (+ glue steps). mm() is the one place that picks the matmul kernel."""
     prefix = "p."
 
     def __init__(self, h, M: int):
         super().__init__(h)
-        self.q8 = h.a8 and h.packed and bool(h.cfg.linear_type.vec_dot)   # ggml's q8 rows, the f32 tile
+        self.q8 = h.a8 and h.packed and bool(h.cfg.linear_type.vec_dot)   # ggml's q8 rows, the int8 tile
         self.M, self.a8 = M, h.a8 and h.packed and not self.q8
         B = self.B
-        self.normed = {"q": B["p.q"], "scale": B["p.s"]} if self.a8 else {"x": B["p.n"]}
+        self.normed = {"q": B["p.q"], "scale": B["p.s"]} if self.a8 or self.q8 else {"x": B["p.n"]}
 
     def norm(self, n: int, x, w):
         """The matmul input from the M rows of x (width n): (steps, its bindings). rmsnorm into
         A8 rows (p.q, p.s) or f32 rows (p.n); without a norm weight (w None) A8 rows of x as is,
         or, f32, no step and x itself."""
         B, a8 = self.B, self.a8
-        if self.q8:                    # rows as the decode kernel quantizes them (q * dx), f32 tile
+        if self.q8:                    # rows as the decode kernel quantizes them (q, dx, sx), int8 tile
             st = bitlinear.q8_rows(n, self.M, eps=self.eps, wg=bitlinear.choose(self.h.dev, n, True).wg,
                                    norm=w is not None)
-            bufs = {"x": x, "y": B["p.n"]}
+            bufs = {"x": x, "q": B["p.q"], "scale": B["p.s"]}
             return [(st, bufs if w is None else dict(bufs, norm=w))], self.normed
         if w is None and not a8:
             return [], {"x": x}
@@ -234,9 +234,10 @@ class PrefillOps(_Ops):
             if y_col0 and (4 * y_col0) % BINDING_ALIGN == 0:     # the column in the binding's offset: k and v
                 off = 4 * y_col0                                  # share one pipeline (one compile less)
                 y, y_col0 = ((y, off, y.size - off) if hasattr(y, "size") else y), 0
-            st = bitlinear_tiled.matmul(self.fmt, n_in, n_out, M, a8=self.a8, residual=residual,
+            a8 = self.a8 or self.q8
+            st = bitlinear_tiled.matmul(self.fmt, n_in, n_out, M, a8=a8, q8=self.q8, residual=residual,
                                         y_stride=y_stride, y_col0=y_col0, dev=self.h.dev,
-                                        **fit_rows(self.h.dev, M, self.a8, False, n_in, n_out, self.fmt))
+                                        **fit_rows(self.h.dev, M, a8, False, n_in, n_out, self.fmt))
             return [(st, dict(inp, params=P, mult=mult, y=y, w=w))]
         st = dense.matmul(self.fmt, n_in, n_out, M)[0].with_constants(ROW0=y_col0, Y_STRIDE=y_stride or n_out)
         if not residual:
@@ -274,8 +275,10 @@ class PrefillOps(_Ops):
         e, ff = cfg.n_embd, cfg.n_ff
         steps, inp = self.norm(e, self.buf(x), self.w(i, norm))
         if self.h.packed:
-            fit = fit_rows(self.h.dev, M, self.a8, True, e, ff, self.fmt)
-            return steps + [(bitlinear_tiled.gate_up(self.fmt, e, ff, M, a8=self.a8, act=cfg.ffn, dev=self.h.dev, **fit),
+            a8 = self.a8 or self.q8
+            fit = fit_rows(self.h.dev, M, a8, True, e, ff, self.fmt)
+            return steps + [(bitlinear_tiled.gate_up(self.fmt, e, ff, M, a8=a8, q8=self.q8, act=cfg.ffn, dev=self.h.dev,
+                                                     **fit),
                              dict(inp, params=B["params"], mult=self.h.mult(i, GROUPS["gu"]), y=self.buf(g),
                                   gate=self.w(i, "ffn_gate"), up=self.w(i, "ffn_up")))]
         steps += self.mm(e, ff, self.w(i, "ffn_gate"), B["p.gate"], None, inp=inp)

@@ -261,10 +261,11 @@ def prefill_buffers(h: GPUModel, C: int):
     B["p.qkv"] = dev.create_buffer(C * (cfg.q_dim + 2 * cfg.kv_dim) * f4, label="prefill qkv")
     B["p.o"] = dev.create_buffer(C * cfg.q_dim * f4, label="prefill o")
     B["p.g"] = dev.create_buffer(C * cfg.n_ff * f4, label="prefill g")
-    if h.a8 and h.packed and not h.cfg.linear_type.vec_dot:
+    q8 = h.a8 and h.packed and bool(h.cfg.linear_type.vec_dot)     # ggml's q8 rows: (dx, sx) per 32 values
+    if h.a8 and h.packed:
         B["p.q"] = dev.create_buffer(C * nmax, label="prefill a8 rows")
-        B["p.s"] = dev.create_buffer(C * f4, label="prefill a8 scales")
-    else:
+        B["p.s"] = dev.create_buffer(C * (nmax // 4 if q8 else f4), label="prefill a8 scales")
+    if q8 or not (h.a8 and h.packed):
         B["p.n"] = dev.create_buffer(C * nmax * f4, label="prefill normed rows")
     if not h.packed:
         B["p.tmp"] = dev.create_buffer(C * cfg.n_embd * f4, label="prefill tmp")

@@ -17,7 +17,8 @@ API
     choose(dev=None, n_in=0, a8=True, rows=0) -> Tune   the tuning used when none is given
     q8_rows(n, rows, *, eps=1e-5, wg=64, norm=True) -> Step   prefill rows of ggml's integer path
         (shaders/quant_act.wgsl): normed, quantized per 32 values as the Q8B prologue does, written
-        back as f32 q * dx for the f32 prefill tile; bind ("x", ["norm"], "y"); wg: the gemv's
+        as packed int8 q and per-block (dx, sx) for the int8 prefill tile (bitlinear_tiled q8=True);
+        bind ("x", ["norm"], "q", "scale"); wg: the gemv's
     split_parts(dev=None) -> bool    run q | k | v as one one-part gemv each (y0 = its first column)
     shape_bytes(n_in, rows, rpw, y0=0, residual=False) -> bytes   the run-time shape (Step.data "shape")
     variant(step, dev) -> str     which variant runs, e.g. "gemv I2_S A8 dot4 subgroup WG64 RPW320 RB4"
@@ -211,12 +212,14 @@ def gate_up(fmt, n_in: int, rows: int, *, a8: bool, act: str = "relu2", norm: bo
 
 
 def q8_rows(n: int, rows: int, *, eps: float = 1e-5, wg: int = 64, norm: bool = True) -> Step:
-    """y = the rows of x as ggml's q8 blocks (Q8B's quantization) in f32: q * f16(d). With wg equal
-    to the decode gemv's (choose().wg), q and d are bit for bit the decode kernel's."""
+    """The rows of x as ggml's q8 blocks (Q8B's quantization): q u32[rows][n / 4] (packed int8),
+    scale vec2<f32>[rows][n / 32] (f16(d), f16(d sum q)), the int8 prefill tile's input
+    (bitlinear_tiled q8=True). With wg equal to the decode gemv's (choose().wg), q, d and s are bit
+    for bit the decode kernel's."""
     from bitweb.kernels.dense import workgroups_1d
     check_q8_launch("bitlinear.q8_rows", "n", n, rows, wg, "q8", BitLinearError)
     d = {"NORM": bool(norm)}
-    return Step("quant_act", "quant_act", bound("quant_act", d, {"x": "x", "w": "norm", "y": "y"}),
+    return Step("quant_act", "quant_act", bound("quant_act", d, {"x": "x", "w": "norm", "q": "q", "xs": "scale"}),
                 workgroups_1d(rows), {"N": n, "WG": wg, "EPS": float(eps)}, d)
 
 

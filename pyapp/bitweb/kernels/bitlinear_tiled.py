@@ -6,12 +6,15 @@
 
 API
     matmul(fmt, n_in, n_out, m_max, *, a8, residual=False, dev=None, rq=None, nq=None, wg=None,
-           subgroups=None, y_stride=0, y_col0=0, pairs=None, octets=None) -> Step
+           subgroups=None, y_stride=0, y_col0=0, pairs=None, octets=None, q8=False) -> Step
         bind ("params", "x", "mult", "y", "w")                 f32 activations
              ("params", "q", "scale", "mult", "y", "w")        a8
     gate_up(fmt, n_in, n_out, m_max, *, a8, act="relu2"|"silu", dev=None, rq=None, nq=None, wg=None,
-            subgroups=None, pairs=None, octets=None) -> Step
+            subgroups=None, pairs=None, octets=None, q8=False) -> Step
         bind as matmul with "gate", "up" in place of "w"
+    q8=True (with a8=True; a Format.vec_dot format: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0): ggml's q8 rows as
+        bitlinear.q8_rows writes them, "scale" vec2<f32>[M][n_in / 32] (f16 dx, f16 sx) per row and
+        block; per block the integer sums I = sum (c - ZP) q, then (dw dx) I (+ mw sx), ggml's vec_dot
     choose(dev, a8, gate_up=False, n_in=0, n_out=0, fmt=None) -> Tile   the tile for this device and shape
     lanes(dev) -> int        a CPU rasteriser's SIMD lanes from its device string (lavapipe), 0 unknown
     The tile: an invocation computes 4 rq rows (rq 1..4) x 4 nq outputs (nq 1..4); wg invocations per
@@ -101,7 +104,9 @@ def choose(dev=None, a8: bool = True, gate_up: bool = False, n_in: int = 0, n_ou
     if cpu and not a8:           # f32 rows: 4 values a load, none shared; 16 outputs share each (Q4_1 576 x
         return Tile(rq=4, nq=4, wg=16)     # 1536, 64 rows: 0.35x the CPU time of 16 x 4, gate_up too)
     if cpu:
-        wide = n_in * n_out >= WIDE
+        # q8 rows (ggml's types, Q8T) take the wide tiles at any size (SmolLM2 Q4_1, 64 rows,
+        # prefill_profile on a noisy host: 16 x 8 gate_up and 16 x 16 within the noise of each other)
+        wide = n_in * n_out >= WIDE or bool(fmt is not None and fmt.vec_dot)
         if wide and cpu == "llvmpipe" and dev is not None:
             n = lanes(dev)
             octets = fmt is not None and octets_fit(fmt) and n > 0 and n % 8 == 0 and getattr(dev.caps, "subgroups", False)
@@ -114,7 +119,13 @@ def choose(dev=None, a8: bool = True, gate_up: bool = False, n_in: int = 0, n_ou
     return Tile(rq=2, nq=1, wg=64)
 
 
-def _step(entry, fmt, n_in, n_out, m_max, a8, tile: Tile, subgroups, defines, weights, y_stride=0, y_col0=0):
+def _step(entry, fmt, n_in, n_out, m_max, a8, tile: Tile, subgroups, defines, weights, y_stride=0, y_col0=0,
+          q8=False):
+    if q8 and not fmt.vec_dot:
+        raise BitLinearError(f"bitlinear_tiled: q8 rows need a format of ggml's integer path "
+                             f"({'/'.join(f.name for f in FORMATS if f.vec_dot)}), got {fmt.name}")
+    if q8 and not a8:
+        raise BitLinearError("bitlinear_tiled: q8 rows are int8 rows: q8=True needs a8=True")
     if n_in <= 0 or n_in % fmt.block_size:
         raise BitLinearError(f"bitlinear_tiled: n_in = {n_in} is not a positive multiple of the {fmt.name} block "
                              f"({fmt.block_size})")
@@ -136,6 +147,8 @@ def _step(entry, fmt, n_in, n_out, m_max, a8, tile: Tile, subgroups, defines, we
     if y_stride and y_col0 + n_out > y_stride:
         raise BitLinearError(f"bitlinear_tiled: columns {y_col0}..{y_col0 + n_out} exceed y_stride {y_stride}")
     d = dict(format_defines(fmt), A8=bool(a8))
+    if q8:
+        d["Q8T"] = True            # (Q8B would switch the formats' decode-kernel units)
     d.update({k: True for k, on in (("PAIRS", tile.pairs), ("OCTETS", tile.octets)) if on})
     d.update(defines)
     if not a8 or subgroups is False:
@@ -164,21 +177,23 @@ def _tile(dev, a8, gate_up, rq, nq, wg, n_in, n_out, fmt, pairs, octets, subgrou
 
 def matmul(fmt, n_in: int, n_out: int, m_max: int, *, a8: bool, residual: bool = False, dev=None,
            rq: int | None = None, nq: int | None = None, wg: int | None = None, subgroups: bool | None = None,
-           y_stride: int = 0, y_col0: int = 0, pairs: bool | None = None, octets: bool | None = None) -> Step:
+           y_stride: int = 0, y_col0: int = 0, pairs: bool | None = None, octets: bool | None = None,
+           q8: bool = False) -> Step:
     """y_stride / y_col0: write y[m * y_stride + y_col0 + n] (a column slice of a wider y, e.g. the
-    engine's q | k | v rows); default y[m * n_out + n]."""
+    engine's q | k | v rows); default y[m * n_out + n]. q8 (with a8): ggml's q8 rows (Q8B)."""
     fmt = format_arg(fmt, FORMATS, "bitlinear_tiled", BitLinearError)
     return _step("matmul", fmt, n_in, n_out, m_max, a8, _tile(dev, a8, False, rq, nq, wg, n_in, n_out, fmt, pairs, octets, subgroups),
                  subgroups,
-                 {"RESIDUAL": bool(residual)}, ["w"], y_stride, y_col0)
+                 {"RESIDUAL": bool(residual)}, ["w"], y_stride, y_col0, q8)
 
 
 def gate_up(fmt, n_in: int, n_out: int, m_max: int, *, a8: bool, act: str = "relu2", dev=None,
             rq: int | None = None, nq: int | None = None, wg: int | None = None,
-            subgroups: bool | None = None, pairs: bool | None = None, octets: bool | None = None) -> Step:
+            subgroups: bool | None = None, pairs: bool | None = None, octets: bool | None = None,
+            q8: bool = False) -> Step:
     if act not in ("relu2", "silu"):
         raise BitLinearError(f"bitlinear_tiled.gate_up: act must be 'relu2' or 'silu', got {act!r}")
     fmt = format_arg(fmt, FORMATS, "bitlinear_tiled", BitLinearError)
     return _step("gate_up", fmt, n_in, n_out, m_max, a8, _tile(dev, a8, True, rq, nq, wg, n_in, n_out, fmt, pairs, octets, subgroups),
                  subgroups,
-                 {"GATE_UP": True, "ACT_SILU": act == "silu"}, ["gate", "up"])
+                 {"GATE_UP": True, "ACT_SILU": act == "silu"}, ["gate", "up"], q8=q8)

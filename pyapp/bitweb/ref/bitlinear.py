@@ -430,25 +430,29 @@ def integer_browser(builder, rng):
 
 
 def q8_rows(x, nw, eps: float = 1e-5):
-    """spec.q8_rows's output: each row of x (M, n) as q8_blocks's q * dx (f32, exact)."""
-    out = []
+    """spec.q8_rows's output for the rows of x (M, n): (q int8 (M, n), xs f32 (M, n / 32, 2) = (dx, sx)),
+    q8_blocks's per row."""
+    qs, xs = [], []
     for r in np.asarray(x, F32):
         a = q8_blocks(r, nw, eps)
-        out.append((a["q"].reshape(-1, 32).astype(F32) * a["dx"][:, None]).reshape(-1))
-    return np.stack(out).astype(F32)
+        qs.append(a["q"].astype(np.int8))
+        xs.append(np.stack([a["dx"], a["sx"]], axis=-1))
+    return np.stack(qs), np.stack(xs).astype(F32)
 
 
 def q8_rows_case(builder, rng, n, rows, *, norm=True, wg=64, zero_row=None):
-    """The prefill q8 rows (shaders/quant_act.wgsl): bit for bit (atol 0) the mirror's, which is
+    """The prefill q8 rows (shaders/quant_act.wgsl): bit for bit (exact) the mirror's, which is
     the decode kernel's quantization (q8_blocks). The rows are the cases' dyadic x times 2^k
     (k = -10 .. 6 per row: f16-subnormal d without a norm); zero_row: a row of zeros (d = 0)."""
     x = rand_x(rng, rows * n).reshape(rows, n) * np.exp2(rng.integers(-10, 7, (rows, 1))).astype(F32)
     if zero_row is not None:
         x[zero_row] = 0
     nw = rand_norm(rng, n) if norm else None
-    y = q8_rows(x, nw)
+    q, xs = q8_rows(x, nw)
     step = spec.q8_rows(n, rows, wg=wg, norm=norm)
-    bufs = {"x": dict(data=f32b(x)), "y": dict(data=f32b(np.full(rows * n, np.nan)), expect=f32b(y), atol=0.0, rtol=0.0)}
+    bufs = {"x": dict(data=f32b(x)),
+            "q": dict(data=bytes(rows * n), expect=q.tobytes(), dtype="u32"),
+            "scale": dict(data=f32b(np.full(rows * n // 16, np.nan)), expect=f32b(xs), atol=0.0, rtol=0.0)}
     if norm:
         bufs["norm"] = dict(data=f32b(nw))
     return add_case(builder, f"bitlinear.q8_rows {rows}x{n}{' norm' if norm else ''} wg={wg}", step, bufs)

@@ -26,8 +26,8 @@ import numpy as np
 from bitweb import formats
 from bitweb.kernels import bitlinear_tiled as spec
 from bitweb.kernels.bitlinear_tiled import FORMATS
-from bitweb.ref.bitlinear import (F32, U, add_case, browser_formats, exact_terms, f32b, ffn_act, lsb, rand_tensor,
-                                  rand_x, unpack)
+from bitweb.ref.bitlinear import (F32, U, add_case, browser_formats, exact_terms, f32b, ffn_act, lsb, q8_err, q8_sums,
+                                  rand_tensor, rand_x, unpack)
 
 
 UNTOUCHED = F32(-777.0)
@@ -154,6 +154,85 @@ def gate_up_case(builder, rng, fmt, n_in, n_out, m, m_max, *, a8, act="relu2", m
     return add_case(builder, name.strip(), step, bufs)
 
 
+# ---- q8 (Q8B): ggml's q8 rows on a Format.vec_dot format --------------------------------------------
+def q8_inputs(rng, m_max, m, n_in):
+    """Random q8 rows as bitlinear.q8_rows writes them: q int8, dx an f16 per block, sx = f16(dx sum q)
+    -> (buffers, the first m rows as q8_blocks dicts)."""
+    nb = n_in // 32
+    q = rng.integers(-128, 128, (m_max, n_in)).astype(np.int8)
+    dx = rng.uniform(1 / 512, 1 / 16, (m_max, nb)).astype(np.float16).astype(F32)
+    sx = (dx * q.reshape(m_max, nb, 32).sum(axis=2).astype(F32)).astype(np.float16).astype(F32)
+    bufs = {"q": dict(data=q.tobytes()), "scale": dict(data=f32b(np.stack([dx, sx], axis=-1)))}
+    return bufs, [{"q": q[r].astype(np.int32), "dx": dx[r], "sx": sx[r]} for r in range(m)]
+
+
+def q8_products(fmt, data, n_out, n_in, acts, mult):
+    """P (M, n_out) = S * (ws * mult), S the sum over blocks of (dw dx) I (+ mw sx) with I the exact
+    integer sums (q8_sums); and its bound (M, n_out) on |P_gpu - P| (the blocks summed in f32 in
+    another order: q8_err; one block: 0, P is bit for bit)."""
+    w, d, ws, o = unpack(fmt, data, n_out, n_in)
+    f = F32(F32(ws) * F32(mult))
+    p, err = [], []
+    for a in acts:
+        sm, mag = q8_sums(w, d, o, a)
+        p.append((sm * f).astype(F32))
+        err.append(0.0 * mag if d.shape[1] == 1 else q8_err(mag, d.shape[1]) * abs(float(f)) + U * np.abs(sm * f))
+    return np.stack(p), np.stack(err)
+
+
+def q8_matmul_case(builder, rng, fmt, n_in, n_out, m, m_max, *, residual=False, mult=1.0, **tune):
+    """Q8B matmul: one block (n_in 32) bit for bit, more blocks within q8_err."""
+    fmt = formats.get(fmt)
+    step = spec.matmul(fmt, n_in, n_out, m_max, a8=True, q8=True, residual=residual, **tune)
+    bufs, acts = q8_inputs(rng, m_max, m, n_in)
+    w = rand_tensor(rng, fmt, n_out, n_in)
+    p, err = q8_products(fmt, w, n_out, n_in, acts, mult)
+    init = (rand_x(rng, m_max * n_out) * F32(4.0)).reshape(m_max, n_out) if residual else np.full((m_max, n_out), UNTOUCHED, F32)
+    exp = np.array(init, F32)
+    exp[:m] = (init[:m] + p).astype(F32) if residual else p
+    # (residual: y + P rounds as the mirror does when P is bit for bit; else one more rounding)
+    atol = float(np.max(err + (2 * U * np.abs(exp[:m]) if residual and n_in > 32 else 0.0), initial=0.0))
+    bufs.update({"params": dict(data=_params(m)), "mult": dict(data=f32b([mult])), "w": dict(data=w),
+                 "y": dict(data=f32b(init), expect=f32b(exp), atol=atol, rtol=0.0)})
+    name = (f"bitlinear_tiled.matmul {fmt.name} q8 {n_in}x{n_out} M={m}/{m_max}{' res' if residual else ''} "
+            + " ".join(f"{k}={v}" for k, v in sorted(tune.items())))
+    return add_case(builder, name.strip(), step, bufs)
+
+
+def q8_gate_up_case(builder, rng, fmt, n_in, n_out, m, m_max, *, act="silu", mult=(1.0, 1.0), **tune):
+    """Q8B gate_up on one block (n_in 32: P bit for bit), so only the activation rounds (_tol)."""
+    fmt = formats.get(fmt)
+    assert n_in == 32, "one block: the products are exact"
+    step = spec.gate_up(fmt, n_in, n_out, m_max, a8=True, q8=True, act=act, **tune)
+    bufs, acts = q8_inputs(rng, m_max, m, n_in)
+    wg, wu = rand_tensor(rng, fmt, n_out, n_in), rand_tensor(rng, fmt, n_out, n_in)
+    pg, _ = q8_products(fmt, wg, n_out, n_in, acts, mult[0])
+    pu, _ = q8_products(fmt, wu, n_out, n_in, acts, mult[1])
+    y = (ffn_act(pg, act) * pu).astype(F32)
+    atol, rtol = _tol(None, act, pg)
+    init = np.full((m_max, n_out), UNTOUCHED, F32)
+    exp = np.array(init)
+    exp[:m] = y
+    bufs.update({"params": dict(data=_params(m)), "mult": dict(data=f32b(mult)), "gate": dict(data=wg),
+                 "up": dict(data=wu), "y": dict(data=f32b(init), expect=f32b(exp), atol=atol, rtol=rtol)})
+    name = (f"bitlinear_tiled.gate_up {fmt.name} q8 {act} {n_in}x{n_out} M={m}/{m_max} "
+            + " ".join(f"{k}={v}" for k, v in sorted(tune.items())))
+    return add_case(builder, name.strip(), step, bufs)
+
+
+def q8_cases(builder, scope):
+    """The int8 tile (Q8B) on ggml's integer formats: few distinct pipelines (each costs a compile)."""
+    rng = np.random.default_rng(4323)
+    q8_matmul_case(builder, rng, formats.Q4_1, 32, 19, 5, 8, residual=True, rq=2, nq=2, wg=4)   # bit for bit
+    if scope == "browser":
+        return
+    q8_matmul_case(builder, rng, formats.Q4_1, 96, 70, 11, 16, mult=1.5, rq=4, nq=2, wg=8)
+    q8_gate_up_case(builder, rng, formats.Q4_1, 32, 20, 9, 12, act="silu", mult=(0.5, 2.0), rq=4, nq=1, wg=4)
+    q8_matmul_case(builder, rng, formats.Q4_0, 64, 33, 3, 3, residual=True, rq=1, nq=1, wg=16, subgroups=False)
+    for fmt in (formats.Q5_0, formats.Q5_1, formats.Q8_0):
+        q8_matmul_case(builder, rng, fmt, 64, 24, 7, 8, rq=2, nq=2, wg=4)
+
+
 def cases(builder, scope: str = "full"):
     rng = np.random.default_rng(4321)
     fmts = list(FORMATS)
@@ -168,6 +247,7 @@ def cases(builder, scope: str = "full"):
         gate_up_case(builder, rng, formats.I2_S, 256, 19, 3, 4, a8=True, act="relu2", rq=1, nq=1, wg=4)
         matmul_case(builder, rng, formats.I2_S, 256, 23, 10, 16, a8=True, residual=True, rq=4, nq=2, wg=8, pairs=True)
         matmul_case(builder, rng, formats.TQ1_0, 256, 21, 6, 8, a8=True, rq=2, nq=2, wg=4, subgroups=False)
+        q8_cases(builder, scope)
         return
     for fmt in fmts:
         n = fmt.block_size * 3
@@ -198,3 +278,4 @@ def cases(builder, scope: str = "full"):
     matmul_case(builder, rng, formats.I2_S, 256, 18, 7, 8, a8=True, rq=4, nq=3, wg=4, pairs=True, subgroups=False)
     gate_up_case(builder, rng, formats.I2_S, 384, 45, 9, 16, a8=True, act="relu2", mult=(0.5, 2.0), rq=4, nq=4, wg=16,
                  pairs=True, octets=octets)
+    q8_cases(builder, scope)
