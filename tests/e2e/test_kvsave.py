@@ -28,6 +28,7 @@ CALL = """async ([js, opts]) => {
   };
   const kvdir = async () => (await navigator.storage.getDirectory()).getDirectoryHandle('bitweb-kv', { create: true });
   const saved = async () => {
+    await bitweb.cache.conversations();             // (once the saves after the replies are done)
     const out = {};
     for await (const [name, h] of (await kvdir()).entries()) if (name.endsWith('.kv')) out[name] = (await h.getFile()).size;
     return out;
