@@ -63,10 +63,12 @@ class Peak:
 # same MessagePort; its RSS after that load was back within 1-2 MB (a transient, not a copy kept).
 # Splitting the reads into 128 KiB messages left it at 16-25 MB; with V8's optimizing tiers off
 # (--js-flags=--liftoff-only) it was 8 MB in 3 runs of 3: V8 compiling the hot code of the load
-# (Pyodide's wasm) in that process, once. On a box at load 12-15 it reached into the second load
-# (10-15 MB there with one warm load; 0.5 MB, then 1.7 MB measured with two). So two unmeasured
-# loads from the cache warm the engine first (the dedicated one too: 1-6 MB each).
-WARM_LOADS = 2
+# (Pyodide's wasm) in that process, once. On a busier box it reached into the second load (10-15 MB
+# there; with the burners and another browser test beside, 25 then 22 MB, then 1.2 MB measured).
+# So unmeasured loads from the cache warm the engine first, until one stays under the bound (at
+# most WARM_LOADS: were it the model's bytes, every load would pass it, the measured one too).
+# Dedicated: 1-7 MB on each load, the first too.
+WARM_LOADS = 4
 
 
 @pytest.mark.parametrize("engine", ["shared", "dedicated"])
@@ -102,13 +104,19 @@ def test_download_and_load_stream_with_small_peak_memory(browser, server, tmp_pa
     # when it waited only every 64 MiB.
     assert result["wasm_heap_after"] - result["wasm_heap_before"] < 4 * MiB, result
     assert result["header_read"] <= 256 << 10, result
-    assert result["load_from_cache"]["renderer_peak_extra"] < 16 * MiB, result
+    assert result["load_from_cache"]["renderer_peak_extra"] < BOUND, result
     # downloading: bounded by Chrome's fetch buffering, not by the file (256 MiB): measured 8 MB on
     # a quiet machine, 161 MB on a loaded 2-core CI run (the network outpaces the OPFS writes)
     assert result["download"]["renderer_peak_extra"] < BIG * 3 / 4, result
 
 
 BIG = 256 * MiB
+BOUND = 16 * MiB         # a renderer's peak growth while loading from the cache (see the test)
+
+
+def renderer(extra):
+    """The most any renderer grew, of a Peak's `extra`."""
+    return max(v for k, v in extra.items() if k.startswith("renderer"))
 
 
 def measure(browser, server, models, served, size, shared):
@@ -165,6 +173,8 @@ def measure(browser, server, models, served, size, shared):
             with Peak(pids) as w:
                 load_cached()
             warm.append(w.extra)
+            if renderer(w.extra) < BOUND:
+                break
         with Peak(pids) as cached:
             info = load_cached()
         assert page.errors == []
@@ -174,7 +184,6 @@ def measure(browser, server, models, served, size, shared):
     assert first["fileSize"] == info["fileSize"] == size
     assert first["shared"] == info["shared"] == shared, (first["sharedNote"], info["sharedNote"])
     load = info["load"]
-    renderer = lambda extra: max(v for k, v in extra.items() if k.startswith("renderer"))
     return {"engine": "shared" if shared else "dedicated", "model_bytes": size, "largest_tensor": 720928, "download_bytes": BIG,
             "download": {"renderer_peak_extra": renderer(download.extra), "gpu_process_peak_extra": download.extra["gpu"]},
             "load_from_cache": {"renderer_peak_extra": renderer(cached.extra), "gpu_process_peak_extra": cached.extra["gpu"],
