@@ -89,18 +89,22 @@ class Store:
 
     async def save(self, eid, ids_json, data, prompt):
         self.entries.append((json.loads(ids_json), bytes(data)))
+        return f"entry{len(self.entries[-1][0])}"
 
     async def drop(self, name):
         self.dropped.append(name)
 
 
 def test_the_worker_restores_a_saved_prefix_and_saves_after_each_reply(gpu, tiny_model):
-    """bitweb.webapp with the store's hooks: a new WebApp and engine (a reloaded page) restores the
+    """bitweb.webapp with the store's hooks (save_kv after each reply, as the worker calls it): a new WebApp and engine (a reloaded page) restores the
     conversation's saved cache (cached_tokens) and replies as the page that kept it on the GPU; a
     saved block the engine refuses is dropped and the reply is the same."""
     from bitweb.completions import chat_format
     from bitweb.webapp import Slot, WebApp
     path = tiny_model(arch="bitnet", fmt="tq2_0", seed=3)
+
+    def eng_of(app):
+        return app.engines[1].eng
 
     def page(store):
         app = WebApp(lambda m: None)
@@ -110,8 +114,13 @@ def test_the_worker_restores_a_saved_prefix_and_saves_after_each_reply(gpu, tiny
         return app, eng
 
     def ask(app, messages):
+        n = len(app.kv_store.entries)
         out = json.loads(run(app.generate(7, 1, json.dumps({"messages": messages, "max_tokens": 6}))))
         assert "error" not in out, out
+        assert len(app.kv_store.entries) == n            # the reply comes first; the worker then saves
+        saved = json.loads(run(app.save_kv(1)))
+        assert saved["saved"] == f"entry{len(eng_of(app).cached_ids)}" and len(app.kv_store.entries) == n + 1, saved
+        assert json.loads(run(app.save_kv(1)))["saved"] is None          # once
         ask.restored = out["timing"]["restored_tokens"]
         return out["text"], out["usage"]["prompt_tokens"], out["timing"]["cached_tokens"]
 

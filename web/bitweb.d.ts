@@ -167,8 +167,9 @@ export interface Timing {
   prefill_tok_s?: number; decode_tok_s?: number; decode_ms_per_token: number; stop_reason: string;
   tokens_after_stop?: number;
   /** with saved conversations (web/kvstore.mjs): the prompt tokens restored from the browser's storage (counted in
-   *  cached_tokens too), the ms the lookup and the restore took (before ttft_ms starts) and the ms the save took */
-  restored_tokens?: number; restore_ms?: number; save_ms?: number;
+   *  cached_tokens too) and the ms the lookup and the restore took (before ttft_ms starts); the save runs after the
+   *  reply (stats().kvSave) */
+  restored_tokens?: number; restore_ms?: number;
   /** how the prompt was read: 'prefill' (the multi-row kernels) or 'decode' (token by token: one
    *  token, or the prefill kernels still compiling after the load) */
   prefill_plan: 'prefill' | 'decode';
@@ -261,7 +262,7 @@ export declare const cache: {
     Promise<{ name: string; size: number; cached: boolean; resumedFrom?: number; retries?: number; notes?: string[]; sha256?: string | null }>;
   estimate(): Promise<{ usage: number | null; quota: number | null; persisted: boolean | null }>;
   delete(name: string): Promise<boolean>;
-  /** the saved KV caches of conversations (OPFS; load option kvSaveBytes bounds them) */
+  /** the saved KV caches of conversations (OPFS; load option kvSaveBytes bounds them), once the saves after replies are done */
   conversations(): Promise<{ bytes: number; entries: number; bound: number }>;
   clearConversations(): Promise<void>;
   persist(): Promise<boolean>;
@@ -318,6 +319,8 @@ export interface BootInfo { from: 'snapshot' | 'fresh'; ms: Record<string, numbe
 /** diagnostics of the worker: wasm heap, live GPU buffers (when the GPU layer counts them), engines, boot */
 export declare function stats(): Promise<{ wasm_bytes: number; engines: number; live_buffers?: number; live_bytes?: number;
   boot: BootInfo | null;
+  /** the last KV cache save after a reply (it runs after the reply went): the file saved (null: none), its time */
+  kvSave: { saved: string | null; ms: number } | null;
   /** a shared engine's host (web/shared.mjs): this page's number, the pages connected, the pages using each engine,
    *  the generations queued and running ([page, request id]), the last ones started in order, debug.hold's state */
   shared?: { page: number; pages: number; engines: Record<number, number>; queued: [number, number][];
@@ -392,6 +395,7 @@ export interface WorkerRequests {
   'cache-list': {};
   'cache-delete': { name: string };
   stats: {};
+  'kv-settled': {};
   'debug-lose-device': {};
 }
 export type WorkerRequest = { [Op in keyof WorkerRequests]: { id: number; op: Op } & WorkerRequests[Op] }[keyof WorkerRequests];

@@ -470,8 +470,8 @@ export const cache = {
   /** Delete a cached model; true when it was there. */
   async delete(name) { return (await call('cache-delete', { name })).removed; },
   /** The saved KV caches of conversations (OPFS bitweb-kv/, web/kvstore.mjs; load option kvSaveBytes bounds
-   *  them): {bytes, entries, bound: the default bound}. */
-  async conversations() { return (await import('./kvstore.mjs')).usage(); },
+   *  them): {bytes, entries, bound: the default bound}, once the saves still running after replies are done. */
+  async conversations() { await call('kv-settled'); return (await import('./kvstore.mjs')).usage(); },
   /** Delete every saved KV cache of conversations (the next reply of each reads its conversation again). */
   async clearConversations() { await (await import('./kvstore.mjs')).clear(); },
   /** Ask the browser to keep the cache (navigator.storage.persist()): true when it will. */

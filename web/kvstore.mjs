@@ -12,11 +12,15 @@
 // hash to its file's name and the data to its checksum: a file that fails (corrupt, truncated,
 // stale) is deleted, never used. "lru.json": file -> when it was last saved or used; files are
 // evicted least recently used first while the directory is over the bound. A save replaces the
-// saved prefixes of its own tokens (the conversation's shorter ancestors).
+// saved prefixes of its own tokens (the conversation's shorter ancestors). "index.json": file ->
+// its header's facts, so that a lookup reads one file, not every header; it is checked before use
+// (its names are the directory's, each entry's facts hash to its name) and rebuilt from the
+// headers when it fails (missing, corrupt, or stale: another worker of the origin saved or deleted).
 const DIR = 'bitweb-kv';
 const MAGIC = 0x564b5742;            // "BWKV" little-endian
 const VERSION = 1;
 const LRU = 'lru.json';
+const INDEX = 'index.json';
 export const DEFAULT_BOUND = 256 << 20;
 
 const engines = new Map();           // engine id -> {model, kv, n_ctx, n_layer, bound}
@@ -82,6 +86,30 @@ async function header(d, name) {
   }
 }
 
+// The index's entry of a header: what a lookup and a save compare.
+const facts = (h) => ({ model: h.model, kv: h.kv, n_ctx: h.n_ctx, n_layer: h.n_layer, ids: h.ids, prompt: h.prompt });
+async function readIndex(d) {
+  const names = await entries(d);
+  try {
+    const idx = JSON.parse(await (await (await d.getFileHandle(INDEX)).getFile()).text());
+    const ok = async (n) => Array.isArray(idx[n]?.ids) && Number.isInteger(idx[n].prompt) && `${await keyOf(idx[n])}.kv` === n;
+    if (idx && typeof idx === 'object' && Object.keys(idx).length === names.length
+      && (await Promise.all(names.map((n) => Object.hasOwn(idx, n) && ok(n)))).every(Boolean)) return idx;
+  } catch { /* missing or corrupt: rebuilt */ }
+  const idx = {};
+  for (const name of names) {
+    const e = await header(d, name);
+    if (e) idx[name] = facts(e.h);
+  }
+  await writeIndex(d, idx);
+  return idx;
+}
+async function writeIndex(d, idx) {
+  const w = await (await d.getFileHandle(INDEX, { create: true })).createWritable();
+  await w.write(JSON.stringify(idx));
+  await w.close();
+}
+
 async function entries(d) {
   const out = [];
   for await (const [name, handle] of d.entries()) if (handle.kind === 'file' && name.endsWith('.kv')) out.push(name);
@@ -96,24 +124,26 @@ export async function find(eid, idsJson, have) {
   return serial(async () => {
     const ids = JSON.parse(idsJson);
     const d = await dir();
+    const idx = await readIndex(d);
     const found = [];
-    for (const name of await entries(d)) {
-      const e = await header(d, name);
-      if (!e || !same(e.h, f)) continue;
-      const n = commonPrefix(e.h.ids, ids);
-      if (n > have) found.push({ n, name, ...e });
+    for (const [name, h] of Object.entries(idx)) {
+      const n = same(h, f) ? commonPrefix(h.ids, ids) : 0;
+      if (n > have) found.push({ n, name });
     }
     found.sort((a, b) => b.n - a.n);
     for (const c of found) {
-      const data = new Uint8Array(await c.file.slice(c.at).arrayBuffer());
-      if (data.byteLength !== c.h.bytes || (await sha256(data)) !== c.h.sha256) {
+      const e = await header(d, c.name);          // (its name is its facts' hash: the index's entry)
+      const data = e && new Uint8Array(await e.file.slice(e.at).arrayBuffer());
+      if (!e || data.byteLength !== e.h.bytes || (await sha256(data)) !== e.h.sha256) {
         await remove(d, c.name);                   // corrupt: deleted, never used
+        delete idx[c.name];
+        await writeIndex(d, idx);
         continue;
       }
       const lru = await readLru(d);
       lru[c.name] = Date.now();
       await writeLru(d, lru);
-      return { n: c.n, rows: c.h.rows, name: c.name, data };
+      return { n: c.n, rows: e.h.rows, name: c.name, data };
     }
     return undefined;
   });
@@ -121,7 +151,13 @@ export async function find(eid, idsJson, have) {
 
 /** A saved file that the engine refused (bitweb.webapp): deleted. */
 export function drop(name) {
-  return serial(async () => remove(await dir(), name));
+  return serial(async () => {
+    const d = await dir();
+    const idx = await readIndex(d);
+    await remove(d, name);
+    delete idx[name];
+    await writeIndex(d, idx);
+  });
 }
 
 /** Save the KV cache `data` (export_kv's block) of the tokens `idsJson` for engine eid, after a reply
@@ -140,6 +176,7 @@ export async function save(eid, idsJson, data, prompt) {
     head.setUint32(0, MAGIC, true); head.setUint32(4, VERSION, true); head.setUint32(8, json.byteLength, true);
     if (12 + json.byteLength + data.byteLength > f.bound) return null;
     const d = await dir();
+    const idx = await readIndex(d);                // (before the new file: checked against the directory)
     const name = `${await keyOf(h)}.kv`;
     const w = await (await d.getFileHandle(name, { create: true })).createWritable();
     try {
@@ -153,16 +190,17 @@ export async function save(eid, idsJson, data, prompt) {
     const lru = await readLru(d);
     // its ancestors: their prompt is a prefix of these tokens, but for its last token, which the
     // conversation re-encoded may merge with the reply's first ("Assistant: " + "The" -> " The")
-    for (const other of await entries(d)) {
-      if (other === name) continue;
-      const e = await header(d, other);
-      if (e && same(e.h, f) && commonPrefix(e.h.ids, ids) >= e.h.prompt - 1) {
+    for (const [other, o] of Object.entries(idx)) {
+      if (other !== name && same(o, f) && commonPrefix(o.ids, ids) >= o.prompt - 1) {
         await remove(d, other);
         delete lru[other];
       }
     }
     lru[name] = Date.now();
     await evict(d, lru, f.bound);
+    const left = {};                               // (a file it does not know: rebuilt at the next read)
+    for (const n of await entries(d)) { const x = n === name ? facts(h) : idx[n]; if (x) left[n] = x; }
+    await writeIndex(d, left);
     await writeLru(d, lru);
     return name;
   });

@@ -56,7 +56,8 @@ export const REQUESTS = Object.freeze({
   //    usage, quota, persisted}
   'cache-list': {},
   'cache-delete': { name: 'a cached model' },       // -> result {removed, ...cache-list}
-  stats: {},                                         // -> result {wasm_bytes, live_buffers, live_bytes, engines, boot, shared?}
+  stats: {},                                         // -> result {wasm_bytes, live_buffers, live_bytes, engines, boot, kvSave, shared?}
+  'kv-settled': {},                                  // once the KV cache saves queued after replies are done -> result the last {saved, ms}
   'debug-lose-device': {},                           // test hook: destroy the GPU device -> result null
 });
 

@@ -318,8 +318,11 @@ async function cacheInfo() {
   return v;
 }
 
-// Generations run one at a time per engine, in order.
+// Generations run one at a time per engine, in order; after each reply, its KV cache is saved
+// (bitweb.webapp save_kv, web/kvstore.mjs) in the engine's queue: the reply has gone (a task
+// after its result's post), and the engine's next request waits on the save, not on the reply.
 const engineQueue = new Map();
+let lastSave = null;                           // the last save's {saved: file name or null, ms} (stats)
 function perEngine(eid, fn) {
   const prev = engineQueue.get(eid) || Promise.resolve();
   const run = prev.then(fn, fn);
@@ -337,16 +340,24 @@ const HANDLERS = {
   // a page of a dedicated worker: the engine is its own (web/shared.mjs answers these for a shared one)
   connect: () => ({ shared: false, pages: 1, gpu: !!navigator.gpu }),
   'debug-hold': () => { throw new models.ModelsError('settings', 'debug-hold: only a shared engine (share: true) queues across pages'); },
-  generate: (id, msg) => perEngine(msg.engine, async () => {
-    const py = await python(id);
-    return unwrap(await py.generate(id, msg.engine, JSON.stringify(msg.request)));
-  }),
+  generate: (id, msg) => {
+    const reply = perEngine(msg.engine, async () => {
+      const py = await python(id);
+      return unwrap(await py.generate(id, msg.engine, JSON.stringify(msg.request)));
+    });
+    perEngine(msg.engine, async () => {
+      await new Promise((r) => { setTimeout(r, 0); });
+      if (app) lastSave = parse(await app.save_kv(msg.engine));     // (nothing when the reply failed)
+    });
+    return reply;
+  },
+  'kv-settled': async () => { await Promise.all([...engineQueue.values()]); return lastSave; },
   tokenize: async (id, msg) => unwrap((await python(id)).tokenize(msg.engine, JSON.stringify(msg.request))),
   'set-draft': (id, msg) => perEngine(msg.engine, async () => unwrap((await python(id)).set_draft(msg.engine, msg.draft))),
   unload: (id, msg) => perEngine(msg.engine, () => { kvstore.unregister(msg.engine); return app ? unwrap(app.unload(msg.engine)) : { unloaded: false }; }),
   'cache-list': () => cacheInfo(),
   'cache-delete': async (id, msg) => ({ removed: await models.remove(msg.name), ...(await cacheInfo()) }),
-  stats: () => ({ ...(app ? parse(app.stats()) : { wasm_bytes: 0, engines: 0 }), boot: boot.info }),
+  stats: () => ({ ...(app ? parse(app.stats()) : { wasm_bytes: 0, engines: 0 }), boot: boot.info, kvSave: lastSave }),
   'debug-lose-device': async () => { if (app) await app.lose_device(); return null; },
 };
 for (const op of Object.keys(REQUESTS)) {      // (every op of the table has its handler, and no other op)

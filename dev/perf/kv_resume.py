@@ -39,6 +39,7 @@ FIRST = """async ([url, tokens, sentence]) => {
   const r = await engine.chat.completions.create({ messages: conv, max_tokens: 8 });
   conv.push({ role: 'assistant', content: r.choices[0].message.content });
   localStorage.setItem('kvbench', JSON.stringify(conv));
+  await bitweb.cache.conversations();               // (the save runs after the reply: done before the reload)
   return r.usage.prompt_tokens;
 }"""
 
@@ -54,8 +55,9 @@ NEXT = """async ([url, clear]) => {
     if (c.usage) { usage = c.usage; timing = c.timing; }
   }
   const saved = await bitweb.cache.conversations();
+  const save = (await bitweb.stats()).kvSave;
   return { ttft, prompt: usage.prompt_tokens, cached: usage.prompt_tokens_details.cached_tokens, saved_bytes: saved.bytes,
-           plan: timing.prefill_plan, restore_ms: timing.restore_ms, save_ms: timing.save_ms };
+           plan: timing.prefill_plan, restore_ms: timing.restore_ms, save_ms: save?.ms ?? null };
 }"""
 
 

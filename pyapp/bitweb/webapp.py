@@ -62,6 +62,7 @@ class Slot:
         self.busy = False
         self.draft = None                # the Slot of its draft model (set_draft), for speculative "draft"
         self.vocab = None                # bitweb.grammar Vocabulary, made for the first constrained reply
+        self.unsaved = None              # the prompt length of a reply whose KV cache save_kv saves next
 
     def vocabulary(self):
         if self.vocab is None:
@@ -423,15 +424,24 @@ class WebApp:
         keep = min(common_prefix(cached, ids), len(ids) - 1)
         after = len(res.ids) - self.stop_at[rid] if rid in self.stop_at else None
         out["timing"] = c.timing(res, len(ids), keep, eng.prefill_path, tokens_after_stop=after)
-        if self.kv_store is not None and eng.cached_ids:
-            t0 = time.perf_counter()
-            try:
-                await self.kv_store.save(int(eid), json.dumps(eng.cached_ids), await eng.export_kv(), len(ids))
-            except Exception as e:          # (the reply stands; it is just not saved)
-                print(f"bitweb: the KV cache was not saved: {e}")
-            out["timing"].update(restored_tokens=restored, restore_ms=round(restore_ms, 1),
-                                 save_ms=round((time.perf_counter() - t0) * 1000, 1))
+        if self.kv_store is not None:
+            s.unsaved = len(ids) if eng.cached_ids else None        # (saved by save_kv, after the reply)
+            out["timing"].update(restored_tokens=restored, restore_ms=round(restore_ms, 1))
         return out
+
+    async def save_kv(self, eid) -> str:
+        """Save the KV cache of engine eid's last reply (web/kvstore.mjs save), once: the worker calls
+        this after the reply has gone, before the engine's next request. -> {"saved": file name or
+        null, "ms"}; a failed save is no error (the reply stood; it is just not saved)."""
+        s, t0, name = self.engines.get(int(eid)), time.perf_counter(), None
+        prompt = s.unsaved if s is not None else None
+        if prompt is not None and self.kv_store is not None and s.eng.cached_ids:
+            s.unsaved = None
+            try:
+                name = await self.kv_store.save(int(eid), json.dumps(s.eng.cached_ids), await s.eng.export_kv(), prompt)
+            except Exception as e:
+                print(f"bitweb: the KV cache was not saved: {e}")
+        return json.dumps({"saved": name if isinstance(name, str) else None, "ms": round((time.perf_counter() - t0) * 1000, 1)})
 
     async def _restore(self, eid, eng, ids) -> int:
         """Restore the longest saved prefix of ids (short of its last token, which the reply runs)

@@ -28,6 +28,7 @@ CALL = """async ([js, opts]) => {
   };
   const kvdir = async () => (await navigator.storage.getDirectory()).getDirectoryHandle('bitweb-kv', { create: true });
   const saved = async () => {
+    await bitweb.cache.conversations();             // (once the saves after the replies are done)
     const out = {};
     for await (const [name, h] of (await kvdir()).entries()) if (name.endsWith('.kv')) out[name] = (await h.getFile()).size;
     return out;
@@ -48,10 +49,17 @@ CALL = """async ([js, opts]) => {
     const w = await fh.createWritable();
     await w.write(head.buffer); await w.write(json); await w.write(data); await w.close();
   };
+  // the store's index (web/kvstore.mjs index.json): index() reads it, index(text) overwrites it
+  const index = async (text) => {
+    const d = await kvdir();
+    if (text === undefined) return JSON.parse(await (await (await d.getFileHandle('index.json')).getFile()).text());
+    const w = await (await d.getFileHandle('index.json', { create: true })).createWritable();
+    await w.write(text); await w.close();
+  };
   const user = (content) => ({ role: 'user', content });
   const bot = (content) => ({ role: 'assistant', content });
-  return await (new Function('engine', 'turn', 'saved', 'rewrite', 'user', 'bot',
-    `return (async () => { ${js} })()`))(engine, turn, saved, rewrite, user, bot);
+  return await (new Function('engine', 'turn', 'saved', 'rewrite', 'index', 'user', 'bot',
+    `return (async () => { ${js} })()`))(engine, turn, saved, rewrite, index, user, bot);
 }"""
 
 
@@ -101,10 +109,13 @@ def test_reload_then_the_next_reply_restores_the_saved_cache(browser, server):
     assert a1 == r1
     assert p.run("return [engine.info.shared, engine.info.sharedNote];") == [True, ""]
     assert len(p.run("return await saved();")) == 1
+    assert p.run("return Object.keys(await index());") == list(p.run("return await saved();"))   # indexed
+    p.run("await index('{\"not json');")           # a corrupt index: rebuilt from the files, not trusted
     p.reload()
     a2 = p.run(f"return await turn({two_turns(Q1, a1['text'])});", share=True)
     assert a2 == r2                                  # the same rows restored, the same reply
     assert len(p.run("return await saved();")) == 1  # the longer conversation replaced its ancestor
+    assert p.run("return Object.keys(await index());") == list(p.run("return await saved();"))
     # another conversation in between, then back: its saved cache is restored, not re-read
     a3 = p.run(SWITCH.format(turn3=three_turns(a1["text"], a2["text"])), share=True)
     assert a3 == r3 and a3["back"]["cached"] >= a2["prompt"] - 1     # (its last token: merged with the reply's first)
@@ -136,6 +147,8 @@ def test_corrupt_or_stale_saved_caches_are_ignored_and_deleted(browser, server):
     assert got == firsts and len(names) == 3
     for name, edit in zip(names, edits):
         p.run(f"await rewrite({name!r}, (header, data) => {{ {edit} }});")
+    # a stale index: it names a file that is not there
+    p.run(f"const i = await index(); i['{'0' * 64}.kv'] = i[{names[0]!r}]; await index(JSON.stringify(i));")
     p.reload()
     again = [p.run(f"return await turn([user({q!r}), bot({got[q]['text']!r}), user('And then?')]);") for q in questions]
     assert again == want                              # cached_tokens too: nothing was restored

@@ -194,10 +194,12 @@ export async function refreshCache() {
   if (est.persisted === true) line += ' Kept: the browser will not evict them.';
   else if (est.persisted === false && models.length) line += ' The browser may evict them when space runs low.';
   $('cache-usage').textContent = line;
-  const saved = await bitweb.cache.conversations().catch(() => ({ bytes: 0, entries: 0, bound: 0 }));
-  $('kv-usage').textContent = `Saved conversation caches (a reply after a reload does not read its conversation again): ` +
-    `${saved.entries}, ${mb(saved.bytes)} of at most ${mb(loadOptions().kvSaveBytes ?? saved.bound)}.`;
-  $('kv-clear').hidden = !saved.entries;
   $('persist').hidden = est.persisted !== false || !models.length;
   hooks.cacheChanged();
+  // (not awaited: it answers once the saves after the replies, and so a reply still running, are done)
+  bitweb.cache.conversations().catch(() => ({ bytes: 0, entries: 0, bound: 0 })).then((saved) => {
+    $('kv-usage').textContent = `Saved conversation caches (a reply after a reload does not read its conversation again): ` +
+      `${saved.entries}, ${mb(saved.bytes)} of at most ${mb(loadOptions().kvSaveBytes ?? saved.bound)}.`;
+    $('kv-clear').hidden = !saved.entries;
+  });
 }

@@ -99,7 +99,7 @@ async function reply() {
   });
   announce(m);
   updatePhase();
-  refreshCache();                                   // (the storage line: the conversation's cache was saved)
+  refreshCache();                                   // (the storage line, once the conversation's cache is saved)
   if (document.activeElement === document.body || !document.activeElement || document.activeElement === $('stop')) $('input').focus();
 }
 
