@@ -13,6 +13,6 @@ __version__ = "0.1.0"
 # module names under bitweb; "kernels.*": the package and every module in it
 BROWSER_MODULES = ("bench", "blob", "blocks", "chat", "completions", "decoding", "engine", "errors", "formats.*", "generation",
                    "gguf", "gpu", "gpu.browser", "gpu.caps", "gpu.errors", "gpu.pipelines", "grammar.*",
-                   "floor", "kernel_check", "kernels.*", "model", "options", "sampling", "shaders", "speculative", "speculative_bench",
+                   "floor", "kernel_check", "kernels.*", "model", "options", "sampling", "shaders", "slot", "speculative", "speculative_bench",
                    "structured",
                    "tokenizer", "tokenizer_pre", "upload", "webapp")

@@ -29,46 +29,12 @@ from bitweb.blob import HEADER_FIRST, BlobSource, parse_header  # noqa: F401 (th
 from bitweb.completions import (Completion, Request, chat_format, checked_messages, prompt_ids,  # noqa: F401
                                 structured_call)
 from bitweb.errors import AppError, Aborted, OutOfMemory, advice, classify, error_json  # noqa: F401
+from bitweb.slot import Slot, model_info  # noqa: F401 (tests make Slots through this module)
 
 try:                                    # Pyodide; the module still imports in CPython (tests)
     import js
 except ImportError:                     # CPython (tests of the plain parts)
     js = None
-
-
-
-def model_info(gf, cfg, name: str) -> dict:
-    """What the page shows about a model (all plain values)."""
-    types = {}
-    for t in gf.tensors.values():
-        types[t.format.name] = types.get(t.format.name, 0) + 1
-    info = {"name": name, "file_size": gf.file_size, "header_bytes": gf.data_offset,
-            "tensors": len(gf.tensors), "tensor_types": types,
-            "title": gf.metadata.get("general.name") or name}
-    if cfg is not None:
-        for k in ("arch", "n_vocab", "n_ctx", "n_embd", "n_layer", "n_head", "n_head_kv", "n_ff",
-                  "linear_type", "tied"):
-            info[k] = getattr(cfg, k, None)
-        if info["linear_type"] is not None:
-            info["linear_type"] = info["linear_type"].name
-    return info
-
-
-class Slot:
-    """One loaded engine and what the page knows about it."""
-
-    def __init__(self, eng, info: dict, fmt):
-        self.eng, self.info, self.fmt = eng, info, fmt
-        self.busy = False
-        self.draft = None                # the Slot of its draft model (set_draft), for speculative "draft"
-        self.vocab = None                # bitweb.grammar Vocabulary, made for the first constrained reply
-        self.unsaved = None              # the prompt length of a reply whose KV cache save_kv saves next
-
-    def vocabulary(self):
-        if self.vocab is None:
-            from bitweb.grammar import Vocabulary
-            self.vocab = Vocabulary(self.eng.tokenizer)
-        return self.vocab
 
 
 class WebApp:
@@ -403,7 +369,7 @@ class WebApp:
         eng = s.eng
         t0, restored = time.perf_counter(), 0
         if self.kv_store is not None:
-            restored = await self._restore(eid, eng, ids)
+            restored = await s.restore(self.kv_store, int(eid), ids)
         restore_ms = (time.perf_counter() - t0) * 1000
         cached = list(eng.cached_ids)
         c = self.running[rid] = Completion(
@@ -430,42 +396,10 @@ class WebApp:
         return out
 
     async def save_kv(self, eid) -> str:
-        """Save the KV cache of engine eid's last reply (web/kvstore.mjs save), once: the worker calls
-        this after the reply has gone, before the engine's next request. -> {"saved": file name or
-        null, "ms"}; a failed save is no error (the reply stood; it is just not saved)."""
-        s, t0, name = self.engines.get(int(eid)), time.perf_counter(), None
-        prompt = s.unsaved if s is not None else None
-        if prompt is not None and self.kv_store is not None and s.eng.cached_ids:
-            s.unsaved = None
-            try:
-                name = await self.kv_store.save(int(eid), json.dumps(s.eng.cached_ids), await s.eng.export_kv(), prompt)
-            except Exception as e:
-                print(f"bitweb: the KV cache was not saved: {e}")
-        return json.dumps({"saved": name if isinstance(name, str) else None, "ms": round((time.perf_counter() - t0) * 1000, 1)})
-
-    async def _restore(self, eid, eng, ids) -> int:
-        """Restore the longest saved prefix of ids (short of its last token, which the reply runs)
-        when it is longer than what the engine holds; a saved cache the engine refuses is deleted.
-        -> the positions restored (0: none)."""
-        from bitweb.generation import common_prefix
-        have = common_prefix(eng.cached_ids, ids)
-        if len(ids) - 1 <= have:
-            return 0
-        try:
-            hit = await self.kv_store.find(int(eid), json.dumps(ids[:-1]), have)
-        except Exception as e:
-            print(f"bitweb: no saved KV cache: {e}")
-            return 0
-        if hit is None or not hasattr(hit, "data"):    # (undefined, or null: jsnull)
-            return 0
-        try:
-            eng.restore_kv(ids[:int(hit.n)], hit.data, int(hit.rows))
-            return int(hit.n)
-        except Exception as e:
-            print(f"bitweb: a saved KV cache was refused and deleted: {e}")
-            eng.reset()
-            await self.kv_store.drop(str(hit.name))
-            return 0
+        """Save the KV cache of engine eid's last reply, once (Slot.save_kv): the worker calls this
+        after the reply has gone, before the engine's next request."""
+        s = self.engines.get(int(eid))
+        return json.dumps(await s.save_kv(self.kv_store, int(eid)) if s is not None else {"saved": None, "ms": 0.0})
 
     def stats(self) -> str:
         """Diagnostics for tests and the stats panel: wasm heap, live GPU buffers, engines."""
