@@ -7,11 +7,14 @@
 API
     matmul(fmt, n_in, n_out, m_max, *, a8, residual=False, dev=None, rq=None, nq=None, wg=None,
            subgroups=None, y_stride=0, y_col0=0, pairs=None, octets=None) -> Step
-        bind ("params", "x", "mult", "y", "w")                 f32 activations
-             ("params", "q", "scale", "mult", "y", "w")        a8
+        bind ("params", "x", "mult", "y", "w", "shape")        f32 activations
+             ("params", "q", "scale", "mult", "y", "w", "shape")   a8
+        n_in and n_out are read at run time (Step.data "shape": shape_bytes(n_in, n_out)), so the
+        matmuls of a model that differ only in shape (q and k / v; o and down) share one pipeline
     gate_up(fmt, n_in, n_out, m_max, *, a8, act="relu2"|"silu", dev=None, rq=None, nq=None, wg=None,
             subgroups=None, pairs=None, octets=None) -> Step
-        bind as matmul with "gate", "up" in place of "w"
+        bind as matmul with "gate", "up" in place of "w", no "shape" (n_in, n_out: override constants)
+    shape_bytes(n_in, n_out) -> bytes       matmul's run-time shape (u32[4]: n_in, n_out, 0, 0)
     choose(dev, a8, gate_up=False, n_in=0, n_out=0, fmt=None) -> Tile   the tile for this device and shape
     lanes(dev) -> int        a CPU rasteriser's SIMD lanes from its device string (lavapipe), 0 unknown
     The tile: an invocation computes 4 rq rows (rq 1..4) x 4 nq outputs (nq 1..4); wg invocations per
@@ -43,6 +46,7 @@ rows x 8 outputs, 64 invocations (gate_up and f32: 16 x 4); GPUs (untested) 8 ro
 from __future__ import annotations
 
 import re
+import struct
 
 from dataclasses import dataclass, replace
 
@@ -140,13 +144,23 @@ def _step(entry, fmt, n_in, n_out, m_max, a8, tile: Tile, subgroups, defines, we
     d.update(defines)
     if not a8 or subgroups is False:
         d["SUBGROUPS"] = False          # the quad sharing is for A8 rows only
-    consts = {"WG": tile.wg, "RQ": tile.rq, "NQ": tile.nq, "N_IN": n_in, "N_OUT": n_out}
+    consts = {"WG": tile.wg, "RQ": tile.rq, "NQ": tile.nq}
+    data = {}
+    if entry == "gate_up":
+        consts.update(N_IN=n_in, N_OUT=n_out)
+    else:
+        data["shape"] = shape_bytes(n_in, n_out)
     if y_stride:
         consts.update(Y_STRIDE=y_stride, Y_COL0=y_col0)
     groups = (-(-n_out // (4 * tile.nq * tile.wg)), -(-m_max // (4 * tile.rq)), 1)
-    names = dict({"params": "params", "q": "q", "s": "scale", "x": "x", "mult": "mult", "y": "y"},
+    names = dict({"params": "params", "q": "q", "s": "scale", "x": "x", "mult": "mult", "y": "y", "shape": "shape"},
                  **{f"w{i}": w for i, w in enumerate(weights)})
-    return Step("bitlinear_tiled", entry, bound("bitlinear_tiled", d, names), groups, consts, d)
+    return Step("bitlinear_tiled", entry, bound("bitlinear_tiled", d, names), groups, consts, d, data)
+
+
+def shape_bytes(n_in: int, n_out: int) -> bytes:
+    """matmul's run-time shape (the `shape` buffer of shaders/bitlinear_tiled.wgsl): n_in, n_out."""
+    return struct.pack("<4I", n_in, n_out, 0, 0)
 
 
 def _tile(dev, a8, gate_up, rq, nq, wg, n_in, n_out, fmt, pairs, octets, subgroups) -> Tile:
