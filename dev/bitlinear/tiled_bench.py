@@ -48,9 +48,9 @@ async def version(dev, path, step, consts, hints, defs, bufs, m):
     c.pop("RQ", None); c.pop("NQ", None)
     d = dict(step.defines, **defs)
     code = shaders.specialise(open(path).read(), dev, d, path)
-    if "shape" in step.data:      # matmul's run-time n_in / n_out: constants where a version declares them
-        shape = np.frombuffer(step.data["shape"], np.uint32)
-        c.update({k: int(v) for k, v in zip(("N_IN", "N_OUT"), shape[:2]) if f"override {k}" in code})
+    if "shape" in step.data:      # matmul's run-time n_out: a constant where a version declares it
+        n_out = int(np.frombuffer(step.data["shape"], np.uint32)[0])
+        c.update({"N_OUT": n_out} if "override N_OUT" in code else {})
         bufs.setdefault("shape", bitweb_kernels.data_buffer(dev, step.data["shape"]))
     c.update(consts)
     mod = dev.device.create_shader_module(code=code)
@@ -65,7 +65,7 @@ async def version(dev, path, step, consts, hints, defs, bufs, m):
             ents.append({"binding": i, "resource": {"buffer": bufs[n].raw, "offset": 0, "size": bufs[n].size}})
     bg = dev.device.create_bind_group(layout=layout, entries=ents)
     wg = c.get("WG", 64) * hints.get("tc", 4)
-    n_out = c.get("N_OUT") or int(np.frombuffer(step.data["shape"], np.uint32)[1])
+    n_out = c.get("N_OUT") or int(np.frombuffer(step.data["shape"], np.uint32)[0])
     groups = (-(-n_out // wg), -(-m // (c["RQ"] * 4 if "RQ" in c else c.get("TR", 4))), 1)
     return dev.plan([(Pipeline(raw, (path,)), bg, groups)])
 
