@@ -70,7 +70,9 @@ override WG: u32 = 64u;        // invocations per workgroup
 override RQ: u32 = 4u;         // row quads per invocation, 1..4 (4 RQ rows)
 override NQ: u32 = 2u;         // output quads per invocation, 1..4 (4 NQ outputs)
 override N_IN: u32 = 256u;
+#if GATE_UP
 override N_OUT: u32 = 64u;
+#endif
 override Y_STRIDE: u32 = 0u;   // row stride of y in floats (0: N_OUT); the engine writes q | k | v
 override Y_COL0: u32 = 0u;     // column of y where output n = 0 goes    into one [M][q+2kv] buffer
 
@@ -92,6 +94,13 @@ override Y_COL0: u32 = 0u;     // column of y where output n = 0 goes    into on
 @group(0) @binding(auto) var<storage, read> w0: array<WT>;
 #if GATE_UP
 @group(0) @binding(auto) var<storage, read> w1: array<WT>;
+fn n_out() -> u32 { return N_OUT; }
+#else
+// matmul: n_out at run time (kernels/bitlinear_tiled.py shape_bytes), so linears that differ only
+// in their output count (q and k / v) share one pipeline; it bounds no loop (N_IN, which bounds the
+// block loop, stays a constant: at run time it measured up to 10 % slower on lavapipe)
+@group(0) @binding(auto) var<storage, read> shape: array<u32, 4>;
+fn n_out() -> u32 { return shape[0]; }
 #endif
 
 fn wv(t: u32, i: u32) -> WT {
@@ -802,10 +811,10 @@ fn bflush(acc: ptr<function, Tile>, t: ptr<function, Tile>, o: array<u32, 16>, x
 // Rows m0 .. m0 + 3 x outputs n0 .. n0 + 3 of P (gate_up: act(Pg) * Pu).
 fn store(m0: u32, n0: u32, a: mat4x4<f32>, u: mat4x4<f32>) {
     let mrows = params[0];
-    let stride = select(Y_STRIDE, N_OUT, Y_STRIDE == 0u);
-    let ws0 = fmt_ws(0u, N_OUT * NB);
+    let stride = select(Y_STRIDE, n_out(), Y_STRIDE == 0u);
+    let ws0 = fmt_ws(0u, n_out() * NB);
 #if GATE_UP
-    let ws1 = fmt_ws(1u, N_OUT * NB);
+    let ws1 = fmt_ws(1u, n_out() * NB);
 #endif
     for (var r = 0u; r < 4u; r++) {
         let m = m0 + r;
@@ -828,7 +837,7 @@ fn store(m0: u32, n0: u32, a: mat4x4<f32>, u: mat4x4<f32>) {
 #endif
         for (var c = 0u; c < 4u; c++) {
             let n = n0 + c;
-            if (n < N_OUT) {
+            if (n < n_out()) {
                 let o = m * stride + Y_COL0 + n;
 #if GATE_UP
                 y[o] = act(a[c][r] * f0) * (u[c][r] * f1);
@@ -858,7 +867,7 @@ fn body(li: u32, wid: vec3<u32>, lane: u32) {
     var ri: RowIx;
     for (var r = 0u; r < 16u; r++) { ri.i[r] = min(m0 + r, last) * (N_IN / 16u); }
     var o: array<u32, 16>;                         // first block of each output row (past N_OUT: the last)
-    for (var c = 0u; c < 16u; c++) { o[c] = min(n0 + c, N_OUT - 1u) * NB; }
+    for (var c = 0u; c < 16u; c++) { o[c] = min(n0 + c, n_out() - 1u) * NB; }
     var t: Tile;
 #if Q8T
     var xi: array<u32, 16>;                        // each row's first (dx, sx)

@@ -1,9 +1,9 @@
 // lmhead.wgsl: the LM head GEMV, y = W rmsnorm(x) for one token (M = 1), float, Q8_0 or packed
 // (Q1_0, Q2_0 ...) rows (launch spec: pyapp/bitweb/kernels/lmhead.py; numpy mirror: bitweb/ref/lmhead.py).
 //
-// Maths (one shard = rows [ROW0, ROW0 + N_ROWS) of the head, in its own buffer):
+// Maths (one shard = rows [row0, row0 + n_rows) of the head, in its own buffer):
 //   m[k] = x[k] * g[k],  inv = 1 / sqrt(sum_k x[k]^2 / K + EPS)           (output_norm fused)
-//   y[ROW0 + r] = inv * sum_k W[r, k] m[k]                                  f32 accumulation
+//   y[row0 + r] = inv * sum_k W[r, k] m[k]                                  f32 accumulation
 // PACKED (a packed table format) follows shaders/bitlinear.wgsl gemv NORM instead, so a
 // packed head computes what a block linear does (numpy mirror: bitweb.ref.bitlinear.gemv):
 //   rinv = inverseSqrt(sum_k x[k]^2 / K + EPS)
@@ -33,12 +33,13 @@
 //            code words (BLK / UPK values), read through common_packed.wgsl as bitlinear.wgsl does.
 // LASTROW: x is f32[m][K] and row params.m - 1 is used (the last prompt row of a prefill), with
 // params the 32-byte block of bitweb.kernels.ops (only m is read).
-// Bindings: 0 w (shard), 1 x f32[K] (LASTROW: [m][K]), 2 y f32[>= ROW0 + N_ROWS], 3 g f32[K]
-// (output_norm), 4 params (LASTROW).
+// Shard: n_rows and row0 are read at run time from `shard` (kernels/lmhead.py shard_bytes), so
+// the shards of a head, and heads of any row count, share one pipeline (neither bounds an inner
+// loop: the unit loop runs to K, the row loop to RPW).
+// Bindings: 0 w (shard), 1 x f32[K] (LASTROW: [m][K]), 2 y f32[>= row0 + n_rows], 3 g f32[K]
+// (output_norm), 4 shard u32[4] (n_rows, row0, 0, 0), 5 params (LASTROW).
 
 override K: u32 = 256u;          // row length
-override N_ROWS: u32 = 1u;       // rows in this shard
-override ROW0: u32 = 0u;         // y index of the shard's first row
 override WG: u32 = 64u;          // threads per workgroup (power of two)
 override RPW: u32 = 64u;         // rows per workgroup
 override RB: u32 = 4u;           // rows per lane group at once (1..4)
@@ -63,6 +64,8 @@ fn wl(t: u32, i: u32) -> u32 { return head_wl(i); }
 @group(0) @binding(auto) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(auto) var<storage, read_write> y: array<f32>;
 @group(0) @binding(auto) var<storage, read> g: array<vec4<f32>>;
+struct Shard { n_rows: u32, row0: u32, r0: u32, r1: u32 }   // rows in this shard, y index of its first row
+@group(0) @binding(auto) var<storage, read> shard: Shard;
 
 #include common_params
 #if LASTROW
@@ -171,7 +174,8 @@ fn body(lid: u32, wg_index: u32, lane: u32, ln: u32) {
     let grp = lid / ln;
     let units = K / UNIT;
     let first = wg_index * RPW;
-    let last = min(first + RPW, N_ROWS) - 1u;
+    let last = min(first + RPW, shard.n_rows) - 1u;
+    let row0 = shard.row0;
     let steps = (RPW + ng * RB - 1u) / (ng * RB);
     for (var it = 0u; it < steps; it++) {
         let g0 = first + (it * ng + grp) * RB;
@@ -205,7 +209,7 @@ fn body(lid: u32, wg_index: u32, lane: u32, ln: u32) {
 #endif
         if (lane == 0u) {
             for (var i = 0u; i < RB; i++) {
-                if (g0 + i <= last) { y[ROW0 + g0 + i] = a[i] * inv; }
+                if (g0 + i <= last) { y[row0 + g0 + i] = a[i] * inv; }
             }
         }
     }

@@ -113,7 +113,7 @@ class Fake:
         self.caps, self.backend = gpu.Caps(**caps), "browser"
 
 
-LMHEAD = {"K": 3776, "N_ROWS": 77, "ROW0": 0, "WG": 64, "RPW": 16, "RB": 2, "LANES": 16}
+LMHEAD = {"K": 3776, "WG": 64, "RPW": 16, "RB": 2, "LANES": 16}
 
 
 def test_workgroup_use_counts_what_the_entry_point_uses():

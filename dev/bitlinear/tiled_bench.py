@@ -15,6 +15,7 @@ import argparse, asyncio, os, sys, time
 import numpy as np
 
 from bitweb import formats, shaders
+from bitweb import kernels as bitweb_kernels
 from bitweb.gpu import Pipeline, request_device
 from bitweb.kernels import bitlinear, bitlinear_tiled
 
@@ -45,22 +46,27 @@ def parse_v(spec):
 async def version(dev, path, step, consts, hints, defs, bufs, m):
     c = dict(step.constants)
     c.pop("RQ", None); c.pop("NQ", None)
-    c.update(consts)
     d = dict(step.defines, **defs)
     code = shaders.specialise(open(path).read(), dev, d, path)
+    if "shape" in step.data:      # matmul's run-time n_out: a constant where a version declares it
+        n_out = int(np.frombuffer(step.data["shape"], np.uint32)[0])
+        c.update({"N_OUT": n_out} if "override N_OUT" in code else {})
+        bufs.setdefault("shape", bitweb_kernels.data_buffer(dev, step.data["shape"]))
+    c.update(consts)
     mod = dev.device.create_shader_module(code=code)
     raw = dev.device.create_compute_pipeline(layout="auto", compute={"module": mod, "entry_point": step.entry,
                                                                       "constants": c})
     layout = raw.get_bind_group_layout(0)
     ents = []
-    for i, n in enumerate(step.bind):
+    for i, n in enumerate(n for n in step.bind if n != "shape" or "var<storage, read> shape" in code):
         if n == "q" and hints.get("tex"):
             ents.append({"binding": i, "resource": bufs["qtex"]})
         else:
             ents.append({"binding": i, "resource": {"buffer": bufs[n].raw, "offset": 0, "size": bufs[n].size}})
     bg = dev.device.create_bind_group(layout=layout, entries=ents)
     wg = c.get("WG", 64) * hints.get("tc", 4)
-    groups = (-(-c["N_OUT"] // wg), -(-m // (c["RQ"] * 4 if "RQ" in c else c.get("TR", 4))), 1)
+    n_out = c.get("N_OUT") or int(np.frombuffer(step.data["shape"], np.uint32)[0])
+    groups = (-(-n_out // wg), -(-m // (c["RQ"] * 4 if "RQ" in c else c.get("TR", 4))), 1)
     return dev.plan([(Pipeline(raw, (path,)), bg, groups)])
 
 

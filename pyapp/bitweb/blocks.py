@@ -300,7 +300,8 @@ def decode_steps(h: GPUModel) -> dict:
         # x = block_i(x) for every block                          x -> x
         "blocks": [s for i in range(cfg.n_layer) for s in block(do, i)],
         # logits = head . rmsnorm(x, output_norm)                 x -> logits [n_vocab]
-        "head": head_steps(h, B["x"]),
+        # (x as the last of params.m = 1 rows: the prefill plan's head pipeline, one compile less)
+        "head": head_steps(h, B["x"], last_row=True),
         # token = argmax(logits), repetition penalty first        logits -> token / token2
         "argmax": argmax_steps(h, B["token"]), "argmax2": argmax_steps(h, B["token2"]),
         "embed2": embed_steps(h, 1, B["token2"], B["x"]),

@@ -74,7 +74,7 @@ for case in man["cases"]:
 # (no subgroups, no xdirect: x staged in workgroup memory) at the limit exactly, and 32 bytes over
 out["boundary"] = []
 for k in a["boundary_k"]:
-    key = ("lmhead", "gemv", {"K": k, "N_ROWS": 77, "ROW0": 0, "WG": 64, "RPW": 16, "RB": 2, "LANES": 16}, {"FORMAT": formats.F16})
+    key = ("lmhead", "gemv", {"K": k, "WG": 64, "RPW": 16, "RB": 2, "LANES": 16}, {"FORMAT": formats.F16})
     src = dev._code(dev.pipeline_key(*key))
     b = {"K": k, "estimate": shaders.workgroup_use(src, "gemv", key[2])["storage"], "error": "", "refused": ""}
     try:

@@ -16,8 +16,9 @@ per (shader, entry, constants, defines)); the weight format travels as the Forma
 define "FORMAT" (bitweb.shaders asks it for its include; a kernel case stores its type id); values
 that change per call
 (position, number of rows) live in a small `params` buffer. A launch may bring
-small constant buffers of its own (`Step.data`, e.g. bitlinear's run-time shape,
-so that one pipeline serves several shapes): instantiate() creates them (once per
+small constant buffers of its own (`Step.data`: bitlinear's run-time shape, the LM
+head's shard rows, bitlinear_tiled matmul's n_out, so that one pipeline serves
+several shapes where no unrolled loop depends on them): instantiate() creates them (once per
 contents in `store`: the engine's buffers, else the device's) unless the caller
 binds that name itself.
 

@@ -12,12 +12,15 @@
                                             SwiftShader: xdirect (float rows: m = x * g read where
                                             it is used, no workgroup array: compiles faster there)
     gemv(wtype, n_in, n_out, *, a8=False, shards=None, eps=1e-5, last_row=False, dev=None, **tune) -> [Step]
-        bind ("w{i}", "x", "y", "norm") as dense.gemv(..., norm=True): the engine's decode head;
+        bind ("w{i}", "x", "y", "norm", "shard{i}") as dense.gemv(..., norm=True) plus the shard's
+        rows (Step.data "shard{i}": shard_bytes(r0, r1), read at run time, so every shard and every
+        row count of a (format, K, tune) share one pipeline): the engine's decode head;
         last_row=True: x is f32[m][n_in], row params.m - 1 is used, bind adds "params" (the
         ops.params block) as dense.gemv(..., last_row=True): the head after a prefill.
         wtype: a Format (or its type id or name).
         a8 (packed formats only): the input quantized per token to int8 as the block linears do
         (bitlinear.gemv(..., a8=True, norm=True)); a packed head computes bitlinear's maths in both modes.
+    shard_bytes(r0, r1) -> bytes            the shard's rows (struct Shard of lmhead.wgsl: n_rows, row0)
     variant(step, dev) -> str
 
 Why not dense.gemv: on CPU rasterisers its 4 rows per workgroup spend more time on the norm and
@@ -26,6 +29,7 @@ plain read); see PERFORMANCE.md and dev/perf/bench_dense.py. Same maths, same bi
 """
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, replace
 
 from bitweb import formats
@@ -73,6 +77,11 @@ def supported(wtype, n_in: int) -> bool:
     return f in TYPES and n_in > 0 and n_in % unit(f) == 0 and n_in <= MAX_K
 
 
+def shard_bytes(r0: int, r1: int) -> bytes:
+    """The run-time rows of a shard: struct Shard of shaders/lmhead.wgsl (n_rows, row0; 16 bytes)."""
+    return struct.pack("<4I", r1 - r0, r0, 0, 0)
+
+
 def gemv(wtype, n_in: int, n_out: int, *, a8: bool = False, shards=None, eps: float = 1e-5,
          last_row: bool = False, dev=None, **tune) -> list:
     f = format_arg(wtype, TYPES, "lmhead", LMHeadError)
@@ -102,9 +111,10 @@ def gemv(wtype, n_in: int, n_out: int, *, a8: bool = False, shards=None, eps: fl
     if last_row:
         defines["LASTROW"] = True
     names = {"x": "x", "y": "y", "g": "norm", "params": "params"}
-    return [Step("lmhead", "gemv", bound("lmhead", defines, dict(names, w=f"w{i}")), workgroups_1d(-(-(r1 - r0) // t.rpw)),
-                 {"K": n_in, "N_ROWS": r1 - r0, "ROW0": r0, "WG": t.wg, "RPW": t.rpw, "RB": t.rb,
-                  "LANES": t.lanes, "EPS": float(eps)}, dict(defines))
+    return [Step("lmhead", "gemv", bound("lmhead", defines, dict(names, w=f"w{i}", shard=f"shard{i}")),
+                 workgroups_1d(-(-(r1 - r0) // t.rpw)),
+                 {"K": n_in, "WG": t.wg, "RPW": t.rpw, "RB": t.rb, "LANES": t.lanes, "EPS": float(eps)},
+                 dict(defines), {f"shard{i}": shard_bytes(r0, r1)})
             for i, (r0, r1) in enumerate(shards)]
 
 

@@ -70,7 +70,10 @@ def matmul_atol(n_in: int, s_max: float) -> float:
 
 # ---- cases -----------------------------------------------------------------------------------
 def add_case(builder, name: str, steps: list, buffers: list):
-    """buffers: kernel_check buffer dicts; steps: bitweb.kernels.Step list bound by buffer name."""
+    """buffers: kernel_check buffer dicts; steps: bitweb.kernels.Step list bound by buffer name (the
+    steps' data buffers, e.g. lmhead's shard rows, are added)."""
+    named = {b["name"] for b in buffers}
+    buffers = list(buffers) + [{"name": n, "data": d} for s in steps for n, d in s.data.items() if n not in named]
     index = {b["name"]: i for i, b in enumerate(buffers)}
     return builder.add(name, buffers, [s.as_case_step(index) for s in steps])
 
