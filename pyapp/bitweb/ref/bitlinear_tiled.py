@@ -137,18 +137,24 @@ def matmul_case(builder, rng, fmt, n_in, n_out, m, m_max, *, a8, residual=False,
     return add_case(builder, name.strip(), step, bufs)
 
 
+def _gate_up_buffers(bufs, m, m_max, y, pg, act, mult, wg, wu):
+    """A gate_up case's weights, multipliers and y: the expected first m rows (within _tol of the
+    activation's roundings), the rows past M left untouched."""
+    atol, rtol = _tol(None, act, pg)
+    init = np.full((m_max, y.shape[1]), UNTOUCHED, F32)
+    exp = np.array(init)
+    exp[:m] = y
+    bufs.update({"params": dict(data=_params(m)), "mult": dict(data=f32b(mult)), "gate": dict(data=wg),
+                 "up": dict(data=wu), "y": dict(data=f32b(init), expect=f32b(exp), atol=atol, rtol=rtol)})
+
+
 def gate_up_case(builder, rng, fmt, n_in, n_out, m, m_max, *, a8, act="relu2", mult=(1.0, 1.0), **tune):
     fmt = formats.get(fmt)
     step = spec.gate_up(fmt, n_in, n_out, m_max, a8=a8, act=act, **tune)
     bufs, a, scale = _inputs(rng, m_max, m, n_in, a8)
     wg, wu = rand_tensor(rng, fmt, n_out, n_in), rand_tensor(rng, fmt, n_out, n_in)
     y, pg = gate_up(fmt, wg, wu, n_out, n_in, a, scale=scale, mult=mult, act_fn=act)
-    atol, rtol = _tol(None, act, pg)
-    init = np.full((m_max, n_out), UNTOUCHED, F32)
-    exp = np.array(init)
-    exp[:m] = y
-    bufs.update({"params": dict(data=_params(m)), "mult": dict(data=f32b(mult)), "gate": dict(data=wg),
-                 "up": dict(data=wu), "y": dict(data=f32b(init), expect=f32b(exp), atol=atol, rtol=rtol)})
+    _gate_up_buffers(bufs, m, m_max, y, pg, act, mult, wg, wu)
     name = (f"bitlinear_tiled.gate_up {fmt.name} {'a8' if a8 else 'f32'} {act} {n_in}x{n_out} M={m}/{m_max} "
             + " ".join(f"{k}={v}" for k, v in sorted(tune.items())))
     return add_case(builder, name.strip(), step, bufs)
@@ -208,13 +214,7 @@ def q8_gate_up_case(builder, rng, fmt, n_in, n_out, m, m_max, *, act="silu", mul
     wg, wu = rand_tensor(rng, fmt, n_out, n_in), rand_tensor(rng, fmt, n_out, n_in)
     pg, _ = q8_products(fmt, wg, n_out, n_in, acts, mult[0])
     pu, _ = q8_products(fmt, wu, n_out, n_in, acts, mult[1])
-    y = (ffn_act(pg, act) * pu).astype(F32)
-    atol, rtol = _tol(None, act, pg)
-    init = np.full((m_max, n_out), UNTOUCHED, F32)
-    exp = np.array(init)
-    exp[:m] = y
-    bufs.update({"params": dict(data=_params(m)), "mult": dict(data=f32b(mult)), "gate": dict(data=wg),
-                 "up": dict(data=wu), "y": dict(data=f32b(init), expect=f32b(exp), atol=atol, rtol=rtol)})
+    _gate_up_buffers(bufs, m, m_max, (ffn_act(pg, act) * pu).astype(F32), pg, act, mult, wg, wu)
     name = (f"bitlinear_tiled.gate_up {fmt.name} q8 {act} {n_in}x{n_out} M={m}/{m_max} "
             + " ".join(f"{k}={v}" for k, v in sorted(tune.items())))
     return add_case(builder, name.strip(), step, bufs)
