@@ -198,6 +198,21 @@ def test_q8_greedy_equals_numpy(gpu, models, arch, fmt):
     eng.close()
 
 
+def prefilled_and_decoded(gpu, path, activations):
+    """PROMPT's greedy tokens and final logits with the prompt prefilled in one chunk (64 rows), then
+    fed token by token through the decode plan (1 row): [(ids, logits), (ids, logits)]."""
+    import numpy as np
+    runs = []
+    for rows in (64, 1):
+        eng = load(gpu, path, activations, prefill_rows=rows)
+        ids = eng.tokenizer.encode(PROMPT)
+        assert eng.prefill_rows == rows and len(ids) <= 64
+        res = gen(eng, ids)
+        runs.append((res.ids, np.frombuffer(run(gpu.read(eng.buf["logits"])), "<f4").copy()))
+        eng.close()
+    return runs
+
+
 # q8: the int8 prefill tile (bitlinear_tiled Q8T) takes the decode kernel's q8 rows and block terms
 # (dw dx) I (+ mw sx) bit for bit, and sums the blocks in another f32 order; a row that ends within
 # that error of a q8 rounding tie can still quantize the other way in a later layer (as FLIP).
@@ -211,16 +226,7 @@ def test_q8_prefill_equals_decode(gpu, models, arch, fmt):
     prompt fed token by token through the decode plan (bitlinear.wgsl Q8B), and its logits at the
     end within Q8_PREFILL."""
     import numpy as np
-    path = models(arch, fmt)
-    runs = []
-    for rows in (64, 1):
-        eng = load(gpu, path, "q8", prefill_rows=rows)
-        ids = eng.tokenizer.encode(PROMPT)
-        assert eng.prefill_rows == rows and len(ids) <= 64
-        res = gen(eng, ids)
-        runs.append((res.ids, np.frombuffer(run(gpu.read(eng.buf["logits"])), "<f4").copy()))
-        eng.close()
-    (a, la), (b, lb) = runs
+    (a, la), (b, lb) = prefilled_and_decoded(gpu, models(arch, fmt), "q8")
     print(f"q8 prefill vs decode: max |logit diff| {np.abs(la - lb).max():.3g}")
     assert a == b, f"prefilled and decoded prompts diverge: {a} vs {b}"
     assert np.abs(la - lb).max() <= Q8_PREFILL, np.abs(la - lb).max()
@@ -240,16 +246,7 @@ def test_a8_prefill_equals_decode(gpu, models, arch, fmt, seed):
     greedy tokens as the prompt fed token by token through the decode plan (bitlinear's own A8
     quantisation), and the same logits at the end (a flip in the prompt would move them by ~0.05)."""
     import numpy as np
-    path = models(arch, fmt, seed)
-    runs = []
-    for rows in (64, 1):
-        eng = load(gpu, path, "a8", prefill_rows=rows)
-        ids = eng.tokenizer.encode(PROMPT)
-        assert eng.prefill_rows == rows and len(ids) <= 64
-        res = gen(eng, ids)
-        runs.append((res.ids, np.frombuffer(run(gpu.read(eng.buf["logits"])), "<f4").copy()))
-        eng.close()
-    (a, la), (b, lb) = runs
+    (a, la), (b, lb) = prefilled_and_decoded(gpu, models(arch, fmt, seed), "a8")
     k = next((i for i in range(N) if a[i] != b[i]), None)
     assert k is None, f"prefilled and decoded prompts diverge at step {k}: {a[k:k + 4]} vs {b[k:k + 4]}"
     assert np.abs(la - lb).max() <= 1e-4, np.abs(la - lb).max()
