@@ -44,31 +44,43 @@ FULL = os.environ.get("BITWEB_BENCH", "") == "full"
 DEFAULT_MODEL = ROOT / "web" / "models" / "bitweb-chat-i2_s.gguf"
 
 
+def bench_copy(path) -> str:
+    """URL path (build/web/bench/NAME) of a copy of the file path there (made when missing)."""
+    dst = ROOT / "build" / "web" / "bench" / os.path.basename(path)
+    if not dst.exists():
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, dst)
+    return "build/web/bench/" + dst.name
+
+
+def bench_results(page, url: str, long: bool) -> dict:
+    """Open a dev/bench.html URL and wait for its results (an hour when long, else 10 minutes); they
+    hold no error."""
+    page.goto(url)
+    page.wait_for_function("window.benchResults !== undefined", timeout=(3_600_000 if long else 600_000))
+    res = page.evaluate("window.benchResults")
+    assert "error" not in res, res.get("error")
+    return res
+
+
 def bench_model() -> str:
     """URL path (under /build/web/bench/) of the model the decode benchmark runs."""
     d = ROOT / "build" / "web" / "bench"
     d.mkdir(parents=True, exist_ok=True)
     want = os.environ.get("BITWEB_BENCH_MODEL", "small" if FULL else "tiny")
-    if want in PRESETS:
-        path = d / f"{want}-i2_s.gguf"
-        if not path.exists():
-            write_model(ModelSpec(arch="bitnet-b1.58", fmt="i2_s", preset=want, seed=0, scale_tensors=False,
-                                  **PRESETS[want]), load_vocab("bytes" if want != "2b4t" else "llama3"), path)
-    else:
-        path = d / os.path.basename(want)
-        if not path.exists():
-            shutil.copyfile(want, path)
+    if want not in PRESETS:
+        return bench_copy(want)
+    path = d / f"{want}-i2_s.gguf"
+    if not path.exists():
+        write_model(ModelSpec(arch="bitnet-b1.58", fmt="i2_s", preset=want, seed=0, scale_tensors=False,
+                              **PRESETS[want]), load_vocab("bytes" if want != "2b4t" else "llama3"), path)
     return "build/web/bench/" + path.name
 
 
 def test_bench_in_browser(server, page):
     model = bench_model()
     query = f"model=/{model}" + ("" if FULL else "&quick=1&shapes=256x256&tokens=5&prompt=8&repeats=1")
-    page.goto(server + "dev/bench.html?" + query)
-    long = FULL or os.environ.get("BITWEB_BENCH_MODEL")
-    page.wait_for_function("window.benchResults !== undefined", timeout=(3_600_000 if long else 600_000))
-    res = page.evaluate("window.benchResults")
-    assert "error" not in res, res.get("error")
+    res = bench_results(page, server + "dev/bench.html?" + query, FULL or bool(os.environ.get("BITWEB_BENCH_MODEL")))
     k, d = res["kernels"], res["decode"]
     assert k["device"].startswith("browser"), k["device"]
     assert all(set(r) == KERNEL_FIELDS for r in k["results"])
@@ -93,18 +105,10 @@ def test_speculative_in_browser(server, page):
     runs = [("/models/bitweb-chat-i2_s.gguf", "&tokens=128&trials=3" if FULL else "&tokens=16&trials=1&tasks=copy,recall")]
     if FULL:
         smol = os.environ.get("BITWEB_SPEC_SMOLLM2", str(ROOT / "build" / "assets" / "SmolLM2-135M-Instruct.Q4_1.gguf"))
-        path = ROOT / "build" / "web" / "bench" / os.path.basename(smol)
-        if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(smol, path)
-        runs.append(("/build/web/bench/" + path.name, "&tokens=48&trials=1"))
+        runs.append(("/" + bench_copy(smol), "&tokens=48&trials=1"))
     for model, extra in runs:
         load0 = os.getloadavg()
-        page.goto(server + f"dev/bench.html?speculative=1&model={model}{extra}")
-        page.wait_for_function("window.benchResults !== undefined", timeout=(3_600_000 if FULL else 600_000))
-        r = page.evaluate("window.benchResults")
-        assert "error" not in r, r.get("error")
-        sp = r["speculative"]
+        sp = bench_results(page, server + f"dev/bench.html?speculative=1&model={model}{extra}", FULL)["speculative"]
         assert sp["device"].startswith("browser") and sp["activations"] == "a8", sp
         assert list(sp["tasks"]) == (list(TASKS) if FULL else ["copy", "recall"])
         for name, t in sp["tasks"].items():
@@ -115,15 +119,6 @@ def test_speculative_in_browser(server, page):
         if FULL or os.environ.get("BITWEB_BENCH_PRINT"):
             load1 = os.getloadavg()
             print(f"\n{describe(sp)}\nload average {load0[0]:.1f} before, {load1[0]:.1f} after\n{json.dumps(sp)}")
-
-
-def bench_copy(path) -> str:
-    """URL path of a copy of path under build/web/bench/ (made when missing)."""
-    dst = ROOT / "build" / "web" / "bench" / os.path.basename(path)
-    if not dst.exists():
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, dst)
-    return "/build/web/bench/" + dst.name
 
 
 @(pytest.mark.timeout(3600) if FULL else (lambda test: test))
@@ -140,11 +135,7 @@ def test_floor_in_browser(server, page):
                      "&tokens=12&prompt=16"))
     for path, extra in runs:
         load0 = os.getloadavg()
-        page.goto(server + f"dev/bench.html?floor=1&model={bench_copy(path)}{extra}")
-        page.wait_for_function("window.benchResults !== undefined", timeout=(3_600_000 if FULL else 600_000))
-        r = page.evaluate("window.benchResults")
-        assert "error" not in r, r.get("error")
-        f = r["floor"]
+        f = bench_results(page, server + f"dev/bench.html?floor=1&model=/{bench_copy(path)}{extra}", FULL)["floor"]
         assert f["device"].startswith("browser"), f["device"]
         check_floor(f, open_gguf(path).get("block_count"))
         assert f["decoded_tokens"] == (31 if FULL and path == DEFAULT_MODEL else 11 if FULL else 3)
@@ -210,11 +201,7 @@ def ready_model() -> str:
     want = os.environ.get("BITWEB_READY_MODEL")
     if not want:
         return tq2_0_twin()
-    path = ROOT / "build" / "web" / "bench" / os.path.basename(want)
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(want, path)
-    return "build/web/bench/" + path.name
+    return bench_copy(want)
 
 
 def test_ready_time_against_wllama(browser, server):
