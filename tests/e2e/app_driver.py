@@ -218,6 +218,30 @@ class App:
         return {"text": el.evaluate("e => e.raw"), "finish": el.get_attribute("data-finish"),
                 "stats": self.page.evaluate("Object.fromEntries([...document.querySelectorAll('#stats dd')].map(d => [d.dataset.stat, d.textContent]))")}
 
+    def ask(self, text):
+        """Send `text` and wait for its reply; when the context is full (the app's card), go on
+        without the oldest turns. The reply and whether the context overflowed."""
+        n = self.say(text)
+        self.page.wait_for_function(
+            f"(document.querySelectorAll('.msg.assistant[data-done]').length >= {n}"
+            "  && document.body.dataset.state !== 'generating')"
+            " || !document.getElementById('error').hidden || !!document.querySelector('.context-full')", timeout=REPLY_MS)
+        assert not self.error_text(), self.error_text()
+        full = self.page.locator(".context-full").count() > 0
+        if full:
+            assert self.page.locator(".msg.assistant").count() == n - 1          # no empty bubble
+            self.page.click(".context-full button:text('Continue without the oldest turns')")
+        return self.reply(n), full
+
+    def set_context(self, value, context):
+        """Set the app's context field (value "": the model's default) and wait until the model has
+        reloaded with `context` positions; the engine's info."""
+        self.page.fill("#max-context", str(value))
+        self.page.dispatch_event("#max-context", "change")
+        self.page.wait_for_function(f"window.bitwebApp.state.engine?.info.context === {int(context)}"
+                                    " && document.body.dataset.state === 'ready'", timeout=READY_MS)
+        return self.info()
+
     def last_reply(self):
         return self.page.evaluate("window.bitwebApp.state.lastReply")
 
