@@ -8,9 +8,10 @@ import pathlib
 
 import pytest
 
-from bitweb import kernel_check
+from bitweb import kernel_check, shaders
 from bitweb.ref import FAMILIES, PARTS, build_cases
 from tests.conftest import run
+from tests.test_weak_gpu import Fake
 
 # `npm run test:quick` (BITWEB_TEST_LANE=quick) runs a few cases per family (tests/conftest.py
 # QUICK_KERNELS) of the small "browser" scope: building every "full" case's data takes ~50 s of CPU.
@@ -32,6 +33,17 @@ def test_every_family_has_cases():
     assert all(n > 0 for n in _builder.by_family.values()), _builder.by_family
     browser = build_cases("browser").by_family
     assert all(n > 0 for n in browser.values()) and list(browser) == list(FAMILIES), browser
+
+
+def test_every_kernel_case_pipeline_is_counted():
+    """Every pipeline of every kernel case (this scope, with and without features) is evaluable:
+    check_pipelines never skips one of bitweb's own kernels."""
+    for dev in (Fake(subgroups=True, shader_f16=True, dot4=True), Fake()):
+        for case in CASES:
+            for s in case["steps"]:
+                code = shaders.specialise(shaders.source(s["shader"]), dev, s["defines"], s["shader"])
+                use = shaders.workgroup_use(code, s["entry"], s["constants"])
+                assert use["storage"] >= 0 and use["size"][0] >= 1, (case["name"], use)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])

@@ -138,18 +138,6 @@ def test_workgroup_use_counts_what_the_entry_point_uses():
         shaders.workgroup_use(toy, "nope")
 
 
-def test_every_kernel_case_pipeline_is_counted():
-    """Every pipeline of every kernel case (native scope, with and without features) is evaluable:
-    check_pipelines never skips one of bitweb's own kernels."""
-    from bitweb.ref import build_cases
-    for dev in (Fake(subgroups=True, shader_f16=True, dot4=True), Fake()):
-        for case in build_cases("full").cases:
-            for s in case["steps"]:
-                code = shaders.specialise(shaders.source(s["shader"]), dev, s["defines"], s["shader"])
-                use = shaders.workgroup_use(code, s["entry"], s["constants"])
-                assert use["storage"] >= 0 and use["size"][0] >= 1, (case["name"], use)
-
-
 def test_a_kernel_over_the_limits_is_refused_by_name_before_anything_is_uploaded(devices, tiny_model):
     """(devices: a native adapter is there.)"""
     from bitweb.engine import Engine

@@ -132,6 +132,10 @@ def row_sums(w, d, act, o=None):
 
 def lsb(v) -> float:
     """The largest power of two that divides every value of v (v dyadic)."""
+    v = np.asarray(v)
+    if v.dtype.kind in "iu":         # integers (codes): the lowest bit set in any of them (x, -x share it)
+        acc = int(np.bitwise_or.reduce(v, axis=None)) if v.size else 0
+        return float(acc & -acc) if acc else 1.0
     nz = np.asarray(v, np.float64)
     nz = nz[nz != 0]
     if nz.size == 0:

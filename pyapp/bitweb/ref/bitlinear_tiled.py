@@ -35,19 +35,19 @@ UNTOUCHED = F32(-777.0)
 
 def sums(w, d, act, o=None):
     """S[m, n] = sum_b d[n, b] sum_{j in b} w[n, j] act[m, j] (+ o[n, b] sum_{j in b} act[m, j])
-    (f32 from exact float64), act (M, n_in)."""
+    (f32 from exact float64), act (M, n_in). One float64 product of act with w * d: every term is
+    a multiple of one unit and exact_terms bounds their sum, so every order of the sums is exact."""
     n_out, n_in = w.shape
     nb = d.shape[1]
     blk = n_in // nb
-    a = act.astype(np.float64).reshape(-1, nb, blk).transpose(1, 0, 2)          # (nb, M, blk)
-    wb = w.astype(np.float64).reshape(n_out, nb, blk).transpose(1, 2, 0)        # (nb, blk, n_out)
-    dd = d.astype(np.float64).T[:, None, :]                                      # (nb, 1, n_out)
-    s = (np.matmul(a, wb) * dd).sum(axis=0)
-    mag = (np.matmul(np.abs(a), np.abs(wb)) * dd).sum(axis=0)
+    a = act.astype(np.float64).reshape(-1, n_in)                                 # (M, n_in)
+    wd = (w.reshape(n_out, nb, blk) * d.astype(np.float64)[:, :, None]).reshape(n_out, n_in)
+    s = a @ wd.T
+    mag = np.abs(a) @ np.abs(wd).T
     if o is not None:
         oo = o.astype(np.float64)
-        s += a.sum(axis=2).T @ oo.T
-        mag += np.abs(a).sum(axis=2).T @ np.abs(oo).T
+        s += a.reshape(-1, nb, blk).sum(axis=2) @ oo.T
+        mag += np.abs(a).reshape(-1, nb, blk).sum(axis=2) @ np.abs(oo).T
     exact_terms(mag, lsb(a) * lsb(d if o is None else np.concatenate([d, o], axis=1)))
     return s.astype(F32)
 
