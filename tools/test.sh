@@ -4,7 +4,8 @@
 # GPU process, a subprocess):
 #   lane 1: the app's browser tests and the real SmolLM2 file in Chromium (tests/e2e/test_app.py,
 #           tests/e2e/test_real_model.py without its soak; one Chromium), then the native kernel
-#           cases (tests/test_kernels.py: wgpu-py on lavapipe) and a quarter of the split tests;
+#           cases (tests/test_kernels.py: wgpu-py on lavapipe), structured output on the SmolLM2
+#           file (tests/test_structured_real.py) and a quarter of the split tests;
 #   lane 2: a quarter of the split tests and the SmolLM2 file natively (tests/test_smollm2.py),
 #           then the other browser tests (the rest of tests/e2e, another Chromium);
 #   lane 3: the other tests (wgpu-py on lavapipe, numpy, PyTorch) and half of the split tests.
@@ -55,12 +56,13 @@ kernels=tests/test_kernels.py
 real=tests/e2e/test_real_model.py
 soak="$real::test_soak_no_growth_then_answers_like_a_fresh_page"
 smollm2=tests/test_smollm2.py
+structured_real=tests/test_structured_real.py
 read -r -a split <<<"$("$py" -c 'from tests.conftest import SPLIT; print(" ".join(sorted(SPLIT)))')"
 start=$SECONDS
 (trap 'kill $run 2>/dev/null; exit 143' INT TERM
  "${pytest[@]}" tests/e2e/test_app.py "$real" --deselect "$soak" "$@" & run=$!
  wait $run; app_rc=$?
- "${pytest[@]}" "$kernels" "${split[@]}" --part 1/4 "$@" & run=$!
+ "${pytest[@]}" "$kernels" "$structured_real" "${split[@]}" --part 1/4 "$@" & run=$!
  wait $run; kernels_rc=$?
  echo "$((SECONDS - start))" >"$app_log.time"
  [ "$app_rc" = 0 ] && [ "$kernels_rc" = 0 ]) >"$app_log" 2>&1 &
@@ -69,7 +71,7 @@ app=$!
  rc=$?; echo "$((SECONDS - start))" >"$e2e_log.time"; exit $rc) >"$e2e_log" 2>&1 &
 e2e=$!
 trap 'kill $app $e2e 2>/dev/null' INT TERM
-"${pytest[@]}" tests --ignore=tests/e2e --ignore="$kernels" --ignore="$smollm2" --part 3,4/4 "$@"
+"${pytest[@]}" tests --ignore=tests/e2e --ignore="$kernels" --ignore="$smollm2" --ignore="$structured_real" --part 3,4/4 "$@"
 rest=$?
 t_rest=$((SECONDS - start))
 echo "(lane 3, the other tests: $t_rest s)"
@@ -81,7 +83,7 @@ for log in "$app_log" "$e2e_log"; do
   echo "================================ browser tests ($log) ================================"
   cat "$log"
 done
-echo "lane 1 (tests/e2e/test_app.py, $real, $kernels, split 1/4): $(cat "$app_log.time" 2>/dev/null || echo ?) s, exit $app_rc"
+echo "lane 1 (tests/e2e/test_app.py, $real, $kernels, $structured_real, split 1/4): $(cat "$app_log.time" 2>/dev/null || echo ?) s, exit $app_rc"
 echo "lane 2 (split 2/4, $smollm2, the other tests/e2e): $(cat "$e2e_log.time" 2>/dev/null || echo ?) s, exit $e2e_rc"
 echo "lane 3 (the other tests, split 3,4/4): $t_rest s, exit $rest"
 echo "$((SECONDS - start)) s in all"
