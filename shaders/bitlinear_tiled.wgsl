@@ -23,6 +23,9 @@
 //         S[m, n] = sum_b (dw[n, b] dx[m, b]) I (+ mw[n, b] sx[m, b]);  P = S * (ws * mult)
 //         each block term as bitlinear.wgsl Q8B (ggml's vec_dot), the blocks summed in another order.
 //         s: vec2<f32>[M][N_IN / 32] (dx, sx) per row and block (bitlinear.q8_rows, quant_act.wgsl).
+//         Two siblings compute I (the same integers): with DOT4, dot4I8Packed per 4 values of a row and
+//         an output (iplane; raw int8 rows); without, f32 multiply-adds on the decoded bytes (the tile
+//         below). The launch spec picks one per device (kernels/bitlinear_tiled.py q8_dot4).
 // A8 input (written by ops.rmsnorm(a8=True)): q u32[M][N_IN / 4], element 4j + b of a row in byte b
 // of word j (two's complement int8); s f32[M], the row's inv_s = max(max|x|, 1e-5) * (1 / 127).
 //
@@ -118,8 +121,14 @@ fn wl(t: u32, i: u32) -> u32 {
 
 #if Q8T
 const Q8ROWS: bool = true;            // ggml's q8 blocks (A8 rows, a scale per row and block)
+#if DOT4
+const Q8DOT: bool = true;             // their integer sums by dot4I8Packed (Q8T's sibling: iplane)
+#else
+const Q8DOT: bool = false;
+#endif
 #else
 const Q8ROWS: bool = false;
+const Q8DOT: bool = false;
 #endif
 const MAG: u32 = 0x4B000000u;      // f32 2^23: bitcast<f32>(MAG | n) = 2^23 + n for n < 2^23
 const BIAS: u32 = 0x80808080u;     // int8 bytes ^ 0x80 = the byte + 128
@@ -261,6 +270,9 @@ fn wq(a: vec4<u32>, b: vec4<u32>, c: vec4<u32>, d: vec4<u32>, p: u32, e: u32, dd
 
 // Plane p (rows in r): the tile += X W over its 4 words.
 fn plane(t: ptr<function, Tile>, r: Rows, w: Wts, p: u32) {
+#if Q8T
+    if (Q8DOT) { iplane(t, r, w, p); return; }
+#endif
 #if PAIRS
     pzero(t);
     for (var e = 0u; e < 4u; e++) { word(t, r, w, p, e); }
@@ -458,6 +470,7 @@ struct RowIx { i: array<u32, 16> }
 // plane at activation vec4 index v (within the row) of row offset o
 fn ld(o: u32, v: u32) -> AV {
 #if A8
+    if (Q8DOT) { return q[o + v]; }          // two's complement int8, as dot4I8Packed takes them
     return q[o + v] ^ vec4<u32>(BIAS);
 #else
     let b = 4u * (o + v);
@@ -804,6 +817,85 @@ fn bflush(acc: ptr<function, Tile>, t: ptr<function, Tile>, o: array<u32, 16>, x
         if (NQ > 3u) { (*acc).up33 = bsum((*acc).up33, (*t).up33, x, u3); }
 #endif
     }
+}
+#endif
+
+#if Q8T
+// ---- Q8T with DOT4: the block's integer sums by dot4I8Packed ---------------------------------------
+// One plane (16 values: 4 code words of each output, 4 activation words of each row): per row r
+// and output n, sum_e dot4(code8 of word e of n, word e of r): the tile's integer sums I of the
+// f32 path, exactly (|I| < 2^24), with a dot4 per 4 multiply-adds and no byte decoding to f32.
+
+// the 4 packed int8 code words (c - ZP) of plane p of an output's unit
+fn kplane(g: vec4<u32>, p: u32) -> vec4<u32> {
+    return vec4<u32>(code8(ucodes(g, p, 0u)), code8(ucodes(g, p, 1u)), code8(ucodes(g, p, 2u)), code8(ucodes(g, p, 3u)));
+}
+
+// one row's plane x against one output's k
+fn idot(x: vec4<u32>, k: vec4<u32>) -> i32 {
+    return dot4(x.x, k.x) + dot4(x.y, k.y) + dot4(x.z, k.z) + dot4(x.w, k.w);
+}
+
+// a + the sums of rows a..d (column c: output c of k0..k3)
+fn imac(t: mat4x4<f32>, a: vec4<u32>, b: vec4<u32>, c: vec4<u32>, d: vec4<u32>,
+        k0: vec4<u32>, k1: vec4<u32>, k2: vec4<u32>, k3: vec4<u32>) -> mat4x4<f32> {
+    return mat4x4<f32>(
+        t[0] + vec4<f32>(vec4<i32>(idot(a, k0), idot(b, k0), idot(c, k0), idot(d, k0))),
+        t[1] + vec4<f32>(vec4<i32>(idot(a, k1), idot(b, k1), idot(c, k1), idot(d, k1))),
+        t[2] + vec4<f32>(vec4<i32>(idot(a, k2), idot(b, k2), idot(c, k2), idot(d, k2))),
+        t[3] + vec4<f32>(vec4<i32>(idot(a, k3), idot(b, k3), idot(c, k3), idot(d, k3))));
+}
+
+// a plane of a row quad (a..d) against the NQ output quads (the gate's; GATE_UP: and the up's)
+fn irq(t0: mat4x4<f32>, t1: mat4x4<f32>, t2: mat4x4<f32>, t3: mat4x4<f32>, a: vec4<u32>, b: vec4<u32>,
+       c: vec4<u32>, d: vec4<u32>, k: array<vec4<u32>, 16>) -> array<mat4x4<f32>, 4> {
+    var o = array<mat4x4<f32>, 4>(imac(t0, a, b, c, d, k[0], k[1], k[2], k[3]), t1, t2, t3);
+    if (NQ > 1u) { o[1] = imac(t1, a, b, c, d, k[4], k[5], k[6], k[7]); }
+    if (NQ > 2u) { o[2] = imac(t2, a, b, c, d, k[8], k[9], k[10], k[11]); }
+    if (NQ > 3u) { o[3] = imac(t3, a, b, c, d, k[12], k[13], k[14], k[15]); }
+    return o;
+}
+
+fn iplane(t: ptr<function, Tile>, r: Rows, w: Wts, p: u32) {
+    var k: array<vec4<u32>, 16>;
+    k[0] = kplane(w.g0, p); k[1] = kplane(w.g1, p); k[2] = kplane(w.g2, p); k[3] = kplane(w.g3, p);
+    if (NQ > 1u) { k[4] = kplane(w.g4, p); k[5] = kplane(w.g5, p); k[6] = kplane(w.g6, p); k[7] = kplane(w.g7, p); }
+    if (NQ > 2u) { k[8] = kplane(w.g8, p); k[9] = kplane(w.g9, p); k[10] = kplane(w.g10, p); k[11] = kplane(w.g11, p); }
+    if (NQ > 3u) { k[12] = kplane(w.g12, p); k[13] = kplane(w.g13, p); k[14] = kplane(w.g14, p); k[15] = kplane(w.g15, p); }
+    var o = irq((*t).a00, (*t).a01, (*t).a02, (*t).a03, r.r0, r.r1, r.r2, r.r3, k);
+    (*t).a00 = o[0]; (*t).a01 = o[1]; (*t).a02 = o[2]; (*t).a03 = o[3];
+    if (RQ > 1u) {
+        o = irq((*t).a10, (*t).a11, (*t).a12, (*t).a13, r.r4, r.r5, r.r6, r.r7, k);
+        (*t).a10 = o[0]; (*t).a11 = o[1]; (*t).a12 = o[2]; (*t).a13 = o[3];
+    }
+    if (RQ > 2u) {
+        o = irq((*t).a20, (*t).a21, (*t).a22, (*t).a23, r.r8, r.r9, r.r10, r.r11, k);
+        (*t).a20 = o[0]; (*t).a21 = o[1]; (*t).a22 = o[2]; (*t).a23 = o[3];
+    }
+    if (RQ > 3u) {
+        o = irq((*t).a30, (*t).a31, (*t).a32, (*t).a33, r.r12, r.r13, r.r14, r.r15, k);
+        (*t).a30 = o[0]; (*t).a31 = o[1]; (*t).a32 = o[2]; (*t).a33 = o[3];
+    }
+#if GATE_UP
+    k[0] = kplane(w.u0, p); k[1] = kplane(w.u1, p); k[2] = kplane(w.u2, p); k[3] = kplane(w.u3, p);
+    if (NQ > 1u) { k[4] = kplane(w.u4, p); k[5] = kplane(w.u5, p); k[6] = kplane(w.u6, p); k[7] = kplane(w.u7, p); }
+    if (NQ > 2u) { k[8] = kplane(w.u8, p); k[9] = kplane(w.u9, p); k[10] = kplane(w.u10, p); k[11] = kplane(w.u11, p); }
+    if (NQ > 3u) { k[12] = kplane(w.u12, p); k[13] = kplane(w.u13, p); k[14] = kplane(w.u14, p); k[15] = kplane(w.u15, p); }
+    o = irq((*t).up00, (*t).up01, (*t).up02, (*t).up03, r.r0, r.r1, r.r2, r.r3, k);
+    (*t).up00 = o[0]; (*t).up01 = o[1]; (*t).up02 = o[2]; (*t).up03 = o[3];
+    if (RQ > 1u) {
+        o = irq((*t).up10, (*t).up11, (*t).up12, (*t).up13, r.r4, r.r5, r.r6, r.r7, k);
+        (*t).up10 = o[0]; (*t).up11 = o[1]; (*t).up12 = o[2]; (*t).up13 = o[3];
+    }
+    if (RQ > 2u) {
+        o = irq((*t).up20, (*t).up21, (*t).up22, (*t).up23, r.r8, r.r9, r.r10, r.r11, k);
+        (*t).up20 = o[0]; (*t).up21 = o[1]; (*t).up22 = o[2]; (*t).up23 = o[3];
+    }
+    if (RQ > 3u) {
+        o = irq((*t).up30, (*t).up31, (*t).up32, (*t).up33, r.r12, r.r13, r.r14, r.r15, k);
+        (*t).up30 = o[0]; (*t).up31 = o[1]; (*t).up32 = o[2]; (*t).up33 = o[3];
+    }
+#endif
 }
 #endif
 
