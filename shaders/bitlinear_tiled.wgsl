@@ -59,7 +59,9 @@
 // take consecutive outputs (output n0 = 4 NQ (WG wid.x + i)) and share the rows (4 RQ wid.y ..).
 // SUBGROUPS (A8 only): the 4 lanes of a quad (subgroup invocations 4k .. 4k + 3, same rows) each
 // load one plane of a row and pass it round with subgroupShuffle, so a unit costs one activation
-// load per row and lane instead of NP. OCTETS (with SUBGROUPS; NP = 4, RQ = 4, subgroups of a
+// load per row and lane instead of NP. QUADS2 (Q8T on a format of 2 planes, Q4_0 / Q4_1, RQ > 2):
+// lane l of the quad loads plane l % 2 of 8 of the 16 rows (half a load per row and lane; SmolLM2
+// Q4_1's prefill matmuls 0.82x the CPU time, dev/perf/q8_tile.py). OCTETS (with SUBGROUPS; NP = 4, RQ = 4, subgroups of a
 // multiple of 8 lanes: lavapipe's wide tiles): the 8 lanes of a group share them, lane l loading plane
 // l % 4 of 8 of the 16 rows (one load per 2 rows and lane). PAIRS (I2_S A8, RQ 2 or 4): two rows in
 // one f32, x[r] + PB x[r + 4], so one multiply-add serves both (lavapipe has no fused fma); the sums
@@ -138,6 +140,8 @@ const BIAS: u32 = 0x80808080u;     // int8 bytes ^ 0x80 = the byte + 128
 const NU: u32 = QW / 4u;       // units (quads) per block
 const XW: u32 = QW - 4u * NU;  // code words after the last unit, one extra plane each (TQ1_0: 1)
 override NB: u32 = N_IN / BLK; // derived: blocks per row
+// q8 rows of a 2-plane format (Q4_0, Q4_1), RQ > 2, SUBGROUPS: the quad's lanes split the rows' loads
+const QUADS2: bool = Q8ROWS && NP == 2u && XW == 0u;
 #if SUBGROUPS
 // the extra plane rides lane 1's spare second load (4 < NP < 8)
 const_assert XW == 0u || (XW == 1u && NP > 4u && NP < 8u);
@@ -488,7 +492,7 @@ fn rows(ri: RowIx, v: u32) -> Rows {
 }
 
 #if SUBGROUPS
-#if OCTETS
+// (OCTETS, and Q8T's quads of 2 planes, QUADS2)
 // lane l of an 8-lane group loads plane l % 4 of rows 8 h .. 8 h + 7, h = l / 4 % 2 (into r0 .. r7)
 fn rows8(ri: RowIx, v: u32, h: u32) -> Rows {
     var r: Rows;
@@ -509,7 +513,6 @@ fn shuf8(m: Rows, a: u32, b: u32) -> Rows {
     r.r12 = subgroupShuffle(m.r4, b); r.r13 = subgroupShuffle(m.r5, b); r.r14 = subgroupShuffle(m.r6, b); r.r15 = subgroupShuffle(m.r7, b);
     return r;
 }
-#endif
 #endif
 
 #if SUBGROUPS
@@ -632,6 +635,14 @@ fn do_unit(t: ptr<function, Tile>, ri: RowIx, o: array<u32, 16>, w: Wts, b: u32,
     let g = lane & ~7u;
     for (var p = 0u; p < NP; p++) { plane(t, shuf8(m8, g | p, g | 4u | p), plane_dm(o, b, u, p, w), p); }
 #else
+    if (QUADS2 && RQ > 2u) {
+        // (q8 rows, 2 planes, RQ = 4) lane l of the quad loads plane l % 2 of 8 of the 16 rows, 8 h ..
+        // 8 h + 7 with h = l / 2 % 2: plane p of rows 0 .. 7 comes from lane p, of 8 .. 15 from 2 + p
+        let m8 = rows8(ri, vb + upos(u, lane & 1u), (lane >> 1u) & 1u);
+        let g = lane & ~3u;
+        for (var p = 0u; p < NP; p++) { plane(t, shuf8(m8, g | p, g | 2u | p), plane_dm(o, b, u, p, w), p); }
+        return;
+    }
     // lane l of the quad loads planes l and l + 4 (NP <= 8) of every row; plane p comes from lane p % 4
     let mine0 = rows(ri, vb + upos(u, min(lane & 3u, NP - 1u)));
     var mine1 = mine0;
