@@ -5,7 +5,7 @@ lavapipe's threads run in this process; best of --trials).
     python dev/perf/q8_tile.py [--fmt Q4_1] [--m 128] [--trials 4] [--embd 576 --ff 1536 --kv 192]
         [--v dot4=1] [--v dot4=0] [--v dot4=1,rq=4,nq=2,wg=32] [--steps q,k,v,o,gate_up,down]
 
---v k=v,...: a variant (dot4 0/1, sg 0 (no subgroup sharing), rq, nq, wg; gate_up takes gu_rq / gu_nq / gu_wg; +NAME a define); the first is the
+--v k=v,...: a variant (dot4 0/1, sg 0 (no subgroup sharing), rq, nq, wg; gate_up takes gu_rq / gu_nq / gu_wg; +NAME / -NAME a define on / off; NAME=v an override constant); the first is the
 reference: every other variant's outputs must equal its outputs bit for bit (the block sums are exact
 integers either way) or the script says DIFFERENT. Defaults: SmolLM2-135M's shapes, 128 rows.
 """
@@ -25,8 +25,9 @@ def tensor(rng, fmt, rows, n_in):
 
 
 def variant(s):
-    defs = {i[1:]: True for i in s.split(",") if i.startswith("+")}
-    kv = {k: int(v) for k, v in (i.split("=") for i in s.split(",") if i and not i.startswith("+"))}
+    defs = {i[1:]: i[0] == "+" for i in s.split(",") if i[:1] in "+-" and i}
+    kv = {k: int(v) for k, v in (i.split("=") for i in s.split(",") if i and i[0] not in "+-")}
+    defs.update({k: v for k, v in kv.items() if k.isupper()})      # UPPER=v: an override constant
     mm = {k: kv[k] for k in ("rq", "nq", "wg") if k in kv}
     gu = {k[3:]: kv[k] for k in ("gu_rq", "gu_nq", "gu_wg") if k in kv}
     d = {"dot4": bool(kv["dot4"])} if "dot4" in kv else {}
@@ -79,7 +80,8 @@ async def main():
                 st = bitlinear_tiled.gate_up(a.fmt, n_in, n_out, m, a8=True, q8=True, act="silu", dev=dev, **gu)
             else:
                 st = bitlinear_tiled.matmul(a.fmt, n_in, n_out, m, a8=True, q8=True, residual=res, dev=dev, **mm)
-            st = replace(st, defines=dict(st.defines, **defs))
+            st = replace(st, defines=dict(st.defines, **{k: v for k, v in defs.items() if isinstance(v, bool)}),
+                         constants=dict(st.constants, **{k: v for k, v in defs.items() if not isinstance(v, bool)}))
             c0 = time.perf_counter()
             plans[v][name] = dev.plan([await st.instantiate(dev, b)])
             dev.write_buffer(b["y"], 0, bytes(b["y"].size))
