@@ -6,14 +6,14 @@
 
 API
     matmul(fmt, n_in, n_out, m_max, *, a8, residual=False, dev=None, rq=None, nq=None, wg=None,
-           subgroups=None, y_stride=0, y_col0=0, pairs=None, octets=None, q8=False) -> Step
+           subgroups=None, y_stride=0, y_col0=0, pairs=None, octets=None, q8=False, dot4=None) -> Step
         bind ("params", "x", "mult", "y", "w", "shape")        f32 activations
              ("params", "q", "scale", "mult", "y", "w", "shape")   a8
         n_out is read at run time (Step.data "shape": shape_bytes(n_out)), so the matmuls of a
         model that differ only in n_out (q and k / v) share one pipeline (n_in, the block loop's
         bound, stays an override constant: at run time it measured up to 10 % slower on lavapipe)
     gate_up(fmt, n_in, n_out, m_max, *, a8, act="relu2"|"silu", dev=None, rq=None, nq=None, wg=None,
-            subgroups=None, pairs=None, octets=None, q8=False) -> Step
+            subgroups=None, pairs=None, octets=None, q8=False, dot4=None) -> Step
         bind as matmul with "gate", "up" in place of "w", no "shape" (n_out: an override constant)
     shape_bytes(n_out) -> bytes             matmul's run-time shape (u32[4]: n_out, 0, 0, 0)
     q8=True (with a8=True; a Format.vec_dot format: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0): ggml's q8 rows as
@@ -47,7 +47,8 @@ Formats: FORMATS, the packed formats (n_in a multiple of their block).
 Tiles per device (measured with dev/bitlinear/tiled_bench.py, tile_tune.py and tiled_browser.py, see
 the README there): lavapipe, weights of at least WIDE values: 16 rows x 16 outputs, 16 invocations,
 with octets (I2_S, TQ2_0, Q2_0: gate_up the same x 2 tensors) and pairs (I2_S), else 16 x 16 / gate_up
-16 x 8 in 32; smaller: 16 x 8, 16 (gate_up 16 x 4, 64); f32 rows 16 x 16, 16; SwiftShader 16
+16 x 8 in 32; smaller: 16 x 8, 16 (gate_up 16 x 4, 64); q8 rows at any size the wide tiles, matmul
+16 x 12 where it idles fewer lanes (dev/perf/q8_tile.py); f32 rows 16 x 16, 16; SwiftShader 16
 rows x 8 outputs, 64 invocations (gate_up and f32: 16 x 4); GPUs (untested) 8 rows x 4 outputs.
 """
 from __future__ import annotations
