@@ -140,8 +140,6 @@ const BIAS: u32 = 0x80808080u;     // int8 bytes ^ 0x80 = the byte + 128
 const NU: u32 = QW / 4u;       // units (quads) per block
 const XW: u32 = QW - 4u * NU;  // code words after the last unit, one extra plane each (TQ1_0: 1)
 override NB: u32 = N_IN / BLK; // derived: blocks per row
-// q8 rows of a 2-plane format (Q4_0, Q4_1), RQ > 2, SUBGROUPS: the quad's lanes split the rows' loads
-const QUADS2: bool = Q8ROWS && NP == 2u && XW == 0u;
 #if SUBGROUPS
 // the extra plane rides lane 1's spare second load (4 < NP < 8)
 const_assert XW == 0u || (XW == 1u && NP > 4u && NP < 8u);
@@ -273,11 +271,15 @@ fn wq(a: vec4<u32>, b: vec4<u32>, c: vec4<u32>, d: vec4<u32>, p: u32, e: u32, dd
 }
 
 // Plane p (rows in r): the tile += X W over its 4 words.
+// (the siblings' paths are #if'd, not branched on constants: a dead path still costs compile time)
 fn plane(t: ptr<function, Tile>, r: Rows, w: Wts, p: u32) {
 #if Q8T
-    if (Q8DOT) { iplane(t, r, w, p); return; }
+#if DOT4
+    iplane(t, r, w, p);
+#else
+    for (var e = 0u; e < 4u; e++) { word(t, r, w, p, e); }
 #endif
-#if PAIRS
+#elif PAIRS
     pzero(t);
     for (var e = 0u; e < 4u; e++) { word(t, r, w, p, e); }
     pflush(t);
@@ -635,14 +637,14 @@ fn do_unit(t: ptr<function, Tile>, ri: RowIx, o: array<u32, 16>, w: Wts, b: u32,
     let g = lane & ~7u;
     for (var p = 0u; p < NP; p++) { plane(t, shuf8(m8, g | p, g | 4u | p), plane_dm(o, b, u, p, w), p); }
 #else
-    if (QUADS2 && RQ > 2u) {
-        // (q8 rows, 2 planes, RQ = 4) lane l of the quad loads plane l % 2 of 8 of the 16 rows, 8 h ..
-        // 8 h + 7 with h = l / 2 % 2: plane p of rows 0 .. 7 comes from lane p, of 8 .. 15 from 2 + p
-        let m8 = rows8(ri, vb + upos(u, lane & 1u), (lane >> 1u) & 1u);
-        let g = lane & ~3u;
-        for (var p = 0u; p < NP; p++) { plane(t, shuf8(m8, g | p, g | 2u | p), plane_dm(o, b, u, p, w), p); }
-        return;
-    }
+#if QUADS2
+    // (q8 rows, 2 planes, RQ > 2: the launch spec's define) lane l of the quad loads plane l % 2 of 8
+    // of the 16 rows, 8 h .. 8 h + 7 with h = l / 2 % 2: plane p of rows 0 .. 7 comes from lane p,
+    // of 8 .. 15 from 2 + p
+    let m8 = rows8(ri, vb + upos(u, lane & 1u), (lane >> 1u) & 1u);
+    let g = lane & ~3u;
+    for (var p = 0u; p < NP; p++) { plane(t, shuf8(m8, g | p, g | 2u | p), plane_dm(o, b, u, p, w), p); }
+#else
     // lane l of the quad loads planes l and l + 4 (NP <= 8) of every row; plane p comes from lane p % 4
     let mine0 = rows(ri, vb + upos(u, min(lane & 3u, NP - 1u)));
     var mine1 = mine0;
@@ -656,6 +658,7 @@ fn do_unit(t: ptr<function, Tile>, ri: RowIx, o: array<u32, 16>, w: Wts, b: u32,
         plane(t, shuf(mine, (lane & ~3u) | (p & 3u)), plane_dm(o, b, u, p, w), p);
     }
     if (XW > 0u && u == NU - 1u) { xplane(t, shuf(mine1, (lane & ~3u) | 1u), o, b, w); }
+#endif
 #endif
 #else
     for (var p = 0u; p < NP; p++) { plane(t, rows(ri, vb + upos(u, p)), plane_dm(o, b, u, p, w), p); }
@@ -832,6 +835,7 @@ fn bflush(acc: ptr<function, Tile>, t: ptr<function, Tile>, o: array<u32, 16>, x
 #endif
 
 #if Q8T
+#if DOT4
 // ---- Q8T with DOT4: the block's integer sums by dot4I8Packed ---------------------------------------
 // One plane (16 values: 4 code words of each output, 4 activation words of each row): per row r
 // and output n, sum_e dot4(code8 of word e of n, word e of r): the tile's integer sums I of the
@@ -908,6 +912,7 @@ fn iplane(t: ptr<function, Tile>, r: Rows, w: Wts, p: u32) {
     }
 #endif
 }
+#endif
 #endif
 
 // ---- output --------------------------------------------------------------------------------------

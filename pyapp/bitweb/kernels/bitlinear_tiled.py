@@ -173,6 +173,7 @@ def _step(entry, fmt, n_in, n_out, m_max, a8, tile: Tile, subgroups, defines, we
     d = dict(format_defines(fmt), A8=bool(a8))
     if q8:
         d["Q8T"] = True            # (Q8B would switch the formats' decode-kernel units)
+        d["QUADS2"] = fmt.planes == 2 and tile.rq > 2     # the quad's lanes split the row loads
     d.update({k: True for k, on in (("PAIRS", tile.pairs), ("OCTETS", tile.octets)) if on})
     d.update(defines)
     if not a8 or subgroups is False:
