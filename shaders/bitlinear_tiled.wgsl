@@ -23,6 +23,9 @@
 //         S[m, n] = sum_b (dw[n, b] dx[m, b]) I (+ mw[n, b] sx[m, b]);  P = S * (ws * mult)
 //         each block term as bitlinear.wgsl Q8B (ggml's vec_dot), the blocks summed in another order.
 //         s: vec2<f32>[M][N_IN / 32] (dx, sx) per row and block (bitlinear.q8_rows, quant_act.wgsl).
+//         Two siblings compute I (the same integers): with DOT4, dot4I8Packed per 4 values of a row and
+//         an output (iplane; raw int8 rows); without, f32 multiply-adds on the decoded bytes (the tile
+//         below). The launch spec picks one per device (kernels/bitlinear_tiled.py q8_dot4).
 // A8 input (written by ops.rmsnorm(a8=True)): q u32[M][N_IN / 4], element 4j + b of a row in byte b
 // of word j (two's complement int8); s f32[M], the row's inv_s = max(max|x|, 1e-5) * (1 / 127).
 //
@@ -56,7 +59,9 @@
 // take consecutive outputs (output n0 = 4 NQ (WG wid.x + i)) and share the rows (4 RQ wid.y ..).
 // SUBGROUPS (A8 only): the 4 lanes of a quad (subgroup invocations 4k .. 4k + 3, same rows) each
 // load one plane of a row and pass it round with subgroupShuffle, so a unit costs one activation
-// load per row and lane instead of NP. OCTETS (with SUBGROUPS; NP = 4, RQ = 4, subgroups of a
+// load per row and lane instead of NP. QUADS2 (Q8T on a format of 2 planes, Q4_0 / Q4_1, RQ > 2):
+// lane l of the quad loads plane l % 2 of 8 of the 16 rows (half a load per row and lane; SmolLM2
+// Q4_1's prefill matmuls 0.82x the CPU time, dev/perf/q8_tile.py). OCTETS (with SUBGROUPS; NP = 4, RQ = 4, subgroups of a
 // multiple of 8 lanes: lavapipe's wide tiles): the 8 lanes of a group share them, lane l loading plane
 // l % 4 of 8 of the 16 rows (one load per 2 rows and lane). PAIRS (I2_S A8, RQ 2 or 4): two rows in
 // one f32, x[r] + PB x[r + 4], so one multiply-add serves both (lavapipe has no fused fma); the sums
@@ -118,8 +123,14 @@ fn wl(t: u32, i: u32) -> u32 {
 
 #if Q8T
 const Q8ROWS: bool = true;            // ggml's q8 blocks (A8 rows, a scale per row and block)
+#if DOT4
+const Q8DOT: bool = true;             // their integer sums by dot4I8Packed (Q8T's sibling: iplane)
+#else
+const Q8DOT: bool = false;
+#endif
 #else
 const Q8ROWS: bool = false;
+const Q8DOT: bool = false;
 #endif
 const MAG: u32 = 0x4B000000u;      // f32 2^23: bitcast<f32>(MAG | n) = 2^23 + n for n < 2^23
 const BIAS: u32 = 0x80808080u;     // int8 bytes ^ 0x80 = the byte + 128
@@ -260,8 +271,15 @@ fn wq(a: vec4<u32>, b: vec4<u32>, c: vec4<u32>, d: vec4<u32>, p: u32, e: u32, dd
 }
 
 // Plane p (rows in r): the tile += X W over its 4 words.
+// (the siblings' paths are #if'd, not branched on constants: a dead path still costs compile time)
 fn plane(t: ptr<function, Tile>, r: Rows, w: Wts, p: u32) {
-#if PAIRS
+#if Q8T
+#if DOT4
+    iplane(t, r, w, p);
+#else
+    for (var e = 0u; e < 4u; e++) { word(t, r, w, p, e); }
+#endif
+#elif PAIRS
     pzero(t);
     for (var e = 0u; e < 4u; e++) { word(t, r, w, p, e); }
     pflush(t);
@@ -458,6 +476,7 @@ struct RowIx { i: array<u32, 16> }
 // plane at activation vec4 index v (within the row) of row offset o
 fn ld(o: u32, v: u32) -> AV {
 #if A8
+    if (Q8DOT) { return q[o + v]; }          // two's complement int8, as dot4I8Packed takes them
     return q[o + v] ^ vec4<u32>(BIAS);
 #else
     let b = 4u * (o + v);
@@ -475,7 +494,7 @@ fn rows(ri: RowIx, v: u32) -> Rows {
 }
 
 #if SUBGROUPS
-#if OCTETS
+// (OCTETS, and Q8T's quads of 2 planes, QUADS2)
 // lane l of an 8-lane group loads plane l % 4 of rows 8 h .. 8 h + 7, h = l / 4 % 2 (into r0 .. r7)
 fn rows8(ri: RowIx, v: u32, h: u32) -> Rows {
     var r: Rows;
@@ -496,7 +515,6 @@ fn shuf8(m: Rows, a: u32, b: u32) -> Rows {
     r.r12 = subgroupShuffle(m.r4, b); r.r13 = subgroupShuffle(m.r5, b); r.r14 = subgroupShuffle(m.r6, b); r.r15 = subgroupShuffle(m.r7, b);
     return r;
 }
-#endif
 #endif
 
 #if SUBGROUPS
@@ -619,6 +637,14 @@ fn do_unit(t: ptr<function, Tile>, ri: RowIx, o: array<u32, 16>, w: Wts, b: u32,
     let g = lane & ~7u;
     for (var p = 0u; p < NP; p++) { plane(t, shuf8(m8, g | p, g | 4u | p), plane_dm(o, b, u, p, w), p); }
 #else
+#if QUADS2
+    // (q8 rows, 2 planes, RQ > 2: the launch spec's define) lane l of the quad loads plane l % 2 of 8
+    // of the 16 rows, 8 h .. 8 h + 7 with h = l / 2 % 2: plane p of rows 0 .. 7 comes from lane p,
+    // of 8 .. 15 from 2 + p
+    let m8 = rows8(ri, vb + upos(u, lane & 1u), (lane >> 1u) & 1u);
+    let g = lane & ~3u;
+    for (var p = 0u; p < NP; p++) { plane(t, shuf8(m8, g | p, g | 2u | p), plane_dm(o, b, u, p, w), p); }
+#else
     // lane l of the quad loads planes l and l + 4 (NP <= 8) of every row; plane p comes from lane p % 4
     let mine0 = rows(ri, vb + upos(u, min(lane & 3u, NP - 1u)));
     var mine1 = mine0;
@@ -632,6 +658,7 @@ fn do_unit(t: ptr<function, Tile>, ri: RowIx, o: array<u32, 16>, w: Wts, b: u32,
         plane(t, shuf(mine, (lane & ~3u) | (p & 3u)), plane_dm(o, b, u, p, w), p);
     }
     if (XW > 0u && u == NU - 1u) { xplane(t, shuf(mine1, (lane & ~3u) | 1u), o, b, w); }
+#endif
 #endif
 #else
     for (var p = 0u; p < NP; p++) { plane(t, rows(ri, vb + upos(u, p)), plane_dm(o, b, u, p, w), p); }
@@ -805,6 +832,87 @@ fn bflush(acc: ptr<function, Tile>, t: ptr<function, Tile>, o: array<u32, 16>, x
 #endif
     }
 }
+#endif
+
+#if Q8T
+#if DOT4
+// ---- Q8T with DOT4: the block's integer sums by dot4I8Packed ---------------------------------------
+// One plane (16 values: 4 code words of each output, 4 activation words of each row): per row r
+// and output n, sum_e dot4(code8 of word e of n, word e of r): the tile's integer sums I of the
+// f32 path, exactly (|I| < 2^24), with a dot4 per 4 multiply-adds and no byte decoding to f32.
+
+// the 4 packed int8 code words (c - ZP) of plane p of an output's unit
+fn kplane(g: vec4<u32>, p: u32) -> vec4<u32> {
+    return vec4<u32>(code8(ucodes(g, p, 0u)), code8(ucodes(g, p, 1u)), code8(ucodes(g, p, 2u)), code8(ucodes(g, p, 3u)));
+}
+
+// one row's plane x against one output's k
+fn idot(x: vec4<u32>, k: vec4<u32>) -> i32 {
+    return dot4(x.x, k.x) + dot4(x.y, k.y) + dot4(x.z, k.z) + dot4(x.w, k.w);
+}
+
+// a + the sums of rows a..d (column c: output c of k0..k3)
+fn imac(t: mat4x4<f32>, a: vec4<u32>, b: vec4<u32>, c: vec4<u32>, d: vec4<u32>,
+        k0: vec4<u32>, k1: vec4<u32>, k2: vec4<u32>, k3: vec4<u32>) -> mat4x4<f32> {
+    return mat4x4<f32>(
+        t[0] + vec4<f32>(vec4<i32>(idot(a, k0), idot(b, k0), idot(c, k0), idot(d, k0))),
+        t[1] + vec4<f32>(vec4<i32>(idot(a, k1), idot(b, k1), idot(c, k1), idot(d, k1))),
+        t[2] + vec4<f32>(vec4<i32>(idot(a, k2), idot(b, k2), idot(c, k2), idot(d, k2))),
+        t[3] + vec4<f32>(vec4<i32>(idot(a, k3), idot(b, k3), idot(c, k3), idot(d, k3))));
+}
+
+// a plane of a row quad (a..d) against the NQ output quads (the gate's; GATE_UP: and the up's)
+fn irq(t0: mat4x4<f32>, t1: mat4x4<f32>, t2: mat4x4<f32>, t3: mat4x4<f32>, a: vec4<u32>, b: vec4<u32>,
+       c: vec4<u32>, d: vec4<u32>, k: array<vec4<u32>, 16>) -> array<mat4x4<f32>, 4> {
+    var o = array<mat4x4<f32>, 4>(imac(t0, a, b, c, d, k[0], k[1], k[2], k[3]), t1, t2, t3);
+    if (NQ > 1u) { o[1] = imac(t1, a, b, c, d, k[4], k[5], k[6], k[7]); }
+    if (NQ > 2u) { o[2] = imac(t2, a, b, c, d, k[8], k[9], k[10], k[11]); }
+    if (NQ > 3u) { o[3] = imac(t3, a, b, c, d, k[12], k[13], k[14], k[15]); }
+    return o;
+}
+
+fn iplane(t: ptr<function, Tile>, r: Rows, w: Wts, p: u32) {
+    var k: array<vec4<u32>, 16>;
+    k[0] = kplane(w.g0, p); k[1] = kplane(w.g1, p); k[2] = kplane(w.g2, p); k[3] = kplane(w.g3, p);
+    if (NQ > 1u) { k[4] = kplane(w.g4, p); k[5] = kplane(w.g5, p); k[6] = kplane(w.g6, p); k[7] = kplane(w.g7, p); }
+    if (NQ > 2u) { k[8] = kplane(w.g8, p); k[9] = kplane(w.g9, p); k[10] = kplane(w.g10, p); k[11] = kplane(w.g11, p); }
+    if (NQ > 3u) { k[12] = kplane(w.g12, p); k[13] = kplane(w.g13, p); k[14] = kplane(w.g14, p); k[15] = kplane(w.g15, p); }
+    var o = irq((*t).a00, (*t).a01, (*t).a02, (*t).a03, r.r0, r.r1, r.r2, r.r3, k);
+    (*t).a00 = o[0]; (*t).a01 = o[1]; (*t).a02 = o[2]; (*t).a03 = o[3];
+    if (RQ > 1u) {
+        o = irq((*t).a10, (*t).a11, (*t).a12, (*t).a13, r.r4, r.r5, r.r6, r.r7, k);
+        (*t).a10 = o[0]; (*t).a11 = o[1]; (*t).a12 = o[2]; (*t).a13 = o[3];
+    }
+    if (RQ > 2u) {
+        o = irq((*t).a20, (*t).a21, (*t).a22, (*t).a23, r.r8, r.r9, r.r10, r.r11, k);
+        (*t).a20 = o[0]; (*t).a21 = o[1]; (*t).a22 = o[2]; (*t).a23 = o[3];
+    }
+    if (RQ > 3u) {
+        o = irq((*t).a30, (*t).a31, (*t).a32, (*t).a33, r.r12, r.r13, r.r14, r.r15, k);
+        (*t).a30 = o[0]; (*t).a31 = o[1]; (*t).a32 = o[2]; (*t).a33 = o[3];
+    }
+#if GATE_UP
+    k[0] = kplane(w.u0, p); k[1] = kplane(w.u1, p); k[2] = kplane(w.u2, p); k[3] = kplane(w.u3, p);
+    if (NQ > 1u) { k[4] = kplane(w.u4, p); k[5] = kplane(w.u5, p); k[6] = kplane(w.u6, p); k[7] = kplane(w.u7, p); }
+    if (NQ > 2u) { k[8] = kplane(w.u8, p); k[9] = kplane(w.u9, p); k[10] = kplane(w.u10, p); k[11] = kplane(w.u11, p); }
+    if (NQ > 3u) { k[12] = kplane(w.u12, p); k[13] = kplane(w.u13, p); k[14] = kplane(w.u14, p); k[15] = kplane(w.u15, p); }
+    o = irq((*t).up00, (*t).up01, (*t).up02, (*t).up03, r.r0, r.r1, r.r2, r.r3, k);
+    (*t).up00 = o[0]; (*t).up01 = o[1]; (*t).up02 = o[2]; (*t).up03 = o[3];
+    if (RQ > 1u) {
+        o = irq((*t).up10, (*t).up11, (*t).up12, (*t).up13, r.r4, r.r5, r.r6, r.r7, k);
+        (*t).up10 = o[0]; (*t).up11 = o[1]; (*t).up12 = o[2]; (*t).up13 = o[3];
+    }
+    if (RQ > 2u) {
+        o = irq((*t).up20, (*t).up21, (*t).up22, (*t).up23, r.r8, r.r9, r.r10, r.r11, k);
+        (*t).up20 = o[0]; (*t).up21 = o[1]; (*t).up22 = o[2]; (*t).up23 = o[3];
+    }
+    if (RQ > 3u) {
+        o = irq((*t).up30, (*t).up31, (*t).up32, (*t).up33, r.r12, r.r13, r.r14, r.r15, k);
+        (*t).up30 = o[0]; (*t).up31 = o[1]; (*t).up32 = o[2]; (*t).up33 = o[3];
+    }
+#endif
+}
+#endif
 #endif
 
 // ---- output --------------------------------------------------------------------------------------

@@ -50,3 +50,29 @@ def test_every_kernel_case_pipeline_is_counted():
 def test_kernel_case(gpu, case):
     r = run(kernel_check.run_case(gpu, case, BLOB))
     assert r["ok"], r
+
+
+def test_q8_tile_sibling_and_tiles_per_device():
+    """The q8 tile's sibling is chosen once per device (bitlinear_tiled.q8_dot4): dot4I8Packed on a
+    GPU that has it, the f32 sums on lavapipe (measured faster there) and without dot4; no device
+    leaves the DOT4 define to the device. lavapipe's q8 matmuls take 12 outputs an invocation where
+    16 would idle lanes of the last workgroup (576, 192 outputs), 16 where none idle (1536)."""
+    from types import SimpleNamespace
+
+    from bitweb import formats
+    from bitweb.kernels import bitlinear_tiled as spec
+
+    def dev(name, dot4=True):
+        return SimpleNamespace(info={"device": name}, fallback=False,
+                               caps=SimpleNamespace(dot4=dot4, subgroups=True))
+    lp, gpu = dev("llvmpipe (LLVM 15.0.6, 256 bits)"), dev("NVIDIA H100")
+    assert (spec.q8_dot4(lp), spec.q8_dot4(gpu), spec.q8_dot4(dev("NVIDIA H100", False)), spec.q8_dot4(None)) \
+        == (False, True, False, None)
+    for d, want in ((lp, False), (gpu, True)):
+        st = spec.matmul(formats.Q4_1, 576, 576, 128, a8=True, q8=True, dev=d)
+        assert st.defines["DOT4"] is want and st.defines["Q8T"]
+        assert spec.gate_up(formats.Q4_1, 576, 1536, 128, a8=True, q8=True, act="silu", dev=d).defines["DOT4"] is want
+    assert "DOT4" not in spec.matmul(formats.Q4_1, 576, 576, 128, a8=True, q8=True).defines
+    assert "DOT4" not in spec.matmul(formats.I2_S, 256, 64, 16, a8=True, dev=gpu).defines   # q8 only
+    nq = {n: spec.matmul(formats.Q4_1, 576, n, 128, a8=True, q8=True, dev=lp).constants["NQ"] for n in (576, 192, 1536)}
+    assert nq == {576: 3, 192: 3, 1536: 4}, nq

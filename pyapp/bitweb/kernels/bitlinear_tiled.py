@@ -6,19 +6,22 @@
 
 API
     matmul(fmt, n_in, n_out, m_max, *, a8, residual=False, dev=None, rq=None, nq=None, wg=None,
-           subgroups=None, y_stride=0, y_col0=0, pairs=None, octets=None, q8=False) -> Step
+           subgroups=None, y_stride=0, y_col0=0, pairs=None, octets=None, q8=False, dot4=None) -> Step
         bind ("params", "x", "mult", "y", "w", "shape")        f32 activations
              ("params", "q", "scale", "mult", "y", "w", "shape")   a8
         n_out is read at run time (Step.data "shape": shape_bytes(n_out)), so the matmuls of a
         model that differ only in n_out (q and k / v) share one pipeline (n_in, the block loop's
         bound, stays an override constant: at run time it measured up to 10 % slower on lavapipe)
     gate_up(fmt, n_in, n_out, m_max, *, a8, act="relu2"|"silu", dev=None, rq=None, nq=None, wg=None,
-            subgroups=None, pairs=None, octets=None, q8=False) -> Step
+            subgroups=None, pairs=None, octets=None, q8=False, dot4=None) -> Step
         bind as matmul with "gate", "up" in place of "w", no "shape" (n_out: an override constant)
     shape_bytes(n_out) -> bytes             matmul's run-time shape (u32[4]: n_out, 0, 0, 0)
     q8=True (with a8=True; a Format.vec_dot format: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0): ggml's q8 rows as
         bitlinear.q8_rows writes them, "scale" vec2<f32>[M][n_in / 32] (f16 dx, f16 sx) per row and
-        block; per block the integer sums I = sum (c - ZP) q, then (dw dx) I (+ mw sx), ggml's vec_dot
+        block; per block the integer sums I = sum (c - ZP) q, then (dw dx) I (+ mw sx), ggml's vec_dot.
+        dot4 (q8 only): the sums by dot4I8Packed (True) or in f32 arithmetic (False, the fallback);
+        None: q8_dot4(dev), once per device (CPU rasterisers: f32; no device: the DOT4 define)
+    q8_dot4(dev) -> bool | None      that choice
     choose(dev, a8, gate_up=False, n_in=0, n_out=0, fmt=None) -> Tile   the tile for this device and shape
     lanes(dev) -> int        a CPU rasteriser's SIMD lanes from its device string (lavapipe), 0 unknown
     The tile: an invocation computes 4 rq rows (rq 1..4) x 4 nq outputs (nq 1..4); wg invocations per
@@ -44,7 +47,8 @@ Formats: FORMATS, the packed formats (n_in a multiple of their block).
 Tiles per device (measured with dev/bitlinear/tiled_bench.py, tile_tune.py and tiled_browser.py, see
 the README there): lavapipe, weights of at least WIDE values: 16 rows x 16 outputs, 16 invocations,
 with octets (I2_S, TQ2_0, Q2_0: gate_up the same x 2 tensors) and pairs (I2_S), else 16 x 16 / gate_up
-16 x 8 in 32; smaller: 16 x 8, 16 (gate_up 16 x 4, 64); f32 rows 16 x 16, 16; SwiftShader 16
+16 x 8 in 32; smaller: 16 x 8, 16 (gate_up 16 x 4, 64); q8 rows at any size the wide tiles, matmul
+16 x 12 where it idles fewer lanes (dev/perf/q8_tile.py); f32 rows 16 x 16, 16; SwiftShader 16
 rows x 8 outputs, 64 invocations (gate_up and f32: 16 x 4); GPUs (untested) 8 rows x 4 outputs.
 """
 from __future__ import annotations
@@ -120,12 +124,27 @@ def choose(dev=None, a8: bool = True, gate_up: bool = False, n_in: int = 0, n_ou
                 return Tile(rq=4, nq=4, wg=16, pairs=pairs, octets=octets)
         if gate_up:
             return Tile(rq=4, nq=2, wg=32) if wide else Tile(rq=4, nq=1, wg=64)
+        if fmt is not None and fmt.vec_dot and n_out:
+            # q8 rows: 12 outputs an invocation where 16 would leave more of the last workgroup idle
+            # (SmolLM2's 576 and 192 outputs: 3 and 1 workgroups of 192, none wasted; its prefill
+            # matmuls 0.84x the CPU time of 16 x 16, dev/perf/q8_tile.py)
+            return Tile(rq=4, nq=min((4, 3), key=lambda q: -(-n_out // (64 * q)) * 64 * q), wg=16)
         return Tile(rq=4, nq=4 if wide else 2, wg=16)
     return Tile(rq=2, nq=1, wg=64)
 
 
+def q8_dot4(dev) -> bool | None:
+    """Which sibling of the q8 tile (Q8T) a device runs, chosen once per device: the block's integer
+    sums by dot4I8Packed (DOT4) where it has it, except on CPU rasterisers, which take the f32 sums
+    (lavapipe lowers dot4I8Packed per lane: 1.2x the CPU time of the f32 sums at SmolLM2's shapes,
+    dev/perf/q8_tile.py); None (no device): the device define decides."""
+    if dev is None:
+        return None
+    return bool(dev.caps.dot4) and not rasteriser(dev)
+
+
 def _step(entry, fmt, n_in, n_out, m_max, a8, tile: Tile, subgroups, defines, weights, y_stride=0, y_col0=0,
-          q8=False):
+          q8=False, dot4=None):
     if q8 and not fmt.vec_dot:
         raise BitLinearError(f"bitlinear_tiled: q8 rows need a format of ggml's integer path "
                              f"({'/'.join(f.name for f in FORMATS if f.vec_dot)}), got {fmt.name}")
@@ -154,10 +173,13 @@ def _step(entry, fmt, n_in, n_out, m_max, a8, tile: Tile, subgroups, defines, we
     d = dict(format_defines(fmt), A8=bool(a8))
     if q8:
         d["Q8T"] = True            # (Q8B would switch the formats' decode-kernel units)
+        d["QUADS2"] = fmt.planes == 2 and tile.rq > 2     # the quad's lanes split the row loads
     d.update({k: True for k, on in (("PAIRS", tile.pairs), ("OCTETS", tile.octets)) if on})
     d.update(defines)
     if not a8 or subgroups is False:
         d["SUBGROUPS"] = False          # the quad sharing is for A8 rows only
+    if q8 and dot4 is not None:
+        d["DOT4"] = bool(dot4)          # False: Q8T's f32-sum fallback where the device has dot4
     consts = {"WG": tile.wg, "RQ": tile.rq, "NQ": tile.nq, "N_IN": n_in}
     data = {}
     if entry == "gate_up":
@@ -193,22 +215,23 @@ def _tile(dev, a8, gate_up, rq, nq, wg, n_in, n_out, fmt, pairs, octets, subgrou
 def matmul(fmt, n_in: int, n_out: int, m_max: int, *, a8: bool, residual: bool = False, dev=None,
            rq: int | None = None, nq: int | None = None, wg: int | None = None, subgroups: bool | None = None,
            y_stride: int = 0, y_col0: int = 0, pairs: bool | None = None, octets: bool | None = None,
-           q8: bool = False) -> Step:
+           q8: bool = False, dot4: bool | None = None) -> Step:
     """y_stride / y_col0: write y[m * y_stride + y_col0 + n] (a column slice of a wider y, e.g. the
     engine's q | k | v rows); default y[m * n_out + n]. q8 (with a8): ggml's q8 rows (Q8B)."""
     fmt = format_arg(fmt, FORMATS, "bitlinear_tiled", BitLinearError)
     return _step("matmul", fmt, n_in, n_out, m_max, a8, _tile(dev, a8, False, rq, nq, wg, n_in, n_out, fmt, pairs, octets, subgroups),
                  subgroups,
-                 {"RESIDUAL": bool(residual)}, ["w"], y_stride, y_col0, q8)
+                 {"RESIDUAL": bool(residual)}, ["w"], y_stride, y_col0, q8, q8_dot4(dev) if dot4 is None else dot4)
 
 
 def gate_up(fmt, n_in: int, n_out: int, m_max: int, *, a8: bool, act: str = "relu2", dev=None,
             rq: int | None = None, nq: int | None = None, wg: int | None = None,
             subgroups: bool | None = None, pairs: bool | None = None, octets: bool | None = None,
-            q8: bool = False) -> Step:
+            q8: bool = False, dot4: bool | None = None) -> Step:
     if act not in ("relu2", "silu"):
         raise BitLinearError(f"bitlinear_tiled.gate_up: act must be 'relu2' or 'silu', got {act!r}")
     fmt = format_arg(fmt, FORMATS, "bitlinear_tiled", BitLinearError)
     return _step("gate_up", fmt, n_in, n_out, m_max, a8, _tile(dev, a8, True, rq, nq, wg, n_in, n_out, fmt, pairs, octets, subgroups),
                  subgroups,
-                 {"GATE_UP": True, "ACT_SILU": act == "silu"}, ["gate", "up"], q8=q8)
+                 {"GATE_UP": True, "ACT_SILU": act == "silu"}, ["gate", "up"], q8=q8,
+                 dot4=q8_dot4(dev) if dot4 is None else dot4)

@@ -226,9 +226,12 @@ def q8_cases(builder, scope):
     q8_matmul_case(builder, rng, formats.Q4_1, 32, 19, 5, 8, residual=True, rq=2, nq=2, wg=4)   # bit for bit
     if scope == "browser":
         return
-    q8_matmul_case(builder, rng, formats.Q4_1, 96, 70, 11, 16, mult=1.5, rq=4, nq=2, wg=8)
+    # dot4=False: the f32-sum sibling (the device's choice on CPU rasterisers); the others take the
+    # device's DOT4 define (dot4I8Packed where it has it)
+    q8_matmul_case(builder, rng, formats.Q4_1, 96, 70, 11, 16, mult=1.5, rq=4, nq=2, wg=8, dot4=False)
     q8_gate_up_case(builder, rng, formats.Q4_1, 32, 20, 9, 12, act="silu", mult=(0.5, 2.0), rq=4, nq=1, wg=4)
-    q8_matmul_case(builder, rng, formats.Q4_0, 64, 33, 3, 3, residual=True, rq=1, nq=1, wg=16, subgroups=False)
+    q8_matmul_case(builder, rng, formats.Q4_0, 64, 33, 3, 3, residual=True, rq=1, nq=1, wg=16, subgroups=False,
+                   dot4=False)
     for fmt in (formats.Q5_0, formats.Q5_1, formats.Q8_0):
         q8_matmul_case(builder, rng, fmt, 64, 24, 7, 8, rq=2, nq=2, wg=4)
 
