@@ -13,7 +13,7 @@
 // Declared by the format's include (those marked * have a default below, used by a format whose
 // include does not declare its own: the loader defines OWN_<name> for what it declares):
 //   WT, WPT, fmt_wt(v, k)  how the kernels bind its tensors: array<WT>, WPT u32 words per element,
-//                         fmt_wt = word k of an element (u32 words; I2_S 16-byte vec4<u32>)
+//                         fmt_wt = word k of an element (u32 words; I2_S, Q4_K, Q5_K 16-byte vec4<u32>)
 //   QW, QG                code words per block; groups of 4 values per code word
 //   ZP                    the zero code: value = (code - ZP) d (+ m)   (ternary: 1, w = c - 1)
 //   fmt_word(t, bi, k)    code word k (< QW) of block bi of tensor t (blocks numbered over the

@@ -34,6 +34,22 @@ fn q3k_scale(t: u32, bi: u32, u: u32) -> f32 {
     return ldh(t, b + 108u) * f32(i32(low | (high << 4u)) - 32);
 }
 
+// q3k_scale of sub-blocks u0, u0 + 2, u0 + 4, u0 + 6 (u0 = 8h + s: unit 2h + s) from one 16-byte
+// read of the block's bytes 94 .. 109 (scales[12] at 96, d at 108; the same values, 5 loads, not 12)
+fn q3k_byte(v: vec4<u32>, k: u32) -> u32 { return (v[k / 4u] >> (8u * (k % 4u))) & 0xFFu; }
+fn q3k_scales(t: u32, bi: u32, h: u32, s: u32) -> vec4<f32> {
+    let v = ld16(t, bi * BBYTES + 94u);
+    let d = unpack2x16float(v.w).y;
+    var r: array<f32, 4>;
+    for (var i = 0u; i < 4u; i++) {
+        let u = 8u * h + s + 2u * i;
+        let low = (q3k_byte(v, 2u + u % 8u) >> (4u * (u / 8u))) & 15u;
+        let high = (q3k_byte(v, 10u + u % 4u) >> (2u * (u / 4u))) & 3u;
+        r[i] = d * f32(i32(low | (high << 4u)) - 32);
+    }
+    return vec4<f32>(r[0], r[1], r[2], r[3]);
+}
+
 fn fmt_quad(t: u32, bi: u32, u: u32) -> vec4<u32> {
     let h = u / 8u;
     let s = (u / 4u) % 2u;
@@ -64,9 +80,9 @@ fn fmt_unit(t: u32, bi: u32, j: u32, a: UActs) -> f32 {
     let s = j % 2u;
     let qs = ld16(t, bi * BBYTES + 32u + 32u * h + 16u * s);
     let hm = ld16(t, bi * BBYTES + 16u * s);
-    let u0 = 8u * h + s;
-    return f32(q3k_dot4(qs, hm, h, 0u, a)) * q3k_scale(t, bi, u0) + f32(q3k_dot4(qs, hm, h, 1u, a)) * q3k_scale(t, bi, u0 + 2u)
-         + f32(q3k_dot4(qs, hm, h, 2u, a)) * q3k_scale(t, bi, u0 + 4u) + f32(q3k_dot4(qs, hm, h, 3u, a)) * q3k_scale(t, bi, u0 + 6u);
+    let sc = q3k_scales(t, bi, h, s);
+    return f32(q3k_dot4(qs, hm, h, 0u, a)) * sc.x + f32(q3k_dot4(qs, hm, h, 1u, a)) * sc.y
+         + f32(q3k_dot4(qs, hm, h, 2u, a)) * sc.z + f32(q3k_dot4(qs, hm, h, 3u, a)) * sc.w;
 }
 
 fn fmt_value(t: u32, e: u32) -> f32 {

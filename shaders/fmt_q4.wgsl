@@ -48,11 +48,24 @@ fn fmt_pos(k: u32, g: u32) -> u32 { return 4u * g + k; }
 fn fmt_pslot(p: u32, e: u32) -> vec2<u32> { return vec2<u32>(e, p); }
 fn fmt_dm(t: u32, bi: u32, u: u32, p: u32) -> vec2<f32> { return q4_dm(t, bi); }
 
+// The block's d, m and 4 code words: Q4_1 5 aligned loads; Q4_0 the 5 u32 words that hold its 18
+// bytes (block bi starts at the low half of its first word for even bi, the high half for odd bi):
+// 5 loads, not ld16's 5 and ldh's 1
+struct Q4 { dm: vec2<f32>, c: vec4<u32> }
+fn q4_block(t: u32, bi: u32) -> Q4 {
+    if (OFFS == 1u) { return Q4(q4_dm(t, bi), fmt_quad(t, bi, 0u)); }
+    let i = (bi * BBYTES) >> 2u;
+    let v = vec4<u32>(wl(t, i), wl(t, i + 1u), wl(t, i + 2u), wl(t, i + 3u));
+    let w4 = wl(t, i + 4u);
+    if ((bi & 1u) == 1u) { return Q4(vec2<f32>(unpack2x16float(v.x).y, 0.0), vec4<u32>(v.yzw, w4)); }
+    return Q4(vec2<f32>(unpack2x16float(v.x).x, 0.0), (v >> vec4<u32>(16u)) | (vec4<u32>(v.yzw, w4) << vec4<u32>(16u)));
+}
+
 // d sum (q - ZP) a over the block's 4 words (+ m sum a with OFFS)
 fn fmt_unit(t: u32, bi: u32, j: u32, a: UActs) -> f32 {
-    let ws = fmt_words(t, bi, j);
-    let s = word_dot(ws[0], a, 0u) + word_dot(ws[1], a, 1u) + word_dot(ws[2], a, 2u) + word_dot(ws[3], a, 3u);
-    let dm = q4_dm(t, bi);
+    let b = q4_block(t, bi);
+    let s = word_dot(b.c.x, a, 0u) + word_dot(b.c.y, a, 1u) + word_dot(b.c.z, a, 2u) + word_dot(b.c.w, a, 3u);
+    let dm = b.dm;
 #if Q8B
     let xs = xscale(bi);                      // ggml's vec_dot_*_q8_0 / q8_1: (dw dx) isum (+ mw sx)
     if (OFFS == 1u) { return (dm.x * xs.x) * f32(s) + dm.y * xs.y; }

@@ -11,9 +11,15 @@
 // word e: group p of word e), quad u's plane p is sub-block 2 (u / 2) + p.
 
 #include common_bytes
-#include common_u32
+// Bound as vec4<u32> (blocks of 144 bytes are 16-byte aligned): kq_v4 is one 16-byte load
+// (lavapipe gathers a lane's scalar words one by one: 4 loads and their bounds checks).
+alias WT = vec4<u32>;
+const WPT: u32 = 4u;
+fn fmt_wt(v: WT, k: u32) -> u32 { return v[k]; }
 #include common_codes
 #include common_kquant
+
+fn kq_v4(t: u32, i: u32) -> vec4<u32> { return wv(t, i >> 2u); }   // words i .. i + 3, i % 4 = 0
 
 const QW: u32 = 32u;
 const QG: u32 = 2u;

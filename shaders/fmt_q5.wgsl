@@ -59,15 +59,31 @@ fn fmt_pos(k: u32, g: u32) -> u32 { return k; }
 fn fmt_pslot(p: u32, e: u32) -> vec2<u32> { return vec2<u32>(e, 0u); }
 fn fmt_dm(t: u32, bi: u32, u: u32, p: u32) -> vec2<f32> { return q5_dm(t, bi); }
 
+// The block's d, m, qh and qs words: Q5_1 6 aligned loads; Q5_0 the 6 u32 words that hold its 22
+// bytes (block bi starts at the low half of its first word for even bi, the high half for odd bi):
+// 6 loads, not ldh's 1, ldb's 2 and ld16's 5
+struct Q5 { dm: vec2<f32>, qh: u32, qs: vec4<u32> }
+fn q5_block(t: u32, bi: u32) -> Q5 {
+    if (OFFS == 1u) { return Q5(q5_dm(t, bi), q5_qh(t, bi), q5_qs(t, bi)); }
+    let i = (bi * BBYTES) >> 2u;
+    let w0 = wl(t, i);
+    let v = vec4<u32>(wl(t, i + 1u), wl(t, i + 2u), wl(t, i + 3u), wl(t, i + 4u));
+    let w5 = wl(t, i + 5u);
+    if ((bi & 1u) == 1u) { return Q5(vec2<f32>(unpack2x16float(w0).y, 0.0), v.x, vec4<u32>(v.yzw, w5)); }
+    return Q5(vec2<f32>(unpack2x16float(w0).x, 0.0), (w0 >> 16u) | (v.x << 16u),
+              (v >> vec4<u32>(16u)) | (vec4<u32>(v.yzw, w5) << vec4<u32>(16u)));
+}
+
 // the whole block: d sum (q - ZP) a (+ m sum a with OFFS)
 fn fmt_unit(t: u32, bi: u32, j: u32, a: UActs) -> f32 {
-    let qs = q5_qs(t, bi);
-    let qh = q5_qh(t, bi);
+    let blk = q5_block(t, bi);
+    let qs = blk.qs;
+    let qh = blk.qh;
     var s = word_dot(q5_word(qs, qh, 0u, 0u), a, 0u) + word_dot(q5_word(qs, qh, 0u, 1u), a, 1u);
     s += word_dot(q5_word(qs, qh, 0u, 2u), a, 2u) + word_dot(q5_word(qs, qh, 0u, 3u), a, 3u);
     s += word_dot(q5_word(qs, qh, 1u, 0u), a, 4u) + word_dot(q5_word(qs, qh, 1u, 1u), a, 5u);
     s += word_dot(q5_word(qs, qh, 1u, 2u), a, 6u) + word_dot(q5_word(qs, qh, 1u, 3u), a, 7u);
-    let dm = q5_dm(t, bi);
+    let dm = blk.dm;
 #if Q8B
     let xs = xscale(bi);                      // ggml's vec_dot_*_q8_0 / q8_1: (dw dx) isum (+ mw sx)
     if (OFFS == 1u) { return (dm.x * xs.x) * f32(s) + dm.y * xs.y; }

@@ -54,6 +54,14 @@ fn q8_words(t: u32, bi: u32) -> Q8 {
 
 fn fmt_unit(t: u32, bi: u32, j: u32, a: UActs) -> f32 {
     let b = q8_words(t, bi);
+#if !A8
+    // f32: code4(c) = unpack4xU8(q ^ 0x80) - 128 = unpack4xI8(q): the same vec4, without the xor
+    // and the subtraction per value (bit for bit: the same products in the same order)
+    let s = dot(q8f(b.c[0]), uact(a, 0u)) + dot(q8f(b.c[1]), uact(a, 1u)) + dot(q8f(b.c[2]), uact(a, 2u))
+          + dot(q8f(b.c[3]), uact(a, 3u)) + dot(q8f(b.c[4]), uact(a, 4u)) + dot(q8f(b.c[5]), uact(a, 5u))
+          + dot(q8f(b.c[6]), uact(a, 6u)) + dot(q8f(b.c[7]), uact(a, 7u));
+    return s * b.d;
+#else
     let s = word_dot(b.c[0], a, 0u) + word_dot(b.c[1], a, 1u) + word_dot(b.c[2], a, 2u) + word_dot(b.c[3], a, 3u)
           + word_dot(b.c[4], a, 4u) + word_dot(b.c[5], a, 5u) + word_dot(b.c[6], a, 6u) + word_dot(b.c[7], a, 7u);
 #if Q8B
@@ -61,7 +69,10 @@ fn fmt_unit(t: u32, bi: u32, j: u32, a: UActs) -> f32 {
 #else
     return f32(s) * b.d;
 #endif
+#endif
 }
+// a code word (q ^ 0x80 per byte) as the 4 signed values q
+fn q8f(c: u32) -> vec4<f32> { return vec4<f32>(unpack4xI8(c ^ SIGN)); }
 
 fn fmt_value(t: u32, e: u32) -> f32 {
     let b = (e / 32u) * 34u;                          // block start (bytes, even)

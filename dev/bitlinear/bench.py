@@ -36,6 +36,12 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>, @builtin(num_workgroups) nw
 def tensor(rng, fmt, rows, n_in):
     n = rows * n_in
     f = formats.by_name(fmt)
+    if not (f.a8 or f.tensor_scale):         # ggml's block types: tiled random valid blocks (bench.pattern)
+        from bitweb import bench
+        pat = bench.pattern(f)
+        nb = f.nbytes(n)
+        b = (pat * (nb // len(pat) + 1))[:nb]
+        return b + bytes(-len(b) % 4)
     t = f.random_values(rng, n)                 # ternary values, or signs for a binary format
     b = f.pack(t, 1.0 if f.tensor_scale else np.full(n // f.block_size, 0.5))
     return b + bytes(-len(b) % 4)
