@@ -206,14 +206,19 @@ class App:
         """Mark the messages shown now as stale: reply() then waits for a message rendered after."""
         self.page.evaluate("document.querySelectorAll('.msg').forEach(e => { e.dataset.stale = '1'; })")
 
-    def reply(self, n):
-        """Wait for the n-th assistant message to finish (not one marked stale); its raw text,
-        finish reason and the stats."""
+    def _settled(self, n):
+        """Wait until the n-th assistant message (not one marked stale) is done, an error shows or
+        the context-full card does; no error."""
         self.page.wait_for_function(
             f"(document.querySelectorAll('.msg.assistant[data-done]:not([data-stale])').length >= {n}"
             "  && document.body.dataset.state !== 'generating')"
             " || !document.getElementById('error').hidden || !!document.querySelector('.context-full')", timeout=REPLY_MS)
         assert not self.error_text(), self.error_text()
+
+    def reply(self, n):
+        """Wait for the n-th assistant message to finish (not one marked stale); its raw text,
+        finish reason and the stats."""
+        self._settled(n)
         el = self.page.locator(".msg.assistant").nth(n - 1)
         return {"text": el.evaluate("e => e.raw"), "finish": el.get_attribute("data-finish"),
                 "stats": self.page.evaluate("Object.fromEntries([...document.querySelectorAll('#stats dd')].map(d => [d.dataset.stat, d.textContent]))")}
@@ -222,11 +227,7 @@ class App:
         """Send `text` and wait for its reply; when the context is full (the app's card), go on
         without the oldest turns. The reply and whether the context overflowed."""
         n = self.say(text)
-        self.page.wait_for_function(
-            f"(document.querySelectorAll('.msg.assistant[data-done]').length >= {n}"
-            "  && document.body.dataset.state !== 'generating')"
-            " || !document.getElementById('error').hidden || !!document.querySelector('.context-full')", timeout=REPLY_MS)
-        assert not self.error_text(), self.error_text()
+        self._settled(n)
         full = self.page.locator(".context-full").count() > 0
         if full:
             assert self.page.locator(".msg.assistant").count() == n - 1          # no empty bubble

@@ -508,9 +508,7 @@ def test_smaller_context_and_a_full_conversation(app, oracle):
     app.page.dispatch_event("#max-context", "change")
     assert "at least 2" in app.page.inner_text("#max-context-error")
     assert app.page.evaluate("document.body.dataset.state") == "ready" and app.info()["context"] == 1024
-    app.page.fill("#max-context", "48")
-    app.page.dispatch_event("#max-context", "change")            # reloads the model
-    app.page.wait_for_function("window.bitwebApp.state.engine?.info.context === 48", timeout=READY_MS)
+    app.set_context(48, 48)                                      # reloads the model
     assert app.page.is_hidden("#max-context-error")
     assert "48 of 1024" in app.page.inner_text("#model-info")
     app.page.click("#new-chat")
@@ -527,9 +525,7 @@ def test_smaller_context_and_a_full_conversation(app, oracle):
     assert r["text"] == first["text"] == oracle["other"]["text"]   # the same turn again, on its own
     assert app.page.locator(".divider", has_text="no longer sent").count() == 1
     assert len(app.messages()) == 4                               # the dropped turn is still shown and saved
-    app.page.fill("#max-context", "")
-    app.page.dispatch_event("#max-context", "change")
-    app.page.wait_for_function("window.bitwebApp.state.engine?.info.context === 1024", timeout=READY_MS)
+    app.set_context("", 1024)
     app.page.click("#new-chat")
     r = app.reply(app.say(PROMPT))                              # the whole context again
     assert r["text"] == oracle["other"]["text"]
