@@ -160,6 +160,22 @@ class App:
                                                       f"{self.page.evaluate('window.bitwebApp?.state?.seen')}")
         return info
 
+    def wait_for(self, js, arg=None, timeout=READY_MS):
+        """page.wait_for_function(js, arg); on a timeout, fail with what the app was doing: its state,
+        progress and error, the Web Locks held or waited for, and the last console lines."""
+        from playwright.sync_api import TimeoutError as PlaywrightTimeout
+        try:
+            self.page.wait_for_function(js, arg=arg, timeout=timeout)
+        except PlaywrightTimeout:
+            doing = self.page.evaluate("""async () => {
+              const s = window.bitwebApp?.state, q = await navigator.locks?.query?.().catch(() => null);
+              return { state: document.body.dataset.state, loading: s?.loading ? String(s.loading.name) : null,
+                progress: document.getElementById('progress').hidden ? null : document.getElementById('progress-label').textContent,
+                seen: s?.seen, error: document.getElementById('error').hidden ? null : document.getElementById('error-text').textContent,
+                locks: q && { held: q.held.map((l) => l.name), pending: q.pending.map((l) => l.name) } }; }""")
+            raise AssertionError(f"{js} still false after {timeout / 1000:.0f} s; the app: {doing}; "
+                                 f"console: {list(getattr(self.page, 'console', []))}") from None
+
     def info(self):
         return self.page.evaluate("(() => { const e = window.bitwebApp?.state?.engine; return e ? {...e.info} : null; })()")
 

@@ -282,10 +282,18 @@ def settle(target, fn: str, arg=None, seconds: float = 600, what: str = "the eva
 
 
 def new_page(ctx):
-    """A page of context ctx; console errors and uncaught exceptions are collected in page.errors."""
+    """A page of context ctx; console errors and uncaught exceptions are collected in page.errors,
+    the last 30 console lines of any type in page.console (said when a wait times out)."""
+    import collections
     pg = ctx.new_page()
     pg.errors = []
-    pg.on("console", lambda m: pg.errors.append(m.text) if m.type == "error" else None)
+    pg.console = collections.deque(maxlen=30)
+
+    def on_console(m):
+        pg.console.append(f"{m.type}: {m.text}")
+        if m.type == "error":
+            pg.errors.append(m.text)
+    pg.on("console", on_console)
     pg.on("pageerror", lambda e: pg.errors.append(str(e)))
     return pg
 

@@ -525,11 +525,10 @@ def test_the_app_says_sign_in_gone_or_wrong_file_and_caches_nothing(app, hub, ti
         app.page.goto(app.server + f"?model={hub.url('absent.gguf')}", timeout=READY_MS)   # (no model to load)
         want = {"401": "this model's host requires signing in: ", "404": "the file is gone: ",
                 "sha256": f"its SHA-256 is {sha(tiny)}, {m['sha256']} was expected"}[case]
-        app.page.wait_for_function("document.getElementById('error-text').textContent.includes('the file is gone')",
-                                   timeout=READY_MS)                                    # the start's own error first
+        app.wait_for("document.getElementById('error-text').textContent.includes('the file is gone')")  # the start's own error first
         click_download(app, SMOL)
-        app.page.wait_for_function("([w, url]) => { const t = document.getElementById('error-text').textContent;"
-                                   " return t.includes(w) && t.includes(url); }", arg=[want, m["url"]], timeout=READY_MS)
+        app.wait_for("([w, url]) => { const t = document.getElementById('error-text').textContent;"
+                     " return t.includes(w) && t.includes(url); }", [want, m["url"]])
         assert app.page.evaluate("document.getElementById('error').dataset.kind") == "download"
         text = app.page.evaluate("document.getElementById('error-text').textContent")
         assert ("was deleted" if case == "sha256" else "Nothing was cached") in text, text
