@@ -5,6 +5,7 @@ needs at load, while it uploads; software-adapter detection."""
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
 
 import pytest
 
@@ -170,7 +171,9 @@ def test_engine_ready_before_its_prefill_kernels_answers_the_same(gpu, tiny_mode
     kernels are still compiling (forced here: the race is the adapter's), a prompt goes token by
     token through the decode plan, no prefill plan made or waited for; the tokens (greedy, and
     sampled with a repetition penalty) are those of a load that waited and prefilled in one plan
-    run; once the kernels are compiled, prompts take the prefill plan."""
+    run; kernels compiled during a prompt take the rest of it (one window token by token, then one
+    prefill plan run: the same tokens); once the kernels are compiled, prompts take the prefill plan."""
+    from bitweb.engine import SWITCH_WINDOW
     path = tiny_model(arch="bitnet", fmt="tq2_0", seed=5)
     ids = list(range(3, 40))
     cases = [SamplingParams(), SamplingParams(temperature=0.8, top_k=40, repeat_penalty=1.3, seed=1)]
@@ -194,6 +197,11 @@ def test_engine_ready_before_its_prefill_kernels_answers_the_same(gpu, tiny_mode
             assert not eng.prefill_ready
             out = [await gen(eng, p) for p in cases]
             assert not [k for k in eng._plans if isinstance(k, tuple)]    # no prefill plan made
+            for p in cases:                       # "compiled" once the prompt's first window has run
+                r0 = gpu.counters["plan_runs"]
+                eng.prefill_compiled = SimpleNamespace(done=lambda r0=r0: gpu.counters["plan_runs"] - r0 >= SWITCH_WINDOW)
+                out.append(await gen(eng, p))
+                assert eng.prefill_path == "decode+prefill"
             eng.prefill_compiled = compiling
             await compiling
             assert eng.prefill_ready and "compile_prefill" in eng.stage_ms
@@ -202,8 +210,9 @@ def test_engine_ready_before_its_prefill_kernels_answers_the_same(gpu, tiny_mode
             eng.close()
     waited, early = run(go(True)), run(go(False))
     assert [n for _, n in waited] == [1, 1]                   # one prefill plan run per prompt
-    assert [n for _, n in early] == [len(ids), len(ids), 1]   # token by token, then the prefill plan
-    assert [t for t, _ in early] == [t for t, _ in waited] + [waited[0][0]]
+    w = SWITCH_WINDOW + 1
+    assert [n for _, n in early] == [len(ids), len(ids), w, w, 1]   # token by token, switched, the prefill plan
+    assert [t for t, _ in early] == [t for t, _ in waited] * 2 + [waited[0][0]]
 
 
 def test_engine_load_failure_leaves_no_compile_running(gpu, tiny_model):

@@ -170,9 +170,10 @@ export interface Timing {
    *  cached_tokens too) and the ms the lookup and the restore took (before ttft_ms starts); the save runs after the
    *  reply (stats().kvSave) */
   restored_tokens?: number; restore_ms?: number;
-  /** how the prompt was read: 'prefill' (the multi-row kernels) or 'decode' (token by token: one
-   *  token, or the prefill kernels still compiling after the load) */
-  prefill_plan: 'prefill' | 'decode';
+  /** how the prompt was read: 'prefill' (the multi-row kernels), 'decode' (token by token: one
+   *  token, or the prefill kernels still compiling after the load) or 'decode+prefill' (token by
+   *  token until the prefill kernels were compiled, the rest by the multi-row kernels) */
+  prefill_plan: 'prefill' | 'decode' | 'decode+prefill';
 }
 
 export interface ChatCompletion {

@@ -16,9 +16,10 @@ Stop, New chat or model switch during a long prompt leaves at most the running c
 queued, and the worker's event loop runs between chunks (an abort message is handled
 mid-prefill). A stop in the prefill gives stop_reason "stopped", no token, and `cached_ids` ends
 with the rows written. Token-by-token prefill (prefill kernels still compiling) goes in windows of
-`prefill_rows` the same way. The last chunk ends with the LM head on its last row (`lmhead: gemv`
-LASTROW, or `dense: gemv` LASTROW) and the sampler, so the first token comes out of the prefill
-plan. `bitweb bench stop MODEL` measures Stop -> GPU idle (PERFORMANCE.md).
+SWITCH_WINDOW tokens the same way, the rest of the prompt through the prefill plan once its kernels
+are compiled. The last chunk ends with the LM head on its last row (`lmhead: gemv` LASTROW, or
+`dense: gemv` LASTROW) and the sampler, so the first token comes out of the prefill plan.
+`bitweb bench stop MODEL` measures Stop -> GPU idle (PERFORMANCE.md).
 
 Host calls per token: greedy one step at a time 3 (write params {pos, penalty, 1/T}, run the
 plan, read 4 bytes), +1 with a repetition penalty (its ids), sampling 4 (read the top-k block,
@@ -45,6 +46,7 @@ from bitweb.upload import (MAX_PENALTY_IDS, PREFILL_ROWS, Fit, check_limits, che
                            upload_tensors, widest_row)
 
 TOPK_MIN = 64                 # candidates read back for temperature sampling (more when top_k asks)
+SWITCH_WINDOW = 4             # prompt tokens read token by token between two looks at prefill_ready
 PREFILL_IN_FLIGHT = 2         # prefill chunks unfinished on the GPU queue at once (Engine._bounded)
 
 
@@ -192,16 +194,14 @@ class Engine:
         eng.load_ms = now_ms() - t0
         eng.weight_bytes = sum(ti.nbytes for ti in model.tensors())
         eng.gpu_bytes = sum(b.size for b in eng._all_buffers())
-        if progress:
-            progress("ready", 1, 1)
+        if progress: progress("ready", 1, 1)
         if log and note:
             log(f"engine: {note}")
         if log:
             mode = activations if eng.a8 else ("f32" if activations == "f32" else f"f32 ({cfg.linear_type.name} linears take no {activations})")
-            log(f"engine: {cfg.summary()}; {mode} activations; context {n_ctx}; KV cache "
-                f"{eng.kv_variant} ({eng.kv_bytes / 2**20:.1f} MiB); "
-                f"loaded in {eng.load_ms:.0f} ms; decode plan {eng.plan_greedy.n_dispatches} dispatches "
-                f"({eng.dispatches_per_layer} per layer)")
+            log(f"engine: {cfg.summary()}; {mode} activations; context {n_ctx}; KV cache {eng.kv_variant} "
+                f"({eng.kv_bytes / 2**20:.1f} MiB); loaded in {eng.load_ms:.0f} ms; decode plan "
+                f"{eng.plan_greedy.n_dispatches} dispatches ({eng.dispatches_per_layer} per layer)")
         return eng
 
     @property
@@ -391,18 +391,27 @@ class Engine:
         should_stop() said so between two chunks (self.cached_ids then ends with the rows written).
         Chunks of prefill_rows rows through the multi-row kernels (one plan run each); a single
         token (or prefill_rows = 1), or any prompt while the prefill kernels are still compiling
-        (load with wait_prefill=False), goes token by token through the decode plan in windows of
-        prefill_rows tokens: the same tokens (A8 rows are quantised alike), only slower per token
-        than a prefill plan on a GPU. At most PREFILL_IN_FLIGHT chunks are on the GPU queue at once
+        (load with wait_prefill=False: in windows of SWITCH_WINDOW, the rest through the prefill plan
+        once its kernels are compiled, prefill_path "decode+prefill") goes token by token through
+        the decode plan: the same tokens (A8 rows are quantised alike), only slower per token than a
+        prefill plan on a GPU. At most PREFILL_IN_FLIGHT chunks are on the GPU queue at once
         (_bounded), so a Stop takes effect within a chunk or two, not after the whole prompt."""
         by_rows = len(tokens) > 1 and self.prefill_rows > 1 and self.prefill_ready
+        waiting = len(tokens) > 1 and self.prefill_rows > 1 and not by_rows   # (on the prefill kernels)
         self.prefill_path = "prefill" if by_rows else "decode"
         C = max(1, self.prefill_rows)
+        W = SWITCH_WINDOW if waiting else C                 # tokens between two looks at prefill_ready
         head = tokens[:-1] if not by_rows else tokens       # the decode path's last token is a _step
-        starts = range(0, len(head), C)
+        starts = range(0, len(head), W)
+        switch = []                                         # [True]: the prefill kernels are compiled
+        def halt():                                         # asked between two windows
+            if should_stop is not None and should_stop():
+                return True
+            switch.append(waiting and self.prefill_ready)
+            return switch[-1]
 
         async def chunk(c0: int):
-            part = head[c0:c0 + C]
+            part = head[c0:c0 + W]
             if not by_rows:                                   # token by token through the decode plan
                 zero = SamplingParams()
                 for j, t in enumerate(part):
@@ -416,25 +425,30 @@ class Engine:
             self._write_params(m, pos0 + c0, params if last else SamplingParams(), context if last else [])
             bucket = min(C, 1 << (m - 1).bit_length())
             self.dev.run(await self._prefill_plan(bucket, self._k(params) if last else None))
-        done = await self._bounded([lambda c0=c0: chunk(c0) for c0 in starts], should_stop)
-        if done < len(starts):                                # stopped: the rows queued are written
-            self.cached_ids = self.cached_ids + tokens[:min(len(head), done * C)]
-            return None
+        done = await self._bounded([lambda c0=c0: chunk(c0) for c0 in starts], halt)
+        if done < len(starts):                                # the rows queued are written
+            k = min(len(head), done * W)
+            self.cached_ids = self.cached_ids + tokens[:k]
+            if not (switch and switch[-1]):                   # stopped
+                return None
+            t = await self._prefill(tokens[k:], pos0 + k, params, sampler, context, should_stop)
+            self.prefill_path = "decode+prefill"
+            return t
         if not by_rows:
             self._feed(tokens[-1])
             return await self._step(pos0 + len(tokens) - 1, params, sampler, context)
         return await self._finish(params, sampler)
 
-    async def _bounded(self, units, should_stop=None) -> int:
+    async def _bounded(self, units, halt) -> int:
         """Queue units of GPU work (async callables that each submit one chunk) with at most
         PREFILL_IN_FLIGHT of them unfinished on the queue: after unit i is submitted, wait for unit
         i - PREFILL_IN_FLIGHT + 1 (dev.fence: the browser's onSubmittedWorkDone, so the GPU never
-        waits for the host; natively a sync). should_stop() is asked before each unit after the
-        first; returns the number of units queued (all of them unless it said stop). The waits let
-        the browser worker's event loop run, so an abort message is seen during a long prefill."""
+        waits for the host; natively a sync). halt() is asked before each unit after the first;
+        returns the number of units queued. The waits let the browser worker's event loop run, so
+        an abort message is seen (and a compile's end) during a long prefill."""
         fences = []
         for i, unit in enumerate(units):
-            if i and should_stop is not None and should_stop():
+            if i and halt():
                 return i
             await unit()
             if i + 1 < len(units):                            # (the last one: its result is read next)

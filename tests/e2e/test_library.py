@@ -81,7 +81,7 @@ def test_abort_a_stream_mid_way_then_complete_one(page, want):
     assert full["timing"]["ttft_ms"] > 0
     # right after the load the prefill kernels are still compiling on SwiftShader (the prompt goes
     # token by token through the decode plan) or done (the prefill plan): the same reply either way
-    assert full["timing"]["prefill_plan"] in ("prefill", "decode")
+    assert full["timing"]["prefill_plan"] in ("prefill", "decode", "decode+prefill")
     assert page.errors == []
 
 
