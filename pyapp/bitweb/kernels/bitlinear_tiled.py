@@ -102,16 +102,17 @@ def choose(dev=None, a8: bool = True, gate_up: bool = False, n_in: int = 0, n_ou
     (gate_up 16 x 8; ~0.8-0.9x the CPU time at 2B4T shapes, twice the compile time, so not for small
     models); matmul workgroups of 16 (2B4T's 640-row k / v: 5 workgroups per 16 rows, not 2 with
     37 % of their outputs thrown away). SwiftShader keeps 64 invocations for A8 (tuned in Chromium).
-    f32 activations (4 values a load, no quad sharing) on either rasteriser: 16 x 16 in workgroups of
-    16, gate_up too: the activation loads per multiply-add decide there (SwiftShader, SmolLM2 Q4_1,
-    32 rows: prefill 5.5-7.8 tok/s against 3.2-4.4 for 16 x 4 in workgroups of 64,
-    dev/bitlinear/prefill_browser.py).
+    f32 activations (4 values a load, no quad sharing) on lavapipe: 16 x 16 in workgroups of 16,
+    gate_up too: the activation loads per multiply-add decide there. SwiftShader: 16 x 8 in
+    workgroups of 16 (SmolLM2 Q4_1, 32 rows, dev/bitlinear/prefill_browser.py: prefill / decode
+    6.6x, 16 x 16 6.9x, 16 x 4 in workgroups of 16 or 64 3.5-4.6x; compile 8.2 s of GPU-process
+    CPU for the four tiles, 14.2 s for 16 x 16, 3.4 s for 16 x 4: dev/perf/compile_times.py).
     lavapipe's wide tiles also share each activation load among 8 lanes (octets, when its subgroups
     are a multiple of 8 lanes) and, for I2_S, sum two rows per multiply-add (pairs): 0.8x the CPU
     time of the 16 x 16 tile at 2B4T shapes; gate_up then takes 16 x 16 (x 2) in workgroups of 16."""
     cpu = rasteriser(dev) or ("llvmpipe" if dev is None else None)
     if cpu and not a8:           # f32 rows: 4 values a load, none shared; 16 outputs share each (Q4_1 576 x
-        return Tile(rq=4, nq=4, wg=16)     # 1536, 64 rows: 0.35x the CPU time of 16 x 4, gate_up too)
+        return Tile(rq=4, nq=2 if cpu == "swiftshader" else 4, wg=16)   # 1536, 64 rows: 0.35x the CPU time of 16 x 4)
     if cpu == "swiftshader":
         return Tile(rq=4, nq=1 if gate_up else 2, wg=64)
     if cpu:

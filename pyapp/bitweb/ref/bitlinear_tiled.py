@@ -246,7 +246,7 @@ def cases(builder, scope: str = "full"):
         # every integer format (ggml's block types: f32 rows, the engine's mode for them), SwiftShader's tile
         irng = np.random.default_rng(4322)
         for i, fmt in enumerate(f for f in fmts if f.kind == "integer"):
-            matmul_case(builder, irng, fmt, fmt.block_size * 2, 19, 5, 8, a8=False, residual=i % 2 == 0, rq=4, nq=4, wg=4)
+            matmul_case(builder, irng, fmt, fmt.block_size * 2, 19, 5, 8, a8=False, residual=i % 2 == 0, rq=4, nq=2, wg=4)
         gate_up_case(builder, rng, formats.I2_S, 256, 19, 3, 4, a8=True, act="relu2", rq=1, nq=1, wg=4)
         matmul_case(builder, rng, formats.I2_S, 256, 23, 10, 16, a8=True, residual=True, rq=4, nq=2, wg=8, pairs=True)
         matmul_case(builder, rng, formats.TQ1_0, 256, 21, 6, 8, a8=True, rq=2, nq=2, wg=4, subgroups=False)
