@@ -391,11 +391,10 @@ class Engine:
         should_stop() said so between two chunks (self.cached_ids then ends with the rows written).
         Chunks of prefill_rows rows through the multi-row kernels (one plan run each); a single
         token (or prefill_rows = 1), or any prompt while the prefill kernels are still compiling
-        (load with wait_prefill=False: in windows of SWITCH_WINDOW, the rest through the prefill plan
-        once its kernels are compiled, prefill_path "decode+prefill") goes token by token through
-        the decode plan: the same tokens (A8 rows are quantised alike), only slower per token than a
-        prefill plan on a GPU. At most PREFILL_IN_FLIGHT chunks are on the GPU queue at once
-        (_bounded), so a Stop takes effect within a chunk or two, not after the whole prompt."""
+        (wait_prefill=False: in windows of SWITCH_WINDOW, the rest by the prefill plan once its kernels
+        are compiled, prefill_path "decode+prefill") goes token by token through the decode plan: the
+        same tokens (A8 rows are quantised alike), slower per token. At most PREFILL_IN_FLIGHT chunks
+        are on the GPU queue at once (_bounded): a Stop takes effect within a chunk or two."""
         by_rows = len(tokens) > 1 and self.prefill_rows > 1 and self.prefill_ready
         waiting = len(tokens) > 1 and self.prefill_rows > 1 and not by_rows   # (on the prefill kernels)
         self.prefill_path = "prefill" if by_rows else "decode"
@@ -403,12 +402,13 @@ class Engine:
         W = SWITCH_WINDOW if waiting else C                 # tokens between two looks at prefill_ready
         head = tokens[:-1] if not by_rows else tokens       # the decode path's last token is a _step
         starts = range(0, len(head), W)
-        switch = []                                         # [True]: the prefill kernels are compiled
+        switched = False                                    # halted because the prefill kernels are there
         def halt():                                         # asked between two windows
+            nonlocal switched
             if should_stop is not None and should_stop():
                 return True
-            switch.append(waiting and self.prefill_ready)
-            return switch[-1]
+            switched = waiting and self.prefill_ready
+            return switched
 
         async def chunk(c0: int):
             part = head[c0:c0 + W]
@@ -429,7 +429,7 @@ class Engine:
         if done < len(starts):                                # the rows queued are written
             k = min(len(head), done * W)
             self.cached_ids = self.cached_ids + tokens[:k]
-            if not (switch and switch[-1]):                   # stopped
+            if not switched:                                  # stopped
                 return None
             t = await self._prefill(tokens[k:], pos0 + k, params, sampler, context, should_stop)
             self.prefill_path = "decode+prefill"
