@@ -550,8 +550,7 @@ def test_a_catalogue_model_loads_by_its_header_and_the_difference_is_logged(app,
         "access-control-allow-origin": "*", "content-type": "application/octet-stream"}))
     try:
         app.page.goto(app.server + f"?model={hub.url('absent.gguf')}", timeout=READY_MS)   # (no model to load)
-        app.page.wait_for_function("document.getElementById('error-text').textContent.includes('the file is gone')",
-                                   timeout=READY_MS)
+        app.wait_for("document.getElementById('error-text').textContent.includes('the file is gone')")
         app.page.evaluate("([url, sha256]) => { window.bitwebApp.catalogue.load({ url, sha256 }); }", [m["url"], sha(tiny)])
         info = app.wait_ready(m["file"])
         assert (info["layers"], info["width"]) == (2, 256), info

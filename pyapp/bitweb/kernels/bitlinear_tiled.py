@@ -49,7 +49,8 @@ the README there): lavapipe, weights of at least WIDE values: 16 rows x 16 outpu
 with octets (I2_S, TQ2_0, Q2_0: gate_up the same x 2 tensors) and pairs (I2_S), else 16 x 16 / gate_up
 16 x 8 in 32; smaller: 16 x 8, 16 (gate_up 16 x 4, 64); q8 rows at any size the wide tiles, matmul
 16 x 12 where it idles fewer lanes (dev/perf/q8_tile.py); f32 rows 16 x 16, 16; SwiftShader 16
-rows x 8 outputs, 64 invocations (gate_up and f32: 16 x 4); GPUs (untested) 8 rows x 4 outputs.
+rows x 8 outputs, 64 invocations (gate_up: 16 x 4), f32 rows 16 x 8, 16; GPUs (untested) 8 rows x 4
+outputs.
 """
 from __future__ import annotations
 
@@ -112,7 +113,8 @@ def choose(dev=None, a8: bool = True, gate_up: bool = False, n_in: int = 0, n_ou
     time of the 16 x 16 tile at 2B4T shapes; gate_up then takes 16 x 16 (x 2) in workgroups of 16."""
     cpu = rasteriser(dev) or ("llvmpipe" if dev is None else None)
     if cpu and not a8:           # f32 rows: 4 values a load, none shared; 16 outputs share each (Q4_1 576 x
-        return Tile(rq=4, nq=2 if cpu == "swiftshader" else 4, wg=16)   # 1536, 64 rows: 0.35x the CPU time of 16 x 4)
+        return Tile(rq=4, nq=2 if cpu == "swiftshader" else 4, wg=16)   # 1536, 64 rows, lavapipe: 0.35x the CPU
+                                                                        # time of 16 x 4; SwiftShader: above)
     if cpu == "swiftshader":
         return Tile(rq=4, nq=1 if gate_up else 2, wg=64)
     if cpu:
