@@ -99,15 +99,16 @@ def choose(dev=None, n_in: int = 0, a8: bool = True, rows: int = 0) -> Tune:
 
     CPU adapters (lavapipe, SwiftShader): the per-workgroup prologue (norm + quantisation of x) is
     a large share, so few big workgroups: about 8 per dispatch (rpw >= 64), 4 rows per lane group
-    (SwiftShader: 1, which compiles 2-4x faster and ran as fast or faster in Chromium:
-    dev/perf/compile_times.py --bitlinear-speed, PERFORMANCE.md "Ready time").
+    (SwiftShader: 1 for A8, which compiles 2-4x faster and ran as fast or faster in Chromium:
+    dev/perf/compile_times.py --bitlinear-speed, PERFORMANCE.md "Ready time"; 2 for f32 rows, which
+    decoded SmolLM2 Q4_1 12-15 % faster for 0.44 s more compile).
     SwiftShader also reads the shape at run time (shape=True) and splits q | k | v into one gemv
     each (split_parts): q, k, v, attention output and FFN down share one pipeline.
     GPUs: many workgroups for memory parallelism: 128 threads, 16 rows each, 2 rows per lane group.
     """
     cpu = rasteriser(dev)
     if cpu:
-        t = Tune(wg=64, rpw=max(64, -(-rows // 8)), rb=1 if cpu == "swiftshader" else 4)
+        t = Tune(wg=64, rpw=max(64, -(-rows // 8)), rb=(1 if a8 else 2) if cpu == "swiftshader" else 4)
     else:
         t = Tune(wg=128, rpw=16, rb=2)
     storage = int(_limits(dev).get("maxComputeWorkgroupStorageSize", MIN_WG_STORAGE))

@@ -423,14 +423,15 @@ def integer_browser(builder, rng):
     """Every integer format (ggml's block types) and float format in the browser: what SwiftShader's
     engine runs (f32 activations: they take no A8), the run-time shape gemv of one part into a wider
     y (q, k, v, the residual linears) and gate_up; A8 on one of the two in turn for an integer format
-    (the kernels run it)."""
+    (the kernels run it). SwiftShader's rows per lane group (choose): 1 for A8, 2 for f32."""
     for i, fmt in enumerate(f for f in spec.FORMATS if f.kind in ("integer", "float")):
         blk = spec.block(fmt)
         n = blk * 2
-        t = dict(shape=True, n_cap=n + blk, rb=1, wg=64)
+        t = dict(shape=True, n_cap=n + blk, wg=64)
         a8 = fmt.a8 or bool(fmt.vec_dot)
-        part_case(builder, rng, fmt, n, 11, 5 + i, a8=i % 2 == 1 and a8, residual=i % 2 == 0, rpw=4, **t)
-        gate_up_case(builder, rng, fmt, n, 9, a8=i % 2 == 0 and a8, act="silu", mult=[0.5, 1.0], rpw=16, **t)
+        pa8, ga8 = i % 2 == 1 and a8, i % 2 == 0 and a8
+        part_case(builder, rng, fmt, n, 11, 5 + i, a8=pa8, residual=i % 2 == 0, rpw=4, rb=1 if pa8 else 2, **t)
+        gate_up_case(builder, rng, fmt, n, 9, a8=ga8, act="silu", mult=[0.5, 1.0], rpw=16, rb=1 if ga8 else 2, **t)
 
 
 def q8_rows(x, nw, eps: float = 1e-5):
