@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from bitweb import engine as engine_mod
 from bitweb import gpu as gpu_mod
 from bitweb.engine import Engine
 from bitweb.gguf import FileSource, open_gguf
@@ -166,13 +167,15 @@ def test_engine_compiles_every_kernel_at_load(gpu, tiny_model):
     eng.close()
 
 
-def test_engine_ready_before_its_prefill_kernels_answers_the_same(gpu, tiny_model):
+def test_engine_ready_before_its_prefill_kernels_answers_the_same(gpu, tiny_model, monkeypatch):
     """load(wait_prefill=False) returns once the decode kernels are compiled. While the prefill
     kernels are still compiling (forced here: the race is the adapter's), a prompt goes token by
     token through the decode plan, no prefill plan made or waited for; the tokens (greedy, and
     sampled with a repetition penalty) are those of a load that waited and prefilled in one plan
     run; kernels compiled during a prompt take the rest of it (one window token by token, then one
-    prefill plan run: the same tokens); once the kernels are compiled, prompts take the prefill plan."""
+    prefill plan run: the same tokens); once the kernels are compiled, prompts take the prefill plan.
+    Where compiles run in the background (the browser), the prefill kernels start with the decode
+    kernels rather than after them: the same tokens."""
     from bitweb.engine import SWITCH_WINDOW
     path = tiny_model(arch="bitnet", fmt="tq2_0", seed=5)
     ids = list(range(3, 40))
@@ -208,7 +211,31 @@ def test_engine_ready_before_its_prefill_kernels_answers_the_same(gpu, tiny_mode
             return out + [await gen(eng, cases[0])]
         finally:
             eng.close()
-    waited, early = run(go(True)), run(go(False))
+    events = []                                   # ("decode" | "prefill", "start" | "end") per batch
+
+    async def spy(dev, keys, *a, **kw):
+        which = "prefill" if keys[0][1] == "topk" else "decode"
+        events.append((which, "start"))
+        await asyncio.sleep(0)                    # as a compile in the background: the loop runs on
+        await real(dev, keys, *a, **kw)
+        events.append((which, "end"))
+    real = engine_mod.compile_pipelines
+    monkeypatch.setattr(engine_mod, "compile_pipelines", spy)
+    waited = run(go(True))
+    events.clear()
+    early = run(go(False))
+
+    def decode_batches_in_flight():                # when the prefill batch starts
+        n = 0
+        for which, what in events:
+            if which == "prefill":
+                return n
+            n += 1 if what == "start" else -1
+    after = decode_batches_in_flight() == 0
+    events.clear()
+    monkeypatch.setattr(gpu, "compiles_in_background", True)
+    assert run(go(False)) == early
+    assert after and decode_batches_in_flight() > 0, events
     assert [n for _, n in waited] == [1, 1]                   # one prefill plan run per prompt
     w = SWITCH_WINDOW + 1
     assert [n for _, n in early] == [len(ids), len(ids), w, w, 1]   # token by token, switched, the prefill plan

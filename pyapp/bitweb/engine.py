@@ -2,10 +2,8 @@
 (stdlib only; runs in Pyodide). The forward pass as steps (the block recipe, its ops) is
 bitweb.blocks; the load's checks, uploads and kernel list bitweb.upload; generation bookkeeping
 shared with the numpy model (stop rules, streaming text, context checks, ChatSession)
-bitweb.generation.
-
-The decode loops (greedy one step ahead of the host, under a grammar) are bitweb.decoding's,
-speculative decoding (drafts verified in one multi-row pass) bitweb.speculative's.
+bitweb.generation. The decode loops (greedy one step ahead of the host, under a grammar) are
+bitweb.decoding's, speculative decoding (drafts verified in one multi-row pass) bitweb.speculative's.
 
 Prefill. Prompt rows go through the prefill plan (plans cached per power-of-two row bucket) in
 chunks of `prefill_rows` (64); `_bounded` keeps at most PREFILL_IN_FLIGHT = 2 chunks unfinished:
@@ -25,8 +23,7 @@ Host calls per token: greedy one step at a time 3 (write params {pos, penalty, 1
 plan, read 4 bytes), +1 with a repetition penalty (its ids), sampling 4 (read the top-k block,
 write the chosen id back to `token`); one step ahead natively 4 (the encode is a call), in the
 browser 3 (JS `replay` encodes and submits). Counters: plan_dispatches vs direct_dispatches
-(`generate --stats`).
-"""
+(`generate --stats`)."""
 from __future__ import annotations
 
 import asyncio
@@ -81,8 +78,7 @@ class Engine:
         self.kv_variant = ops.kv_variant(kv_cache, f16)        # its name (logged at load)
         self.dev, self.model, self.cfg = dev, model, model.cfg
         self.activations, self.a8 = activations, a8_linears(model.cfg, activations)   # (f32 for non-ternary linears)
-        self.n_ctx = n_ctx
-        self.log = log
+        self.n_ctx, self.log = n_ctx, log
         self.overlap = True           # greedy decode one step ahead of the host (bitweb.decoding)
         self.packed = self.cfg.linear_type.packed
         # what the steps see (the block recipe's narrow handle); w, shards, table_types and buf are its dicts
@@ -120,8 +116,9 @@ class Engine:
         Blob or File in the browser), compile the kernels and record the decode plans. The kernels
         compile while the weights upload (compile_pipelines: in the browser every createComputePipelineAsync
         of a batch is in flight together in the GPU process): first the greedy decode plans', then
-        the sampler's top-k and the prefill plan's. wait_prefill=False: the engine is returned once
-        the decode kernels are ready, the prefill kernels go on compiling (`prefill_compiled`);
+        the sampler's top-k and the prefill plan's (wait_prefill=False where compiles run in the
+        background, the browser: in flight right behind the decode kernels). wait_prefill=False: the engine is returned once the decode kernels
+        are ready, the prefill kernels go on compiling (`prefill_compiled`);
         until they are done prompts are prefilled token by token through the decode plan (the
         same tokens: `prefill_ready`), so neither ready nor a first reply waits for them (a CPU
         rasteriser takes seconds per kernel). Where the driver compiles at the first dispatch
@@ -157,20 +154,26 @@ class Engine:
 
         first, later = eng._compile_keys()
         dev.check_pipelines(first + later)      # workgroup memory / size: refused here, before any upload
-        warm = [] if wait_prefill else eng._compile_steps()[1]   # (lavapipe: compiled off the queue, dev.warm)
+        warm = [] if wait_prefill else eng._compile_keys(steps=True)[1]   # (lavapipe: compiled off the queue, dev.warm)
         n_first = len({dev.pipeline_key(*k) for k in first})
         eng.n_pipelines = n_first + len({dev.pipeline_key(*k) for k in later})
         total = eng.n_pipelines if wait_prefill else n_first
+        together = not wait_prefill and dev.compiles_in_background   # prefill kernels beside the decode ones
 
-        async def compile_all():
+        async def decode_kernels():
             c0 = now_ms()
             await compile_pipelines(dev, first, progress, 0, total)
             span("compile", c0)
+
+        async def prefill_kernels(after):  # after: the decode kernels' task (None: beside it)
+            if after is not None:
+                await after
             c1 = now_ms()
             await compile_pipelines(dev, later, progress if wait_prefill else None, n_first, total)
             await dev.warm(warm)
             span("compile_prefill", c1)
-        compiling = asyncio.ensure_future(compile_all())    # while the weights upload
+        decoding = asyncio.ensure_future(decode_kernels())        # while the weights upload
+        compiling = asyncio.ensure_future(prefill_kernels(None if together else decoding))
         try:
             u0 = now_ms()
             await upload_tensors(eng.gpu_model, src, progress)
@@ -178,7 +181,7 @@ class Engine:
             if wait_prefill:
                 await compiling
             else:                          # ready with the decode kernels; the prefill kernels go on
-                await compile_pipelines(dev, first)  # (in flight already: this waits for them)
+                await decoding
                 eng.prefill_compiled = compiling
                 compiling.add_done_callback(lambda t: t.cancelled() or t.exception())   # retrieved
             p0 = now_ms()
@@ -188,8 +191,9 @@ class Engine:
             await dev.sync()               # the uploads have landed: load time is real
             span("plans", p0)
         except BaseException:
-            compiling.cancel()
-            await asyncio.gather(compiling, return_exceptions=True)     # nothing left running
+            for t in (decoding, compiling):
+                t.cancel()
+            await asyncio.gather(decoding, compiling, return_exceptions=True)     # nothing left running
             raise
         eng.load_ms = now_ms() - t0
         eng.weight_bytes = sum(ti.nbytes for ti in model.tensors())
@@ -223,21 +227,17 @@ class Engine:
         """The GGML type of a table (token_embd / output) as it is on the GPU."""
         return self.gpu_model.table_type(ti)
 
-    def _compile_keys(self) -> tuple:
-        """(first, later) pipeline keys of the plans (compile_keys), the top-k of TOPK_MIN among the later."""
-        return compile_keys(self.gpu_model, self.prefill_rows, min(TOPK_MIN, self.cfg.n_vocab))
-
-    def _compile_steps(self) -> tuple:
-        """_compile_keys' steps (compile_steps)."""
-        return compile_steps(self.gpu_model, self.prefill_rows, min(TOPK_MIN, self.cfg.n_vocab))
+    def _compile_keys(self, steps: bool = False) -> tuple:
+        """(first, later) pipeline keys of the plans (compile_keys; steps: their Steps, compile_steps),
+        the top-k of TOPK_MIN among the later."""
+        return (compile_steps if steps else compile_keys)(self.gpu_model, self.prefill_rows, min(TOPK_MIN, self.cfg.n_vocab))
 
     async def _build(self):
         """Create the state buffers, bind the decode steps and record the decode plans."""
         dev, cfg = self.dev, self.cfg
         state_buffers(self.gpu_model, self.prefill_rows)
         d = decode_steps(self.gpu_model)
-        items = await self._instantiate(d["embed"] + d["blocks"])
-        self.items_layers = items
+        self.items_layers = items = await self._instantiate(d["embed"] + d["blocks"])
         self.items_head = await self._instantiate(d["head"])
         self.items_argmax = await self._instantiate(d["argmax"])
         self.plan_layers = dev.plan(items)

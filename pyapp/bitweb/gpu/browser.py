@@ -44,6 +44,8 @@ def _js_value(obj, name: str, default=None):
 
 
 class BrowserDevice(Device):
+    compiles_in_background = True
+
     def __init__(self, adapter, device, features, caps, info, limits):
         super().__init__(backend="browser")
         self.adapter = adapter

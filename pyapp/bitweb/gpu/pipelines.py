@@ -24,6 +24,11 @@ class Pipelines:
     """The pipeline half of bitweb.gpu.Device (a mixin: it uses check_alive, limits, counters and
     the backend's _pipeline; Device.__post_init__ makes _pipelines and _codes)."""
 
+    # whether compiles run beside the caller (the browser's createComputePipelineAsync, in the GPU
+    # process) rather than blocking it (natively): then Engine.load has its prefill kernels in flight
+    # right behind the decode kernels
+    compiles_in_background = False
+
     @staticmethod
     def pipeline_key(shader: str, entry: str = "main", constants: dict | None = None,
                      defines: dict | None = None) -> tuple:
