@@ -1,7 +1,7 @@
 """Decode dispatches per layer for every architecture x linear format x activation mode: at most 6
 (issue 26 item 2), counted from the steps the engine records (blocks.decode_steps) on the native
 device (lavapipe here) before any upload: upload.stand_in lists them without buffers, as
-compile_keys does. test_engine's greedy runs check the recorded plans' own count on the same rule.
+compile_steps does. test_engine's greedy runs check the recorded plans' own count on the same rule.
 
 What is counted: the block's steps (RMSNorm, the QKV concatenation, output multipliers, the residual
 add and gate / up + activation fused into the linears; RoPE + cache write; attention). SwiftShader

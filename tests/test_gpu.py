@@ -15,6 +15,7 @@ from bitweb.engine import Engine
 from bitweb.gguf import FileSource, open_gguf
 from bitweb.kernels import ops
 from bitweb.sampling import SamplingParams
+from bitweb.upload import compile_keys
 from tests.conftest import run
 
 
@@ -149,7 +150,7 @@ def test_engine_compiles_every_kernel_at_load(gpu, tiny_model):
     # one event per pipeline compiled here, plus one per batch (decode, prefill) that was all cached
     assert compiled <= len(comp) <= compiled + 2 and comp[-1] == (eng.n_pipelines, eng.n_pipelines)
     assert all(t == eng.n_pipelines for _, t in comp) and [d for d, _ in comp] == sorted(d for d, _ in comp)
-    first, later = eng._compile_keys()
+    first, later = compile_keys(eng._compile_steps())
     assert eng.n_pipelines == len({gpu.pipeline_key(*k) for k in first + later}) and later
     # greedy decode first; the sampler's top-k (the app's default is greedy) with the prefill kernels
     assert {k[1] for k in first if k[0] == "sampling"} == {"argmax"} and later[0][1] == "topk"

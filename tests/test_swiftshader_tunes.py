@@ -9,6 +9,7 @@ from bitweb.engine import Engine
 from bitweb.gguf import FileSource, open_gguf
 from bitweb.kernels import bitlinear, lmhead
 from bitweb.sampling import SamplingParams
+from bitweb.upload import compile_keys
 from tests.conftest import run
 
 
@@ -28,7 +29,7 @@ def test_swiftshader_choices_same_tokens(gpu, tiny_model, monkeypatch):
     for mod in (bitlinear, lmhead):
         monkeypatch.setattr(mod, "rasteriser", lambda dev: "swiftshader")
     eng, got = _greedy(gpu, path)
-    first, _ = eng._compile_keys()
+    first, _ = compile_keys(eng._compile_steps())
     keys = {gpu.pipeline_key(*k) for k in first}
     shaped = [k for k in keys if k[0] == "bitlinear" and dict(k[3]).get("SHAPE")]
     assert len(shaped) == 1, shaped                                  # q, k, v, o, down: one pipeline

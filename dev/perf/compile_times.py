@@ -4,8 +4,8 @@
 
 Opens a blank page on a local server (WebGPU needs a secure context), asks for a device with the
 features bitweb asks for, builds a stand-in `bitweb.gpu.Device` with the same caps and limits, and
-lists the pipeline keys the engine compiles for the model (Engine._compile_keys: the decode
-plans' kernels, then the prefill plan's). For each key, the WGSL the browser device would send
+lists the pipeline keys the engine compiles for the model (upload.compile_keys of
+Engine._compile_steps: the decode plans' kernels, then the prefill plan's). For each key, the WGSL the browser device would send
 (shaders.specialise) and its constants go to the page, which times `createShaderModule` +
 `createComputePipelineAsync` one at a time (each awaited; a unique comment per trial keeps Dawn's
 pipeline cache out of it). Printed per kernel: WGSL bytes, compile ms (best of the trials), the
@@ -33,6 +33,7 @@ from bitweb.gguf import open_gguf  # noqa: E402
 from bitweb.gpu import WANTED_FEATURES, WANTED_LIMITS, Caps, Device  # noqa: E402
 from bitweb.kernels import lmhead  # noqa: E402
 from bitweb.model import Model  # noqa: E402
+from bitweb.upload import compile_keys  # noqa: E402
 
 DEVICE_JS = """async ([features, limits]) => {
   const a = await navigator.gpu.requestAdapter({ powerPreference: 'high-performance' });
@@ -199,7 +200,7 @@ def engine_keys(dev: Device, path: str) -> tuple:
     model = Model.from_gguf(gf)
     eng = Engine(dev, model, "a8", 4096)
     eng.prefill_rows = 64
-    return eng, eng._compile_keys()
+    return eng, compile_keys(eng._compile_steps())
 
 
 def main():

@@ -6,7 +6,7 @@
 A step is (kernels.Step, {bind name: buffer}). Everything here reads a `GPUModel`, the narrow
 handle: the modes the kernels are chosen by and the buffers by name, never the Engine.
 bitweb.engine binds the steps and records them as plans; bitweb.upload makes the buffers and
-lists the kernels (compile_keys) on a GPUModel whose buffers are stand-in names.
+lists the kernels (compile_steps) on a GPUModel whose buffers are stand-in names.
 
 A new value of a block feature (a model.Arch flag) changes the one op method here that meets it,
 and its twin in bitweb.numpy_model (ARCHITECTURE.md, "An architecture").
@@ -51,7 +51,7 @@ class GPUModel:
     the step lists read (never the Engine). The modes the kernels are chosen by, and the buffers by
     name: the file's tensors (`w`, the tables in `shards`), the state and activations (`buf`: x,
     qkv, ..., k.<i> / v.<i> (KV cache), qkn.<i> (QK-norm weights), qkvb.<i> (Q / K / V biases, one
-    qkv row), mult.<i>.<linears> (MULTIPLIERS), ones). compile_keys lists the kernels on a copy
+    qkv row), mult.<i>.<linears> (MULTIPLIERS), ones). compile_steps lists the kernels on a copy
     whose buffers are stand-in names."""
     dev: object
     model: Model

@@ -110,20 +110,20 @@ class Engine:
                    progress=None, log=None, prefill_rows: int = PREFILL_ROWS,
                    lm_head: str | None = None, kv_cache: str = KV_CACHE,
                    wait_prefill: bool = True, fit: Fit | None = None) -> "Engine":
-        """Pick the context (max_context, else the default that fits: upload.fit_model, its note
-        in `context_note`; `fit`: what fit_model made of this file already, whose context and KV
-        cache type then stand for max_context and kv_cache), check limits, upload every tensor from `src` (FileSource / BytesSource natively, a JS
-        Blob or File in the browser), compile the kernels and record the decode plans. The kernels
-        compile while the weights upload (compile_pipelines: in the browser every createComputePipelineAsync
-        of a batch is in flight together in the GPU process): first the greedy decode plans', then
-        the sampler's top-k and the prefill plan's (wait_prefill=False where compiles run in the
-        background, the browser: in flight right behind the decode kernels). wait_prefill=False: the engine is returned once the decode kernels
-        are ready, the prefill kernels go on compiling (`prefill_compiled`);
-        until they are done prompts are prefilled token by token through the decode plan (the
-        same tokens: `prefill_ready`), so neither ready nor a first reply waits for them (a CPU
-        rasteriser takes seconds per kernel). Where the driver compiles at the first dispatch
-        (lavapipe) they are compiled off the queue too (Device.warm: a second device in a thread)
-        before `prefill_compiled` is done, so the first prompt after that does not stall on them.
+        """Pick the context (max_context, else the default that fits: upload.fit_model, its note in
+        `context_note`; `fit`: what fit_model made of this file already, whose context and KV cache type
+        then stand for max_context and kv_cache), check limits, upload every tensor from `src`
+        (FileSource / BytesSource natively, a JS Blob or File in the browser), compile the kernels and
+        record the decode plans. The kernels compile while the weights upload (compile_pipelines: in the
+        browser every createComputePipelineAsync of a batch is in flight together in the GPU process):
+        first the greedy decode plans', then the sampler's top-k and the prefill plan's (with
+        wait_prefill=False where compiles run in the background: right behind them). wait_prefill=False:
+        the engine is returned once the decode kernels are ready, the prefill kernels go on compiling
+        (`prefill_compiled`); until they are done prompts are prefilled token by token through the
+        decode plan (the same tokens: `prefill_ready`), so neither ready nor a first reply waits for
+        them (seconds per kernel on a CPU rasteriser). Where the driver compiles at the first dispatch
+        (lavapipe) they are compiled off the queue too (Device.warm: a second device in a thread) before
+        `prefill_compiled` is done, so the first prompt after that does not stall on them.
         progress(stage, done, total): stage "upload" (bytes), "compile" (distinct pipelines
         compiled; the decode kernels' when wait_prefill is False), "ready". stage_ms: [start, end]
         of "upload", "compile" and "plans" ([start, end] ms from the start of load()); the
@@ -152,9 +152,10 @@ class Engine:
         def span(name, start):
             eng.stage_ms[name] = [round(start - t0, 1), round(now_ms() - t0, 1)]
 
-        first, later = eng._compile_keys()
+        steps = eng._compile_steps()
+        first, later = compile_keys(steps)
         dev.check_pipelines(first + later)      # workgroup memory / size: refused here, before any upload
-        warm = [] if wait_prefill else eng._compile_keys(steps=True)[1]   # (lavapipe: compiled off the queue, dev.warm)
+        warm = [] if wait_prefill else steps[1]   # (lavapipe: compiled off the queue, dev.warm)
         n_first = len({dev.pipeline_key(*k) for k in first})
         eng.n_pipelines = n_first + len({dev.pipeline_key(*k) for k in later})
         total = eng.n_pipelines if wait_prefill else n_first
@@ -227,10 +228,9 @@ class Engine:
         """The GGML type of a table (token_embd / output) as it is on the GPU."""
         return self.gpu_model.table_type(ti)
 
-    def _compile_keys(self, steps: bool = False) -> tuple:
-        """(first, later) pipeline keys of the plans (compile_keys; steps: their Steps, compile_steps),
-        the top-k of TOPK_MIN among the later."""
-        return (compile_steps if steps else compile_keys)(self.gpu_model, self.prefill_rows, min(TOPK_MIN, self.cfg.n_vocab))
+    def _compile_steps(self) -> tuple:
+        """(first, later) steps of the plans' pipelines (compile_steps; the top-k of TOPK_MIN among the later)."""
+        return compile_steps(self.gpu_model, self.prefill_rows, min(TOPK_MIN, self.cfg.n_vocab))
 
     async def _build(self):
         """Create the state buffers, bind the decode steps and record the decode plans."""

@@ -14,8 +14,8 @@ records the plans, on a blocks.GPUModel.
                                      GPUModel.lm_head (formats.Q8_0 for lm_head="q8_0"): the head
                                      re-quantized on the GPU (requant_q8_0)
     state_buffers                    activations, params, token, RoPE freqs, the KV cache, prefill rows
-    compile_keys, compile_pipelines  every kernel the plans use, listed before any buffer exists and
-                                     compiled while the weights upload (compile_steps: the steps)
+    compile_steps, compile_pipelines every kernel the plans use, listed before any buffer exists and
+                                     compiled while the weights upload (compile_keys: their keys)
 """
 from __future__ import annotations
 
@@ -282,14 +282,9 @@ def stand_in(h: GPUModel) -> GPUModel:
                            for ti in (m.token_embd, m.lm_head)})
 
 
-def compile_keys(h: GPUModel, prefill_rows: int, topk: int) -> tuple:
-    """The pipeline keys of every step the plans use, as (first, later): first the greedy decode
-    plans' and the LM head's re-quantization; later the sampler's top-k of `topk` candidates (the app's
-    default is greedy: a sampled reply before it is compiled waits for it) and the prefill plan's
-    (prefill_rows rows) that are not among the first. Listed before any buffer exists, on a copy of
-    the handle whose buffers are stand-ins (their names): only the kernels matter."""
-    first, later = compile_steps(h, prefill_rows, topk)
-    return [_key(st) for st in first], [_key(st) for st in later]
+def compile_keys(steps: tuple) -> tuple:
+    """The pipeline keys (shader, entry, constants, defines) of compile_steps' (first, later)."""
+    return tuple([_key(st) for st in part] for part in steps)
 
 
 def _key(st) -> tuple:
@@ -297,8 +292,12 @@ def _key(st) -> tuple:
 
 
 def compile_steps(h: GPUModel, prefill_rows: int, topk: int) -> tuple:
-    """compile_keys' steps (kernels.Step: their bindings too, for Device.warm), one per distinct
-    pipeline, as (first, later)."""
+    """Every step the plans use (kernels.Step: their bindings too, for Device.warm), one per distinct
+    pipeline, as (first, later): first the greedy decode plans' and the LM head's re-quantization;
+    later the sampler's top-k of `topk` candidates (the app's default is greedy: a sampled reply
+    before it is compiled waits for it) and the prefill plan's (prefill_rows rows) that are not
+    among the first. Listed before any buffer exists, on a copy of the handle whose buffers are
+    stand-ins (their names): only the kernels matter. compile_keys: their pipeline keys."""
     cfg, m = h.cfg, h.model
     dry = stand_in(h)
     requant_head = h.lm_head is not None and m.lm_head.format is not h.lm_head
